@@ -1,0 +1,1 @@
+"""Runs protocols against platforms and hosts the CLI."""

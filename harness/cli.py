@@ -1,0 +1,212 @@
+"""The ``benchledger`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from harness import settings
+from ledger import Ledger, LedgerError, UnknownRun, UnusableInput, open_store
+from ledger.bundle import export_run, import_bundle, verify_bundle
+from ledger.chain import Failure, Summary
+
+EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Unusable command-line input: one line, exit 2."""
+
+
+def _ledger_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ledger",
+        metavar="PATH|URL",
+        default=None,
+        help="SQLite file or postgresql:// URL (default: $BENCHLEDGER_LEDGER or "
+        f"{settings.DEFAULT_LEDGER})",
+    )
+
+
+def _open(args: argparse.Namespace, *, create: bool) -> Ledger:
+    location = args.ledger or settings.load().ledger
+    return Ledger(open_store(location, create=create))
+
+
+def _looks_like_bundle(target: str) -> bool:
+    return target.endswith((".jsonl", ".jsonl.gz", ".gz")) or os.path.isfile(target)
+
+
+def _print_failure(what: str, failure: Failure) -> None:
+    print(f"FAILED {what}: {failure}")
+    if failure.expected or failure.found:
+        print(f"  expected: {failure.expected}")
+        print(f"  found:    {failure.found}")
+
+
+def _print_ok(what: str, s: Summary) -> None:
+    root = s.sealed_root or f"(unsealed; heads root {s.computed_root})"
+    print(f"ok {what}: {s.streams} streams, {s.events} events, root {root}")
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    target = args.target
+    if target and _looks_like_bundle(target):
+        failure, summary, header = verify_bundle(target, root=args.root)
+        if failure:
+            _print_failure(f"bundle {target} (run {header.run})", failure)
+            return EXIT_FAILED
+        _print_ok(f"bundle {target} (run {header.run})", summary)
+        return EXIT_OK
+    ledger = _open(args, create=False)
+    run_ids = [target] if target else ledger.store.run_ids()
+    if not run_ids:
+        print("ok: the ledger holds no runs")
+        return EXIT_OK
+    status = EXIT_OK
+    for run_id in run_ids:
+        failure, summary = ledger.verify(run_id, require_seal=bool(args.root))
+        if failure is None and args.root and summary.sealed_root != args.root.lower():
+            failure = Failure(run_id, -1, "root mismatch", "sealed root is not the one expected",
+                              expected=args.root.lower(), found=summary.sealed_root)
+        if failure:
+            _print_failure(f"run {run_id}", failure)
+            status = EXIT_FAILED
+        else:
+            _print_ok(f"run {run_id}", summary)
+    for stream in ledger.orphans() if not target else []:
+        print(f"FAILED stream {stream!r}: its run header stream is missing")
+        status = EXIT_FAILED
+    return status
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    ledger = _open(args, create=False)
+    n = export_run(ledger, args.run, args.output)
+    info = ledger.run_info(args.run)
+    print(f"exported run {args.run}: {n} events to {args.output} (root {info.root or 'unsealed'})")
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    ledger = _open(args, create=True)
+    added = import_bundle(ledger, args.file)
+    print(f"imported {args.file}: {added} new events")
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    ledger = _open(args, create=False)
+    runs = ledger.runs()
+    if not runs:
+        print("no runs")
+        return EXIT_OK
+    print(f"{'run':<40} {'streams':>8} {'events':>9}  root")
+    for r in runs:
+        print(f"{r.run_id:<40} {r.streams:>8} {r.events:>9}  {r.root or '(unsealed)'}")
+    return EXIT_OK
+
+
+def _one_line(value: object, width: int = 100) -> str:
+    from ledger.codec import canonical_json
+
+    text = canonical_json(value).decode()
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    ledger = _open(args, create=False)
+    stream = args.stream
+    if stream is not None and stream != args.run and not stream.startswith(args.run + "/"):
+        stream = f"{args.run}/{stream}"
+    ledger.run_info(args.run)
+    current = None
+    for event, h in ledger.events(args.run, stream):
+        if event.stream != current:
+            current = event.stream
+            print(f"== {current}")
+        refs = ",".join(map(str, event.refs)) or "-"
+        kind = type(event).__struct_config__.tag
+        print(f"{event.seq:>5}  {kind:<17} {h[:12]}  refs={refs:<8} {_one_line(event.body)}")  # type: ignore[attr-defined]
+    if current is None:
+        print(f"no events in {stream or args.run}")
+    return EXIT_OK
+
+
+def cmd_bench_ledger(args: argparse.Namespace) -> int:
+    from benchmarks.ledger_bench import run_bench
+
+    if args.events < 100:
+        raise UsageError("--events must be at least 100")
+    return run_bench(events=args.events, backend=args.backend, ledger=args.ledger, as_json=args.json)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (tests use it to check documented options exist)."""
+    parser = argparse.ArgumentParser(
+        prog="benchledger",
+        description="Benchmark agent-memory platforms on a tamper-evident ledger.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("verify", help="check a run or bundle has not been altered")
+    p.add_argument("target", nargs="?", help="run id, or a bundle FILE.jsonl[.gz]")
+    p.add_argument("--root", metavar="HEX", help="the run root you expect (published root)")
+    _ledger_arg(p)
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("export", help="write a run as a bundle")
+    p.add_argument("run")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.jsonl[.gz]")
+    _ledger_arg(p)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("import", help="add a bundle's events to a ledger (idempotent)")
+    p.add_argument("file")
+    _ledger_arg(p)
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("runs", help="list runs")
+    _ledger_arg(p)
+    p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("log", help="print a run's events")
+    p.add_argument("run")
+    p.add_argument("stream", nargs="?", help="one stream (full name or the part after RUN/)")
+    _ledger_arg(p)
+    p.set_defaults(func=cmd_log)
+
+    bench = sub.add_parser("bench", help="performance benchmarks (ratios vs raw baselines)")
+    bsub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    p = bsub.add_parser("ledger", help="append and verify throughput vs raw SQLite")
+    p.add_argument("--events", type=int, default=100_000)
+    p.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    p.add_argument("--ledger", metavar="PATH|URL", help="keep the ledger here")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_bench_ledger)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: run one command, map errors to one line and an exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except (UnusableInput, UnknownRun, UsageError) as exc:
+        print(f"benchledger: error: {exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    except LedgerError as exc:
+        print(f"benchledger: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("benchledger: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

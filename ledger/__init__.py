@@ -1,0 +1,34 @@
+"""The ledger: events, canonical encoding, hash chain, Merkle roots, storage, bundles.
+
+Imports nothing else of benchledger.
+"""
+
+from ledger.chain import Failure, Record, genesis, link_hash
+from ledger.errors import (
+    AppendConflict,
+    BundleConflict,
+    LedgerError,
+    RunSealed,
+    UnknownRun,
+    UnusableInput,
+)
+from ledger.ledger import Ledger, RunInfo, StreamWriter
+from ledger.store import Store, open_store
+
+__all__ = [
+    "AppendConflict",
+    "BundleConflict",
+    "Failure",
+    "Ledger",
+    "LedgerError",
+    "Record",
+    "RunInfo",
+    "RunSealed",
+    "Store",
+    "StreamWriter",
+    "UnknownRun",
+    "UnusableInput",
+    "genesis",
+    "link_hash",
+    "open_store",
+]

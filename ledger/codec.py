@@ -1,0 +1,69 @@
+"""Canonical bytes: the one representation of an event that is hashed, stored and bundled."""
+
+from __future__ import annotations
+
+import msgspec
+
+from ledger.events import AnyEvent, Event
+
+# Sorted keys, no whitespace, UTF-8: msgspec's JSON encoder emits no insignificant space.
+_encoder = msgspec.json.Encoder(order="sorted")
+_decoder = msgspec.json.Decoder(AnyEvent)
+
+
+class Link(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The envelope as verification sees it: every field required, the body left raw."""
+
+    stream: str
+    seq: int
+    prev: str
+    at: int
+    kind: str
+    refs: tuple[int, ...]
+    body: msgspec.Raw
+
+
+_link_decoder = msgspec.json.Decoder(Link)
+
+
+def canonical(event: Event) -> bytes:
+    """Encode ``event`` as its canonical bytes."""
+    return _encoder.encode(event)
+
+
+canonical_json = _encoder.encode  # any msgspec-encodable value: sorted keys, no whitespace
+
+
+_str = msgspec.json.encode
+
+
+def envelope_bytes(
+    stream_json: bytes, seq: int, prev: str, at: int, kind: str, refs: tuple[int, ...], body: bytes
+) -> bytes:
+    """Canonical bytes assembled from pre-encoded parts; equal to ``canonical(event)``.
+
+    The writer's hot path: the envelope's sorted key order is fixed
+    (at, body, kind, prev, refs, seq, stream), so only the body needs the encoder.
+    ``stream_json`` is the stream name already JSON-encoded; ``kind`` and ``prev`` are
+    plain ASCII (a tag and a hex hash) and need no escaping.
+    """
+    refs_json = b"[" + b",".join(b"%d" % r for r in refs) + b"]" if refs else b"[]"
+    return _ENVELOPE % (at, body, kind.encode(), prev.encode(), refs_json, seq, stream_json)
+
+
+_ENVELOPE = b'{"at":%d,"body":%s,"kind":"%s","prev":"%s","refs":%s,"seq":%d,"stream":%s}'
+
+
+def encode_string(text: str) -> bytes:
+    """``text`` as a JSON string."""
+    return _str(text)
+
+
+def decode_event(data: bytes) -> Event:
+    """Decode canonical bytes into the typed event of its kind (raises msgspec errors)."""
+    return _decoder.decode(data)  # type: ignore[no-any-return]
+
+
+def decode_link(data: bytes) -> Link:
+    """Decode just the envelope fields needed to check a chain (raises msgspec errors)."""
+    return _link_decoder.decode(data)

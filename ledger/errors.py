@@ -1,0 +1,66 @@
+"""The ledger's error tree: one root, each error carrying its evidence as attributes."""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    """Root of every error the ledger package raises."""
+
+
+class UnusableInput(LedgerError):
+    """The input cannot be used at all (missing file, not a ledger, unreachable database).
+
+    The CLI maps this to exit code 2. ``where`` names the file or URL, ``line`` the
+    1-based line when the input is a file of lines.
+    """
+
+    def __init__(self, where: str, problem: str, *, line: int | None = None) -> None:
+        self.where = where
+        self.problem = problem
+        self.line = line
+        loc = f"{where}:{line}" if line is not None else where
+        super().__init__(f"{loc}: {problem}")
+
+
+class AppendConflict(LedgerError):
+    """Another writer already appended ``seq`` to ``stream``: re-read the head and retry."""
+
+    def __init__(self, stream: str, seq: int) -> None:
+        self.stream = stream
+        self.seq = seq
+        super().__init__(
+            f"stream {stream!r} already has seq {seq}: another writer appended it first; "
+            "re-read the stream head before appending again"
+        )
+
+
+class BundleConflict(LedgerError):
+    """A bundle disagrees with events already stored; nothing was imported."""
+
+    def __init__(self, stream: str, seq: int, stored_hash: str, bundle_hash: str) -> None:
+        self.stream = stream
+        self.seq = seq
+        self.stored_hash = stored_hash
+        self.bundle_hash = bundle_hash
+        super().__init__(
+            f"stream {stream!r} seq {seq}: stored event {stored_hash[:12]} differs from the "
+            f"bundle's {bundle_hash[:12]}; the bundle was refused whole and nothing was written"
+        )
+
+
+class UnknownRun(LedgerError):
+    """The ledger holds no run with this id."""
+
+    def __init__(self, run_id: str, known: list[str]) -> None:
+        self.run_id = run_id
+        self.known = known
+        hint = f"; known runs: {', '.join(known[:10])}" if known else "; the ledger holds no runs"
+        super().__init__(f"no run {run_id!r} in this ledger{hint}")
+
+
+class RunSealed(LedgerError):
+    """The run is sealed; sealed runs take no more events."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id!r} is already sealed and takes no more events")

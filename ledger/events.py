@@ -1,0 +1,237 @@
+"""Every event kind: frozen, tagged msgspec Structs sharing one envelope.
+
+The envelope (``stream, seq, prev, at, kind, refs, body``) is final. Bodies grow by
+adding fields with defaults at the end; bodies omit default-valued fields when encoded,
+so an old event's canonical bytes never change when a body gains a field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Union
+
+import msgspec
+
+JSON = Any  # any JSON value: msgspec encodes dict/list/str/int/float/bool/None
+
+
+class Body(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=False):
+    """Base of every event body."""
+
+    KIND: ClassVar[str] = ""
+
+
+class RunStartedBody(Body, frozen=True):
+    KIND: ClassVar[str] = "run_started"
+    suite: str
+    protocol_set_hash: str = ""
+    protocols: int = 0
+    k: int = 1
+    agent: str = ""
+    model: str = ""
+    platform: str = ""
+    platform_version: str = ""
+    coupled: bool = False
+    tool_version: str = ""
+    config: dict[str, JSON] = {}
+
+
+class UnitStartedBody(Body, frozen=True):
+    KIND: ClassVar[str] = "unit_started"
+    protocol_id: str
+    attempt: int
+    protocol_hash: str = ""
+    teacher: str = ""
+    learner: str = ""
+    resumes: str = ""
+
+
+class EpisodeStartedBody(Body, frozen=True):
+    KIND: ClassVar[str] = "episode_started"
+    episode: str
+    identity: str = ""
+    system_prompt: str = ""
+    user_prompt: str = ""
+
+
+class SessionCallBody(Body, frozen=True):
+    KIND: ClassVar[str] = "session_call"
+    episode: str
+    method: str
+    tool: str = ""
+    arguments: dict[str, JSON] = {}
+    result: JSON = None
+    is_error: bool = False
+    latency_ms: float = 0.0
+
+
+class ModelCallBody(Body, frozen=True):
+    KIND: ClassVar[str] = "model_call"
+    episode: str
+    request_hash: str
+    request: JSON = None
+    response: JSON = None
+    usage: dict[str, int] = {}
+    latency_ms: float = 0.0
+    retry: int = 0
+
+
+class ReadBackBody(Body, frozen=True):
+    KIND: ClassVar[str] = "read_back"
+    stage: str
+    method: str
+    path: str
+    status: int = 200
+    body: JSON = None
+    latency_ms: float = 0.0
+
+
+class GraderDecisionBody(Body, frozen=True):
+    KIND: ClassVar[str] = "grader_decision"
+    stage: str
+    check: str
+    verdict: bool | None
+    reason: str = ""
+    answer: str = ""
+    expected: JSON = None
+    origin: str = "benchledger"
+
+
+class EpisodeFinishedBody(Body, frozen=True):
+    KIND: ClassVar[str] = "episode_finished"
+    episode: str
+    final_answer: str = ""
+    tool_calls: int = 0
+    tool_errors: int = 0
+    search_called: bool = False
+    fact_surfaced: bool = False
+    budget_exhausted: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    trace_hash: str = ""
+
+
+class InfraErrorBody(Body, frozen=True):
+    KIND: ClassVar[str] = "infra_error"
+    stage: str
+    error: str
+    message: str = ""
+    retry: int = 0
+    retryable: bool = False
+
+
+class UnitFinishedBody(Body, frozen=True):
+    KIND: ClassVar[str] = "unit_finished"
+    outcome: dict[str, bool | None] = {}
+    error: str = ""
+
+
+class UnitAbandonedBody(Body, frozen=True):
+    KIND: ClassVar[str] = "unit_abandoned"
+    reason: str
+    resumed_as: str = ""
+
+
+class StreamHead(msgspec.Struct, frozen=True, array_like=True):
+    """One Merkle leaf's data: a stream, its length and the link hash of its last event."""
+
+    stream: str
+    length: int
+    head: str
+
+
+class RunSealedBody(Body, frozen=True):
+    KIND: ClassVar[str] = "run_sealed"
+    root: str
+    streams: int
+    events: int
+    heads: list[StreamHead] = []
+
+
+class Event(msgspec.Struct, frozen=True, tag_field="kind", kw_only=True):
+    """The envelope. ``kind`` is the tag; the hash is derived, never stored (see chain.py)."""
+
+    stream: str
+    seq: int
+    prev: str
+    at: int
+    refs: tuple[int, ...] = ()
+
+
+class RunStarted(Event, frozen=True, tag="run_started"):
+    body: RunStartedBody
+
+
+class UnitStarted(Event, frozen=True, tag="unit_started"):
+    body: UnitStartedBody
+
+
+class EpisodeStarted(Event, frozen=True, tag="episode_started"):
+    body: EpisodeStartedBody
+
+
+class SessionCall(Event, frozen=True, tag="session_call"):
+    body: SessionCallBody
+
+
+class ModelCall(Event, frozen=True, tag="model_call"):
+    body: ModelCallBody
+
+
+class ReadBack(Event, frozen=True, tag="read_back"):
+    body: ReadBackBody
+
+
+class GraderDecision(Event, frozen=True, tag="grader_decision"):
+    body: GraderDecisionBody
+
+
+class EpisodeFinished(Event, frozen=True, tag="episode_finished"):
+    body: EpisodeFinishedBody
+
+
+class InfraError(Event, frozen=True, tag="infra_error"):
+    body: InfraErrorBody
+
+
+class UnitFinished(Event, frozen=True, tag="unit_finished"):
+    body: UnitFinishedBody
+
+
+class UnitAbandoned(Event, frozen=True, tag="unit_abandoned"):
+    body: UnitAbandonedBody
+
+
+class RunSealed(Event, frozen=True, tag="run_sealed"):
+    body: RunSealedBody
+
+
+AnyEvent = Union[  # noqa: UP007 - msgspec needs a runtime Union object
+    RunStarted,
+    UnitStarted,
+    EpisodeStarted,
+    SessionCall,
+    ModelCall,
+    ReadBack,
+    GraderDecision,
+    EpisodeFinished,
+    InfraError,
+    UnitFinished,
+    UnitAbandoned,
+    RunSealed,
+]
+
+EVENT_TYPES: tuple[type[Event], ...] = AnyEvent.__args__  # type: ignore[attr-defined]
+EVENT_FOR_BODY: dict[type[Body], type[Event]] = {
+    next(f.type for f in msgspec.structs.fields(t) if f.name == "body"): t for t in EVENT_TYPES
+}
+KINDS: tuple[str, ...] = tuple(t.__struct_config__.tag for t in EVENT_TYPES)  # type: ignore[misc]
+
+# A stream that ends in one of these is complete; a sealed run's unit streams must.
+TERMINAL_KINDS = frozenset({"unit_finished", "unit_abandoned", "run_sealed"})
+
+
+def make_event(
+    stream: str, seq: int, prev: str, at: int, body: Body, refs: tuple[int, ...] = ()
+) -> Event:
+    """Wrap ``body`` in the envelope of its kind."""
+    return EVENT_FOR_BODY[type(body)](stream=stream, seq=seq, prev=prev, at=at, refs=refs, body=body)  # type: ignore[call-arg]

@@ -1,0 +1,207 @@
+"""The ledger: append events to hash-chained streams, group them into runs, seal runs."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import blake3
+
+from ledger.chain import EVENT_DOMAIN, Failure, Record, RunChecker, Summary, genesis, link_hash
+from ledger.codec import canonical, canonical_json, decode_event, decode_link, encode_string, envelope_bytes
+from ledger.errors import LedgerError, RunSealed, UnknownRun
+from ledger.events import (
+    TERMINAL_KINDS,
+    Body,
+    Event,
+    RunSealedBody,
+    RunStartedBody,
+    StreamHead,
+    make_event,
+)
+from ledger.events import RunSealed as RunSealedEvent
+from ledger.merkle import merkle_root
+from ledger.store import Store
+
+Clock = Callable[[], int]
+_hash = blake3.blake3
+_encode = canonical_json
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+
+def check_run_id(run_id: str) -> str:
+    """Return ``run_id`` or raise ValueError: letters, digits and ``._:-``, no ``/``."""
+    if not _RUN_ID.match(run_id):
+        raise ValueError(
+            f"run id {run_id!r} must start with a letter or digit and use only letters, "
+            "digits and . _ : - (at most 128 characters)"
+        )
+    return run_id
+
+
+class StreamWriter:
+    """The single writer of one stream: stages events, tracks seq and head hash."""
+
+    def __init__(self, stream: str, next_seq: int, head: str, clock: Clock) -> None:
+        self.stream = stream
+        self.next_seq = next_seq
+        self.head = head
+        self._clock = clock
+        self._stream_json = encode_string(stream)
+        self.staged: list[Record] = []
+
+    def append(self, body: Body, refs: Iterable[int] = ()) -> int:
+        """Stage ``body`` as the next event; return its seq (written at the next commit)."""
+        seq = self.next_seq
+        refs_t = tuple(refs) if refs else ()
+        for r in refs_t:
+            if not 0 <= r < seq:
+                raise ValueError(f"{self.stream}: ref {r} is not an earlier seq (next is {seq})")
+        kind = body.KIND
+        data = envelope_bytes(
+            self._stream_json, seq, self.head, self._clock(), kind, refs_t, _encode(body)
+        )
+        self.staged.append(Record(self.stream, seq, kind, data))
+        self.head = _hash(EVENT_DOMAIN + data).hexdigest()
+        self.next_seq = seq + 1
+        return seq
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_id: str
+    streams: int
+    events: int
+    root: str  # "" while unsealed
+
+
+class Ledger:
+    """Events in a Store, written through StreamWriters and read back typed."""
+
+    def __init__(self, store: Store, clock: Clock = time.time_ns) -> None:
+        self.store = store
+        self.clock = clock
+
+    # -- writing --------------------------------------------------------------
+    def writer(self, stream: str) -> StreamWriter:
+        """A writer positioned after the stream's current head."""
+        last = self.store.head(stream)
+        if last is None:
+            return StreamWriter(stream, 0, genesis(stream), self.clock)
+        assert last.seq is not None
+        return StreamWriter(stream, last.seq + 1, link_hash(last.data), self.clock)
+
+    def new_stream(self, stream: str) -> StreamWriter:
+        """A writer for a stream this caller creates; skips the head read.
+
+        If the stream exists after all, the first commit fails with AppendConflict.
+        """
+        return StreamWriter(stream, 0, genesis(stream), self.clock)
+
+    def commit(self, *writers: StreamWriter) -> int:
+        """Write every staged event of ``writers`` in one transaction; return how many."""
+        rows = [r for w in writers for r in w.staged]
+        self.store.append(rows)
+        for w in writers:
+            w.staged.clear()
+        return len(rows)
+
+    def start_run(self, run_id: str, body: RunStartedBody) -> StreamWriter:
+        """Create a run's header stream with ``run_started``; refuse an existing run id."""
+        check_run_id(run_id)
+        w = self.writer(run_id)
+        if w.next_seq != 0:
+            raise LedgerError(f"run {run_id!r} already exists; pick another --run-id")
+        w.append(body)
+        self.commit(w)
+        return w
+
+    def seal(self, run_id: str) -> str:
+        """Append ``run_sealed`` with the run root over every stream head; return the root."""
+        heads = self.store.heads(run_id)
+        if not heads or heads[0].stream != run_id:
+            raise UnknownRun(run_id, self.store.run_ids())
+        leaves: list[StreamHead] = []
+        latest = 0
+        for row in heads:
+            link = decode_link(row.data)
+            assert row.stream is not None and row.seq is not None
+            if row.stream == run_id and link.kind == "run_sealed":
+                raise RunSealed(run_id)
+            if row.stream != run_id and link.kind not in TERMINAL_KINDS:
+                raise LedgerError(
+                    f"cannot seal run {run_id!r}: stream {row.stream!r} ends at seq {row.seq} "
+                    f"with {link.kind!r}, not a finished or abandoned unit"
+                )
+            leaves.append(StreamHead(row.stream, row.seq + 1, link_hash(row.data)))
+            latest = max(latest, link.at)
+        root = merkle_root(leaves)
+        header = leaves[0]
+        event = make_event(
+            run_id,
+            header.length,
+            header.head,
+            latest,
+            RunSealedBody(
+                root=root,
+                streams=len(leaves),
+                events=sum(h.length for h in leaves),
+                heads=leaves,
+            ),
+        )
+        self.store.append([Record(run_id, header.length, "run_sealed", canonical(event))])
+        return root
+
+    # -- reading --------------------------------------------------------------
+    def runs(self) -> list[RunInfo]:
+        """Every run with its stream and event counts and sealed root."""
+        out = []
+        for run_id in self.store.run_ids():
+            out.append(self.run_info(run_id))
+        return out
+
+    def run_info(self, run_id: str) -> RunInfo:
+        """Counts and sealed root of one run; UnknownRun when absent."""
+        heads = self.store.heads(run_id)
+        if not heads or heads[0].stream != run_id:
+            raise UnknownRun(run_id, self.store.run_ids())
+        root = ""
+        header = decode_event(heads[0].data)
+        if isinstance(header, RunSealedEvent):
+            root = header.body.root
+        events = sum((h.seq or 0) + 1 for h in heads)
+        return RunInfo(run_id, len(heads), events, root)
+
+    def events(self, run_id: str, stream: str | None = None) -> Iterator[tuple[Event, str]]:
+        """Typed events of a run (or one of its streams) with their link hashes, in order."""
+        rows: Iterable[tuple[str | None, int | None, str | None, bytes]]
+        if stream is not None:
+            rows = self.store.read_stream(stream)
+        else:
+            self.run_info(run_id)
+            rows = self.store.scan(run_id)
+        for _stream, _seq, _kind, data in rows:
+            yield decode_event(data), link_hash(data)
+
+    def verify(self, run_id: str, *, require_seal: bool = False) -> tuple[Failure | None, Summary]:
+        """Check one run: every link, prev, seq, and the sealed root."""
+        if self.store.head(run_id) is None and next(iter(self.store.scan(run_id)), None) is None:
+            raise UnknownRun(run_id, self.store.run_ids())
+        checker = RunChecker(run_id, require_seal=require_seal)
+        failure = checker.check(self.store.scan(run_id))
+        return failure, checker.summary
+
+    def orphans(self) -> list[str]:
+        """Streams whose run header is missing (a 'run/...' name with no 'run' stream)."""
+        runs = set(self.store.run_ids())
+        seen: list[str] = []
+        last = None
+        for stream, _seq, _kind, _data in self.store.scan(None):
+            if stream == last:
+                continue
+            last = stream
+            if stream.split("/", 1)[0] not in runs:
+                seen.append(stream)
+        return seen

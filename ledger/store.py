@@ -1,0 +1,414 @@
+"""Storage: the eventsourcing recorder layer, SQLite file or PostgreSQL.
+
+Each event is a stored event: originator = stream, version = seq, topic = kind,
+state = canonical bytes. The recorder's unique (originator, version) key is what makes
+a fork impossible. Library and driver errors are translated here, never leaked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import urllib.parse
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
+
+from ledger.chain import Record
+from ledger.errors import AppendConflict, UnusableInput
+
+TABLE = "benchledger_events"
+_SCAN_CHUNK = 2000
+
+
+# What scan yields: plain tuples in column order, the same shape as Record.
+Row = tuple[str, int, str, bytes]
+
+
+class Notification(NamedTuple):
+    id: int
+    record: Record
+
+
+# Streams of a run are the run id itself and every "run/..." name. The range keeps
+# SQLite on the primary-key index in key order (no sort); the filter drops "run-2" etc.
+_SQLITE_RUN_WHERE = (
+    "originator_id >= ? AND originator_id < ? AND "
+    "(originator_id = ? OR substr(originator_id, 1, ?) = ?)"
+)
+
+
+def _sqlite_run_params(run_id: str) -> tuple[str, str, str, int, str]:
+    # "0" is the character after "/", so [run, run + "0") holds every "run/..." name.
+    return run_id, run_id + "0", run_id, len(run_id) + 1, run_id + "/"
+
+
+class Store(ABC):
+    """Rows of ``(stream, seq, kind, canonical bytes)`` in a recorder."""
+
+    url: str
+
+    @abstractmethod
+    def append(self, rows: Sequence[Record]) -> None:
+        """Insert rows atomically; raise AppendConflict naming the first taken (stream, seq)."""
+
+    @abstractmethod
+    def append_all(self, batches: Iterable[Sequence[Record]]) -> int:
+        """Insert every batch in one transaction (all or nothing); return rows written."""
+
+    @abstractmethod
+    def head(self, stream: str) -> Record | None:
+        """The last row of ``stream``, or None when it is empty."""
+
+    @abstractmethod
+    def read_stream(self, stream: str, after: int = -1) -> list[Record]:
+        """Rows of ``stream`` with seq > ``after``, in seq order."""
+
+    @abstractmethod
+    def scan(self, run_id: str | None = None) -> Iterator[Row]:
+        """Every row of a run (or the whole ledger), by stream name then seq, streamed."""
+
+    @abstractmethod
+    def heads(self, run_id: str) -> list[Record]:
+        """The last row of every stream of ``run_id``, sorted by stream name."""
+
+    @abstractmethod
+    def run_ids(self) -> list[str]:
+        """Ids of every run, i.e. every stream name without a ``/``, sorted."""
+
+    @abstractmethod
+    def notifications(self, start: int, limit: int) -> list[Notification]:
+        """Up to ``limit`` rows in global insertion order, from notification id ``start``."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _conflict(self, rows: Sequence[Record]) -> AppendConflict:
+        for row in rows:
+            assert row.stream is not None and row.seq is not None
+            h = self.head(row.stream)
+            if h is not None and h.seq is not None and h.seq >= row.seq:
+                return AppendConflict(row.stream, row.seq)
+        first = rows[0]
+        return AppendConflict(first.stream or "", first.seq or 0)
+
+
+def _stored(rows: Sequence[Record]) -> list[StoredEvent]:
+    return [StoredEvent(r.stream, r.seq, r.kind, r.data) for r in rows]  # type: ignore[arg-type]
+
+
+class _SqliteRecorder(SQLiteApplicationRecorder):
+    """The library's application recorder, inserting a batch with one executemany.
+
+    The stock recorder inserts row by row to return notification ids, which we never
+    use; executemany is what makes batched appends run near raw SQLite speed.
+    """
+
+    def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[Any], **_: Any) -> None:  # type: ignore[override]
+        # Our rows are Records, tuples already in column order (stream, seq, kind, data).
+        c.executemany(self.insert_events_statement, stored_events)
+
+
+class SqliteStore(Store):
+    """A ledger in one SQLite file (WAL mode)."""
+
+    def __init__(self, path: str, *, create: bool = True) -> None:
+        self.url = path
+        if path != ":memory:":
+            if not create and not os.path.exists(path):
+                raise UnusableInput(path, "no ledger here (no such file)")
+            if create:
+                parent = os.path.dirname(os.path.abspath(path))
+                os.makedirs(parent, exist_ok=True)
+        try:
+            self._ds = SQLiteDatastore(path, originator_id_type="text", lock_timeout=30)
+            self._rec = _SqliteRecorder(self._ds, events_table_name=TABLE)
+            if create:
+                self._rec.create_table()
+            with self._ds.transaction(commit=False) as c:
+                c.execute(f"SELECT 1 FROM {TABLE} LIMIT 1")
+        except (PersistenceError, sqlite3.Error) as exc:
+            raise UnusableInput(path, _sqlite_problem(exc)) from None
+
+    def append(self, rows: Sequence[Record]) -> None:
+        if not rows:
+            return
+        try:
+            self._rec.insert_events(rows)  # type: ignore[arg-type]
+        except IntegrityError:
+            raise self._conflict(rows) from None
+        except PersistenceError as exc:
+            raise UnusableInput(self.url, _sqlite_problem(exc)) from None
+
+    def append_all(self, batches: Iterable[Sequence[Record]]) -> int:
+        n = 0
+        try:
+            with self._ds.transaction(commit=True) as c:
+                for batch in batches:
+                    self._rec._insert_events(c, batch)
+                    n += len(batch)
+        except IntegrityError as exc:
+            raise UnusableInput(self.url, f"import conflicted with a concurrent writer: {exc}") from None
+        except PersistenceError as exc:
+            raise UnusableInput(self.url, _sqlite_problem(exc)) from None
+        return n
+
+    def head(self, stream: str) -> Record | None:
+        rows = self._rec.select_events(stream, desc=True, limit=1)
+        if not rows:
+            return None
+        s = rows[0]
+        return Record(stream, s.originator_version, s.topic, s.state)
+
+    def read_stream(self, stream: str, after: int = -1) -> list[Record]:
+        return [
+            Record(stream, s.originator_version, s.topic, s.state)
+            for s in self._rec.select_events(stream, gt=after)
+        ]
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
+        try:
+            with self._ds.transaction(commit=False) as c:
+                cur: sqlite3.Cursor = c.sqlite_cursor
+                cur.row_factory = None  # plain tuples: the hot path of verify
+                cur.execute(sql, params)
+                while True:
+                    chunk = cur.fetchmany(_SCAN_CHUNK)
+                    if not chunk:
+                        return
+                    yield from chunk
+        except (PersistenceError, sqlite3.Error) as exc:
+            raise UnusableInput(self.url, _sqlite_problem(exc)) from None
+
+    def scan(self, run_id: str | None = None) -> Iterator[Row]:
+        cols = "originator_id, originator_version, topic, state"
+        rows: Iterator[tuple[Any, ...]]
+        if run_id is None:
+            rows = self._query(f"SELECT {cols} FROM {TABLE} ORDER BY originator_id, originator_version")
+        else:
+            rows = self._query(
+                f"SELECT {cols} FROM {TABLE} WHERE {_SQLITE_RUN_WHERE} "
+                "ORDER BY originator_id, originator_version",
+                _sqlite_run_params(run_id),
+            )
+        return rows  # type: ignore[return-value]
+
+    def heads(self, run_id: str) -> list[Record]:
+        # SQLite returns the bare columns of the row holding MAX(): each stream's last row.
+        return [
+            Record(s, v, t, d)
+            for s, v, t, d in self._query(
+                f"SELECT originator_id, MAX(originator_version), topic, state FROM {TABLE} "
+                f"WHERE {_SQLITE_RUN_WHERE} GROUP BY originator_id ORDER BY originator_id",
+                _sqlite_run_params(run_id),
+            )
+        ]
+
+    def run_ids(self) -> list[str]:
+        return [
+            r[0]
+            for r in self._query(
+                f"SELECT DISTINCT originator_id FROM {TABLE} WHERE instr(originator_id, '/') = 0 "
+                "ORDER BY originator_id"
+            )
+        ]
+
+    def notifications(self, start: int, limit: int) -> list[Notification]:
+        return [
+            Notification(n.id, Record(str(n.originator_id), n.originator_version, n.topic, n.state))
+            for n in self._rec.select_notifications(start, limit)
+        ]
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._ds.close()
+
+
+def _sqlite_problem(exc: Exception) -> str:
+    text = str(exc)
+    if "file is not a database" in text or "not a database" in text:
+        return "not a benchledger ledger (the file is not an SQLite database)"
+    if "no such table" in text:
+        return "not a benchledger ledger (no events table in this SQLite database)"
+    return f"SQLite error: {text}"
+
+
+class PostgresStore(Store):
+    """A ledger in a PostgreSQL database, for many workers sharing one ledger.
+
+    URL: ``postgresql://user[:password]@host[:port]/dbname[?schema=NAME]``.
+    """
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+
+        self.url = redact_url(url)
+        parts = urllib.parse.urlsplit(url)
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        self.schema = query.get("schema", "public")
+        if not self.schema.replace("_", "").isalnum():
+            raise UnusableInput(self.url, f"schema {self.schema!r} must be letters, digits and _")
+        kwargs = dict(
+            dbname=(parts.path or "/").lstrip("/") or "postgres",
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 5432,
+            user=urllib.parse.unquote(parts.username or "postgres"),
+            password=urllib.parse.unquote(parts.password or ""),
+        )
+        try:
+            import psycopg
+
+            with psycopg.connect(**kwargs, connect_timeout=5, autocommit=True) as conn:  # type: ignore[arg-type]
+                if create:
+                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            self._ds = PostgresDatastore(
+                **kwargs,  # type: ignore[arg-type]
+                originator_id_type="text",
+                schema=self.schema,
+                pool_size=2,
+                max_overflow=4,
+                connect_timeout=5,
+            )
+            # Open (and fill) the pool here, once: psycopg_pool's open(wait=True) is not
+            # safe to race from many threads, which eventsourcing does when it is lazy.
+            self._ds.pool.open(wait=True, timeout=5)
+            self._rec = PostgresApplicationRecorder(self._ds, events_table_name=TABLE)
+            if create:
+                self._rec.create_table()
+            with self._ds.transaction(commit=False) as c:
+                c.execute(f'SELECT 1 FROM "{self.schema}".{TABLE} LIMIT 1')
+        except Exception as exc:  # psycopg / pool errors of every flavour
+            raise UnusableInput(self.url, _pg_problem(exc)) from None
+        self._table = f'"{self.schema}".{TABLE}'
+
+    def append(self, rows: Sequence[Record]) -> None:
+        if not rows:
+            return
+        try:
+            self._rec.insert_events(_stored(rows))
+        except IntegrityError:
+            raise self._conflict(rows) from None
+        except PersistenceError as exc:
+            raise UnusableInput(self.url, _pg_problem(exc)) from None
+
+    def append_all(self, batches: Iterable[Sequence[Record]]) -> int:
+        n = 0
+        try:
+            with self._ds.transaction(commit=True) as curs:
+                for batch in batches:
+                    if batch:
+                        self._rec._insert_stored_events(curs, _stored(batch))
+                        n += len(batch)
+        except IntegrityError as exc:
+            raise UnusableInput(self.url, f"import conflicted with a concurrent writer: {exc}") from None
+        except PersistenceError as exc:
+            raise UnusableInput(self.url, _pg_problem(exc)) from None
+        return n
+
+    def head(self, stream: str) -> Record | None:
+        rows = self._rec.select_events(stream, desc=True, limit=1)
+        if not rows:
+            return None
+        s = rows[0]
+        return Record(stream, s.originator_version, s.topic, bytes(s.state))
+
+    def read_stream(self, stream: str, after: int = -1) -> list[Record]:
+        return [
+            Record(stream, s.originator_version, s.topic, bytes(s.state))
+            for s in self._rec.select_events(stream, gt=after)
+        ]
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
+        try:
+            with self._ds.get_connection() as conn, conn.transaction():
+                from psycopg.rows import tuple_row
+
+                with conn.cursor(name="benchledger_scan", row_factory=tuple_row) as cur:
+                    cur.itersize = _SCAN_CHUNK
+                    cur.execute(sql, params)  # type: ignore[arg-type]
+                    yield from cur
+        except PersistenceError as exc:
+            raise UnusableInput(self.url, _pg_problem(exc)) from None
+
+    def scan(self, run_id: str | None = None) -> Iterator[Row]:
+        cols = "originator_id, originator_version, topic, state"
+        order = 'ORDER BY originator_id COLLATE "C", originator_version'
+        if run_id is None:
+            rows = self._query(f"SELECT {cols} FROM {self._table} {order}")
+        else:
+            rows = self._query(
+                f"SELECT {cols} FROM {self._table} WHERE originator_id = %s OR "
+                f"starts_with(originator_id, %s) {order}",
+                (run_id, run_id + "/"),
+            )
+        for s, v, t, d in rows:
+            yield (s, v, t, bytes(d))
+
+    def heads(self, run_id: str) -> list[Record]:
+        rows = self._query(
+            f"SELECT DISTINCT ON (originator_id COLLATE \"C\") originator_id, originator_version, "
+            f"topic, state FROM {self._table} WHERE originator_id = %s OR "
+            'starts_with(originator_id, %s) ORDER BY originator_id COLLATE "C", '
+            "originator_version DESC",
+            (run_id, run_id + "/"),
+        )
+        return [Record(s, v, t, bytes(d)) for s, v, t, d in rows]
+
+    def run_ids(self) -> list[str]:
+        return [
+            r[0]
+            for r in self._query(
+                f"SELECT DISTINCT originator_id FROM {self._table} "
+                "WHERE strpos(originator_id, '/') = 0 ORDER BY 1"
+            )
+        ]
+
+    def notifications(self, start: int, limit: int) -> list[Notification]:
+        return [
+            Notification(
+                n.id, Record(str(n.originator_id), n.originator_version, n.topic, bytes(n.state))
+            )
+            for n in self._rec.select_notifications(start, limit)
+        ]
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._ds.close()
+
+
+def _pg_problem(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    if "does not exist" in text and TABLE in text:
+        return "not a benchledger ledger (no events table in this database)"
+    if "connect" in text.lower() or "timeout" in text.lower():
+        return f"cannot reach PostgreSQL: {text}"
+    return f"PostgreSQL error: {text}"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (secrets never reach a message)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def open_store(location: str, *, create: bool = True) -> Store:
+    """Open a ledger by path or ``postgresql://`` URL; ``create=False`` refuses a missing one."""
+    if location.startswith(("postgresql://", "postgres://")):
+        return PostgresStore(location, create=create)
+    if "://" in location:
+        raise UnusableInput(location, "unknown ledger URL scheme (use a file path or postgresql://)")
+    return SqliteStore(location, create=create)

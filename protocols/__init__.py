@@ -1,0 +1,1 @@
+"""protocols package (grows in its own issue)."""

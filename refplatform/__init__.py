@@ -1,0 +1,1 @@
+"""refplatform package (grows in its own issue)."""

@@ -1,0 +1,1 @@
+"""replay package (grows in its own issue)."""

@@ -1,0 +1,167 @@
+"""One contract every storage backend passes."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from ledger import AppendConflict, Ledger, UnusableInput
+from ledger.chain import Record
+from ledger.events import SessionCallBody, UnitFinishedBody
+from tests.sample import build_run, counter_clock
+
+
+def _ledger(store) -> Ledger:
+    return Ledger(store, clock=counter_clock())
+
+
+class TestStoreContract:
+    def test_appended_events_read_back_byte_identical(self, any_store):
+        led = _ledger(any_store)
+        w = led.new_stream("r/a/0")
+        w.append(SessionCallBody(episode="teach", method="tools/call", arguments={"é": "ü"}))
+        w.append(UnitFinishedBody())
+        staged = list(w.staged)
+        led.commit(w)
+        back = any_store.read_stream("r/a/0")
+        assert [(r.stream, r.seq, r.kind, bytes(r.data)) for r in back] == [tuple(r) for r in staged]
+        assert any_store.head("r/a/0").seq == 1
+        assert any_store.head("r/none") is None
+
+    def test_second_writer_of_a_seq_gets_conflict_naming_stream_and_seq(self, any_store):
+        led = _ledger(any_store)
+        a = led.writer("r/s/0")
+        b = led.writer("r/s/0")
+        a.append(UnitFinishedBody())
+        b.append(UnitFinishedBody(error="other"))
+        led.commit(a)
+        with pytest.raises(AppendConflict) as info:
+            led.commit(b)
+        assert (info.value.stream, info.value.seq) == ("r/s/0", 0)
+        assert "r/s/0" in str(info.value) and "seq 0" in str(info.value)
+        assert len(any_store.read_stream("r/s/0")) == 1
+
+    def test_concurrent_threads_never_fork_a_stream(self, any_store):
+        led = _ledger(any_store)
+        wins: list[int] = []
+        losses: list[int] = []
+        barrier = threading.Barrier(4)
+
+        errors: list[BaseException] = []
+
+        def worker(i: int) -> None:
+            try:
+                w = led.writer("r/race/0")
+                w.append(SessionCallBody(episode=str(i), method="tools/call"))
+                barrier.wait(timeout=30)
+                try:
+                    led.commit(w)
+                    wins.append(i)
+                except AppendConflict:
+                    losses.append(i)
+            except BaseException as exc:  # surfaced below, never swallowed
+                errors.append(exc)
+                barrier.abort()
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert len(wins) == 1 and len(losses) == 3
+        assert len(any_store.read_stream("r/race/0")) == 1
+
+    def test_batch_with_a_taken_seq_writes_nothing(self, any_store):
+        led = _ledger(any_store)
+        w = led.new_stream("r/x/0")
+        w.append(UnitFinishedBody())
+        led.commit(w)
+        fresh = led.new_stream("r/y/0")
+        fresh.append(UnitFinishedBody())
+        clash = led.new_stream("r/x/0")
+        clash.append(UnitFinishedBody(error="dup"))
+        with pytest.raises(AppendConflict):
+            led.commit(fresh, clash)
+        assert any_store.head("r/y/0") is None
+
+    def test_notifications_follow_insertion_order(self, any_store):
+        led = _ledger(any_store)
+        order = []
+        for name in ("r/b/0", "r/a/0", "r/c/0"):
+            w = led.new_stream(name)
+            w.append(UnitFinishedBody())
+            led.commit(w)
+            order.append(name)
+        notes = any_store.notifications(1, 10)
+        assert [n.record.stream for n in notes] == order
+        assert [n.id for n in notes] == sorted(n.id for n in notes)
+        later = any_store.notifications(notes[1].id + 1, 10)
+        assert [n.record.stream for n in later] == ["r/c/0"]
+
+    def test_scan_returns_only_the_runs_streams_in_name_then_seq_order(self, any_store):
+        led = _ledger(any_store)
+        build_run(led, "run-a", units=3)
+        build_run(led, "run-a-2", units=2)
+        build_run(led, "run-b", units=1)
+        streams = [r[0] for r in any_store.scan("run-a")]
+        assert streams == sorted(streams)
+        assert set(streams) == {"run-a", "run-a/p00/0", "run-a/p01/1", "run-a/p02/0"}
+        seqs = [r[1] for r in any_store.scan("run-a") if r[0] == "run-a/p01/1"]
+        assert seqs == list(range(len(seqs)))
+        assert any_store.run_ids() == ["run-a", "run-a-2", "run-b"]
+        assert [h.stream for h in any_store.heads("run-a-2")] == [
+            "run-a-2", "run-a-2/p00/0", "run-a-2/p01/1"]
+
+    def test_a_built_run_verifies_and_lists_its_root(self, any_store):
+        led = _ledger(any_store)
+        root = build_run(led, "run-v", units=5)
+        failure, summary = led.verify("run-v", require_seal=True)
+        assert failure is None
+        assert summary.sealed_root == root == summary.computed_root
+        info = led.run_info("run-v")
+        assert (info.streams, info.root) == (6, root)
+        assert info.events == summary.events
+
+    def test_append_all_is_all_or_nothing(self, any_store):
+        led = _ledger(any_store)
+        w = led.new_stream("r/z/0")
+        w.append(UnitFinishedBody())
+        good = list(w.staged)
+        led.commit(w)
+        other = led.new_stream("r/q/0")
+        other.append(UnitFinishedBody())
+        with pytest.raises(UnusableInput):
+            any_store.append_all([list(other.staged), good])
+        assert any_store.head("r/q/0") is None
+
+
+def test_missing_sqlite_ledger_is_unusable_input(tmp_path):
+    from ledger import open_store
+
+    with pytest.raises(UnusableInput, match="no ledger here"):
+        open_store(str(tmp_path / "nope.sqlite"), create=False)
+
+
+def test_a_file_that_is_not_sqlite_is_unusable_input(tmp_path):
+    from ledger import open_store
+
+    p = tmp_path / "notes.sqlite"
+    p.write_text("hello, this is not a database at all" * 50)
+    with pytest.raises(UnusableInput, match="not a benchledger ledger"):
+        open_store(str(p), create=False)
+
+
+def test_unreachable_postgres_is_unusable_input_without_the_password():
+    from ledger import open_store
+
+    with pytest.raises(UnusableInput) as info:
+        open_store("postgresql://bob:hunter2@127.0.0.1:1/nowhere", create=False)
+    assert "hunter2" not in str(info.value)
+    assert "cannot reach PostgreSQL" in str(info.value) or "PostgreSQL" in str(info.value)
+
+
+def test_record_rows_match_the_recorder_column_order():
+    r = Record("s", 0, "k", b"{}")
+    assert tuple(r) == ("s", 0, "k", b"{}")
