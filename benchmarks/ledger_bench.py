@@ -40,10 +40,30 @@ from ledger.events import (
 EVENTS_PER_STREAM = 50
 STREAMS_PER_BATCH = 20  # 20 x 50 = 1000 rows per transaction, as the baseline
 SEED = 20261129
-_WORDS = (
-    "revenue region customer tier order refund discount fiscal month cohort window "
-    "gross net leader completed pending index cutoff legacy deprecated segment total"
-).split()
+_WORDS = [
+    "revenue",
+    "region",
+    "customer",
+    "tier",
+    "order",
+    "refund",
+    "discount",
+    "fiscal",
+    "month",
+    "cohort",
+    "window",
+    "gross",
+    "net",
+    "leader",
+    "completed",
+    "pending",
+    "index",
+    "cutoff",
+    "legacy",
+    "deprecated",
+    "segment",
+    "total",
+]
 
 
 def _text(rng: random.Random, n: int) -> str:
@@ -58,24 +78,61 @@ def _stream_bodies(rng: random.Random, unit: int) -> list[Body]:
     while len(bodies) < EVENTS_PER_STREAM - 1:
         ep = stages[i % len(stages)]
         i += 1
-        bodies.append(EpisodeStartedBody(episode=ep, identity="pool:1", system_prompt=_text(rng, 60)))
-        bodies.append(ModelCallBody(
-            episode=ep, request_hash=f"{rng.getrandbits(128):032x}",
-            request={"messages": [{"role": "user", "content": _text(rng, 40)}]},
-            response={"content": _text(rng, 30)}, usage={"input_tokens": 900, "output_tokens": 40},
-            latency_ms=rng.random() * 900))
-        bodies.append(SessionCallBody(
-            episode=ep, method="tools/call", tool="search", arguments={"intent": _text(rng, 12)},
-            result={"groups": [{"source": "memory", "hits": [{"text": _text(rng, 45), "ref": "m1"}]}]},
-            latency_ms=rng.random() * 20))
-        bodies.append(ReadBackBody(stage=ep, method="GET", path="/api/v1/admin/knowledge/insights",
-                                   body={"data": [{"id": "i1", "content": _text(rng, 55)}]}))
-        bodies.append(GraderDecisionBody(stage=ep, check="correct", verdict=rng.random() < 0.8,
-                                         reason=_text(rng, 20), answer=_text(rng, 8),
-                                         expected="1234.5"))
-        bodies.append(EpisodeFinishedBody(episode=ep, final_answer=_text(rng, 30), tool_calls=3,
-                                          input_tokens=1200, output_tokens=90))
-    del bodies[EVENTS_PER_STREAM - 1:]
+        bodies.append(
+            EpisodeStartedBody(episode=ep, identity="pool:1", system_prompt=_text(rng, 60))
+        )
+        bodies.append(
+            ModelCallBody(
+                episode=ep,
+                request_hash=f"{rng.getrandbits(128):032x}",
+                request={"messages": [{"role": "user", "content": _text(rng, 40)}]},
+                response={"content": _text(rng, 30)},
+                usage={"input_tokens": 900, "output_tokens": 40},
+                latency_ms=rng.random() * 900,
+            )
+        )
+        bodies.append(
+            SessionCallBody(
+                episode=ep,
+                method="tools/call",
+                tool="search",
+                arguments={"intent": _text(rng, 12)},
+                result={
+                    "groups": [
+                        {"source": "memory", "hits": [{"text": _text(rng, 45), "ref": "m1"}]}
+                    ]
+                },
+                latency_ms=rng.random() * 20,
+            )
+        )
+        bodies.append(
+            ReadBackBody(
+                stage=ep,
+                method="GET",
+                path="/api/v1/admin/knowledge/insights",
+                body={"data": [{"id": "i1", "content": _text(rng, 55)}]},
+            )
+        )
+        bodies.append(
+            GraderDecisionBody(
+                stage=ep,
+                check="correct",
+                verdict=rng.random() < 0.8,
+                reason=_text(rng, 20),
+                answer=_text(rng, 8),
+                expected="1234.5",
+            )
+        )
+        bodies.append(
+            EpisodeFinishedBody(
+                episode=ep,
+                final_answer=_text(rng, 30),
+                tool_calls=3,
+                input_tokens=1200,
+                output_tokens=90,
+            )
+        )
+    del bodies[EVENTS_PER_STREAM - 1 :]
     bodies.append(UnitFinishedBody(outcome={"captured": True, "recall_correct": True}))
     return bodies
 
@@ -151,9 +208,11 @@ def _child_verify(kind: str, location: str, run_id: str) -> None:
 def _spawn_verify(kind: str, location: str, run_id: str) -> dict[str, float]:
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks.ledger_bench", kind, location, run_id],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def run_bench(*, events: int, backend: str, ledger: str | None, as_json: bool) -> int:

@@ -68,8 +68,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for run_id in run_ids:
         failure, summary = ledger.verify(run_id, require_seal=bool(args.root))
         if failure is None and args.root and summary.sealed_root != args.root.lower():
-            failure = Failure(run_id, -1, "root mismatch", "sealed root is not the one expected",
-                              expected=args.root.lower(), found=summary.sealed_root)
+            failure = Failure(
+                run_id,
+                -1,
+                "root mismatch",
+                "sealed root is not the one expected",
+                expected=args.root.lower(),
+                found=summary.sealed_root,
+            )
         if failure:
             _print_failure(f"run {run_id}", failure)
             status = EXIT_FAILED
@@ -139,7 +145,9 @@ def cmd_bench_ledger(args: argparse.Namespace) -> int:
 
     if args.events < 100:
         raise UsageError("--events must be at least 100")
-    return run_bench(events=args.events, backend=args.backend, ledger=args.ledger, as_json=args.json)
+    return run_bench(
+        events=args.events, backend=args.backend, ledger=args.ledger, as_json=args.json
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

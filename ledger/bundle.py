@@ -68,7 +68,9 @@ def _header(path: str, fh: IO[bytes]) -> BundleHeader:
         raise UnusableInput(path, f"not a benchledger bundle header: {exc}", line=1) from None
     if header.format not in (FORMAT, AUDIT_FORMAT):
         raise UnusableInput(
-            path, f"field format: unsupported bundle format {header.format!r} (want {FORMAT})", line=1
+            path,
+            f"field format: unsupported bundle format {header.format!r} (want {FORMAT})",
+            line=1,
         )
     try:
         check_run_id(header.run)
@@ -92,19 +94,32 @@ def records(path: str) -> Iterator[Record]:
             raise UnusableInput(path, f"unreadable after line {lineno} ({exc})") from None
 
 
-def verify_bundle(path: str, root: str | None = None) -> tuple[Failure | None, Summary, BundleHeader]:
+def verify_bundle(
+    path: str, root: str | None = None
+) -> tuple[Failure | None, Summary, BundleHeader]:
     """Check every link of a bundle, its sealed root, and ``root`` when given."""
     header = read_header(path)
     checker = RunChecker(header.run, require_seal=bool(root) or bool(header.root))
     failure = checker.check(records(path))
     summary = checker.summary
     if failure is None and header.root and summary.sealed_root != header.root:
-        failure = Failure(header.run, -1, "root mismatch", "bundle header root differs from the seal",
-                          expected=header.root, found=summary.sealed_root)
+        failure = Failure(
+            header.run,
+            -1,
+            "root mismatch",
+            "bundle header root differs from the seal",
+            expected=header.root,
+            found=summary.sealed_root,
+        )
     if failure is None and root and root.lower() != summary.sealed_root:
-        failure = Failure(header.run, -1, "root mismatch",
-                          "the run's sealed root is not the root you expected",
-                          expected=root.lower(), found=summary.sealed_root)
+        failure = Failure(
+            header.run,
+            -1,
+            "root mismatch",
+            "the run's sealed root is not the root you expected",
+            expected=root.lower(),
+            found=summary.sealed_root,
+        )
     return failure, summary, header
 
 
@@ -122,7 +137,7 @@ def atomic_output(path: str) -> Iterator[IO[bytes]]:
                 with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
                     yield gz  # type: ignore[misc]
             else:
-                buf = io.BufferedWriter(raw, buffer_size=1 << 20)  # type: ignore[arg-type]
+                buf = io.BufferedWriter(raw, buffer_size=1 << 20)
                 yield buf
                 buf.flush()
         os.replace(tmp, path)
@@ -132,8 +147,14 @@ def atomic_output(path: str) -> Iterator[IO[bytes]]:
         raise
 
 
-def export_run(ledger: Ledger, run_id: str, path: str, *, proofs: dict[str, Any] | None = None,
-               streams: set[str] | None = None) -> int:
+def export_run(
+    ledger: Ledger,
+    run_id: str,
+    path: str,
+    *,
+    proofs: dict[str, Any] | None = None,
+    streams: set[str] | None = None,
+) -> int:
     """Write ``run_id`` (or just ``streams`` of it) as a bundle; return events written."""
     info = ledger.run_info(run_id)
     header = BundleHeader(
@@ -172,8 +193,9 @@ def import_bundle(ledger: Ledger, path: str) -> int:
             current = link.stream
             have = stored.get(current, 0)
             if have > sealed_len.get(current, have) + (1 if current == header.run else 0):
-                raise BundleConflict(current, sealed_len[current], "(stored events past the seal)",
-                                     "(sealed end)")
+                raise BundleConflict(
+                    current, sealed_len[current], "(stored events past the seal)", "(sealed end)"
+                )
             stored_rows = ledger.store.read_stream(current) if have else []
         if link.seq < len(stored_rows):
             mine = bytes(stored_rows[link.seq].data)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import blake3
 import msgspec
@@ -95,7 +95,9 @@ class RunChecker:
         self._next_head = 0
         self._leaf_heads: list[StreamHead] = []
 
-    def check(self, records: Iterable[Record]) -> Failure | None:
+    def check(
+        self, records: Iterable[Record] | Iterable[tuple[str, int, str, bytes]]
+    ) -> Failure | None:
         """Consume every record; return the first failure or None when all is intact."""
         try:
             self._run(iter(records))
@@ -112,7 +114,7 @@ class RunChecker:
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise self._fail(stream, seq, "undecodable event", str(exc)) from None
 
-    def _run(self, it: Iterator[Record]) -> None:  # noqa: C901 - one loop on purpose
+    def _run(self, it: Iterator[Any]) -> None:
         run_id = self.run_id
         prefix = run_id + "/"
         decode = _link_decoder.decode
@@ -143,19 +145,31 @@ class RunChecker:
             if stream != cur_stream:
                 if last is not None:
                     if link.seq == expected_seq and link.prev == expected_prev:
-                        raise self._fail(cur_stream, link.seq, "stream mismatch",
-                                         f"event continues {cur_stream!r} but names {stream!r}")
+                        raise self._fail(
+                            cur_stream,
+                            link.seq,
+                            "stream mismatch",
+                            f"event continues {cur_stream!r} but names {stream!r}",
+                        )
                     self._end_stream(cur_stream, last, expected_seq)
                 if stream != run_id and not stream.startswith(prefix):
                     where = stream if cur_stream else run_id
                     if self._seal is not None and self._next_head < len(self._expected_heads):
                         where = self._expected_heads[self._next_head].stream
-                    raise self._fail(where, link.seq, "foreign stream",
-                                     f"event names stream {stream!r}, not of run {run_id!r}")
+                    raise self._fail(
+                        where,
+                        link.seq,
+                        "foreign stream",
+                        f"event names stream {stream!r}, not of run {run_id!r}",
+                    )
                 self._expect_stream(stream, cur_stream, link.seq)
                 if cur_stream and stream <= cur_stream:
-                    raise self._fail(stream, link.seq, "out of order",
-                                     f"stream {stream!r} appears after {cur_stream!r}")
+                    raise self._fail(
+                        stream,
+                        link.seq,
+                        "out of order",
+                        f"stream {stream!r} appears after {cur_stream!r}",
+                    )
                 cur_stream = stream
                 expected_seq = 0
                 expected_prev = genesis(stream)
@@ -164,18 +178,31 @@ class RunChecker:
             seq = link.seq
             if seq != expected_seq:
                 if seq < expected_seq:
-                    raise self._fail(stream, expected_seq, "duplicate seq",
-                                     f"seq {seq} appears again where seq {expected_seq} belongs")
-                raise self._fail(stream, expected_seq, "gap",
-                                 f"seq {expected_seq} is missing (next found is {seq})")
+                    raise self._fail(
+                        stream,
+                        expected_seq,
+                        "duplicate seq",
+                        f"seq {seq} appears again where seq {expected_seq} belongs",
+                    )
+                raise self._fail(
+                    stream,
+                    expected_seq,
+                    "gap",
+                    f"seq {expected_seq} is missing (next found is {seq})",
+                )
             if link.refs:
                 for r in link.refs:
                     if not 0 <= r < seq:
-                        raise self._fail(stream, seq, "bad ref",
-                                         f"ref {r} is not an earlier seq of this stream")
+                        raise self._fail(
+                            stream, seq, "bad ref", f"ref {r} is not an earlier seq of this stream"
+                        )
             if is_header and self._seal is not None:
-                raise self._fail(stream, seq, "event after seal",
-                                 f"seq {seq} follows run_sealed at seq {self._seal_at_seq}")
+                raise self._fail(
+                    stream,
+                    seq,
+                    "event after seal",
+                    f"seq {seq} follows run_sealed at seq {self._seal_at_seq}",
+                )
             if link.kind not in _KINDS:
                 raise self._fail(stream, seq, "unknown kind", f"no event kind {link.kind!r}")
             item = _Item(link, h)
@@ -183,8 +210,9 @@ class RunChecker:
                 raise self._blame_link(stream, last, item, self._peek(it, stream, seq + 1), data)
             if link.kind == "run_sealed":
                 if not is_header:
-                    raise self._fail(stream, seq, "misplaced seal",
-                                     "run_sealed outside the run's header stream")
+                    raise self._fail(
+                        stream, seq, "misplaced seal", "run_sealed outside the run's header stream"
+                    )
                 self._take_seal(stream, item, last, data)
             events += 1
             expected_prev = h
@@ -212,12 +240,14 @@ class RunChecker:
         if link.stream != stream:
             raise self._fail(stream, seq, "stream mismatch", f"event names stream {link.stream!r}")
         if link.seq != seq:
-            raise self._fail(stream, seq, "seq mismatch",
-                             f"event stored at seq {seq} says seq {link.seq}")
-        raise self._fail(stream, seq, "kind mismatch",
-                         f"stored topic {kind!r}, event kind {link.kind!r}")
+            raise self._fail(
+                stream, seq, "seq mismatch", f"event stored at seq {seq} says seq {link.seq}"
+            )
+        raise self._fail(
+            stream, seq, "kind mismatch", f"stored topic {kind!r}, event kind {link.kind!r}"
+        )
 
-    def _peek(self, it: Iterator[Record], stream: str, seq: int) -> _Item | None:
+    def _peek(self, it: Iterator[Any], stream: str, seq: int) -> _Item | None:
         """The next record when it is ``stream``'s ``seq`` (used only to assign blame)."""
         nxt = next(it, None)
         if nxt is None:
@@ -234,22 +264,30 @@ class RunChecker:
         """With a seal, streams must appear exactly as it lists them."""
         if self._seal is None:
             if not prev_stream and stream != self.run_id:
-                raise self._fail(self.run_id, 0, "missing header stream",
-                                 f"first stream is {stream!r}")
+                raise self._fail(
+                    self.run_id, 0, "missing header stream", f"first stream is {stream!r}"
+                )
             return
         if self._next_head >= len(self._expected_heads):
-            raise self._fail(stream, first_seq, "stream not in seal",
-                             "the sealed run lists no such stream")
+            raise self._fail(
+                stream, first_seq, "stream not in seal", "the sealed run lists no such stream"
+            )
         want = self._expected_heads[self._next_head].stream
         if stream != want:
             if stream not in self._sealed_names:
-                raise self._fail(want, first_seq, "stream mismatch",
-                                 f"event names stream {stream!r}")
+                raise self._fail(
+                    want, first_seq, "stream mismatch", f"event names stream {stream!r}"
+                )
             if stream > want:
-                raise self._fail(want, 0, "stream missing",
-                                 f"sealed run lists {want!r}; it is absent")
-            raise self._fail(stream, first_seq, "duplicate stream",
-                             f"stream {stream!r} appears again where {want!r} belongs")
+                raise self._fail(
+                    want, 0, "stream missing", f"sealed run lists {want!r}; it is absent"
+                )
+            raise self._fail(
+                stream,
+                first_seq,
+                "duplicate stream",
+                f"stream {stream!r} appears again where {want!r} belongs",
+            )
         self._next_head += 1
 
     def _blame_link(
@@ -258,9 +296,14 @@ class RunChecker:
         """A broken link between N-1 and N: blame N-1 if N is intact, else N."""
         seq = cur.link.seq
         if before is None:
-            return self._fail(stream, seq, "prev mismatch",
-                              "seq 0 does not start from the stream's genesis hash",
-                              expected=genesis(stream), found=cur.link.prev)
+            return self._fail(
+                stream,
+                seq,
+                "prev mismatch",
+                "seq 0 does not start from the stream's genesis hash",
+                expected=genesis(stream),
+                found=cur.link.prev,
+            )
         if after is not None:
             n_intact = after.link.prev == cur.hash
         elif cur.link.kind == "run_sealed":
@@ -268,12 +311,22 @@ class RunChecker:
         else:
             n_intact = self._head_is(stream, cur)
         if n_intact:
-            return self._fail(stream, seq - 1, "link hash mismatch",
-                              f"event bytes no longer hash to the link seq {seq} recorded",
-                              expected=cur.link.prev, found=before.hash)
-        return self._fail(stream, seq, "prev mismatch",
-                          f"prev does not equal the link hash of seq {seq - 1}",
-                          expected=before.hash, found=cur.link.prev)
+            return self._fail(
+                stream,
+                seq - 1,
+                "link hash mismatch",
+                f"event bytes no longer hash to the link seq {seq} recorded",
+                expected=cur.link.prev,
+                found=before.hash,
+            )
+        return self._fail(
+            stream,
+            seq,
+            "prev mismatch",
+            f"prev does not equal the link hash of seq {seq - 1}",
+            expected=before.hash,
+            found=cur.link.prev,
+        )
 
     def _seal_vouches_for_prev(self, seal_item: _Item, data: bytes) -> bool:
         """An intact seal records its prev as the header leaf's head, under its own root."""
@@ -302,8 +355,12 @@ class RunChecker:
         assert isinstance(seal, RunSealed)
         if canonical(seal) != data:
             # Nothing after the seal links to it, so its bytes must be exactly canonical.
-            raise self._fail(stream, item.link.seq, "non-canonical seal",
-                             "run_sealed bytes differ from the canonical encoding of its fields")
+            raise self._fail(
+                stream,
+                item.link.seq,
+                "non-canonical seal",
+                "run_sealed bytes differ from the canonical encoding of its fields",
+            )
         self._seal = seal
         self._seal_at_seq = item.link.seq
         self._expected_heads = list(seal.body.heads)
@@ -311,20 +368,33 @@ class RunChecker:
         header_leaf = StreamHead(stream, item.link.seq, before.hash)
         body = seal.body
         if not self._expected_heads or self._expected_heads[0] != header_leaf:
-            raise self._fail(stream, item.link.seq, "root mismatch",
-                             "seal's header leaf does not match the header stream before it")
+            raise self._fail(
+                stream,
+                item.link.seq,
+                "root mismatch",
+                "seal's header leaf does not match the header stream before it",
+            )
         if merkle_root(self._expected_heads) != body.root:
-            raise self._fail(stream, item.link.seq, "root mismatch",
-                             "the seal's own heads do not produce its root")
+            raise self._fail(
+                stream,
+                item.link.seq,
+                "root mismatch",
+                "the seal's own heads do not produce its root",
+            )
         if body.streams != len(self._expected_heads) or body.events != sum(
             h.length for h in self._expected_heads
         ):
-            raise self._fail(stream, item.link.seq, "count mismatch",
-                             "the seal's counts disagree with its heads")
+            raise self._fail(
+                stream, item.link.seq, "count mismatch", "the seal's counts disagree with its heads"
+            )
         names = [h.stream for h in self._expected_heads]
         if names != sorted(set(names)):
-            raise self._fail(stream, item.link.seq, "root mismatch",
-                             "the seal's heads are not sorted unique stream names")
+            raise self._fail(
+                stream,
+                item.link.seq,
+                "root mismatch",
+                "the seal's heads are not sorted unique stream names",
+            )
         self._next_head = 1
         self._leaf_heads.append(header_leaf)
         self.summary.max_at = max(self.summary.max_at, before.link.at)
@@ -336,8 +406,9 @@ class RunChecker:
         if stream == self.run_id:
             if self._seal is None:
                 if self.require_seal:
-                    raise self._fail(stream, length, "not sealed",
-                                     "the run has no run_sealed event")
+                    raise self._fail(
+                        stream, length, "not sealed", "the run has no run_sealed event"
+                    )
                 self._leaf_heads.append(StreamHead(stream, length, last.hash))
             return
         self._leaf_heads.append(StreamHead(stream, length, last.hash))
@@ -345,18 +416,35 @@ class RunChecker:
             return
         want = self._expected_heads[self._next_head - 1]
         if length < want.length:
-            raise self._fail(stream, length, "tail truncated",
-                             f"sealed length is {want.length}, found {length} events")
+            raise self._fail(
+                stream,
+                length,
+                "tail truncated",
+                f"sealed length is {want.length}, found {length} events",
+            )
         if length > want.length:
-            raise self._fail(stream, want.length, "appended after seal",
-                             f"sealed length is {want.length}, found {length} events")
+            raise self._fail(
+                stream,
+                want.length,
+                "appended after seal",
+                f"sealed length is {want.length}, found {length} events",
+            )
         if last.hash != want.head:
-            raise self._fail(stream, length - 1, "link hash mismatch",
-                             "last event does not hash to the sealed head",
-                             expected=want.head, found=last.hash)
+            raise self._fail(
+                stream,
+                length - 1,
+                "link hash mismatch",
+                "last event does not hash to the sealed head",
+                expected=want.head,
+                found=last.hash,
+            )
         if last.link.kind not in TERMINAL_KINDS:
-            raise self._fail(stream, length - 1, "unterminated stream",
-                             f"sealed run's stream ends in {last.link.kind!r}")
+            raise self._fail(
+                stream,
+                length - 1,
+                "unterminated stream",
+                f"sealed run's stream ends in {last.link.kind!r}",
+            )
 
     def _finish(self) -> None:
         s = self.summary
@@ -369,21 +457,39 @@ class RunChecker:
         seal = self._seal
         if self._next_head < len(self._expected_heads):
             missing = self._expected_heads[self._next_head]
-            raise self._fail(missing.stream, 0, "stream missing",
-                             f"sealed run lists {missing.stream!r}; it is absent")
+            raise self._fail(
+                missing.stream,
+                0,
+                "stream missing",
+                f"sealed run lists {missing.stream!r}; it is absent",
+            )
         body = seal.body
         s.sealed_root = body.root
         if s.computed_root != body.root:
-            raise self._fail(self.run_id, self._seal_at_seq, "root mismatch",
-                             "the Merkle root of the stream heads differs from the sealed root",
-                             expected=body.root, found=s.computed_root)
+            raise self._fail(
+                self.run_id,
+                self._seal_at_seq,
+                "root mismatch",
+                "the Merkle root of the stream heads differs from the sealed root",
+                expected=body.root,
+                found=s.computed_root,
+            )
         if body.streams != s.streams or body.events != s.events - 1:
-            raise self._fail(self.run_id, self._seal_at_seq, "count mismatch",
-                             f"seal counts {body.streams} streams / {body.events} events, "
-                             f"found {s.streams} / {s.events - 1}")
+            raise self._fail(
+                self.run_id,
+                self._seal_at_seq,
+                "count mismatch",
+                f"seal counts {body.streams} streams / {body.events} events, "
+                f"found {s.streams} / {s.events - 1}",
+            )
         if seal.at != s.max_at:
-            raise self._fail(self.run_id, self._seal_at_seq, "seal time mismatch",
-                             "run_sealed.at must equal the latest at of the stream heads",
-                             expected=str(s.max_at), found=str(seal.at))
+            raise self._fail(
+                self.run_id,
+                self._seal_at_seq,
+                "seal time mismatch",
+                "run_sealed.at must equal the latest at of the stream heads",
+                expected=str(s.max_at),
+                found=str(seal.at),
+            )
         if seal.refs:
             raise self._fail(self.run_id, self._seal_at_seq, "bad ref", "run_sealed takes no refs")

@@ -234,4 +234,6 @@ def make_event(
     stream: str, seq: int, prev: str, at: int, body: Body, refs: tuple[int, ...] = ()
 ) -> Event:
     """Wrap ``body`` in the envelope of its kind."""
-    return EVENT_FOR_BODY[type(body)](stream=stream, seq=seq, prev=prev, at=at, refs=refs, body=body)  # type: ignore[call-arg]
+    return EVENT_FOR_BODY[type(body)](
+        stream=stream, seq=seq, prev=prev, at=at, refs=refs, body=body
+    )  # type: ignore[call-arg]

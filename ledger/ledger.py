@@ -10,7 +10,14 @@ from dataclasses import dataclass
 import blake3
 
 from ledger.chain import EVENT_DOMAIN, Failure, Record, RunChecker, Summary, genesis, link_hash
-from ledger.codec import canonical, canonical_json, decode_event, decode_link, encode_string, envelope_bytes
+from ledger.codec import (
+    canonical,
+    canonical_json,
+    decode_event,
+    decode_link,
+    encode_string,
+    envelope_bytes,
+)
 from ledger.errors import LedgerError, RunSealed, UnknownRun
 from ledger.events import (
     TERMINAL_KINDS,

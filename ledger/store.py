@@ -115,7 +115,7 @@ class _SqliteRecorder(SQLiteApplicationRecorder):
     use; executemany is what makes batched appends run near raw SQLite speed.
     """
 
-    def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[Any], **_: Any) -> None:  # type: ignore[override]
+    def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[Any], **_: Any) -> None:
         # Our rows are Records, tuples already in column order (stream, seq, kind, data).
         c.executemany(self.insert_events_statement, stored_events)
 
@@ -159,7 +159,9 @@ class SqliteStore(Store):
                     self._rec._insert_events(c, batch)
                     n += len(batch)
         except IntegrityError as exc:
-            raise UnusableInput(self.url, f"import conflicted with a concurrent writer: {exc}") from None
+            raise UnusableInput(
+                self.url, f"import conflicted with a concurrent writer: {exc}"
+            ) from None
         except PersistenceError as exc:
             raise UnusableInput(self.url, _sqlite_problem(exc)) from None
         return n
@@ -169,11 +171,11 @@ class SqliteStore(Store):
         if not rows:
             return None
         s = rows[0]
-        return Record(stream, s.originator_version, s.topic, s.state)
+        return Record(stream, s.originator_version, s.topic, _as_bytes(s.state))
 
     def read_stream(self, stream: str, after: int = -1) -> list[Record]:
         return [
-            Record(stream, s.originator_version, s.topic, s.state)
+            Record(stream, s.originator_version, s.topic, _as_bytes(s.state))
             for s in self._rec.select_events(stream, gt=after)
         ]
 
@@ -192,24 +194,28 @@ class SqliteStore(Store):
             raise UnusableInput(self.url, _sqlite_problem(exc)) from None
 
     def scan(self, run_id: str | None = None) -> Iterator[Row]:
-        cols = "originator_id, originator_version, topic, state"
+        # CAST: a hand-edited row may hold TEXT; verification must still see bytes.
+        cols = "originator_id, originator_version, topic, CAST(state AS BLOB)"
         rows: Iterator[tuple[Any, ...]]
         if run_id is None:
-            rows = self._query(f"SELECT {cols} FROM {TABLE} ORDER BY originator_id, originator_version")
+            rows = self._query(
+                f"SELECT {cols} FROM {TABLE} ORDER BY originator_id, originator_version"
+            )
         else:
             rows = self._query(
                 f"SELECT {cols} FROM {TABLE} WHERE {_SQLITE_RUN_WHERE} "
                 "ORDER BY originator_id, originator_version",
                 _sqlite_run_params(run_id),
             )
-        return rows  # type: ignore[return-value]
+        return rows
 
     def heads(self, run_id: str) -> list[Record]:
         # SQLite returns the bare columns of the row holding MAX(): each stream's last row.
         return [
             Record(s, v, t, d)
             for s, v, t, d in self._query(
-                f"SELECT originator_id, MAX(originator_version), topic, state FROM {TABLE} "
+                "SELECT originator_id, MAX(originator_version), topic, CAST(state AS BLOB) "
+                f"FROM {TABLE} "
                 f"WHERE {_SQLITE_RUN_WHERE} GROUP BY originator_id ORDER BY originator_id",
                 _sqlite_run_params(run_id),
             )
@@ -233,6 +239,10 @@ class SqliteStore(Store):
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._ds.close()
+
+
+def _as_bytes(value: bytes | str) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)
 
 
 def _sqlite_problem(exc: Exception) -> str:
@@ -311,7 +321,9 @@ class PostgresStore(Store):
                         self._rec._insert_stored_events(curs, _stored(batch))
                         n += len(batch)
         except IntegrityError as exc:
-            raise UnusableInput(self.url, f"import conflicted with a concurrent writer: {exc}") from None
+            raise UnusableInput(
+                self.url, f"import conflicted with a concurrent writer: {exc}"
+            ) from None
         except PersistenceError as exc:
             raise UnusableInput(self.url, _pg_problem(exc)) from None
         return n
@@ -336,7 +348,7 @@ class PostgresStore(Store):
 
                 with conn.cursor(name="benchledger_scan", row_factory=tuple_row) as cur:
                     cur.itersize = _SCAN_CHUNK
-                    cur.execute(sql, params)  # type: ignore[arg-type]
+                    cur.execute(sql, params)
                     yield from cur
         except PersistenceError as exc:
             raise UnusableInput(self.url, _pg_problem(exc)) from None
@@ -357,7 +369,7 @@ class PostgresStore(Store):
 
     def heads(self, run_id: str) -> list[Record]:
         rows = self._query(
-            f"SELECT DISTINCT ON (originator_id COLLATE \"C\") originator_id, originator_version, "
+            f'SELECT DISTINCT ON (originator_id COLLATE "C") originator_id, originator_version, '
             f"topic, state FROM {self._table} WHERE originator_id = %s OR "
             'starts_with(originator_id, %s) ORDER BY originator_id COLLATE "C", '
             "originator_version DESC",
@@ -410,5 +422,7 @@ def open_store(location: str, *, create: bool = True) -> Store:
     if location.startswith(("postgresql://", "postgres://")):
         return PostgresStore(location, create=create)
     if "://" in location:
-        raise UnusableInput(location, "unknown ledger URL scheme (use a file path or postgresql://)")
+        raise UnusableInput(
+            location, "unknown ledger URL scheme (use a file path or postgresql://)"
+        )
     return SqliteStore(location, create=create)

@@ -23,8 +23,10 @@ def postgres_url() -> str:
     """A URL with a fresh schema, or skip (with the reason) when no server was named."""
     base = settings.load().test_postgres
     if not base:
-        pytest.skip("PostgreSQL tests need BENCHLEDGER_TEST_POSTGRES=postgresql://... "
-                    "(.ci/run sets it); skipped on this machine")
+        pytest.skip(
+            "PostgreSQL tests need BENCHLEDGER_TEST_POSTGRES=postgresql://... "
+            "(.ci/run sets it); skipped on this machine"
+        )
     sep = "&" if "?" in base else "?"
     return f"{base}{sep}schema=t_{uuid.uuid4().hex[:12]}"
 
@@ -36,8 +38,13 @@ def drop_schema(url: str) -> None:
 
     parts = urllib.parse.urlsplit(url)
     schema = dict(urllib.parse.parse_qsl(parts.query))["schema"]
-    with psycopg.connect(host=parts.hostname, port=parts.port or 5432, user=parts.username,
-                         dbname=parts.path.lstrip("/"), autocommit=True) as conn:
+    with psycopg.connect(
+        host=parts.hostname,
+        port=parts.port or 5432,
+        user=parts.username,
+        dbname=parts.path.lstrip("/"),
+        autocommit=True,
+    ) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 

@@ -25,7 +25,9 @@ class TestStoreContract:
         staged = list(w.staged)
         led.commit(w)
         back = any_store.read_stream("r/a/0")
-        assert [(r.stream, r.seq, r.kind, bytes(r.data)) for r in back] == [tuple(r) for r in staged]
+        assert [(r.stream, r.seq, r.kind, bytes(r.data)) for r in back] == [
+            tuple(r) for r in staged
+        ]
         assert any_store.head("r/a/0").seq == 1
         assert any_store.head("r/none") is None
 
@@ -112,7 +114,10 @@ class TestStoreContract:
         assert seqs == list(range(len(seqs)))
         assert any_store.run_ids() == ["run-a", "run-a-2", "run-b"]
         assert [h.stream for h in any_store.heads("run-a-2")] == [
-            "run-a-2", "run-a-2/p00/0", "run-a-2/p01/1"]
+            "run-a-2",
+            "run-a-2/p00/0",
+            "run-a-2/p01/1",
+        ]
 
     def test_a_built_run_verifies_and_lists_its_root(self, any_store):
         led = _ledger(any_store)

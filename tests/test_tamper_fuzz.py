@@ -45,7 +45,7 @@ def _pos(lines: list[bytes], i: int) -> tuple[str, int]:
 
 def _flip(rng: random.Random, line: bytes) -> bytes:
     i = rng.randrange(len(line))
-    choices = b"0123456789abcdef\"{}[],:xyz/"
+    choices = b'0123456789abcdef"{}[],:xyz/'
     new = line[i]
     while new == line[i]:
         new = rng.choice(choices)
@@ -147,31 +147,45 @@ def test_every_ledger_mutation_is_detected_at_the_right_stream_and_seq(tmp_path)
         op = rng.choice(["flip", "delete", "duplicate", "reorder", "insert", "truncate"])
         raw.execute("BEGIN")
         if op == "flip":
-            raw.execute(f"UPDATE {table} SET state=? WHERE originator_id=? AND originator_version=?",
-                        (_flip(rng, data), stream, seq))
+            raw.execute(
+                f"UPDATE {table} SET state=? WHERE originator_id=? AND originator_version=?",
+                (_flip(rng, data), stream, seq),
+            )
             where = (stream, seq)
         elif op == "delete":
-            raw.execute(f"DELETE FROM {table} WHERE originator_id=? AND originator_version=?",
-                        (stream, seq))
+            raw.execute(
+                f"DELETE FROM {table} WHERE originator_id=? AND originator_version=?", (stream, seq)
+            )
             where = (stream, seq)
         elif op in ("duplicate", "reorder") and seq < last:
             nxt = same[seq + 1]
             if op == "duplicate":  # event seq stored again in place of seq + 1
-                raw.execute(f"UPDATE {table} SET state=?, topic=? WHERE originator_id=? AND "
-                            "originator_version=?", (data, kind_, stream, seq + 1))
+                raw.execute(
+                    f"UPDATE {table} SET state=?, topic=? WHERE originator_id=? AND "
+                    "originator_version=?",
+                    (data, kind_, stream, seq + 1),
+                )
                 where = (stream, seq + 1)
             else:
-                raw.execute(f"UPDATE {table} SET state=?, topic=? WHERE originator_id=? AND "
-                            "originator_version=?", (nxt[3], nxt[2], stream, seq))
-                raw.execute(f"UPDATE {table} SET state=?, topic=? WHERE originator_id=? AND "
-                            "originator_version=?", (data, kind_, stream, seq + 1))
+                raw.execute(
+                    f"UPDATE {table} SET state=?, topic=? WHERE originator_id=? AND "
+                    "originator_version=?",
+                    (nxt[3], nxt[2], stream, seq),
+                )
+                raw.execute(
+                    f"UPDATE {table} SET state=?, topic=? WHERE originator_id=? AND "
+                    "originator_version=?",
+                    (data, kind_, stream, seq + 1),
+                )
                 where = (stream, seq)
         elif op == "insert" or op in ("duplicate", "reorder"):
             raw.execute(f"INSERT INTO {table} VALUES (?,?,?,?)", (stream, last + 1, kind_, data))
             where = (stream, last + 1)
         else:
-            raw.execute(f"DELETE FROM {table} WHERE originator_id=? AND originator_version>=?",
-                        (stream, seq))
+            raw.execute(
+                f"DELETE FROM {table} WHERE originator_id=? AND originator_version>=?",
+                (stream, seq),
+            )
             where = (stream, seq)
         raw.execute("COMMIT")
         failure, _ = led.verify(RUN, require_seal=True)

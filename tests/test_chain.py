@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import random
+
+import msgspec
+import pytest
+
+from ledger.chain import Record, RunChecker, genesis, link_hash
+from ledger.codec import canonical, decode_event, envelope_bytes
+from ledger.events import (
+    EVENT_TYPES,
+    KINDS,
+    GraderDecisionBody,
+    SessionCallBody,
+    make_event,
+)
+from tests.sample import build_run
+
+
+def test_writer_bytes_equal_the_canonical_encoding_of_the_event(ledger):
+    rng = random.Random(5)
+    w = ledger.new_stream("run-x/p/0")
+    for i in range(200):
+        body = SessionCallBody(
+            episode='é"\\</>',
+            method="tools/call",
+            tool=f"t{i}",
+            arguments={"z": rng.random(), "a": [1, None, "x"]},
+            result={"ü": i, "nested": {"b": 1, "a": 2}},
+        )
+        refs = tuple(sorted(rng.sample(range(i), min(i, 3)))) if i else ()
+        w.append(body, refs)
+    for rec in w.staged:
+        event = decode_event(rec.data)
+        assert canonical(event) == rec.data
+        rebuilt = make_event(event.stream, event.seq, event.prev, event.at, event.body, event.refs)  # type: ignore[attr-defined]
+        assert canonical(rebuilt) == rec.data
+
+
+def test_envelope_bytes_have_sorted_keys_and_no_whitespace():
+    data = envelope_bytes(b'"s"', 3, "ab", 7, "session_call", (0, 2), b'{"x":1}')
+    assert (
+        data == b'{"at":7,"body":{"x":1},"kind":"session_call","prev":"ab","refs":[0,2],'
+        b'"seq":3,"stream":"s"}'
+    )
+    assert list(msgspec.json.decode(data)) == sorted(msgspec.json.decode(data))
+
+
+def test_every_listed_kind_has_a_typed_event():
+    assert len(KINDS) == len(EVENT_TYPES) == 12
+    assert {"run_started", "session_call", "grader_decision", "run_sealed"} <= set(KINDS)
+
+
+def test_link_hash_is_domain_separated_blake3():
+    import blake3
+
+    assert link_hash(b"{}") == blake3.blake3(b"benchledger:event:v1\x00{}").hexdigest()
+    assert genesis("s") == blake3.blake3(b"benchledger:genesis:v1\x00s").hexdigest()
+
+
+def test_refs_must_point_backwards(ledger):
+    w = ledger.new_stream("run-x/p/0")
+    w.append(GraderDecisionBody(stage="recall", check="correct", verdict=True))
+    with pytest.raises(ValueError, match="not an earlier seq"):
+        w.append(GraderDecisionBody(stage="recall", check="correct", verdict=True), refs=[1])
+
+
+def _lines(ledger) -> list[bytes]:
+    return [row[3] for row in ledger.store.scan("run-c")]
+
+
+def _check(lines, require_seal=True):
+    return RunChecker("run-c", require_seal=require_seal).check(
+        Record(None, None, None, d) for d in lines
+    )
+
+
+def test_verify_names_first_broken_seq(ledger):
+    build_run(ledger, "run-c", units=2)
+    lines = _lines(ledger)
+    i = 5
+    stream, seq = decode_event(lines[i]).stream, decode_event(lines[i]).seq
+    lines[i] = lines[i].replace(b'"episode":"', b'"episode":"X', 1)
+    failure = _check(lines)
+    assert failure is not None
+    assert (failure.stream, failure.seq, failure.problem) == (stream, seq, "link hash mismatch")
+
+
+def test_a_truncated_tail_is_named_against_the_sealed_length(ledger):
+    build_run(ledger, "run-c", units=2)
+    lines = _lines(ledger)[:-2]
+    failure = _check(lines)
+    assert failure is not None and failure.problem == "tail truncated"
+    assert failure.stream == "run-c/p01/1"
+
+
+def test_an_unsealed_run_verifies_unless_a_seal_is_required(ledger):
+    build_run(ledger, "run-c", units=2, seal=False)
+    lines = _lines(ledger)
+    assert _check(lines, require_seal=False) is None
+    failure = _check(lines, require_seal=True)
+    assert failure is not None and failure.problem == "not sealed"
+
+
+def test_the_seal_time_is_the_latest_head_time(ledger):
+    build_run(ledger, "run-c", units=2)
+    seal = decode_event(ledger.store.head("run-c").data)
+    heads = [decode_event(r[3]) for r in ledger.store.heads("run-c")]
+    assert seal.at == max(h.at for h in heads if h is not seal and h.stream != "run-c")
+
+
+def test_sealing_twice_is_refused(ledger):
+    from ledger import RunSealed
+
+    build_run(ledger, "run-c", units=1)
+    with pytest.raises(RunSealed):
+        ledger.seal("run-c")
+
+
+def test_sealing_refuses_an_unfinished_unit(ledger):
+    from ledger import LedgerError
+    from ledger.events import RunStartedBody, UnitStartedBody
+
+    ledger.start_run("run-u", RunStartedBody(suite="lifecycle"))
+    w = ledger.new_stream("run-u/p/0")
+    w.append(UnitStartedBody(protocol_id="p", attempt=0))
+    ledger.commit(w)
+    with pytest.raises(LedgerError, match="not a finished or abandoned unit"):
+        ledger.seal("run-u")
+
+
+def test_starting_an_existing_run_is_refused(ledger):
+    from ledger import LedgerError
+    from ledger.events import RunStartedBody
+
+    build_run(ledger, "run-c", units=1)
+    with pytest.raises(LedgerError, match="already exists"):
+        ledger.start_run("run-c", RunStartedBody(suite="lifecycle"))
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "a/b", " x", "-x", "x" * 129], ids=["empty", "slash", "space", "dash", "long"]
+)
+def test_run_ids_are_checked(bad):
+    from ledger.ledger import check_run_id
+
+    with pytest.raises(ValueError):
+        check_run_id(bad)
