@@ -12,6 +12,7 @@ DEFAULT_LEDGER = os.path.join(".benchledger", "ledger.sqlite")
 class Settings:
     ledger: str
     test_postgres: str
+    peer_data: str = ""
 
 
 def load(environ: dict[str, str] | None = None) -> Settings:
@@ -20,4 +21,5 @@ def load(environ: dict[str, str] | None = None) -> Settings:
     return Settings(
         ledger=env.get("BENCHLEDGER_LEDGER") or DEFAULT_LEDGER,
         test_postgres=env.get("BENCHLEDGER_TEST_POSTGRES", ""),
+        peer_data=env.get("BENCHLEDGER_PEER_DATA", ""),
     )

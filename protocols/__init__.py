@@ -1,1 +1,33 @@
-"""protocols package (grows in its own issue)."""
+"""What to run and how to grade it: protocol and case schemas, loaders, hashes, graders."""
+
+from __future__ import annotations
+
+import os
+
+from protocols.cases import Case, CaseSet, load_cases
+from protocols.errors import InvalidInput, Problem, ProtocolError
+from protocols.hashing import set_hash
+from protocols.loader import load
+from protocols.schema import Grading, Protocol, ProtocolSet
+
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+LIFECYCLE_DIR = os.path.join(DATA_DIR, "lifecycle")
+CASES_DEV = os.path.join(DATA_DIR, "provenance", "dev", "cases.jsonl")
+CASES_PUBLIC_V1 = os.path.join(DATA_DIR, "provenance", "public", "v1", "cases.jsonl")
+
+__all__ = [
+    "CASES_DEV",
+    "CASES_PUBLIC_V1",
+    "LIFECYCLE_DIR",
+    "Case",
+    "CaseSet",
+    "Grading",
+    "InvalidInput",
+    "Problem",
+    "Protocol",
+    "ProtocolError",
+    "ProtocolSet",
+    "load",
+    "load_cases",
+    "set_hash",
+]

@@ -19,6 +19,30 @@ def sqlite_store(tmp_path) -> Iterator[Store]:
     store.close()
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PEER_CANDIDATES = (
+    os.path.join(REPO, "..", "shared", "peers", "mcp-data-platform"),
+    "/work/shared/peers/mcp-data-platform",  # where a CI clone elsewhere finds it on this machine
+)
+
+
+def peer_dir() -> str:
+    """The peer platform's published data (never copied into the project), or skip."""
+    named = settings.load().peer_data
+    for candidate in (named, *_PEER_CANDIDATES) if named else _PEER_CANDIDATES:
+        if candidate and os.path.isdir(os.path.join(candidate, "bench", "protocols")):
+            return os.path.abspath(candidate)
+    pytest.skip(
+        "the peer platform's data (../shared/peers/mcp-data-platform) is not on this machine; "
+        "set BENCHLEDGER_PEER_DATA to its folder"
+    )
+
+
+@pytest.fixture
+def peer() -> str:
+    return peer_dir()
+
+
 def postgres_url() -> str:
     """A URL with a fresh schema, or skip (with the reason) when no server was named."""
     base = settings.load().test_postgres

@@ -1,0 +1,104 @@
+"""Reading YAML and JSON documents together with the line of every field.
+
+Validation errors must name the line of the offending field, so a document is
+read once as a node tree (which knows its lines) and once as plain values.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+import yaml
+
+from protocols.errors import InvalidInput, Problem
+
+Path = tuple[str | int, ...]
+
+
+class Document(NamedTuple):
+    """A parsed file: its plain value and the 1-based line of every field path."""
+
+    file: str
+    data: Any
+    lines: dict[Path, int]
+
+    def line(self, path: Path) -> int | None:
+        """The line of ``path``, or of its nearest present ancestor."""
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return self.lines.get((), None)
+
+
+def _walk(node: yaml.Node, path: Path, lines: dict[Path, int], dups: list[Path]) -> None:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, value in node.value:
+            name = str(key.value)
+            child = (*path, name)
+            if name in seen:
+                dups.append(child)
+            seen.add(name)
+            lines[child] = key.start_mark.line + 1
+            _walk(value, child, lines, dups)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _walk(item, (*path, i), lines, dups)
+
+
+def parse(text: str, file: str, *, as_json: bool) -> Document:
+    """Parse ``text`` (YAML, or JSON when ``as_json``) into a Document; InvalidInput if broken."""
+    if as_json:
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(
+                [Problem(file, exc.lineno, "", f"not valid JSON: {exc.msg}")]
+            ) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is None:
+            return Document(file, None, {})
+        data = yaml.SafeLoader("").construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        kind = "JSON" if as_json else "YAML"
+        raise InvalidInput([Problem(file, line, "", f"not valid {kind}: {exc.problem}")]) from None
+    except yaml.YAMLError as exc:
+        raise InvalidInput([Problem(file, None, "", f"not valid YAML: {exc}")]) from None
+    lines: dict[Path, int] = {}
+    dups: list[Path] = []
+    _walk(node, (), lines, dups)
+    if dups:
+        raise InvalidInput(
+            [Problem(file, lines[p], dotted(p), "field appears twice in one mapping") for p in dups]
+        )
+    return Document(file, data, lines)
+
+
+def read(file: str) -> Document:
+    """Read and parse one file, choosing JSON or YAML by its extension."""
+    try:
+        with open(file, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise InvalidInput([Problem(file, None, "", "no such file")]) from None
+    except IsADirectoryError:
+        raise InvalidInput([Problem(file, None, "", "is a directory, expected a file")]) from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInput([Problem(file, None, "", f"not UTF-8 text ({exc.reason})")]) from None
+    except OSError as exc:
+        raise InvalidInput([Problem(file, None, "", f"cannot read: {exc.strerror}")]) from None
+    return parse(text, file, as_json=file.lower().endswith(".json"))
+
+
+def dotted(path: Path) -> str:
+    """``("recall", "grading", "value")`` -> ``recall.grading.value``; list items as ``[i]``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
