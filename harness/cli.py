@@ -248,6 +248,78 @@ def _protocol_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_protocols_generate)
 
 
+def cmd_platform_serve(args: argparse.Namespace) -> int:
+    from refplatform.embedder import parse_spec
+    from refplatform.errors import PlatformError
+    from refplatform.platform import Platform
+    from refplatform.server import RunningPlatform
+
+    if not 1 <= args.pool <= 999:
+        raise UsageError("--pool must be 1..999")
+    try:
+        embedder = parse_spec(args.embedder)
+    except ValueError as exc:
+        raise UsageError(f"--embedder: {exc}") from None
+    try:
+        if args.db:
+            os.makedirs(os.path.dirname(os.path.abspath(args.db)), exist_ok=True)
+        platform = Platform(args.db or ":memory:", embedder=embedder)
+        running = RunningPlatform(
+            platform,
+            pool_size=args.pool,
+            admin_key=args.admin_key or settings.load().admin_key or None,
+            pool_base=args.pool_base,
+            host=args.host,
+            port=args.port,
+            background=False,
+        )
+    except PlatformError as exc:
+        raise UsageError(exc.message) from None
+    except OSError as exc:
+        raise UsageError(f"--db {args.db}: {exc.strerror}") from None
+    last = running.key(args.pool)
+    print(f"refplatform serving {running.mcp_url} (admin REST under {running.url}/api/v1)")
+    print(f"  admin key: {running.admin_key}")
+    print(
+        f"  pool keys: {running.key(1)} .. {last} (bench-agent-001..{args.pool:03d}@apikey.local)"
+    )
+    print(f"  state:     {args.db or 'in memory (pass --db PATH to keep it)'}")
+    print(f"  embedder:  {embedder.name}")
+    print("Ctrl-C stops it.", flush=True)
+    try:
+        running.server.serve_forever()
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled: a normal stop
+        pass
+    finally:
+        platform.close()
+    print("refplatform stopped", flush=True)
+    return EXIT_OK
+
+
+def cmd_bench_platform(args: argparse.Namespace) -> int:
+    from benchmarks.platform_bench import run_bench
+
+    if args.sessions < 1 or args.calls < 1:
+        raise UsageError("--sessions and --calls must be at least 1")
+    return run_bench(
+        sessions=args.sessions, calls=args.calls, as_json=args.json, in_process=args.in_process
+    )
+
+
+def _platform_commands(sub: argparse._SubParsersAction) -> None:
+    group = sub.add_parser("platform", help="the embedded reference memory platform")
+    psub = group.add_subparsers(dest="platform", required=True, metavar="ACTION")
+    p = psub.add_parser("serve", help="serve refplatform in the foreground")
+    p.add_argument("--host", default="127.0.0.1", help="default: loopback only")
+    p.add_argument("--port", type=int, default=8098, help="0 picks a free port")
+    p.add_argument("--db", metavar="PATH", help="SQLite state file (default: in memory)")
+    p.add_argument("--pool", type=int, default=64, metavar="N", help="pool identities (64)")
+    p.add_argument("--admin-key", metavar="K", help="default: $BENCHLEDGER_ADMIN_KEY or random")
+    p.add_argument("--pool-base", metavar="B", help="pool keys are B-001..B-N (default random)")
+    p.add_argument("--embedder", default="lexical", metavar="lexical|ollama:MODEL@URL")
+    p.set_defaults(func=cmd_platform_serve)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (tests use it to check documented options exist)."""
     parser = argparse.ArgumentParser(
@@ -284,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_log)
 
     _protocol_commands(sub)
+    _platform_commands(sub)
 
     bench = sub.add_parser("bench", help="performance benchmarks (ratios vs raw baselines)")
     bsub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
@@ -293,6 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ledger", metavar="PATH|URL", help="keep the ledger here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_bench_ledger)
+    p = bsub.add_parser("platform", help="refplatform MCP throughput and latency vs raw HTTP")
+    p.add_argument("--sessions", type=int, default=32, help="concurrent sessions (32)")
+    p.add_argument("--calls", type=int, default=50, help="tool calls per session (50)")
+    p.add_argument("--in-process", action="store_true", help="serve in a thread, not a child")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_bench_platform)
     return parser
 
 

@@ -13,6 +13,7 @@ class Settings:
     ledger: str
     test_postgres: str
     peer_data: str = ""
+    admin_key: str = ""
 
 
 def load(environ: dict[str, str] | None = None) -> Settings:
@@ -22,4 +23,5 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         ledger=env.get("BENCHLEDGER_LEDGER") or DEFAULT_LEDGER,
         test_postgres=env.get("BENCHLEDGER_TEST_POSTGRES", ""),
         peer_data=env.get("BENCHLEDGER_PEER_DATA", ""),
+        admin_key=env.get("BENCHLEDGER_ADMIN_KEY", ""),
     )

@@ -1,0 +1,136 @@
+"""The mcp-data-platform client: handle injection, observation, and error translation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx2
+import pytest
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from harness.cli import main
+from harness.errors import InfraError
+from harness.platforms.mcp_data_platform import McpDataPlatform, translate
+from refplatform.server import LoopbackServer, RunningPlatform
+from tests.platform_helpers import ORDERS, client_for
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def session_call(self, method, tool, arguments, result, is_error, latency_ms) -> None:
+        self.calls.append((method, tool, arguments, result, is_error))
+
+
+def test_sessions_inject_the_handle_hide_it_and_report_every_call():
+    rec = Recorder()
+
+    async def go(r):
+        client = client_for(r)
+        async with client.session(1, rec) as s:
+            tools = await s.list_tools()
+            res = await s.call_tool("search", {"intent": "revenue", "entity_urns": [ORDERS]})
+        await client.aclose()
+        return s, tools, res
+
+    with RunningPlatform(pool_size=2) as r:
+        s, tools, res = asyncio.run(go(r))
+        key = r.key(1)
+    names = [t["name"] for t in tools]
+    assert "platform_info" not in names and "search" in names
+    for t in tools:
+        assert "session_id" not in t["input_schema"]["properties"]
+        assert "session_id" not in t["input_schema"].get("required", [])
+    assert not res.is_error and res.data["groups"]
+    assert [c[0] for c in rec.calls] == ["initialize", "tools/call", "tools/list", "tools/call"]
+    assert rec.calls[1][1] == "platform_info" and rec.calls[3][2] == {
+        "intent": "revenue",
+        "entity_urns": [ORDERS],
+    }
+    assert s.handle.startswith("dps_") and s.email == "bench-agent-001@apikey.local"
+    assert key not in json.dumps([c[:4] for c in rec.calls])
+
+
+def test_an_unknown_key_is_refused_and_not_retryable():
+    async def go(r):
+        client = McpDataPlatform(r.url, admin_key="wrong", pool_base="wrong", pool_size=1)
+        with pytest.raises(InfraError) as info:
+            async with client.session(1):
+                pass
+        with pytest.raises(InfraError) as rest:
+            await client.rest("GET", "/api/v1/admin/knowledge/insights")
+        await client.aclose()
+        return info.value, rest.value
+
+    with RunningPlatform(pool_size=1) as r:
+        opened, rest = asyncio.run(go(r))
+    assert opened.kind == "refused" and not opened.retryable
+    assert rest.kind == "refused" and "HTTP 401" in rest.message
+
+
+def test_a_closed_port_is_a_retryable_transport_error():
+    async def go():
+        client = McpDataPlatform(
+            "http://127.0.0.1:9", admin_key="a", pool_base="b", pool_size=1, timeout_s=2
+        )
+        with pytest.raises(InfraError) as info:
+            async with client.session(1):
+                pass
+        with pytest.raises(InfraError) as rest:
+            await client.rest("GET", "/x")
+        await client.aclose()
+        return info.value, rest.value
+
+    opened, rest = asyncio.run(go())
+    assert opened.kind == rest.kind == "transport" and opened.retryable and rest.retryable
+
+
+def test_a_5xx_read_back_is_a_retryable_infra_error():
+    async def boom(request):
+        return JSONResponse({"error": "down"}, status_code=503)
+
+    server = LoopbackServer(Starlette(routes=[Route("/api/v1/x", boom)]))
+    server.start()
+    try:
+        client = McpDataPlatform(server.url, admin_key="a", pool_base="b", pool_size=1)
+
+        async def go():
+            with pytest.raises(InfraError) as info:
+                await client.rest("GET", "/api/v1/x")
+            await client.aclose()
+            return info.value
+
+        err = asyncio.run(go())
+    finally:
+        server.stop()
+    assert err.kind == "http_5xx" and err.retryable and "503" in err.message
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind", "retryable"),
+    [
+        (httpx2.ReadTimeout("slow"), "timeout", True),
+        (TimeoutError(), "timeout", True),
+        (ExceptionGroup("g", [httpx2.ConnectError("no")]), "transport", True),
+        (RuntimeError("odd"), "transport", True),
+    ],
+    ids=["read-timeout", "timeout", "grouped-connect", "other"],
+)
+def test_translate_maps_failures_to_infra_errors(exc, kind, retryable):
+    got = translate(exc, "doing x")
+    assert (got.kind, got.retryable) == (kind, retryable) and "doing x" in got.message
+
+
+def test_bench_platform_prints_the_documented_json_keys(capsys):
+    assert (
+        main(["bench", "platform", "--sessions", "2", "--calls", "5", "--json", "--in-process"])
+        == 0
+    )
+    report = json.loads(capsys.readouterr().out.strip().split("\n")[-1])
+    assert report["errors"] == 0 and report["captures_written"] == report["captures_read_back"] == 2
+    for key in ("calls_per_s", "p50_ms", "p99_ms", "raw_calls_per_s", "ratio_vs_raw"):
+        assert report[key] > 0
