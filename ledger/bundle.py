@@ -17,10 +17,13 @@ from typing import IO, Any
 
 import msgspec
 
-from ledger.chain import Failure, Record, RunChecker, Summary, link_hash
+from ledger.chain import Failure, Record, RunChecker, Summary, genesis, link_hash
 from ledger.codec import canonical_json, decode_link
 from ledger.errors import BundleConflict, LedgerError, UnusableInput
+from ledger.events import RunSealed as RunSealedEvent
+from ledger.events import StreamHead
 from ledger.ledger import Ledger, check_run_id
+from ledger.merkle import inclusion_proof, verify_inclusion
 
 FORMAT = "benchledger-bundle/1"
 AUDIT_FORMAT = "benchledger-audit/1"
@@ -171,6 +174,22 @@ def export_run(
     return n
 
 
+def export_audit(ledger: Ledger, run_id: str, streams: set[str], path: str) -> int:
+    """Write the cited ``streams`` (and the header stream) whole, with inclusion proofs."""
+    info = ledger.run_info(run_id)
+    if not info.root:
+        raise LedgerError(f"run {run_id!r} is not sealed; audit bundles prove against a root")
+    sealed = next(e for e, _ in ledger.events(run_id, run_id) if isinstance(e, RunSealedEvent))
+    heads = list(sealed.body.heads)
+    index = {h.stream: i for i, h in enumerate(heads)}
+    wanted = set(streams) | {run_id}
+    proofs = {
+        s: {"index": index[s], "size": len(heads), "path": inclusion_proof(heads, index[s])}
+        for s in sorted(wanted)
+    }
+    return export_run(ledger, run_id, path, proofs=proofs, streams=wanted)
+
+
 def import_bundle(ledger: Ledger, path: str) -> int:
     """Add a verified bundle's events that the ledger lacks; return how many were added.
 
@@ -215,3 +234,86 @@ def import_bundle(ledger: Ledger, path: str) -> int:
             yield batch
 
     return ledger.store.append_all(batches())
+
+
+def _check_stream(stream: str, rows: list[bytes]) -> StreamHead:
+    """One stream's chain on its own (dense seqs from 0, prev links, refs); its Merkle leaf."""
+    prev = genesis(stream)
+    for seq, data in enumerate(rows):
+        try:
+            ev = decode_link(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise _Bad(Failure(stream, seq, "undecodable event", str(exc))) from None
+        if ev.stream != stream or ev.seq != seq:
+            raise _Bad(Failure(stream, seq, "gap", f"expected seq {seq}, found seq {ev.seq}"))
+        if ev.prev != prev:
+            detail = "prev is not the hash of the event before"
+            raise _Bad(Failure(stream, seq, "broken link", detail, expected=prev, found=ev.prev))
+        if any(not 0 <= r < seq for r in ev.refs):
+            raise _Bad(Failure(stream, seq, "bad ref", "a ref is not an earlier seq"))
+        prev = link_hash(data)
+    if not rows:
+        raise _Bad(Failure(stream, 0, "empty stream", "the bundle holds no events of it"))
+    return StreamHead(stream, len(rows), prev)
+
+
+class _Bad(Exception):
+    def __init__(self, failure: Failure) -> None:
+        self.failure = failure
+
+
+def _prove(name: str, rows: list[bytes], proof: Any, run: str, root: str) -> None:
+    if not isinstance(proof, dict):
+        raise _Bad(Failure(name, 0, "no proof", "the bundle carries no inclusion proof for it"))
+    if name == run and decode_link(rows[-1]).kind == "run_sealed":
+        _check_stream(name, rows)
+        sealed = msgspec.json.decode(rows[-1], type=RunSealedEvent)
+        if sealed.body.root != root:
+            detail = "run_sealed names another root"
+            raise _Bad(Failure(name, len(rows) - 1, "root mismatch", detail,
+                               expected=root, found=sealed.body.root))  # fmt: skip
+        rows = rows[:-1]  # the header's leaf is its head just before run_sealed
+    head = _check_stream(name, rows)
+    try:
+        ok = verify_inclusion(head, int(proof["index"]), int(proof["size"]), list(proof["path"]),
+                              root)  # fmt: skip
+    except (KeyError, TypeError, ValueError):
+        ok = False
+    if not ok:
+        detail = "the stream's head is not included in the run root"
+        raise _Bad(Failure(name, head.length - 1, "not in root", detail,
+                           expected=root, found=head.head))  # fmt: skip
+
+
+def verify_audit_bundle(
+    path: str, root: str | None = None
+) -> tuple[Failure | None, int, BundleHeader]:
+    """Check an audit bundle offline: each cited stream's chain and its inclusion proof.
+
+    Returns (first failure or None, streams proven, header).
+    """
+    header = read_header(path)
+    if header.format != AUDIT_FORMAT:
+        raise UnusableInput(path, "field format: not an audit bundle", line=1)
+    want = (root or header.root).lower()
+    streams: dict[str, list[bytes]] = {}
+    for n, rec in enumerate(records(path), start=2):
+        try:
+            name = decode_link(rec.data).stream
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return Failure(header.run, -1, "undecodable event", f"line {n}: {exc}"), 0, header
+        streams.setdefault(name, []).append(bytes(rec.data))
+    proven = 0
+    try:
+        if root and header.root and want != header.root:
+            detail = "the bundle names another root"
+            raise _Bad(Failure(header.run, -1, "root mismatch", detail,
+                               expected=want, found=header.root))  # fmt: skip
+        if header.run not in streams:
+            raise _Bad(Failure(header.run, 0, "missing header stream", "no run_sealed to check"))
+        for name, rows in sorted(streams.items()):
+            _prove(name, rows, header.proofs.get(name), header.run, want)
+            proven += 1
+    except _Bad as bad:
+        return bad.failure, proven, header
+    return None, proven, header

@@ -108,6 +108,9 @@ class EpisodeFinishedBody(Body, frozen=True):
     input_tokens: int = 0
     output_tokens: int = 0
     trace_hash: str = ""
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    capture_attempted: bool = False
 
 
 class InfraErrorBody(Body, frozen=True):

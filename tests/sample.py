@@ -98,3 +98,63 @@ def build_run(
     for u in range(units):
         write_unit(ledger, f"{run_id}/p{u:02d}/{u % 2}", rng, episodes)
     return ledger.seal(run_id) if seal else ""
+
+
+PASSING = {
+    "capture_attempted": True,
+    "captured": True,
+    "recall_correct": True,
+    "recall_search_called": True,
+    "recall_fact_surfaced": True,
+    "abstain_correct": True,
+}
+PROMOTE = {"promoted": True, "transfer_correct": True, "transfer_surfaced": True}
+UPDATE = {"update_captured": True, "update_correct": True, "duplicated": False}
+
+
+def lifecycle_run(
+    ledger: Ledger,
+    run_id: str,
+    outcomes: dict[tuple[str, int], dict[str, bool | None]],
+    *,
+    protocol_set_hash: str = "set-1",
+    agent: str = "scripted",
+    k: int = 1,
+    errors: dict[tuple[str, int], str] | None = None,
+) -> str:
+    """A sealed lifecycle run whose units carry exactly ``outcomes`` as grader decisions."""
+    ledger.start_run(
+        run_id,
+        RunStartedBody(
+            suite="lifecycle",
+            protocol_set_hash=protocol_set_hash,
+            k=k,
+            agent=agent,
+            model="none",
+            platform="refplatform",
+            platform_version="test",
+        ),
+    )
+    for (pid, attempt), checks in sorted(outcomes.items()):
+        w = ledger.new_stream(f"{run_id}/{pid}/{attempt}")
+        w.append(UnitStartedBody(protocol_id=pid, attempt=attempt))
+        fin = w.append(
+            EpisodeFinishedBody(
+                episode="recall", final_answer="FINAL ANSWER: 1", input_tokens=3, output_tokens=2
+            )
+        )
+        for check, verdict in checks.items():
+            w.append(
+                GraderDecisionBody(
+                    stage=check.split("_")[0],
+                    check=check,
+                    verdict=verdict,
+                    reason="sample",
+                    answer="FINAL ANSWER: 1",
+                ),
+                refs=[fin],
+            )
+        error = (errors or {}).get((pid, attempt), "")
+        w.append(UnitFinishedBody(outcome=dict(checks), error=error))
+        ledger.commit(w)
+    return ledger.seal(run_id)

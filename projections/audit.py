@@ -1,0 +1,164 @@
+"""Audit: trace one metric to the decision events behind it and the evidence they cite."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from ledger.codec import canonical_json
+from ledger.events import (
+    EpisodeFinished,
+    Event,
+    ModelCall,
+    ReadBack,
+    SessionCall,
+)
+from projections.fold import fold
+from projections.lifecycle import METRIC_NAMES, METRICS, Decision, LifecycleFold, Metric, scorecard
+from projections.source import RunEvents
+
+
+class UnknownMetric(ValueError):
+    """The metric name is not one the lifecycle suite defines."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no metric {name!r}; known metrics: {', '.join(METRIC_NAMES)}")
+
+
+class Evidence(NamedTuple):
+    seq: int
+    kind: str
+    link: str
+    summary: str
+
+
+class Contribution(NamedTuple):
+    """One unit in a metric's denominator, the decision that counted it, and its evidence."""
+
+    stream: str
+    protocol_id: str
+    attempt: int
+    in_num: bool
+    decision: Decision | None
+    evidence: tuple[Evidence, ...]
+
+
+class Audit(NamedTuple):
+    run_id: str
+    root: str
+    metric: Metric
+    contributions: tuple[Contribution, ...]
+
+    @property
+    def streams(self) -> set[str]:
+        return {c.stream for c in self.contributions}
+
+
+def _short(value: Any, width: int = 110) -> str:
+    text = value if isinstance(value, str) else canonical_json(value).decode()
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _describe(event: Event) -> str:
+    if isinstance(event, SessionCall):
+        b = event.body
+        err = " (error)" if b.is_error else ""
+        return f"{b.method} {b.tool} {_short(b.arguments, 60)} -> {_short(b.result, 70)}{err}"
+    if isinstance(event, ModelCall):
+        return f"model turn {event.body.request_hash[:12]}: {_short(event.body.response, 90)}"
+    if isinstance(event, ReadBack):
+        rb = event.body
+        return f"{rb.method} {rb.path} -> {rb.status} {_short(rb.body, 80)}"
+    if isinstance(event, EpisodeFinished):
+        return f"episode {event.body.episode} final answer: {_short(event.body.final_answer, 90)}"
+    return _short(getattr(event, "body", None))
+
+
+def _evidence(by_seq: dict[int, tuple[Event, str]], refs: tuple[int, ...]) -> tuple[Evidence, ...]:
+    """The events a decision refs, and (one level further) what an episode summary refs."""
+    seen: list[int] = []
+    for r in refs:
+        seen.append(r)
+        event = by_seq.get(r, (None, ""))[0]
+        if isinstance(event, EpisodeFinished):
+            seen.extend(x for x in event.refs if x not in seen)
+    out = []
+    for seq in sorted(set(seen)):
+        if seq in by_seq:
+            event, link = by_seq[seq]
+            kind = type(event).__struct_config__.tag
+            out.append(Evidence(seq, str(kind), link, _describe(event)))
+    return tuple(out)
+
+
+def audit(run: RunEvents, metric_name: str) -> Audit:
+    """The metric's value and every contributing unit with its decision and evidence."""
+    if metric_name not in METRIC_NAMES:
+        raise UnknownMetric(metric_name)
+    lf = fold(LifecycleFold(), run.events)
+    card = scorecard([lf])
+    metric = card.metrics[metric_name]
+    streams: dict[str, dict[int, tuple[Event, str]]] = {}
+    for event, link in run.events:
+        streams.setdefault(event.stream, {})[event.seq] = (event, link)
+    num_refs = set(metric.num_refs)
+    spec = next((s for s in METRICS if s.name == metric_name), None)
+    out = []
+    for unit in card.units:
+        if spec is not None:
+            if not spec.in_den(unit):
+                continue
+            decision = unit.decisions.get(spec.num_check) or unit.decisions.get(spec.den_check)
+            in_num = spec.in_num(unit)
+        else:  # pass_k: every counted unit, judged by all of its decisions
+            if not unit.counted:
+                continue
+            failing = [d for d in unit.decisions.values() if d.verdict is False]
+            decision = failing[0] if failing else None
+            in_num = unit.passed()
+        refs = decision.refs if decision else ()
+        evidence = _evidence(streams.get(unit.stream, {}), refs)
+        out.append(
+            Contribution(unit.stream, unit.protocol_id, unit.attempt, in_num, decision, evidence)
+        )
+    assert spec is None or len(num_refs) <= metric.num
+    return Audit(run.run_id, run.root or card.meta.root, metric, tuple(out))
+
+
+def render(a: Audit) -> str:
+    """The audit as text: value, then one block per contributing unit."""
+    m = a.metric
+    rate = f"{m.rate:.1%}" if m.rate is not None else "n/a"
+    lines = [
+        f"run {a.run_id}  root {a.root or '(unsealed)'}",
+        f"{m.name} = {rate}  ({_num(m.num)}/{m.den})  95% CI [{m.ci.low:.3f}, {m.ci.high:.3f}]"
+        + (f"  [{m.label}]" if m.label else ""),
+        f"{len(a.contributions)} contributing units "
+        f"({sum(c.in_num for c in a.contributions)} in the numerator)",
+        "",
+    ]
+    for c in a.contributions:
+        mark = "num+den" if c.in_num else "den    "
+        lines.append(f"{mark}  {c.protocol_id} attempt {c.attempt}  ({c.stream})")
+        d = c.decision
+        if d is not None:
+            lines.append(
+                f"    decision seq {d.seq} {d.link[:12]}  {d.check}={_verdict(d.verdict)}  "
+                f"[{d.origin}] {d.reason}"
+            )
+            if d.answer:
+                lines.append(f"    answer:   {_short(d.answer)}")
+            if d.expected is not None:
+                lines.append(f"    expected: {_short(d.expected)}")
+        for e in c.evidence:
+            lines.append(f"    evidence seq {e.seq} {e.kind} {e.link[:12]}  {e.summary}")
+    return "\n".join(lines)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:.3f}"
+
+
+def _verdict(v: bool | None) -> str:
+    return "n/a" if v is None else str(v).lower()

@@ -1,0 +1,367 @@
+"""The lifecycle suite's metrics as a fold over a run's events (DESIGN §6).
+
+Every metric is computed from ``grader_decision`` events alone (plus unit and
+episode bookkeeping for errors and tokens), never from a results file, and carries
+the (stream, seq) of every decision in its numerator and its denominator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple
+
+from ledger.events import (
+    EpisodeFinished,
+    Event,
+    GraderDecision,
+    InfraError,
+    RunSealed,
+    RunStarted,
+    UnitAbandoned,
+    UnitFinished,
+    UnitStarted,
+)
+from projections.stats import Interval, bootstrap, pass_hat_k, wilson
+
+# The checks a lifecycle unit's grader decisions carry (``GraderDecisionBody.check``).
+CAPTURE_ATTEMPTED: Final = "capture_attempted"
+TEACH_BUDGET_EXHAUSTED: Final = "teach_budget_exhausted"
+CAPTURED: Final = "captured"
+RECALL_CORRECT: Final = "recall_correct"
+RECALL_SEARCH_CALLED: Final = "recall_search_called"  # the peer's `recall_surfaced`
+RECALL_FACT_SURFACED: Final = "recall_fact_surfaced"  # ours: the fact in a tool result
+PROMOTED: Final = "promoted"
+TRANSFER_CORRECT: Final = "transfer_correct"
+TRANSFER_SURFACED: Final = "transfer_surfaced"
+UPDATE_CAPTURED: Final = "update_captured"
+UPDATE_CORRECT: Final = "update_correct"
+DUPLICATED: Final = "duplicated"
+ABSTAIN_CORRECT: Final = "abstain_correct"
+CHECKS: Final = (
+    CAPTURE_ATTEMPTED, TEACH_BUDGET_EXHAUSTED, CAPTURED, RECALL_CORRECT, RECALL_SEARCH_CALLED,
+    RECALL_FACT_SURFACED, PROMOTED, TRANSFER_CORRECT, TRANSFER_SURFACED, UPDATE_CAPTURED,
+    UPDATE_CORRECT, DUPLICATED, ABSTAIN_CORRECT,
+)  # fmt: skip
+# Peer run records name the search-called boolean `recall_surfaced`.
+PEER_NAMES: Final = {RECALL_SEARCH_CALLED: "recall_surfaced"}
+
+Ref = tuple[str, int]
+
+
+class Decision(NamedTuple):
+    """One recorded grader decision and where it is in the ledger."""
+
+    stream: str
+    seq: int
+    link: str
+    stage: str
+    check: str
+    verdict: bool | None
+    reason: str
+    answer: str
+    expected: Any
+    origin: str
+    refs: tuple[int, ...]
+
+
+@dataclass
+class Unit:
+    """One protocol attempt as the fold sees it."""
+
+    stream: str
+    protocol_id: str = ""
+    attempt: int = 0
+    decisions: dict[str, Decision] = field(default_factory=dict)
+    finished: Ref | None = None
+    error: str = ""
+    abandoned: bool = False
+    infra_errors: int = 0
+    tokens: dict[str, int] = field(default_factory=dict)
+
+    def verdict(self, check: str) -> bool | None:
+        d = self.decisions.get(check)
+        return None if d is None else d.verdict
+
+    def ref(self, check: str) -> list[Ref]:
+        d = self.decisions.get(check)
+        return [] if d is None else [(d.stream, d.seq)]
+
+    @property
+    def graded(self) -> bool:
+        """Finished without an infrastructure error (and not abandoned)."""
+        return self.finished is not None and not self.error and not self.abandoned
+
+    @property
+    def counted(self) -> bool:
+        """Counts toward pass^k: finished (an error counts as a failure), not abandoned."""
+        return self.finished is not None and not self.abandoned
+
+    def passed(self) -> bool:
+        """Full-lifecycle pass: every applicable stage passed (DESIGN §6)."""
+        v = self.verdict
+        update_ok = v(UPDATE_CAPTURED) is None or (
+            v(UPDATE_CAPTURED) is True and v(UPDATE_CORRECT) is True and v(DUPLICATED) is not True
+        )
+        return (
+            self.graded
+            and v(CAPTURED) is True
+            and v(RECALL_CORRECT) is True
+            and v(PROMOTED) in (None, True)
+            and v(TRANSFER_CORRECT) in (None, True)
+            and v(ABSTAIN_CORRECT) in (None, True)
+            and update_ok
+        )
+
+    def all_refs(self) -> list[Ref]:
+        refs = [(d.stream, d.seq) for d in self.decisions.values()]
+        return refs + ([self.finished] if self.finished else [])
+
+
+class Metric(NamedTuple):
+    """A rate with its interval and the decisions behind its numerator and denominator."""
+
+    name: str
+    num: float
+    den: int
+    ci: Interval
+    num_refs: tuple[Ref, ...]
+    den_refs: tuple[Ref, ...]
+    label: str = ""
+    units: tuple[str, ...] = ()  # streams in the denominator
+
+    @property
+    def rate(self) -> float | None:
+        return self.num / self.den if self.den else None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"num": self.num, "den": self.den, "rate": self.rate,
+                "ci_low": self.ci.low, "ci_high": self.ci.high}  # fmt: skip
+
+
+class MetricSpec(NamedTuple):
+    """A metric: which units are in the denominator, which of those in the numerator."""
+
+    name: str
+    description: str
+    in_den: Callable[[Unit], bool]
+    den_check: str
+    in_num: Callable[[Unit], bool]
+    num_check: str
+    label: str = ""
+    gated: bool = False
+    higher_is_better: bool = True
+
+
+def _is(check: str, value: bool | None = True) -> Callable[[Unit], bool]:
+    return lambda u: u.verdict(check) is value
+
+
+def _graded(u: Unit) -> bool:
+    return u.graded
+
+
+def _graded_and(check: str, value: bool | None = True) -> Callable[[Unit], bool]:
+    return lambda u: u.graded and u.verdict(check) is value
+
+
+def _graded_has(check: str) -> Callable[[Unit], bool]:
+    return lambda u: u.graded and u.verdict(check) is not None
+
+
+def _budget_starved(u: Unit) -> bool:
+    return u.verdict(CAPTURE_ATTEMPTED) is False and u.verdict(TEACH_BUDGET_EXHAUSTED) is True
+
+
+METRICS: Final = (
+    MetricSpec("capture_rate", "a pending insight by the teacher, linked to the entity",
+               _graded, CAPTURED, _is(CAPTURED), CAPTURED, gated=True),
+    MetricSpec("personal_recall", "recall answered correctly in a fresh session",
+               _graded, RECALL_CORRECT, _is(RECALL_CORRECT), RECALL_CORRECT, gated=True),
+    MetricSpec("unprompted_surface", "search was called in the recall episode (captured units)",
+               _graded_and(CAPTURED), CAPTURED, _is(RECALL_SEARCH_CALLED), RECALL_SEARCH_CALLED,
+               label="peer-compatible: the peer's `recall_surfaced`"),
+    MetricSpec("recall_surfaced", "the taught fact appeared in a recall tool result (captured)",
+               lambda u: _graded_and(CAPTURED)(u) and u.verdict(RECALL_FACT_SURFACED) is not None,
+               CAPTURED, _is(RECALL_FACT_SURFACED), RECALL_FACT_SURFACED,
+               label="benchledger's stricter definition"),
+    MetricSpec("transfer_rate", "another identity answered after promotion",
+               _graded_has(TRANSFER_CORRECT), TRANSFER_CORRECT, _is(TRANSFER_CORRECT),
+               TRANSFER_CORRECT, gated=True),
+    MetricSpec("transfer_surfaced", "the promoted fact appeared in a transfer tool result",
+               _graded_has(TRANSFER_CORRECT), TRANSFER_CORRECT, _is(TRANSFER_SURFACED),
+               TRANSFER_SURFACED),
+    MetricSpec("transfer_used_given_surfaced", "transfer correct when the fact surfaced",
+               _graded_and(TRANSFER_SURFACED), TRANSFER_SURFACED, _is(TRANSFER_CORRECT),
+               TRANSFER_CORRECT),
+    MetricSpec("update_capture_rate", "the correction landed (captured update units)",
+               _graded_has(UPDATE_CAPTURED), UPDATE_CAPTURED, _is(UPDATE_CAPTURED),
+               UPDATE_CAPTURED),
+    MetricSpec("update_correctness", "recall flipped to the new value (correction landed)",
+               _graded_and(UPDATE_CAPTURED), UPDATE_CAPTURED, _is(UPDATE_CORRECT), UPDATE_CORRECT,
+               gated=True),
+    MetricSpec("duplicate_rate", "the original insight stayed live (correction landed)",
+               _graded_and(UPDATE_CAPTURED), UPDATE_CAPTURED, _is(DUPLICATED), DUPLICATED,
+               gated=True, higher_is_better=False),
+    MetricSpec("abstention_rate", "refused to answer an untaught question",
+               _graded, ABSTAIN_CORRECT, _is(ABSTAIN_CORRECT), ABSTAIN_CORRECT, gated=True),
+    MetricSpec("full_lifecycle", "every applicable stage passed",
+               _graded, CAPTURED, lambda u: u.passed(), CAPTURED),
+    MetricSpec("capture_attempt_rate", "memory_capture was called while teaching",
+               _graded_has(CAPTURE_ATTEMPTED), CAPTURE_ATTEMPTED, _is(CAPTURE_ATTEMPTED),
+               CAPTURE_ATTEMPTED),
+    MetricSpec("capture_given_attempted", "captured, when a capture was attempted",
+               _graded_and(CAPTURE_ATTEMPTED), CAPTURE_ATTEMPTED, _is(CAPTURED), CAPTURED),
+    MetricSpec("capture_budget_starved", "misses where the teach budget ran out before capturing",
+               _graded_and(CAPTURED, False), CAPTURED, _budget_starved, TEACH_BUDGET_EXHAUSTED),
+)  # fmt: skip
+METRIC_NAMES: Final = (*(m.name for m in METRICS), "pass_k")
+GATED: Final = (*(m.name for m in METRICS if m.gated), "pass_k")
+
+
+@dataclass
+class RunMeta:
+    """What ``run_started`` (and ``run_sealed``) say about a run."""
+
+    run_id: str = ""
+    suite: str = ""
+    protocol_set_hash: str = ""
+    protocols: int = 0
+    k: int = 1
+    agent: str = ""
+    model: str = ""
+    platform: str = ""
+    platform_version: str = ""
+    coupled: bool = False
+    root: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+class LifecycleFold:
+    """Folds a run's events into units (a ``Fold`` of ``(RunMeta, list[Unit])``)."""
+
+    def __init__(self) -> None:
+        self.meta = RunMeta()
+        self.units: dict[str, Unit] = {}
+
+    def _unit(self, stream: str) -> Unit:
+        unit = self.units.get(stream)
+        if unit is None:
+            unit = self.units[stream] = Unit(stream)
+        return unit
+
+    def apply(self, event: Event, link: str) -> None:
+        if isinstance(event, RunStarted):
+            rs = event.body
+            self.meta = RunMeta(event.stream, rs.suite, rs.protocol_set_hash, rs.protocols, rs.k,
+                                rs.agent, rs.model, rs.platform, rs.platform_version, rs.coupled,
+                                self.meta.root, dict(rs.config))  # fmt: skip
+        elif isinstance(event, RunSealed):
+            self.meta.root = event.body.root
+        elif isinstance(event, UnitStarted):
+            unit = self._unit(event.stream)
+            unit.protocol_id, unit.attempt = event.body.protocol_id, event.body.attempt
+        elif isinstance(event, GraderDecision):
+            gd = event.body
+            self._unit(event.stream).decisions[gd.check] = Decision(
+                event.stream, event.seq, link, gd.stage, gd.check, gd.verdict, gd.reason,
+                gd.answer, gd.expected, gd.origin, tuple(event.refs),
+            )  # fmt: skip
+        elif isinstance(event, EpisodeFinished):
+            tokens = self._unit(event.stream).tokens
+            ef = event.body
+            for key, value in (("input", ef.input_tokens), ("output", ef.output_tokens),
+                               ("cache_read", ef.cache_read_tokens),
+                               ("cache_creation", ef.cache_creation_tokens)):  # fmt: skip
+                tokens[key] = tokens.get(key, 0) + value
+        elif isinstance(event, InfraError):
+            self._unit(event.stream).infra_errors += 1
+        elif isinstance(event, UnitFinished):
+            unit = self._unit(event.stream)
+            unit.finished = (event.stream, event.seq)
+            unit.error = event.body.error
+        elif isinstance(event, UnitAbandoned):
+            self._unit(event.stream).abandoned = True
+
+    def result(self) -> tuple[RunMeta, list[Unit]]:
+        return self.meta, [u for _, u in sorted(self.units.items())]
+
+
+class Scorecard(NamedTuple):
+    """Every lifecycle metric of one run (or of several runs merged as passes)."""
+
+    meta: RunMeta
+    runs: tuple[RunMeta, ...]
+    units: tuple[Unit, ...]
+    metrics: dict[str, Metric]
+    k_used: int
+    harness_failures: int
+    incomplete: int
+    tokens: dict[str, int]
+
+    def per_protocol(self) -> dict[str, list[Unit]]:
+        out: dict[str, list[Unit]] = {}
+        for u in self.units:
+            if u.counted:
+                out.setdefault(u.protocol_id, []).append(u)
+        return dict(sorted(out.items()))
+
+
+def _den_refs(unit: Unit, check: str) -> list[Ref]:
+    """The decision that put ``unit`` in a denominator (its unit_finished if none)."""
+    refs = unit.ref(check)
+    if not refs and unit.finished is not None:
+        refs = [unit.finished]
+    return refs
+
+
+def _metric(spec: MetricSpec, units: Sequence[Unit], ci: str) -> Metric:
+    den_units = [u for u in units if spec.in_den(u)]
+    num_units = [u for u in den_units if spec.in_num(u)]
+    den_refs = tuple(
+        r for u in den_units for r in (u.ref(spec.den_check) or [u.finished] if u.finished else [])
+    )
+    num_refs = tuple(r for u in num_units for r in u.ref(spec.num_check))
+    interval = wilson(len(num_units), len(den_units))
+    if ci == "bootstrap" and den_units:
+        flags = [1.0 if spec.in_num(u) else 0.0 for u in den_units]
+        interval = bootstrap(flags, lambda xs: sum(xs) / len(xs))
+    return Metric(spec.name, len(num_units), len(den_units), interval, num_refs, den_refs,
+                  spec.label, tuple(u.stream for u in den_units))  # fmt: skip
+
+
+def pass_k_metric(units: Sequence[Unit], k: int) -> tuple[Metric, int]:
+    """pass^k over every protocol, infra-failed units counting as failures."""
+    by_protocol: dict[str, list[Unit]] = {}
+    for u in units:
+        if u.counted:
+            by_protocol.setdefault(u.protocol_id, []).append(u)
+    counts = [(sum(u.passed() for u in us), len(us)) for us in by_protocol.values()]
+    value, k_used = pass_hat_k(counts, k)
+    den = len(counts)
+    num = value * den
+    den_refs = tuple(r for us in by_protocol.values() for u in us for r in u.all_refs())
+    num_refs = tuple(
+        r for us in by_protocol.values() for u in us if u.passed() for r in u.all_refs()
+    )
+    label = f"unbiased estimator, k={k_used}"
+    return Metric("pass_k", num, den, wilson(num, den), num_refs, den_refs, label), k_used
+
+
+def scorecard(folds: Iterable[tuple[RunMeta, list[Unit]]], *, ci: str = "wilson") -> Scorecard:
+    """Metrics over one run's units, or several runs' units merged as independent passes."""
+    runs = list(folds)
+    if not runs:
+        raise ValueError("no runs to score")
+    metas = tuple(m for m, _ in runs)
+    units = tuple(u for _, us in runs for u in us)
+    k = sum(m.k for m in metas) if len(metas) > 1 else metas[0].k
+    metrics = {spec.name: _metric(spec, units, ci) for spec in METRICS}
+    metrics["pass_k"], k_used = pass_k_metric(units, k)
+    tokens: dict[str, int] = {}
+    for u in units:
+        for key, value in u.tokens.items():
+            tokens[key] = tokens.get(key, 0) + value
+    failures = sum(1 for u in units if u.finished is not None and u.error and not u.abandoned)
+    incomplete = sum(1 for u in units if u.finished is None and not u.abandoned)
+    return Scorecard(metas[0], metas, units, metrics, k_used, failures, incomplete, tokens)

@@ -1,0 +1,221 @@
+"""Importing the peer's real k=5 run and reproducing every published rate from events."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import pytest
+
+import protocols
+from harness.cli import main
+from harness.peer_import import import_peer
+from ledger import Ledger, open_store
+from projections.fold import fold
+from projections.lifecycle import LifecycleFold, scorecard
+from projections.regrade import regrade
+from projections.source import from_bundle, from_ledger
+from tests.conftest import peer_dir
+
+K5 = "s5-anthropic-k5"
+
+
+def k5_paths() -> tuple[str, list[str]]:
+    base = os.path.join(peer_dir(), "bench", "results", K5)
+    with open(os.path.join(base, "passes.txt")) as fh:
+        passes = [line.strip().split("/")[-2] for line in fh if line.strip()]
+    dirs = [os.path.join(base, p, "lifecycle-a3.json.transcripts") for p in passes]
+    return os.path.join(base, "lifecycle-a3-k5.json"), dirs
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    path, dirs = k5_paths()
+    ledger_path = str(tmp_path_factory.mktemp("peer") / "ledger.sqlite")
+    ledger = Ledger(open_store(ledger_path))
+    run_id, root, shape = import_peer(ledger, path, transcripts=dirs)
+    with open(path) as fh:
+        published = json.load(fh)
+    yield ledger, ledger_path, run_id, root, shape, published
+    ledger.store.close()
+
+
+def _card(ledger, run_id):
+    return scorecard([fold(LifecycleFold(), from_ledger(ledger, run_id).events)])
+
+
+def _published_rates(metrics: dict) -> dict[str, tuple[float, int]]:
+    out = {}
+    for key, value in metrics.items():
+        if isinstance(value, dict) and "num" in value and "den" in value:
+            out[key] = (value["num"], value["den"])
+    split = metrics.get("capture_split", {})
+    out["capture_attempt_rate"] = (split["attempt_rate"]["num"], split["attempt_rate"]["den"])
+    out["capture_given_attempted"] = (
+        split["given_attempted"]["num"],
+        split["given_attempted"]["den"],
+    )
+    return out
+
+
+def test_projections_reproduce_every_published_rate_of_the_peer_k5_run(imported):
+    ledger, _, run_id, _, shape, published = imported
+    card = _card(ledger, run_id)
+    assert shape == "current"
+    rates = _published_rates(published["metrics"])
+    assert len(rates) == 14
+    for name, (num, den) in rates.items():
+        ours = card.metrics[name]  # the same names as the peer's metrics block
+        assert (ours.num, ours.den) == (num, den), name
+        print(f"{name}: {num}/{den} reproduced")
+    m = published["metrics"]
+    assert card.harness_failures == m["harness_failures"] == 1
+    assert sum(u.graded for u in card.units) == m["attempts"] == 149
+    assert card.tokens == {
+        "input": m["total_input_tokens"],
+        "output": m["total_output_tokens"],
+        "cache_read": m["total_cache_read_tokens"],
+        "cache_creation": m["total_cache_creation_tokens"],
+    }
+    misses = m["capture_split"]["misses"]
+    assert card.metrics["capture_budget_starved"].den == misses["total"] == 12
+
+
+def test_every_metric_carries_the_decisions_behind_it(imported):
+    ledger, _, run_id, *_ = imported
+    card = _card(ledger, run_id)
+    events = {(e.stream, e.seq): e for e, _ in from_ledger(ledger, run_id).events}
+    capture = card.metrics["capture_rate"]
+    assert len(capture.den_refs) == 149 and len(capture.num_refs) == 137
+    for ref in capture.num_refs:
+        body = events[ref].body
+        assert (
+            body.check == "captured" and body.verdict is True and body.origin == "mcp-data-platform"
+        )
+
+
+def test_the_imported_run_verifies_and_reimporting_gives_the_same_root(imported, tmp_path):
+    ledger, _, run_id, root, *_ = imported
+    failure, summary = ledger.verify(run_id, require_seal=True)
+    assert failure is None and summary.sealed_root == root
+    path, dirs = k5_paths()
+    again = Ledger(open_store(str(tmp_path / "again.sqlite")))
+    assert import_peer(again, path, transcripts=dirs)[1] == root
+
+
+def test_transcripts_become_session_calls_with_tool_results(imported):
+    ledger, _, run_id, *_ = imported
+    calls = [e for e, _ in from_ledger(ledger, run_id).events if type(e).__name__ == "SessionCall"]
+    assert len(calls) > 2000
+    assert any(c.body.tool == "memory_capture" and '"id"' in c.body.result for c in calls)
+
+
+def test_regrading_the_imported_answers_agrees_with_the_recorded_verdicts(imported):
+    ledger, _, run_id, *_ = imported
+    card = _card(ledger, run_id)
+    pset = protocols.load(os.path.join(peer_dir(), "bench", "protocols")).by_id()
+    graded = regrade(card.units, pset)
+    disagreements = [g for g in graded if g.ours != g.recorded]
+    print(f"re-graded {len(graded)} imported answers; {len(disagreements)} disagreements")
+    assert len(graded) == 435  # the same answers the grader cross-check grades
+    assert disagreements == []
+
+
+def test_report_on_the_imported_run_shows_the_published_numbers(imported, capsys):
+    _, ledger_path, run_id, root, *_ = imported
+    assert main(["report", run_id, "--ledger", ledger_path]) == 0
+    out = capsys.readouterr().out
+    for needle in (
+        root,
+        "daeac8a49319",
+        "claude-sonnet-5",
+        "mcp-data-platform v1.118.0",
+        "137/149",
+        "142/149",
+        "94/95",
+        "9/41",
+        "19/30",
+        "peer-compatible",
+    ):
+        assert needle in out, needle
+
+
+def test_a_single_pass_imports_with_its_transcripts_found_beside_it(tmp_path, capsys):
+    base = os.path.join(peer_dir(), "bench", "results", K5)
+    one = sorted(d for d in os.listdir(base) if d.startswith("lifecycle-a3-2"))[0]
+    results = os.path.join(base, one, "lifecycle-a3.json")
+    ledger = str(tmp_path / "l.sqlite")
+    assert (
+        main(["import-peer", "mcp-data-platform", results, "--ledger", ledger, "--run-id", "pass1"])
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["report", "pass1", "--ledger", ledger, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    with open(results) as fh:
+        published = json.load(fh)["metrics"]
+    assert [report["metrics"]["capture_rate"]["num"], report["metrics"]["capture_rate"]["den"]] == [
+        published["capture_rate"]["num"],
+        published["capture_rate"]["den"],
+    ]
+    streams = Ledger(open_store(ledger)).events("pass1")
+    assert any(type(e).__name__ == "SessionCall" for e, _ in streams)
+
+
+def test_the_older_v1102_shape_is_accepted(tmp_path):
+    base = os.path.join(peer_dir(), "bench", "results", K5)
+    one = sorted(d for d in os.listdir(base) if d.startswith("lifecycle-a3-2"))[0]
+    with open(os.path.join(base, one, "lifecycle-a3.json")) as fh:
+        data = json.load(fh)
+    old = copy.deepcopy(data)
+    old["metrics"] = {
+        k: {"num": v["num"], "den": v["den"], "rate": v["rate"]}
+        for k, v in data["metrics"].items()
+        if isinstance(v, dict) and "num" in v
+    }
+    for run in old["runs"]:
+        for ep in run["episodes"]:
+            ep.pop("cache_read_tokens", None)
+            ep.pop("cache_creation_tokens", None)
+    path = tmp_path / "v1102.json"
+    path.write_text(json.dumps(old))
+    ledger = Ledger(open_store(str(tmp_path / "l.sqlite")))
+    run_id, _, shape = import_peer(ledger, str(path))
+    assert shape == "v1.102"
+    card = _card(ledger, run_id)
+    assert (card.metrics["capture_rate"].num, card.metrics["capture_rate"].den) == (
+        data["metrics"]["capture_rate"]["num"],
+        data["metrics"]["capture_rate"]["den"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"foo": 1}', "field 'manifest' is missing"),
+        ('{"manifest": {}, "runs": []}', "field 'runs' is missing, empty"),
+        ('{"manifest": {}, "runs": [{"protocol_id": "x"}]}', "runs[0] needs a protocol_id"),
+        ("[1, 2]", "the top level must be an object"),
+        ("{not json", "not valid JSON"),
+    ],
+    ids=["no-manifest", "no-runs", "bad-run", "list", "broken"],
+)
+def test_anything_else_is_refused_with_one_line_and_exit_2(tmp_path, capsys, content, message):
+    path = tmp_path / "r.json"
+    path.write_text(content)
+    ledger = str(tmp_path / "l.sqlite")
+    assert main(["import-peer", "mcp-data-platform", str(path), "--ledger", ledger]) == 2
+    err = capsys.readouterr().err.strip().split("\n")
+    assert len(err) == 1 and message in err[0] and str(path) in err[0]
+
+
+def test_projections_from_a_bundle_equal_those_from_the_ledger(imported, tmp_path):
+    ledger, ledger_path, run_id, *_ = imported
+    out = str(tmp_path / "run.jsonl.gz")
+    assert main(["export", run_id, "-o", out, "--ledger", ledger_path]) == 0
+    a = _card(ledger, run_id).metrics
+    b = scorecard([fold(LifecycleFold(), from_bundle(out).events)]).metrics
+    assert {k: (v.num, v.den, v.num_refs) for k, v in a.items()} == {
+        k: (v.num, v.den, v.num_refs) for k, v in b.items()
+    }

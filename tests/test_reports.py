@@ -1,0 +1,217 @@
+"""Reports, merging passes, compare, gate, audit bundles and live views, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from harness.cli import main
+from ledger import Ledger, open_store
+from projections.fold import LiveView, fold
+from projections.lifecycle import LifecycleFold, scorecard
+from projections.source import from_ledger
+from tests.sample import PASSING, PROMOTE, UPDATE, lifecycle_run
+
+PROTOCOLS = [f"p{i:02d}" for i in range(12)]
+
+
+def outcomes(attempt: int = 1, *, recall_fails: int = 0, dup: bool = False) -> dict:
+    out = {}
+    for i, pid in enumerate(PROTOCOLS):
+        checks = dict(PASSING) | (dict(UPDATE) if i % 3 == 0 else dict(PROMOTE))
+        if i < recall_fails:
+            checks["recall_correct"] = False
+        if dup and i % 3 == 0:
+            checks["duplicated"] = True
+        out[(pid, attempt)] = checks
+    return out
+
+
+@pytest.fixture
+def ledger_path(tmp_path) -> str:
+    path = str(tmp_path / "l.sqlite")
+    ledger = Ledger(open_store(path))
+    lifecycle_run(ledger, "base", outcomes())
+    lifecycle_run(ledger, "same", outcomes())
+    lifecycle_run(ledger, "worse", outcomes(recall_fails=12, dup=True))
+    lifecycle_run(ledger, "pass2", outcomes(2, recall_fails=3))
+    lifecycle_run(ledger, "other-set", outcomes(), protocol_set_hash="set-2")
+    lifecycle_run(ledger, "empty", {})
+    ledger.store.close()
+    return path
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_table_names_the_run_and_its_metadata(ledger_path, capsys):
+    code, out, _ = run(capsys, "report", "base", "--ledger", ledger_path)
+    assert code == 0
+    for needle in (
+        "run           base",
+        "protocol set  set-1",
+        "agent         scripted",
+        "platform      refplatform test",
+        "tokens        input 36, output 24",
+        "capture_rate",
+        "12/12",
+        "pass_k",
+    ):
+        assert needle in out, needle
+
+
+def test_markdown_json_and_html_formats(ledger_path, capsys, tmp_path):
+    code, md, _ = run(capsys, "report", "base", "--ledger", ledger_path, "--format", "markdown")
+    assert code == 0 and "| capture_rate | 12/12 | 100.0% |" in md
+    code, js, _ = run(capsys, "report", "base", "--ledger", ledger_path, "--format", "json")
+    data = json.loads(js)
+    assert set(data["metrics"]["capture_rate"]) >= {"num", "den", "rate", "ci_low", "ci_high"}
+    assert data["runs"][0]["run_id"] == "base" and data["runs"][0]["root"]
+    assert data["protocols"]["p00"][0]["passed"] is True
+    out = tmp_path / "card.html"
+    code, _, _ = run(
+        capsys, "report", "worse", "--ledger", ledger_path, "--format", "html", "-o", str(out)
+    )
+    page = out.read_text()
+    assert code == 0 and page.startswith("<!doctype html>")
+    assert "<svg" in page and "Lifecycle funnel" in page and "p11" in page
+    assert not re.search(r"(src|href)=|https?://|<script|@import", page), "must be self-contained"
+
+
+def test_several_runs_merge_as_passes_of_one_scorecard(ledger_path, capsys):
+    code, js, _ = run(
+        capsys, "report", "base", "pass2", "--ledger", ledger_path, "--format", "json"
+    )
+    data = json.loads(js)
+    assert code == 0 and data["k"] == 2
+    assert (
+        data["metrics"]["personal_recall"]["num"],
+        data["metrics"]["personal_recall"]["den"],
+    ) == (21, 24)
+    assert data["metrics"]["pass_k"]["k"] == 2
+    assert data["metrics"]["pass_k"]["num"] == pytest.approx(9)
+
+
+def test_mismatched_runs_are_refused_with_the_reason(ledger_path, capsys):
+    code, _, err = run(capsys, "report", "base", "other-set", "--ledger", ledger_path)
+    assert code == 2 and "differ in protocol set" in err and len(err.strip().split("\n")) == 1
+
+
+def test_compare_pairs_by_protocol_with_mcnemar(ledger_path, capsys):
+    code, out, _ = run(capsys, "compare", "base", "worse", "--ledger", ledger_path)
+    line = next(x for x in out.split("\n") if x.startswith("personal_recall"))
+    assert code == 0 and "12/12" in line and "0/12" in line and "-1.000" in line
+    assert line.rstrip().endswith("0.000")  # 12 discordant pairs: p = 2 / 4096
+    code, js, _ = run(
+        capsys, "compare", "base", "same", "--ledger", ledger_path, "--format", "json"
+    )
+    assert json.loads(js)["metrics"]["capture_rate"]["diff"] == 0
+
+
+def test_gate_passes_identical_runs_and_fails_a_regression(ledger_path, capsys):
+    code, out, _ = run(capsys, "gate", "same", "--baseline", "base", "--ledger", ledger_path)
+    assert code == 0 and "gate: passed" in out
+    assert "transfer_rate" in out and "regress" not in out.replace("(regress =", "")
+    code, out, _ = run(capsys, "gate", "worse", "--baseline", "base", "--ledger", ledger_path)
+    verdicts = {
+        row.split()[0]: row.split()[-1]
+        for row in out.split("\n")
+        if row and not row.startswith(("(", "metric", "gate"))
+    }
+    assert code == 1 and verdicts["personal_recall"] == "regress"
+    assert verdicts["duplicate_rate"] == "regress"  # higher is worse
+    assert verdicts["capture_rate"] == "pass"
+
+
+def test_gate_strict_fails_on_inconclusive(ledger_path, capsys):
+    code, out, _ = run(capsys, "gate", "pass2", "--baseline", "base", "--ledger", ledger_path)
+    assert "inconclusive" in out and code == 0
+    code, _, _ = run(
+        capsys, "gate", "pass2", "--baseline", "base", "--ledger", ledger_path, "--strict"
+    )
+    assert code == 1
+
+
+@pytest.mark.parametrize(
+    ("candidate", "message"),
+    [("other-set", "differ in protocol set"), ("empty", "zero units")],
+    ids=["protocol-set", "zero-units"],
+)
+def test_gate_refuses_incomparable_runs(ledger_path, capsys, candidate, message):
+    code, _, err = run(capsys, "gate", candidate, "--baseline", "base", "--ledger", ledger_path)
+    assert code == 2 and message in err
+
+
+def test_gate_reports_empty_denominators_as_skipped(tmp_path, capsys):
+    path = str(tmp_path / "l.sqlite")
+    ledger = Ledger(open_store(path))
+    only_promote = {k: v for k, v in outcomes().items() if "update_captured" not in v}
+    lifecycle_run(ledger, "a", only_promote)
+    lifecycle_run(ledger, "b", only_promote)
+    ledger.store.close()
+    code, out, _ = run(capsys, "gate", "b", "--baseline", "a", "--ledger", path)
+    assert code == 0 and re.search(r"update_correctness .* skipped", out)
+
+
+def test_audit_prints_every_contributing_decision_and_writes_a_verifiable_bundle(
+    ledger_path, capsys, tmp_path
+):
+    bundle = str(tmp_path / "audit.jsonl")
+    code, out, _ = run(
+        capsys, "audit", "worse", "personal_recall", "--ledger", ledger_path, "--bundle", bundle
+    )
+    assert code == 0 and "personal_recall = 0.0%  (0/12)" in out
+    assert (
+        out.count("decision seq") == 12
+        and "recall_correct=false" in out
+        and "evidence seq 1" in out
+    )
+    root = re.search(r"--root ([0-9a-f]{64})", out).group(1)
+    code, out, _ = run(capsys, "verify", bundle, "--root", root)
+    assert code == 0 and "13 streams" in out
+    code, out, _ = run(capsys, "verify", bundle, "--root", "0" * 64)
+    assert code == 1
+    code, again, _ = run(capsys, "audit", bundle, "personal_recall")
+    assert code == 0 and "(0/12)" in again
+
+
+def test_a_tampered_audit_bundle_fails_offline(ledger_path, capsys, tmp_path):
+    bundle = tmp_path / "audit.jsonl"
+    code, out, _ = run(
+        capsys, "audit", "base", "capture_rate", "--ledger", ledger_path, "--bundle", str(bundle)
+    )
+    root = re.search(r"--root ([0-9a-f]{64})", out).group(1)
+    lines = bundle.read_text().split("\n")
+    lines[5] = lines[5].replace('"verdict":true', '"verdict":false')
+    assert any('"verdict":false' in x for x in lines)
+    bundle.write_text("\n".join(lines))
+    code, out, _ = run(capsys, "verify", str(bundle), "--root", root)
+    assert code == 1 and "FAILED" in out
+
+
+def test_unknown_metric_lists_the_known_ones(ledger_path, capsys):
+    code, _, err = run(capsys, "audit", "base", "speed", "--ledger", ledger_path)
+    assert code == 2 and "known metrics: capture_rate" in err
+
+
+def test_a_live_view_resumes_where_it_stopped_and_equals_a_rebuild(ledger_path):
+    store = open_store(ledger_path)
+    whole = fold(LifecycleFold(), from_ledger(Ledger(store), "worse").events)
+    view = LiveView(store, LifecycleFold(), run_id="worse")
+    view.catch_up(limit=40)
+    stopped_at = view.position
+    resumed = LiveView(store, view.projection, run_id="worse", position=stopped_at)
+    resumed.catch_up()
+    assert stopped_at > 0 and resumed.position > stopped_at
+    a = scorecard([resumed.projection.result()]).metrics
+    b = scorecard([whole]).metrics
+    assert {k: (m.num, m.den, m.num_refs) for k, m in a.items()} == {
+        k: (m.num, m.den, m.num_refs) for k, m in b.items()
+    }
+    assert resumed.catch_up() == 0  # nothing new: a no-op
+    store.close()
