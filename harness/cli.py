@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from harness import settings
 from ledger import Ledger, LedgerError, UnknownRun, UnusableInput, open_store
@@ -325,6 +326,18 @@ def cmd_bench_platform(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_bench_run(args: argparse.Namespace) -> int:
+    import protocols
+    from benchmarks.run_bench import run_bench
+
+    if args.delay < 0 or args.concurrency < 2:
+        raise UsageError("--delay must be >= 0 and --concurrency at least 2")
+    path = args.protocols or protocols.LIFECYCLE_DIR
+    return run_bench(
+        protocols=path, delay=args.delay, concurrency=args.concurrency, as_json=args.json
+    )
+
+
 def _platform_commands(sub: argparse._SubParsersAction) -> None:
     group = sub.add_parser("platform", help="the embedded reference memory platform")
     psub = group.add_subparsers(dest="platform", required=True, metavar="ACTION")
@@ -448,6 +461,138 @@ def cmd_import_peer(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _progress(total_hint: list[int]) -> tuple[Any, Any, Callable[[], None]]:
+    """Progress callbacks: a rich bar on a terminal, one line per finished unit otherwise."""
+    from harness.runner import Progress
+
+    if sys.stdout.isatty():
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bar
+
+        bar = Bar(
+            TextColumn("units"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[failures]} failed"),
+            TimeElapsedColumn(),
+        )
+        task = bar.add_task("run", total=None, failures=0)
+
+        def started(total: int) -> None:
+            total_hint.append(total)
+            bar.start()
+            bar.update(task, total=total)
+
+        def done(outcome: Any, n: int, total: int) -> None:
+            failed = int(bar.tasks[0].fields["failures"]) + bool(outcome.error)
+            bar.update(task, completed=n, failures=failed)
+
+        return Progress(started, done), bar, bar.stop
+
+    def started_plain(total: int) -> None:
+        total_hint.append(total)
+        print(f"running {total} units", flush=True)
+
+    def done_plain(outcome: Any, n: int, total: int) -> None:
+        status = (
+            f"error: {outcome.error}" if outcome.error else ("pass" if outcome.passed else "fail")
+        )
+        print(
+            f"unit {n}/{total} {outcome.protocol_id} attempt {outcome.attempt}: {status}",
+            flush=True,
+        )
+
+    return Progress(started_plain, done_plain), None, lambda: None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+
+    import protocols
+    from harness.runner import RunConfig, Runner, RunRefused
+    from projections.fold import fold
+    from projections.lifecycle import LifecycleFold, scorecard
+    from projections.report import table
+    from projections.source import from_ledger
+
+    if args.suite != "lifecycle":
+        raise UsageError(f"--suite {args.suite}: only the lifecycle suite runs in this version")
+    if args.k < 1 or args.concurrency < 1:
+        raise UsageError("--k and --concurrency must be at least 1")
+    if args.shard:
+        raise UsageError("--shard is not available in this version yet")
+    if args.platform != "embedded" and not args.platform.startswith(("http://", "https://")):
+        raise UsageError(f"--platform {args.platform!r}: use embedded or an http(s):// URL")
+    conf = settings.load()
+    admin_key = args.admin_key or conf.admin_key
+    if args.platform != "embedded" and not (admin_key and args.pool_base and args.pool_size):
+        raise UsageError(
+            "an external --platform needs --admin-key (or $BENCHLEDGER_ADMIN_KEY), "
+            "--pool-base and --pool-size"
+        )
+    cfg = RunConfig(
+        protocols_path=args.protocols or protocols.LIFECYCLE_DIR,
+        agent=args.agent,
+        platform=args.platform,
+        admin_key=admin_key,
+        pool_base=args.pool_base or "",
+        pool_size=args.pool_size or 0,
+        k=args.k,
+        concurrency=args.concurrency,
+        run_id=args.run_id or "",
+        reset_cmd=args.reset_cmd or "",
+        resume=args.resume or "",
+    )
+    try:
+        from harness.agents import from_spec
+
+        from_spec(cfg.agent)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    from refplatform.server import quiet_logs
+
+    quiet_logs()
+    ledger_location = args.ledger or conf.ledger
+    ledger = _open(args, create=True)
+    total: list[int] = []
+    progress, _bar, stop_bar = _progress(total)
+    runner = Runner(ledger, cfg, progress)
+
+    async def main_task() -> tuple[str, str]:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        loop.add_signal_handler(signal.SIGINT, task.cancel)
+        try:
+            return await runner.execute()
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+
+    try:
+        run_id, root = asyncio.run(main_task())
+    except RunRefused as exc:
+        stop_bar()
+        raise UsageError(str(exc)) from None
+    except asyncio.CancelledError:
+        stop_bar()
+        started = ledger.store.run_ids()
+        rid = cfg.resume or cfg.run_id or (started[-1] if started else "RUN_ID")
+        print(
+            f"\ninterrupted: every finished episode is in the ledger. Resume with:\n"
+            f"  benchledger run --resume {rid} --ledger {ledger_location}",
+            file=sys.stderr,
+        )
+        return 130
+    stop_bar()
+    card = scorecard([fold(LifecycleFold(), from_ledger(ledger, run_id).events)])
+    print()
+    print(table(card), end="")
+    print(f"\nrun {run_id} sealed, root {root}")
+    print(f"verify with: benchledger verify {run_id} --root {root} --ledger {ledger_location}")
+    return EXIT_OK
+
+
 def _projection_commands(sub: argparse._SubParsersAction) -> None:
     from projections.lifecycle import METRIC_NAMES
     from projections.report import FORMATS
@@ -502,6 +647,29 @@ def _projection_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_import_peer)
 
 
+def _run_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run the benchmark; every call goes into the ledger")
+    p.add_argument("--suite", default="lifecycle", choices=["lifecycle"])
+    p.add_argument("--protocols", metavar="PATH", help="default: the committed lifecycle set")
+    p.add_argument(
+        "--agent",
+        default="scripted",
+        help="scripted (default) or fake[:DELAY_S]; model agents come later",
+    )
+    p.add_argument("--platform", default="embedded", metavar="embedded|URL")
+    p.add_argument("--admin-key", metavar="K", help="external platform (or $BENCHLEDGER_ADMIN_KEY)")
+    p.add_argument("--pool-base", metavar="B", help="external platform: keys are B-001..B-N")
+    p.add_argument("--pool-size", type=int, metavar="N", help="external platform: pool size")
+    p.add_argument("--reset-cmd", metavar="CMD", help="external platform: run between passes")
+    p.add_argument("--k", type=int, default=1, help="passes; each is one attempt per protocol")
+    p.add_argument("--concurrency", type=int, default=4, help="units in flight (4)")
+    p.add_argument("--run-id", metavar="ID")
+    p.add_argument("--shard", metavar="i/n", help="(later) run one shard of the units")
+    p.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run")
+    _ledger_arg(p)
+    p.set_defaults(func=cmd_run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (tests use it to check documented options exist)."""
     parser = argparse.ArgumentParser(
@@ -537,6 +705,7 @@ def build_parser() -> argparse.ArgumentParser:
     _ledger_arg(p)
     p.set_defaults(func=cmd_log)
 
+    _run_command(sub)
     _protocol_commands(sub)
     _platform_commands(sub)
     _projection_commands(sub)
@@ -555,6 +724,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--in-process", action="store_true", help="serve in a thread, not a child")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_bench_platform)
+    p = bsub.add_parser("run", help="the suite with a fake 300 ms model, concurrency 1 vs 8")
+    p.add_argument("--delay", type=float, default=0.3, help="seconds per model call (0.3)")
+    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--protocols", metavar="PATH", help="default: the committed set")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_bench_run)
     return parser
 
 

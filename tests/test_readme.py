@@ -57,5 +57,29 @@ def test_documented_commands_exist_with_their_options():
         ["export", "r", "-o", "x.jsonl"],
         ["import", "x.jsonl"],
         ["bench", "ledger", "--events", "10", "--backend", "postgres", "--json"],
+        ["run", "--k", "2", "--concurrency", "8", "--agent", "fake:0.3", "--resume", "r"],
+        ["report", "a", "b", "--format", "html", "-o", "x.html"],
+        ["compare", "a", "b", "--format", "markdown"],
+        ["gate", "c", "--baseline", "b", "--tolerance", "0.1", "--strict"],
+        ["audit", "r", "capture_rate", "--bundle", "out.jsonl"],
+        ["import-peer", "mcp-data-platform", "r.json", "--transcripts", "d", "--run-id", "p"],
     ):
         parser.parse_args([*argv, "--ledger", "x.sqlite"] if argv[0] != "bench" else argv)
+
+
+def test_every_command_in_the_readme_table_exists():
+    from harness.cli import build_parser
+
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    rows = re.findall(r"^\| `benchledger ([a-z-]+)(?: ([a-z]+))?", _read("README.md"), re.M)
+    assert len(rows) >= 15
+    for name, action in rows:
+        assert name in commands, name
+        sub = commands[name]._subparsers
+        if sub is not None and action:
+            assert action in sub._group_actions[0].choices, (name, action)
+
+
+def test_the_main_job_is_the_benchmark_run():
+    assert _block("<!-- quickstart:main -->").strip().endswith("benchledger run")

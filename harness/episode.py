@@ -1,0 +1,175 @@
+"""One episode: a fresh platform session, the agent loop under a budget, every call recorded."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import blake3
+
+from harness.agents.base import Agent, Episode
+from harness.platforms.base import PlatformClient
+from harness.prompts import BUDGET_MESSAGE
+from ledger.codec import canonical_json
+from ledger.events import EpisodeFinishedBody, EpisodeStartedBody, ModelCallBody, SessionCallBody
+from ledger.ledger import StreamWriter
+from protocols.grading import surfaced
+
+EXTRA_COMPLETIONS = 2  # after the budget is spent, the model gets this many more turns
+
+
+class EpisodeResult(NamedTuple):
+    stage: str
+    answer: str  # the full final text (graders extract FINAL ANSWER themselves)
+    finished_seq: int
+    tool_calls: int
+    search_called: bool
+    fact_surfaced: bool
+    capture_attempted: bool
+    budget_exhausted: bool
+    tool_results: list[str]
+    seqs: list[int]
+
+
+class Recorder:
+    """Observer that appends each session call to the unit's stream as it happens."""
+
+    def __init__(self, writer: StreamWriter, episode: str) -> None:
+        self.writer = writer
+        self.episode = episode
+        self.seqs: list[int] = []
+
+    def session_call(
+        self,
+        method: str,
+        tool: str,
+        arguments: dict[str, Any],
+        result: Any,
+        is_error: bool,
+        latency_ms: float,
+    ) -> None:
+        body = SessionCallBody(
+            episode=self.episode,
+            method=method,
+            tool=tool,
+            arguments=arguments,
+            result=result,
+            is_error=is_error,
+            latency_ms=round(latency_ms, 3),
+        )
+        self.seqs.append(self.writer.append(body, refs=self.seqs[-1:]))
+
+
+def request_hash(request: Any) -> str:
+    """blake3 of the canonical JSON of a model request (replay serves responses by it)."""
+    return blake3.blake3(canonical_json(request)).hexdigest()
+
+
+async def run_episode(
+    agent: Agent,
+    platform: PlatformClient,
+    writer: StreamWriter,
+    episode: Episode,
+    pool_index: int | None,
+    identity: str,
+    fact: str,
+) -> EpisodeResult:
+    """Run one episode to its final answer; events are staged on ``writer`` (not committed)."""
+    start = writer.append(
+        EpisodeStartedBody(
+            episode=episode.stage,
+            identity=identity,
+            system_prompt=episode.system_prompt,
+            user_prompt=episode.user_prompt,
+        )
+    )
+    rec = Recorder(writer, episode.stage)
+    rec.seqs.append(start)
+    messages: list[dict[str, Any]] = [{"role": "user", "text": episode.user_prompt}]
+    calls = errors = extra = 0
+    search = capture = exhausted = False
+    results: list[str] = []
+    tokens = {"input_tokens": 0, "output_tokens": 0}
+    answer = ""
+    async with platform.session(pool_index, rec) as session:
+        tools = await session.list_tools()
+        for _ in range(episode.budget + EXTRA_COMPLETIONS + 2):
+            turn = await agent.next_turn(episode, messages, tools)
+            if agent.records_model_calls:
+                usage = dict(turn.usage or {})
+                for key in tokens:
+                    tokens[key] += int(usage.get(key, 0))
+                rec.seqs.append(
+                    writer.append(
+                        ModelCallBody(
+                            episode=episode.stage,
+                            request_hash=request_hash(turn.request),
+                            request=turn.request,
+                            response=turn.response,
+                            usage=usage,
+                            latency_ms=round(turn.latency_ms, 3),
+                            retry=turn.retry,
+                        ),
+                        refs=rec.seqs[-1:],
+                    )
+                )
+            if not turn.tool_calls:
+                answer = turn.text
+                break
+            messages.append(
+                {
+                    "role": "assistant",
+                    "text": turn.text,
+                    "tool_calls": [c._asdict() for c in turn.tool_calls],
+                }
+            )
+            for call in turn.tool_calls:
+                if calls >= episode.budget:
+                    exhausted = True
+                    messages.append(
+                        {
+                            "role": "tool",
+                            "call_id": call.id,
+                            "name": call.name,
+                            "text": BUDGET_MESSAGE,
+                            "is_error": True,
+                        }
+                    )
+                    continue
+                calls += 1
+                search |= call.name == "search"
+                capture |= call.name == "memory_capture"
+                res = await session.call_tool(call.name, call.arguments)
+                errors += res.is_error
+                results.append(res.text)
+                messages.append(
+                    {
+                        "role": "tool",
+                        "call_id": call.id,
+                        "name": call.name,
+                        "text": res.text,
+                        "is_error": res.is_error,
+                    }
+                )
+            if exhausted:
+                extra += 1
+                if extra > EXTRA_COMPLETIONS:
+                    break
+    found = bool(fact) and any(surfaced(fact, text) for text in results)
+    finished = writer.append(
+        EpisodeFinishedBody(
+            episode=episode.stage,
+            final_answer=answer,
+            tool_calls=calls,
+            tool_errors=errors,
+            search_called=search,
+            fact_surfaced=found,
+            budget_exhausted=exhausted,
+            input_tokens=tokens["input_tokens"],
+            output_tokens=tokens["output_tokens"],
+            capture_attempted=capture,
+        ),
+        refs=rec.seqs,
+    )
+    return EpisodeResult(
+        episode.stage, answer, finished, calls, search, found, capture, exhausted, results, rec.seqs
+    )
