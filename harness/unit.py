@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import time
-import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -13,7 +11,7 @@ from typing import Any, Final, TypeVar
 from harness.agents.base import Agent, Episode
 from harness.episode import EpisodeResult, Recorder, run_episode
 from harness.errors import InfraError
-from harness.platforms.base import CallResult, PlatformClient, ReadBack
+from harness.platforms.base import PlatformClient, ReadBack
 from harness.prompts import SYSTEM
 from ledger import Ledger
 from ledger.events import (
@@ -29,12 +27,8 @@ from protocols import grading
 from protocols.hashing import benchledger_hash
 from protocols.schema import Protocol
 
-INSIGHTS: Final = "/api/v1/admin/knowledge/insights"
-CHANGESETS: Final = "/api/v1/admin/knowledge/changesets"
-PAGES: Final = "/api/v1/portal/knowledge-pages"
 MAX_RETRIES: Final = 3
 BACKOFF_S: Final = 0.25
-CLOCK_SLACK_S: Final = 5.0  # capture checks look this far before teach started (clock skew)
 LIVE: Final = ("pending", "approved", "applied")
 
 T = TypeVar("T")
@@ -47,11 +41,6 @@ def pool_email(index: int) -> str:
 def identity_label(index: int) -> str:
     """How an identity is recorded: its pool index and email, never its key."""
     return f"pool:{index:03d} {pool_email(index)}"
-
-
-def _rfc3339(epoch_s: float) -> str:
-    stamp = dt.datetime.fromtimestamp(epoch_s, dt.UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass
@@ -149,30 +138,22 @@ class UnitRunner:
         )
         self.w.append(body, refs=sorted(set(refs)))
 
-    async def read(
-        self,
-        stage: str,
-        method: str,
-        path: str,
-        params: dict[str, Any] | None = None,
-        body: Any = None,
-    ) -> tuple[ReadBack, int]:
-        """One admin API request, retried on its own (not its stage), recorded as a read-back."""
-        got = await self.retrying(
-            stage, lambda: self.platform.rest(method, path, params=params, body=body)
+    async def recorded(
+        self, stage: str, action: Callable[[], Awaitable[tuple[T, ReadBack | None]]]
+    ) -> tuple[T, int | None]:
+        """One platform read, retried on its own (not its stage), recorded as a read-back."""
+        value, got = await self.retrying(stage, action)
+        if got is None:
+            return value, None
+        body = ReadBackBody(
+            stage=stage,
+            method=got.method,
+            path=got.path,
+            status=got.status,
+            body=got.body,
+            latency_ms=round(got.latency_ms, 3),
         )
-        shown = path + ("?" + urllib.parse.urlencode(params) if params else "")
-        seq = self.w.append(
-            ReadBackBody(
-                stage=stage,
-                method=method,
-                path=shown,
-                status=got.status,
-                body=got.body,
-                latency_ms=round(got.latency_ms, 3),
-            )
-        )
-        return got, seq
+        return value, self.w.append(body)
 
     async def retrying(self, stage: str, action: Callable[[], Awaitable[T]]) -> T:
         """Run a stage, recording each infra failure; retry retryable ones with backoff."""
@@ -365,20 +346,19 @@ class UnitRunner:
 
     async def capture_check(self, since: float, teach: EpisodeResult) -> str | None:
         """Poll for a pending insight by the teacher on the entity; decide ``captured``."""
-        params = {
-            "status": "pending",
-            "captured_by": pool_email(self.plan.teacher),
-            "entity_urn": self.p.entity_urn,
-            "since": _rfc3339(since - CLOCK_SLACK_S),
-        }
         deadline = time.monotonic() + self.capture_timeout_s
         refs = [teach.finished_seq]
+        email, urn = pool_email(self.plan.teacher), self.p.entity_urn
         while True:
-            got, seq = await self.read("capture", "GET", INSIGHTS, params)
-            refs.append(seq)
-            data = got.body.get("data") if isinstance(got.body, dict) else None
-            if got.status == 200 and data:
-                insight = str(data[-1]["id"])
+            found, seq = await self.recorded(
+                "capture",
+                lambda: self.platform.insights(
+                    captured_by=email, entity_urn=urn, since=since, status="pending"
+                ),
+            )
+            refs += [seq] if seq is not None else []
+            if found:
+                insight = found[-1].id
                 self.decide("capture", lc.CAPTURED, True, f"pending insight {insight} found", refs)
                 return insight
             if not teach.capture_attempted or time.monotonic() >= deadline:
@@ -392,38 +372,52 @@ class UnitRunner:
             await asyncio.sleep(0.25)
 
     async def promote(self, insight: str) -> bool:
-        """Approve over REST, apply over MCP, then verify applied + changeset + sink."""
-        p = self.p
+        """Approve, apply, then verify: applied, listed in a changeset, shown by the sink."""
+        p, client = self.p, self.platform
         refs: list[int] = []
-        approved, seq = await self.read(
-            "promote",
-            "PUT",
-            f"{INSIGHTS}/{insight}/status",
-            body={"status": "approved", "review_notes": "benchledger reviewer"},
+
+        def note(seq: int | None) -> None:
+            refs.extend([seq] if seq is not None else [])
+
+        approved, seq = await self.recorded(
+            "promote", lambda: client.approve(insight, "benchledger reviewer")
         )
-        refs.append(seq)
-        if approved.status != 200:
-            self.decide("promote", lc.PROMOTED, False, f"approve answered {approved.status}", refs)
+        note(seq)
+        if not approved:
+            self.decide("promote", lc.PROMOTED, False, "the platform refused the approval", refs)
             return False
         rec = Recorder(self.w, "promote")
-        applied, sink_text = await self.retrying("promote", lambda: self.apply(insight, rec))
-        refs.extend(rec.seqs)
-        if applied.is_error:
-            self.decide("promote", lc.PROMOTED, False, f"apply failed: {applied.text[:200]}", refs)
-            return False
-        status, seq = await self.read("promote", "GET", f"{INSIGHTS}/{insight}")
-        refs.append(seq)
-        changes, seq = await self.read("promote", "GET", CHANGESETS, {"entity_urn": p.entity_urn})
-        refs.append(seq)
-        if p.sink == "knowledge_page":
-            pages, seq = await self.read("promote", "GET", PAGES)
-            refs.append(seq)
-            sink_text = str(pages.body)
-        is_applied = isinstance(status.body, dict) and status.body.get("status") == "applied"
-        rows = changes.body.get("data", []) if isinstance(changes.body, dict) else []
-        listed = any(
-            insight in c.get("source_insight_ids", []) and not c.get("rolled_back") for c in rows
+        page = None
+        if p.page is not None:
+            page = {
+                "slug": p.page.slug,
+                "title": p.page.title,
+                "summary": p.page.summary,
+                "body": p.page.body,
+            }
+        ok, answer = await self.retrying(
+            "promote",
+            lambda: client.apply(
+                insight, entity_urn=p.entity_urn, sink=p.sink, fact=p.fact, page=page, observer=rec
+            ),
         )
+        refs.extend(rec.seqs)
+        if not ok:
+            self.decide("promote", lc.PROMOTED, False, f"apply failed: {answer[:200]}", refs)
+            return False
+        status, seq = await self.recorded("promote", lambda: client.insight(insight))
+        note(seq)
+        listed, seq = await self.recorded(
+            "promote", lambda: client.changeset_lists(insight, p.entity_urn)
+        )
+        note(seq)
+        sink_rec = Recorder(self.w, "promote")
+        sink_text, seq = await self.recorded(
+            "promote", lambda: client.read_sink(p.sink, p.entity_urn, sink_rec)
+        )
+        note(seq)
+        refs.extend(sink_rec.seqs)
+        is_applied = status is not None and status.status == "applied"
         shown = grading.surfaced(p.fact, sink_text)
         ok = is_applied and listed and shown
         reason = (
@@ -434,70 +428,34 @@ class UnitRunner:
         self.decide("promote", lc.PROMOTED, ok, reason, refs)
         return ok
 
-    async def apply(self, insight: str, rec: Recorder) -> tuple[CallResult, str]:
-        """Apply the approved insight to the protocol's sink as the admin, over MCP."""
-        p = self.p
-        async with self.platform.session(None, rec) as admin:
-            args: dict[str, Any] = {
-                "action": "apply",
-                "entity_urn": p.entity_urn,
-                "insight_ids": [insight],
-                "confirm": True,
-                "sink": p.sink,
-            }
-            if p.sink == "datahub":
-                entity = await admin.call_tool("datahub_get_entity", {"urn": p.entity_urn})
-                current = (
-                    entity.data.get("description", "") if isinstance(entity.data, dict) else ""
-                )
-                detail = f"{current}\n\n{p.fact}".strip()
-                args["changes"] = [{"change_type": "update_description", "detail": detail}]
-            elif p.page is not None:
-                args["page"] = {
-                    "slug": p.page.slug,
-                    "title": p.page.title,
-                    "summary": p.page.summary,
-                    "body": p.page.body,
-                }
-            applied = await admin.call_tool("apply_knowledge", args)
-            sink_text = ""
-            if p.sink == "datahub":
-                entity = await admin.call_tool("datahub_get_entity", {"urn": p.entity_urn})
-                sink_text = entity.text
-
-        return applied, sink_text
-
     async def update_check(self, original: str, since: float, ep: EpisodeResult) -> bool:
         """Did the correction land as a new insight, and is the original superseded?"""
-        params = {
-            "captured_by": pool_email(self.plan.teacher),
-            "entity_urn": self.p.entity_urn,
-            "since": _rfc3339(since - CLOCK_SLACK_S),
-        }
-        got, seq = await self.read("update", "GET", INSIGHTS, params)
-        rows = got.body.get("data", []) if isinstance(got.body, dict) else []
-        new = [r for r in rows if r.get("id") != original and r.get("status") in LIVE]
-        refs = [ep.finished_seq, seq]
+        email, urn = pool_email(self.plan.teacher), self.p.entity_urn
+        rows, seq = await self.recorded(
+            "update", lambda: self.platform.insights(captured_by=email, entity_urn=urn, since=since)
+        )
+        new = [r for r in rows if r.id != original and r.status in LIVE]
+        refs = [ep.finished_seq] + ([seq] if seq is not None else [])
         landed = bool(new)
         self.decide(
             "update",
             lc.UPDATE_CAPTURED,
             landed,
-            f"correction captured as {new[-1]['id']}"
+            f"correction captured as {new[-1].id}"
             if landed
             else "no new live insight after the correction",
             refs,
         )
         if not landed:
             return False
-        old, seq = await self.read("update", "GET", f"{INSIGHTS}/{original}")
-        status = old.body.get("status") if isinstance(old.body, dict) else None
+        old, seq = await self.recorded("update", lambda: self.platform.insight(original))
+        status = old.status if old is not None else None
         dup = status in LIVE
         self.decide(
             "update",
             lc.DUPLICATED,
             dup,
             f"the original insight is {status!r}" + (" (still live)" if dup else ""),
-            [*refs, seq],
+            refs + ([seq] if seq is not None else []),
         )
         return True

@@ -246,19 +246,18 @@ def external(prefix: str, n: int, pool: int = 40):
     return server
 
 
-def test_transient_5xx_is_retried_and_recorded(tmp_path, capsys):
-    server = external("/api/v1/admin/knowledge/insights", 2)
-    ledger = str(tmp_path / "l.sqlite")
+def run_external(server, protocols_path: str, ledger: str, run_id: str, *extra: str) -> int:
+    """``benchledger run`` against ``server`` as an external platform, then stop the server."""
     try:
-        code = main(
+        return main(
             [
                 "run",
                 "--protocols",
-                subset(tmp_path, ["bl-keystone-region"]),
+                protocols_path,
                 "--ledger",
                 ledger,
                 "--run-id",
-                "x",
+                run_id,
                 "--platform",
                 server.url,
                 "--admin-key",
@@ -267,11 +266,17 @@ def test_transient_5xx_is_retried_and_recorded(tmp_path, capsys):
                 "poolkey",
                 "--pool-size",
                 "40",
+                *extra,
             ]
         )
     finally:
         server.stop()
-    assert code == 0
+
+
+def test_transient_5xx_is_retried_and_recorded(tmp_path, capsys):
+    ledger = str(tmp_path / "l.sqlite")
+    server = external("/api/v1/admin/knowledge/insights", 2)
+    assert run_external(server, subset(tmp_path, ["bl-keystone-region"]), ledger, "x") == 0
     evs = [e for e, _ in events(ledger, "x")]
     errors = [e for e in evs if isinstance(e, InfraError)]
     assert [(e.body.error, e.body.retry, e.body.retryable) for e in errors] == [
@@ -282,31 +287,9 @@ def test_transient_5xx_is_retried_and_recorded(tmp_path, capsys):
 
 
 def test_a_unit_that_keeps_failing_ends_with_an_error_and_is_excluded(tmp_path, capsys):
-    server = external("/api/v1/admin/knowledge/changesets", 10_000)
     ledger = str(tmp_path / "l.sqlite")
-    try:
-        code = main(
-            [
-                "run",
-                "--protocols",
-                subset(tmp_path, SUBSET[:3]),
-                "--ledger",
-                ledger,
-                "--run-id",
-                "y",
-                "--platform",
-                server.url,
-                "--admin-key",
-                "adm-key-123",
-                "--pool-base",
-                "poolkey",
-                "--pool-size",
-                "40",
-            ]
-        )
-    finally:
-        server.stop()
-    assert code == 0
+    server = external("/api/v1/admin/knowledge/changesets", 10_000)
+    assert run_external(server, subset(tmp_path, SUBSET[:3]), ledger, "y") == 0
     out = capsys.readouterr().out
     assert "2 infra-failed (excluded from rates)" in out
     evs = [e for e, _ in events(ledger, "y")]
@@ -317,36 +300,32 @@ def test_a_unit_that_keeps_failing_ends_with_an_error_and_is_excluded(tmp_path, 
 
 
 def test_an_external_platform_without_reset_is_coupled(tmp_path, capsys):
-    server = external("/nothing", 0)
     ledger = str(tmp_path / "l.sqlite")
-    try:
-        code = main(
-            [
-                "run",
-                "--protocols",
-                subset(tmp_path, SUBSET[:1]),
-                "--ledger",
-                ledger,
-                "--run-id",
-                "c",
-                "--k",
-                "2",
-                "--platform",
-                server.url,
-                "--admin-key",
-                "adm-key-123",
-                "--pool-base",
-                "poolkey",
-                "--pool-size",
-                "40",
-            ]
-        )
-    finally:
-        server.stop()
-    out = capsys.readouterr().out
-    assert code == 0 and "COUPLED" in out
+    server = external("/nothing", 0)
+    assert run_external(server, subset(tmp_path, SUBSET[:1]), ledger, "c", "--k", "2") == 0
+    assert "COUPLED" in capsys.readouterr().out
     run = next(e for e, _ in events(ledger, "c") if isinstance(e, RunStarted))
     assert run.body.coupled is True
+
+
+def test_a_reset_command_runs_between_passes_and_the_run_is_not_coupled(tmp_path, capsys):
+    ledger = str(tmp_path / "l.sqlite")
+    marker = tmp_path / "resets"
+    server = external("/nothing", 0)
+    code = run_external(
+        server,
+        subset(tmp_path, SUBSET[:1]),
+        ledger,
+        "rc",
+        "--k",
+        "3",
+        "--reset-cmd",
+        f"echo x >> {marker}",
+    )
+    assert code == 0 and "COUPLED" not in capsys.readouterr().out
+    assert marker.read_text() == "x\nx\n"  # between passes 1-2 and 2-3
+    run = next(e for e, _ in events(ledger, "rc") if isinstance(e, RunStarted))
+    assert run.body.coupled is False and run.body.config["reset_cmd"].startswith("echo")
 
 
 def test_the_pool_check_refuses_with_one_line(tmp_path, capsys):

@@ -49,17 +49,65 @@ class PlatformSession(Protocol):
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallResult: ...
 
 
+class Insight(NamedTuple):
+    """An insight as the review API shows it."""
+
+    id: str
+    status: str
+    content: str = ""
+
+
 class PlatformClient(Protocol):
-    """Open sessions as pool identities; read back and promote over the admin API."""
+    """What the runner needs from a memory platform; a new platform implements this.
+
+    Admin reads return the ``ReadBack`` they made so the runner can record it; MCP
+    calls made on the runner's behalf go to ``observer``. Infrastructure failures
+    raise ``harness.errors.InfraError``.
+    """
 
     pool_size: int
 
     def session(
         self, pool_index: int | None, observer: Observer | None = None
-    ) -> AbstractAsyncContextManager[PlatformSession]: ...
+    ) -> AbstractAsyncContextManager[PlatformSession]:
+        """A fresh session as pool identity ``pool_index`` (None: the admin/reviewer)."""
+        ...
 
-    async def rest(
-        self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None
-    ) -> ReadBack: ...
+    async def insights(
+        self, *, captured_by: str, entity_urn: str, since: float, status: str = ""
+    ) -> tuple[list[Insight], ReadBack]:
+        """Insights by one identity on one entity, created since ``since`` (epoch seconds)."""
+        ...
+
+    async def insight(self, insight_id: str) -> tuple[Insight | None, ReadBack]:
+        """One insight's current status (None if the platform does not know it)."""
+        ...
+
+    async def approve(self, insight_id: str, notes: str) -> tuple[bool, ReadBack]:
+        """Approve a pending insight as the reviewer."""
+        ...
+
+    async def apply(
+        self,
+        insight_id: str,
+        *,
+        entity_urn: str,
+        sink: str,
+        fact: str,
+        page: dict[str, str] | None,
+        observer: Observer | None,
+    ) -> tuple[bool, str]:
+        """Apply an approved insight to a sink; (accepted, the platform's answer)."""
+        ...
+
+    async def changeset_lists(self, insight_id: str, entity_urn: str) -> tuple[bool, ReadBack]:
+        """Whether a live changeset on the entity lists the insight."""
+        ...
+
+    async def read_sink(
+        self, sink: str, entity_urn: str, observer: Observer | None
+    ) -> tuple[str, ReadBack | None]:
+        """The sink's current text (entity description, or the knowledge-page listing)."""
+        ...
 
     async def aclose(self) -> None: ...

@@ -7,8 +7,10 @@ see them. Transport failures are translated to ``InfraError`` here, at the bound
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -19,9 +21,24 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from harness.errors import InfraError
-from harness.platforms.base import CallResult, Observer, ReadBack
+from harness.platforms.base import CallResult, Insight, Observer, ReadBack
 
 HANDLE_FIELD = "session_id"
+INSIGHTS = "/api/v1/admin/knowledge/insights"
+CHANGESETS = "/api/v1/admin/knowledge/changesets"
+PAGES = "/api/v1/portal/knowledge-pages"
+CLOCK_SLACK_S = 5.0  # "since" filters look this far back, for clock skew with the platform
+
+
+def rfc3339(epoch_s: float) -> str:
+    stamp = dt.datetime.fromtimestamp(epoch_s, dt.UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _insight(row: Any) -> Insight | None:
+    if not isinstance(row, dict) or "id" not in row:
+        return None
+    return Insight(str(row["id"]), str(row.get("status", "")), str(row.get("content", "")))
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -216,6 +233,8 @@ class McpDataPlatform:
         except Exception as exc:
             raise translate(exc, f"{method} {path}") from None
         ms = (time.perf_counter() - start) * 1000
+        if params:
+            path = f"{path}?{urllib.parse.urlencode(params)}"
         if response.status_code >= 500:
             raise InfraError("http_5xx", f"{method} {path}: HTTP {response.status_code}",
                              retryable=True)  # fmt: skip
@@ -223,6 +242,83 @@ class McpDataPlatform:
             raise InfraError("refused", f"{method} {path}: HTTP {response.status_code} "
                              "(check the admin key)", retryable=False)  # fmt: skip
         return ReadBack(method, path, response.status_code, _parse(response.text), ms)
+
+    # -- the runner's platform operations (PlatformClient) --------------------------------
+
+    async def insights(
+        self, *, captured_by: str, entity_urn: str, since: float, status: str = ""
+    ) -> tuple[list[Insight], ReadBack]:
+        params = {
+            "captured_by": captured_by,
+            "entity_urn": entity_urn,
+            "since": rfc3339(since - CLOCK_SLACK_S),
+            "per_page": 100,
+        }
+        if status:
+            params["status"] = status
+        got = await self.rest("GET", INSIGHTS, params=params)
+        rows = got.body.get("data") if isinstance(got.body, dict) and got.status == 200 else []
+        return [i for i in map(_insight, rows or []) if i is not None], got
+
+    async def insight(self, insight_id: str) -> tuple[Insight | None, ReadBack]:
+        got = await self.rest("GET", f"{INSIGHTS}/{insight_id}")
+        return (_insight(got.body) if got.status == 200 else None), got
+
+    async def approve(self, insight_id: str, notes: str) -> tuple[bool, ReadBack]:
+        body = {"status": "approved", "review_notes": notes}
+        got = await self.rest("PUT", f"{INSIGHTS}/{insight_id}/status", body=body)
+        return got.status == 200, got
+
+    async def apply(
+        self,
+        insight_id: str,
+        *,
+        entity_urn: str,
+        sink: str,
+        fact: str,
+        page: dict[str, str] | None,
+        observer: Observer | None,
+    ) -> tuple[bool, str]:
+        args: dict[str, Any] = {
+            "action": "apply",
+            "entity_urn": entity_urn,
+            "insight_ids": [insight_id],
+            "confirm": True,
+            "sink": sink,
+        }
+        async with self.session(None, observer) as admin:
+            if sink == "datahub":
+                # The description is replaced: keep what it says and add the fact.
+                entity = await admin.call_tool("datahub_get_entity", {"urn": entity_urn})
+                current = (
+                    entity.data.get("description", "") if isinstance(entity.data, dict) else ""
+                )
+                detail = f"{current}\n\n{fact}".strip()
+                args["changes"] = [{"change_type": "update_description", "detail": detail}]
+            else:
+                args["page"] = dict(page or {})
+            applied = await admin.call_tool("apply_knowledge", args)
+        return not applied.is_error, applied.text
+
+    async def changeset_lists(self, insight_id: str, entity_urn: str) -> tuple[bool, ReadBack]:
+        got = await self.rest("GET", CHANGESETS, params={"entity_urn": entity_urn, "per_page": 500})
+        rows = got.body.get("data", []) if isinstance(got.body, dict) else []
+        listed = any(
+            insight_id in c.get("source_insight_ids", []) and not c.get("rolled_back")
+            for c in rows
+            if isinstance(c, dict)
+        )
+        return listed, got
+
+    async def read_sink(
+        self, sink: str, entity_urn: str, observer: Observer | None
+    ) -> tuple[str, ReadBack | None]:
+        if sink == "datahub":
+            async with self.session(None, observer) as admin:
+                entity = await admin.call_tool("datahub_get_entity", {"urn": entity_urn})
+            return entity.text, None
+        got = await self.rest("GET", PAGES)
+        return json.dumps(got.body), got
 
     async def aclose(self) -> None:
         await self._admin_http.aclose()
