@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from refplatform.errors import PlatformError
 from refplatform.identity import Identity, Keyring, pool_key
-from refplatform.platform import Platform, parse_time
+from refplatform.platform import VERSION, Platform, parse_time
 from refplatform.sql import DEFAULT_ROWS, SqlEngine
 
 IDENTITY_KEY = "refplatform.identity"
@@ -68,6 +68,7 @@ def build_app(platform: Platform, keyring: Keyring, sql: SqlEngine | None = None
     engine = sql or SqlEngine()
     mcp = MCPServer(
         "benchledger-refplatform",
+        version=VERSION,
         instructions="A memory platform: call platform_info first and pass its session_id.",
         log_level="WARNING",
     )

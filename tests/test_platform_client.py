@@ -47,6 +47,9 @@ def test_sessions_inject_the_handle_hide_it_and_report_every_call():
         assert "session_id" not in t["input_schema"].get("required", [])
     assert not res.is_error and res.data["groups"]
     assert [c[0] for c in rec.calls] == ["initialize", "tools/call", "tools/list", "tools/call"]
+    assert rec.calls[0][3] == {
+        "server": {"name": "benchledger-refplatform", "version": "refplatform-1.0"}
+    }
     assert rec.calls[1][1] == "platform_info" and rec.calls[3][2] == {
         "intent": "revenue",
         "entity_urns": [ORDERS],
