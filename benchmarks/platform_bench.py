@@ -92,7 +92,7 @@ async def drive(
     seconds = time.perf_counter() - start
     read_back = 0
     for i in range(sessions):
-        email = f"bench-agent-{i + 1:03d}@apikey.local"
+        email = client.email(i + 1)
         got = await client.rest(
             "GET", "/api/v1/admin/knowledge/insights", params={"captured_by": email, "per_page": 1}
         )

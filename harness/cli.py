@@ -22,7 +22,7 @@ from ledger.bundle import (
 )
 from ledger.chain import Failure, Summary
 from projections.lifecycle import Scorecard
-from projections.source import RunEvents
+from projections.source import RunEvents, is_bundle
 from protocols.errors import InvalidInput
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE = 0, 1, 2
@@ -47,10 +47,6 @@ def _open(args: argparse.Namespace, *, create: bool) -> Ledger:
     return Ledger(open_store(location, create=create))
 
 
-def _looks_like_bundle(target: str) -> bool:
-    return target.endswith((".jsonl", ".jsonl.gz", ".gz")) or os.path.isfile(target)
-
-
 def _print_failure(what: str, failure: Failure) -> None:
     print(f"FAILED {what}: {failure}")
     if failure.expected or failure.found:
@@ -65,7 +61,7 @@ def _print_ok(what: str, s: Summary) -> None:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     target = args.target
-    if target and _looks_like_bundle(target):
+    if target and is_bundle(target):
         if read_header(target).format == AUDIT_FORMAT:
             failure, proven, header = verify_audit_bundle(target, root=args.root)
             if failure:
@@ -353,7 +349,7 @@ def _platform_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_events(target: str, args: argparse.Namespace) -> RunEvents:
-    from projections.source import from_bundle, from_ledger, is_bundle
+    from projections.source import from_bundle, from_ledger
 
     if is_bundle(target):
         return from_bundle(target)
@@ -433,8 +429,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     print(render(result))
     if args.bundle:
-        from projections.source import is_bundle
-
         if is_bundle(args.run):
             raise UsageError("--bundle needs the run in a ledger (import the bundle first)")
         n = export_audit(_open(args, create=False), run.run_id, result.streams, args.bundle)
@@ -461,7 +455,7 @@ def cmd_import_peer(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _progress(total_hint: list[int]) -> tuple[Any, Any, Callable[[], None]]:
+def _progress() -> tuple[Any, Callable[[], None]]:
     """Progress callbacks: a rich bar on a terminal, one line per finished unit otherwise."""
     from harness.runner import Progress
 
@@ -479,7 +473,6 @@ def _progress(total_hint: list[int]) -> tuple[Any, Any, Callable[[], None]]:
         task = bar.add_task("run", total=None, failures=0)
 
         def started(total: int) -> None:
-            total_hint.append(total)
             bar.start()
             bar.update(task, total=total)
 
@@ -487,10 +480,9 @@ def _progress(total_hint: list[int]) -> tuple[Any, Any, Callable[[], None]]:
             failed = int(bar.tasks[0].fields["failures"]) + bool(outcome.error)
             bar.update(task, completed=n, failures=failed)
 
-        return Progress(started, done), bar, bar.stop
+        return Progress(started, done), bar.stop
 
     def started_plain(total: int) -> None:
-        total_hint.append(total)
         print(f"running {total} units", flush=True)
 
     def done_plain(outcome: Any, n: int, total: int) -> None:
@@ -502,7 +494,7 @@ def _progress(total_hint: list[int]) -> tuple[Any, Any, Callable[[], None]]:
             flush=True,
         )
 
-    return Progress(started_plain, done_plain), None, lambda: None
+    return Progress(started_plain, done_plain), lambda: None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -555,8 +547,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     quiet_logs()
     ledger_location = args.ledger or conf.ledger
     ledger = _open(args, create=True)
-    total: list[int] = []
-    progress, _bar, stop_bar = _progress(total)
+    progress, stop_bar = _progress()
     runner = Runner(ledger, cfg, progress)
 
     async def main_task() -> tuple[str, str]:

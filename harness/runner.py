@@ -23,7 +23,14 @@ from harness import agents
 from harness.platforms.mcp_data_platform import McpDataPlatform
 from harness.unit import UnitOutcome, UnitPlan, UnitRunner
 from ledger import Ledger, LedgerError
-from ledger.events import RunStarted, UnitAbandonedBody, UnitFinished, UnitStarted
+from ledger.events import (
+    RunStarted,
+    RunStartedBody,
+    UnitAbandoned,
+    UnitAbandonedBody,
+    UnitFinished,
+    UnitStarted,
+)
 from ledger.ledger import check_run_id
 from protocols import load
 from protocols.hashing import benchledger_hash
@@ -102,7 +109,7 @@ def _existing(ledger: Ledger, run_id: str) -> tuple[dict[str, Any], dict[str, di
             }
         elif isinstance(event, UnitFinished) and event.stream in units:
             units[event.stream].update(terminal=True, finished=True)
-        elif type(event).__name__ == "UnitAbandoned" and event.stream in units:
+        elif isinstance(event, UnitAbandoned) and event.stream in units:
             units[event.stream]["terminal"] = True
     return config, units
 
@@ -252,8 +259,6 @@ class Runner:
             raise RunRefused(f"--reset-cmd exited {done.returncode}: {done.stderr.strip()[:200]}")
 
     def _start(self, protocols: list[Protocol], run_id: str, pool_size: int) -> None:
-        from ledger.events import RunStartedBody
-
         coupled = self.cfg.platform != "embedded" and self.cfg.k > 1 and not self.cfg.reset_cmd
         platform = (
             "refplatform (embedded)" if self.cfg.platform == "embedded" else "mcp-data-platform"

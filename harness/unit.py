@@ -34,13 +34,9 @@ LIVE: Final = ("pending", "approved", "applied")
 T = TypeVar("T")
 
 
-def pool_email(index: int) -> str:
-    return f"bench-agent-{index:03d}@apikey.local"
-
-
-def identity_label(index: int) -> str:
+def identity_label(platform: PlatformClient, index: int) -> str:
     """How an identity is recorded: its pool index and email, never its key."""
-    return f"pool:{index:03d} {pool_email(index)}"
+    return f"pool:{index:03d} {platform.email(index)}"
 
 
 @dataclass
@@ -65,21 +61,7 @@ class UnitOutcome:
 
     @property
     def passed(self) -> bool:
-        o = self.outcome
-        update_ok = o.get(lc.UPDATE_CAPTURED) is None or (
-            o.get(lc.UPDATE_CAPTURED) is True
-            and o.get(lc.UPDATE_CORRECT) is True
-            and o.get(lc.DUPLICATED) is not True
-        )
-        return (
-            not self.error
-            and o.get(lc.CAPTURED) is True
-            and o.get(lc.RECALL_CORRECT) is True
-            and o.get(lc.PROMOTED) in (None, True)
-            and o.get(lc.TRANSFER_CORRECT) in (None, True)
-            and o.get(lc.ABSTAIN_CORRECT) in (None, True)
-            and update_ok
-        )
+        return not self.error and lc.lifecycle_passed(self.outcome.get)
 
 
 class UnitFailed(Exception):
@@ -181,7 +163,7 @@ class UnitRunner:
 
         async def go() -> EpisodeResult:
             result = await run_episode(
-                self.agent, self.platform, self.w, ep, who, identity_label(who), fact
+                self.agent, self.platform, self.w, ep, who, identity_label(self.platform, who), fact
             )
             self.commit()
             return result
@@ -198,8 +180,8 @@ class UnitRunner:
                 protocol_id=p.id,
                 attempt=plan.attempt,
                 protocol_hash=benchledger_hash([p]),
-                teacher=identity_label(plan.teacher),
-                learner=identity_label(plan.learner),
+                teacher=identity_label(self.platform, plan.teacher),
+                learner=identity_label(self.platform, plan.learner),
                 resumes=plan.resumes,
             )
         )
@@ -348,7 +330,7 @@ class UnitRunner:
         """Poll for a pending insight by the teacher on the entity; decide ``captured``."""
         deadline = time.monotonic() + self.capture_timeout_s
         refs = [teach.finished_seq]
-        email, urn = pool_email(self.plan.teacher), self.p.entity_urn
+        email, urn = self.platform.email(self.plan.teacher), self.p.entity_urn
         while True:
             found, seq = await self.recorded(
                 "capture",
@@ -430,7 +412,7 @@ class UnitRunner:
 
     async def update_check(self, original: str, since: float, ep: EpisodeResult) -> bool:
         """Did the correction land as a new insight, and is the original superseded?"""
-        email, urn = pool_email(self.plan.teacher), self.p.entity_urn
+        email, urn = self.platform.email(self.plan.teacher), self.p.entity_urn
         rows, seq = await self.recorded(
             "update", lambda: self.platform.insights(captured_by=email, entity_urn=urn, since=since)
         )

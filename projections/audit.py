@@ -14,6 +14,7 @@ from ledger.events import (
 )
 from projections.fold import fold
 from projections.lifecycle import METRIC_NAMES, METRICS, Decision, LifecycleFold, Metric, scorecard
+from projections.report import fmt_num
 from projections.source import RunEvents
 
 
@@ -132,8 +133,8 @@ def render(a: Audit) -> str:
     rate = f"{m.rate:.1%}" if m.rate is not None else "n/a"
     lines = [
         f"run {a.run_id}  root {a.root or '(unsealed)'}",
-        f"{m.name} = {rate}  ({_num(m.num)}/{m.den})  95% CI [{m.ci.low:.3f}, {m.ci.high:.3f}]"
-        + (f"  [{m.label}]" if m.label else ""),
+        f"{m.name} = {rate}  ({fmt_num(m.num, 3)}/{m.den})  "
+        f"95% CI [{m.ci.low:.3f}, {m.ci.high:.3f}]" + (f"  [{m.label}]" if m.label else ""),
         f"{len(a.contributions)} contributing units "
         f"({sum(c.in_num for c in a.contributions)} in the numerator)",
         "",
@@ -154,10 +155,6 @@ def render(a: Audit) -> str:
         for e in c.evidence:
             lines.append(f"    evidence seq {e.seq} {e.kind} {e.link[:12]}  {e.summary}")
     return "\n".join(lines)
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:.3f}"
 
 
 def _verdict(v: bool | None) -> str:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from projections.lifecycle import GATED, METRICS, MetricSpec, RunMeta, Scorecard, Unit
-from projections.stats import Interval, bootstrap, mcnemar_exact
+from projections.stats import Interval, bootstrap, mcnemar_exact, pass_hat
 
 
 class Incomparable(ValueError):
@@ -52,20 +51,8 @@ def _spec(name: str) -> MetricSpec | None:
     return next((s for s in METRICS if s.name == name), None)
 
 
-def _by_protocol(card: Scorecard) -> dict[str, list[Unit]]:
-    out: dict[str, list[Unit]] = {}
-    for u in card.units:
-        if u.counted:
-            out.setdefault(u.protocol_id, []).append(u)
-    for us in out.values():
-        us.sort(key=lambda u: (u.attempt, u.stream))
-    return out
-
-
 def _pass_value(units: Sequence[Unit], k: int) -> float:
-    n = len(units)
-    c = sum(u.passed() for u in units)
-    return math.comb(c, k) / math.comb(n, k) if n >= k else 0.0
+    return pass_hat(sum(u.passed() for u in units), len(units), k)
 
 
 def _mean_gain(sample: Sequence[tuple[float, float]]) -> float:
@@ -81,7 +68,7 @@ def _rate_gain(sample: Sequence[tuple[int, int, int, int]]) -> float:
 def compare(a: Scorecard, b: Scorecard, names: Sequence[str] | None = None) -> list[Row]:
     """Per metric: B - A with a protocol-paired bootstrap interval and McNemar's exact test."""
     comparable([a.meta, b.meta])
-    pa, pb = _by_protocol(a), _by_protocol(b)
+    pa, pb = a.per_protocol(), b.per_protocol()
     shared = sorted(set(pa) & set(pb))
     rows = []
     for name in names or [s.name for s in METRICS] + ["pass_k"]:

@@ -65,6 +65,25 @@ class Decision(NamedTuple):
     refs: tuple[int, ...]
 
 
+def lifecycle_passed(v: Callable[[str], bool | None]) -> bool:
+    """Whether the verdicts ``v(check)`` of an error-free unit pass the full lifecycle.
+
+    Captured and recall correct; promote, transfer and abstain not applicable or true;
+    the update not applicable or (landed, correct, no duplicate).
+    """
+    update_ok = v(UPDATE_CAPTURED) is None or (
+        v(UPDATE_CAPTURED) is True and v(UPDATE_CORRECT) is True and v(DUPLICATED) is not True
+    )
+    return (
+        v(CAPTURED) is True
+        and v(RECALL_CORRECT) is True
+        and v(PROMOTED) in (None, True)
+        and v(TRANSFER_CORRECT) in (None, True)
+        and v(ABSTAIN_CORRECT) in (None, True)
+        and update_ok
+    )
+
+
 @dataclass
 class Unit:
     """One protocol attempt as the fold sees it."""
@@ -99,19 +118,7 @@ class Unit:
 
     def passed(self) -> bool:
         """Full-lifecycle pass: every applicable stage passed (DESIGN §6)."""
-        v = self.verdict
-        update_ok = v(UPDATE_CAPTURED) is None or (
-            v(UPDATE_CAPTURED) is True and v(UPDATE_CORRECT) is True and v(DUPLICATED) is not True
-        )
-        return (
-            self.graded
-            and v(CAPTURED) is True
-            and v(RECALL_CORRECT) is True
-            and v(PROMOTED) in (None, True)
-            and v(TRANSFER_CORRECT) in (None, True)
-            and v(ABSTAIN_CORRECT) in (None, True)
-            and update_ok
-        )
+        return self.graded and lifecycle_passed(self.verdict)
 
     def all_refs(self) -> list[Ref]:
         refs = [(d.stream, d.seq) for d in self.decisions.values()]
@@ -300,11 +307,18 @@ class Scorecard(NamedTuple):
     tokens: dict[str, int]
 
     def per_protocol(self) -> dict[str, list[Unit]]:
-        out: dict[str, list[Unit]] = {}
-        for u in self.units:
-            if u.counted:
-                out.setdefault(u.protocol_id, []).append(u)
-        return dict(sorted(out.items()))
+        return by_protocol(self.units)
+
+
+def by_protocol(units: Iterable[Unit]) -> dict[str, list[Unit]]:
+    """Counted units grouped by protocol (sorted), each group in attempt order."""
+    out: dict[str, list[Unit]] = {}
+    for u in units:
+        if u.counted:
+            out.setdefault(u.protocol_id, []).append(u)
+    for group in out.values():
+        group.sort(key=lambda u: (u.attempt, u.stream))
+    return dict(sorted(out.items()))
 
 
 def _den_refs(unit: Unit, check: str) -> list[Ref]:
@@ -332,18 +346,13 @@ def _metric(spec: MetricSpec, units: Sequence[Unit], ci: str) -> Metric:
 
 def pass_k_metric(units: Sequence[Unit], k: int) -> tuple[Metric, int]:
     """pass^k over every protocol, infra-failed units counting as failures."""
-    by_protocol: dict[str, list[Unit]] = {}
-    for u in units:
-        if u.counted:
-            by_protocol.setdefault(u.protocol_id, []).append(u)
-    counts = [(sum(u.passed() for u in us), len(us)) for us in by_protocol.values()]
+    groups = by_protocol(units)
+    counts = [(sum(u.passed() for u in us), len(us)) for us in groups.values()]
     value, k_used = pass_hat_k(counts, k)
     den = len(counts)
     num = value * den
-    den_refs = tuple(r for us in by_protocol.values() for u in us for r in u.all_refs())
-    num_refs = tuple(
-        r for us in by_protocol.values() for u in us if u.passed() for r in u.all_refs()
-    )
+    den_refs = tuple(r for us in groups.values() for u in us for r in u.all_refs())
+    num_refs = tuple(r for us in groups.values() for u in us if u.passed() for r in u.all_refs())
     label = f"unbiased estimator, k={k_used}"
     return Metric("pass_k", num, den, wilson(num, den), num_refs, den_refs, label), k_used
 

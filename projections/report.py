@@ -22,8 +22,9 @@ _DESCRIPTIONS: Final = {m.name: m.description for m in METRICS} | {
 }
 
 
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:.2f}"
+def fmt_num(x: float, digits: int = 2) -> str:
+    """A count as an integer; a fractional numerator (pass^k) with ``digits`` decimals."""
+    return str(int(x)) if float(x).is_integer() else f"{x:.{digits}f}"
 
 
 def _rate(m: Metric) -> str:
@@ -76,7 +77,7 @@ def table(card: Scorecard) -> str:
     lines.append("")
     lines.append(f"{'metric':<30} {'num/den':>11} {'rate':>7}  {'95% CI':<16}  note")
     for m in _metrics(card):
-        frac = f"{_num(m.num)}/{m.den}"
+        frac = f"{fmt_num(m.num)}/{m.den}"
         lines.append(f"{m.name:<30} {frac:>11} {_rate(m):>7}  {_ci(m):<16}  {m.label}")
     return "\n".join(lines) + "\n"
 
@@ -93,7 +94,7 @@ def markdown(card: Scorecard) -> str:
     out += ["", "| metric | num/den | rate | 95% CI | note |", "| --- | ---: | ---: | --- | --- |"]
     for m in _metrics(card):
         rate = f"{m.rate:.1%}" if m.rate is not None else "n/a"
-        out.append(f"| {m.name} | {_num(m.num)}/{m.den} | {rate} | {_ci(m)} | {m.label} |")
+        out.append(f"| {m.name} | {fmt_num(m.num)}/{m.den} | {rate} | {_ci(m)} | {m.label} |")
     return "\n".join(out) + "\n"
 
 
@@ -163,7 +164,7 @@ def _bar_chart(card: Scorecard) -> str:
         parts.append(f'<circle cx="{r:.1f}" cy="{y}" r="4" class="dot"/>')
         parts.append(
             f'<text x="{left + width + 8}" y="{y + 4}" class="value">'
-            f"{m.rate:.1%} ({_num(m.num)}/{m.den})</text>"
+            f"{m.rate:.1%} ({fmt_num(m.num)}/{m.den})</text>"
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -201,7 +202,7 @@ def _metric_row(m: Metric) -> str:
     rate = f"{m.rate:.1%}" if m.rate is not None else "n/a"
     note = esc(_DESCRIPTIONS.get(m.name, "")) + (" — " + esc(m.label) if m.label else "")
     return (
-        f"<tr><td>{esc(m.name)}</td><td>{_num(m.num)}/{m.den}</td><td>{rate}</td>"
+        f"<tr><td>{esc(m.name)}</td><td>{fmt_num(m.num)}/{m.den}</td><td>{rate}</td>"
         f"<td>{_ci(m)}</td><td>{note}</td></tr>"
     )
 
@@ -299,7 +300,7 @@ def compare_text(rows: list[Row], a: str, b: str, fmt: str = "table") -> str:
     else:
         lines.append(f"{'metric':<30} {'A':>9} {'B':>9} {'B - A':>8}  {'95% CI':<18} McNemar p")
     for r in rows:
-        fa, fb = f"{_num(r.a_num)}/{r.a_den}", f"{_num(r.b_num)}/{r.b_den}"
+        fa, fb = f"{fmt_num(r.a_num)}/{r.a_den}", f"{fmt_num(r.b_num)}/{r.b_den}"
         if r.skipped or r.ci is None:
             diff, ci, p = "skipped", "(empty denominator)", ""
         else:
@@ -321,7 +322,7 @@ def gate_text(rows: list[GateRow], tolerance: float) -> str:
     ]
     for g in rows:
         r = g.row
-        fa, fb = f"{_num(r.a_num)}/{r.a_den}", f"{_num(r.b_num)}/{r.b_den}"
+        fa, fb = f"{fmt_num(r.a_num)}/{r.a_den}", f"{fmt_num(r.b_num)}/{r.b_den}"
         ci = "" if g.better is None else f"[{g.better.low:+.3f}, {g.better.high:+.3f}]"
         lines.append(f"{r.name:<22} {fa:>10} {fb:>10} {ci:<22} {g.verdict}")
     lines.append(

@@ -33,6 +33,11 @@ def wilson(num: float, den: int, z: float = Z95) -> Interval:
     return Interval(max(0.0, centre - half), min(1.0, centre + half))
 
 
+def pass_hat(c: int, n: int, k: int) -> float:
+    """One protocol's unbiased pass^k: C(c, k) / C(n, k); 0 when it has fewer than k attempts."""
+    return math.comb(c, k) / math.comb(n, k) if 0 < k <= n else 0.0
+
+
 def pass_hat_k(counts: Sequence[tuple[int, int]], k: int) -> tuple[float, int]:
     """Unbiased pass^k: mean over protocols of C(c, k) / C(n, k), k capped at the smallest n.
 
@@ -42,7 +47,7 @@ def pass_hat_k(counts: Sequence[tuple[int, int]], k: int) -> tuple[float, int]:
     if not usable:
         return 0.0, 0
     k_used = max(1, min(k, min(n for _, n in usable)))
-    total = sum(math.comb(c, k_used) / math.comb(n, k_used) for c, n in usable)
+    total = sum(pass_hat(c, n, k_used) for c, n in usable)
     return total / len(usable), k_used
 
 

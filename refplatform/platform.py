@@ -96,6 +96,20 @@ def _hit(text: str, ref: str, score: float, status: str, urns: list[str]) -> dic
     }
 
 
+def _check_paging(page: int, per_page: int) -> None:
+    if page < 1 or not 1 <= per_page <= 500:
+        raise PlatformError("page must be >= 1 and per_page 1..500")
+
+
+def _envelope(
+    rows: list[sqlite3.Row], page: int, per_page: int, render: Callable[[sqlite3.Row], Any]
+) -> dict[str, Any]:
+    """One page of ``rows`` in the admin API's ``{data, total, page, per_page}`` envelope."""
+    start = (page - 1) * per_page
+    data = [render(r) for r in rows[start : start + per_page]]
+    return {"data": data, "total": len(rows), "page": page, "per_page": per_page}
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
@@ -113,6 +127,7 @@ class Platform:
         self.embedder: Embedder = embedder or LexicalEmbedder()
         self._clock = clock
         self._lock = threading.RLock()
+        self._text_vectors: dict[str, Vector] = {}
         try:
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             self._db.row_factory = sqlite3.Row
@@ -165,9 +180,18 @@ class Platform:
             )
         self._db.execute("INSERT INTO meta VALUES ('seeded', '1')")
 
-    def _vector(self, text: str) -> str:
+    def _vector(self, text: str) -> tuple[Vector, str]:
+        """The embedding of ``text`` and its stored JSON form."""
         vector = self.embedder.embed(text)
-        return _json(vector if isinstance(vector, dict) else list(vector))
+        return vector, _json(vector if isinstance(vector, dict) else list(vector))
+
+    def _cached_vector(self, text: str) -> Vector:
+        # Page and entity texts change only on apply/rollback; a search must not re-embed
+        # every one of them (with Ollama each embed is an HTTP call). Callers hold the lock.
+        vector = self._text_vectors.get(text)
+        if vector is None:
+            vector = self._text_vectors[text] = self.embedder.embed(text)
+        return vector
 
     @staticmethod
     def _load_vector(text: str) -> Vector:
@@ -263,8 +287,7 @@ class Platform:
         if len(category) > 64:
             raise PlatformError("category: at most 64 characters")
         insight = type in INSIGHT_TYPES
-        vector_text = self._vector(text)  # outside the lock: an embedder may be slow
-        vector = self._load_vector(vector_text)
+        vector, vector_text = self._vector(text)  # outside the lock: an embedder may be slow
         with self._tx():
             rid, seq = self._next_id("record")
             superseded: list[str] = []
@@ -325,7 +348,7 @@ class Platform:
             raise PlatformError(f"action: {action!r}; use list, update or forget")
         if not id:
             raise PlatformError(f"id: required for {action}")
-        vector = self._vector(content.strip()) if action == "update" else ""
+        vector = self._vector(content.strip())[1] if action == "update" else ""
         with self._tx():
             row = self._get_record(id)
             if row["captured_by"] != who.email:
@@ -400,7 +423,7 @@ class Platform:
         elif source == "knowledge_pages":
             for p in self._db.execute("SELECT * FROM pages"):
                 text = f"{p['title']}\n{p['summary']}\n{p['body']}"
-                score = cosine(query, self.embedder.embed(text))
+                score = cosine(query, self._cached_vector(text))
                 if score > 0:
                     page_urns = [p["entity_urn"]] if p["entity_urn"] else []
                     summary = f"{p['title']}: {p['summary']}"
@@ -410,7 +433,7 @@ class Platform:
                 if urns and e["urn"] not in urns:
                     continue
                 text = f"{e['name']}: {e['description']}"
-                score = cosine(query, self.embedder.embed(text))
+                score = cosine(query, self._cached_vector(text))
                 if score > 0:
                     hits.append(_hit(text, e["urn"], score, "catalog", [e["urn"]]))
         return hits
@@ -460,8 +483,7 @@ class Platform:
         """Insights filtered and paged, oldest first, in the admin API's envelope."""
         if status and status not in STATUSES:
             raise PlatformError(f"status: {status!r} is not one of {', '.join(STATUSES)}")
-        if page < 1 or not 1 <= per_page <= 500:
-            raise PlatformError("page must be >= 1 and per_page 1..500")
+        _check_paging(page, per_page)
         sql = "SELECT * FROM records WHERE insight = 1 AND forgotten = 0"
         args: list[Any] = []
         for column, value in (("status", status), ("captured_by", captured_by)):
@@ -478,9 +500,7 @@ class Platform:
             rows = self._db.execute(sql + " ORDER BY seq", args).fetchall()
         if entity_urn:
             rows = [r for r in rows if entity_urn in json.loads(r["entity_urns"])]
-        start = (page - 1) * per_page
-        data = [self._record(r) for r in rows[start : start + per_page]]
-        return {"data": data, "total": len(rows), "page": page, "per_page": per_page}
+        return _envelope(rows, page, per_page, self._record)
 
     def set_status(self, insight_id: str, status: str, review_notes: str = "") -> dict[str, Any]:
         """The review API's status change: approve or reject (409 on an invalid transition)."""
@@ -648,17 +668,14 @@ class Platform:
         self, *, entity_urn: str = "", page: int = 1, per_page: int = 50
     ) -> dict[str, Any]:
         """Changesets, oldest first, in the admin API's envelope."""
-        if page < 1 or not 1 <= per_page <= 500:
-            raise PlatformError("page must be >= 1 and per_page 1..500")
+        _check_paging(page, per_page)
         sql, args = "SELECT * FROM changesets", []
         if entity_urn:
             sql += " WHERE target_urn = ?"
             args.append(entity_urn)
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY seq", args).fetchall()
-        start = (page - 1) * per_page
-        data = [self._changeset(r) for r in rows[start : start + per_page]]
-        return {"data": data, "total": len(rows), "page": page, "per_page": per_page}
+        return _envelope(rows, page, per_page, self._changeset)
 
     def _changeset(self, row: sqlite3.Row) -> dict[str, Any]:
         return {

@@ -67,6 +67,10 @@ class PlatformClient(Protocol):
 
     pool_size: int
 
+    def email(self, pool_index: int) -> str:
+        """The identity (as the platform records it) behind pool index ``pool_index``."""
+        ...
+
     def session(
         self, pool_index: int | None, observer: Observer | None = None
     ) -> AbstractAsyncContextManager[PlatformSession]:

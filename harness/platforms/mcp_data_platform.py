@@ -193,6 +193,10 @@ class McpDataPlatform:
             transport=self._transport,
         )
 
+    def email(self, pool_index: int) -> str:
+        """mcp-data-platform maps pool key ``<base>-NNN`` to ``bench-agent-NNN@apikey.local``."""
+        return f"bench-agent-{pool_index:03d}@apikey.local"
+
     def key(self, pool_index: int | None) -> str:
         """The bearer key of a pool identity (None = the admin)."""
         if pool_index is None:
