@@ -1,6 +1,6 @@
 """``benchledger bench platform``: refplatform under concurrent MCP sessions, vs raw HTTP.
 
-The platform runs as a ``benchledger platform serve`` child process (``--in-process``
+The platform runs as a ``python -m refplatform serve`` child process (``--in-process``
 runs it in a thread of this process instead, sharing the GIL with the clients).
 Baseline: the same server's ``GET /healthz`` over one httpx2 client, with the same
 concurrency and call count, measured in the same run. Ours: ``sessions`` concurrent
@@ -103,13 +103,13 @@ async def drive(
 
 @contextmanager
 def _served(sessions: int, in_process: bool) -> Iterator[tuple[str, str, str]]:
-    """A fresh platform: a ``benchledger platform serve`` child process, or in-process."""
+    """A fresh platform: a ``python -m refplatform serve`` child process, or in-process."""
     admin, base = f"bench-admin-{secrets.token_hex(6)}", f"bench-{secrets.token_hex(3)}"
     if in_process:
         with RunningPlatform(pool_size=sessions, admin_key=admin, pool_base=base) as running:
             yield running.url, admin, base
         return
-    cmd = [sys.executable, "-m", "harness.cli", "platform", "serve", "--port", "0",
+    cmd = [sys.executable, "-m", "refplatform", "serve", "--port", "0",
            "--pool", str(sessions), "--admin-key", admin, "--pool-base", base]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:

@@ -15,7 +15,8 @@ import tempfile
 import time
 from typing import Any
 
-from harness.runner import RunConfig, Runner
+from harness.driver import RunDriver
+from harness.record import RunConfig
 from ledger import Ledger, open_store
 from projections.fold import fold
 from projections.lifecycle import LifecycleFold, scorecard
@@ -31,7 +32,7 @@ def _one(protocols: str, delay: float, concurrency: int, folder: str) -> dict[st
         run_id=f"bench-c{concurrency}",
     )
     start = time.perf_counter()
-    run_id, _ = asyncio.run(Runner(ledger, cfg).execute())
+    run_id = asyncio.run(RunDriver(ledger, cfg).execute()).run_id
     wall = time.perf_counter() - start
     card = scorecard([fold(LifecycleFold(), from_ledger(ledger, run_id).events)])
     calls = sum(1 for e, _ in from_ledger(ledger, run_id).events if type(e).__name__ == "ModelCall")
@@ -47,7 +48,7 @@ def _one(protocols: str, delay: float, concurrency: int, folder: str) -> dict[st
 
 def run_bench(*, protocols: str, delay: float, concurrency: int, as_json: bool) -> int:
     """Run the suite at concurrency 1 and ``concurrency``; print wall times and speed-up."""
-    from refplatform.server import quiet_logs
+    from harness.logging import quiet_logs
 
     quiet_logs()
     with tempfile.TemporaryDirectory(prefix="benchledger-bench-") as folder:

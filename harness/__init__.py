@@ -1,1 +1,1 @@
-"""Runs protocols against platforms and hosts the CLI."""
+"""Runs protocols against platforms: the runner, episodes, agents and platform clients."""

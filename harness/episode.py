@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import blake3
+import msgspec
 
 from harness.agents.base import Agent, Episode
 from harness.platforms.base import PlatformClient
@@ -15,6 +16,7 @@ from ledger.ledger import StreamWriter
 from protocols.grading import surfaced
 
 EXTRA_COMPLETIONS = 2  # after the budget is spent, the model gets this many more turns
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
 
 
 class EpisodeResult(NamedTuple):
@@ -46,6 +48,7 @@ class Recorder:
         result: Any,
         is_error: bool,
         latency_ms: float,
+        content: tuple[dict[str, Any], ...] = (),
     ) -> None:
         body = SessionCallBody(
             episode=self.episode,
@@ -55,6 +58,21 @@ class Recorder:
             result=result,
             is_error=is_error,
             latency_ms=round(latency_ms, 3),
+            content=list(content),
+        )
+        self.seqs.append(self.writer.append(body, refs=self.seqs[-1:]))
+
+    def attempt_failed(self, request: Any, failure: Any) -> None:
+        """A model attempt that failed (and may be retried): a ``model_call`` with its error."""
+        req = msgspec.to_builtins(request)
+        body = ModelCallBody(
+            episode=self.episode,
+            request_hash=request_hash(req),
+            request=req,
+            latency_ms=round(float(getattr(failure, "latency_ms", 0.0)), 3),
+            retry=int(getattr(failure, "attempt", 0)),
+            error=f"{failure.kind}: {failure.message}",
+            status=int(getattr(failure, "status", 0)),
         )
         self.seqs.append(self.writer.append(body, refs=self.seqs[-1:]))
 
@@ -72,6 +90,8 @@ async def run_episode(
     pool_index: int | None,
     identity: str,
     fact: str,
+    *,
+    attempt: int = 0,
 ) -> EpisodeResult:
     """Run one episode to its final answer; events are staged on ``writer`` (not committed)."""
     start = writer.append(
@@ -80,6 +100,7 @@ async def run_episode(
             identity=identity,
             system_prompt=episode.system_prompt,
             user_prompt=episode.user_prompt,
+            attempt=attempt,
         )
     )
     rec = Recorder(writer, episode.stage)
@@ -88,26 +109,28 @@ async def run_episode(
     calls = errors = extra = 0
     search = capture = exhausted = False
     results: list[str] = []
-    tokens = {"input_tokens": 0, "output_tokens": 0}
+    tokens = dict.fromkeys(USAGE_KEYS, 0)
     answer = ""
     async with platform.session(pool_index, rec) as session:
         tools = await session.list_tools()
         for _ in range(episode.budget + EXTRA_COMPLETIONS + 2):
-            turn = await agent.next_turn(episode, messages, tools)
+            turn = await agent.next_turn(episode, messages, tools, observer=rec)
             if agent.records_model_calls:
                 usage = dict(turn.usage or {})
                 for key in tokens:
                     tokens[key] += int(usage.get(key, 0))
+                response = turn.response if isinstance(turn.response, dict) else {}
                 rec.seqs.append(
                     writer.append(
                         ModelCallBody(
                             episode=episode.stage,
-                            request_hash=request_hash(turn.request),
+                            request_hash=turn.request_hash or request_hash(turn.request),
                             request=turn.request,
                             response=turn.response,
                             usage=usage,
                             latency_ms=round(turn.latency_ms, 3),
                             retry=turn.retry,
+                            stop_reason=str(response.get("stop_reason", "end_turn")),
                         ),
                         refs=rec.seqs[-1:],
                     )
@@ -166,6 +189,8 @@ async def run_episode(
             budget_exhausted=exhausted,
             input_tokens=tokens["input_tokens"],
             output_tokens=tokens["output_tokens"],
+            cache_read_tokens=tokens["cache_read_tokens"],
+            cache_creation_tokens=tokens["cache_creation_tokens"],
             capture_attempted=capture,
         ),
         refs=rec.seqs,

@@ -14,6 +14,7 @@ class Settings:
     test_postgres: str
     peer_data: str = ""
     admin_key: str = ""
+    pool_base: str = ""
 
 
 def load(environ: dict[str, str] | None = None) -> Settings:
@@ -24,4 +25,5 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         test_postgres=env.get("BENCHLEDGER_TEST_POSTGRES", ""),
         peer_data=env.get("BENCHLEDGER_PEER_DATA", ""),
         admin_key=env.get("BENCHLEDGER_ADMIN_KEY", ""),
+        pool_base=env.get("BENCHLEDGER_POOL_BASE", ""),
     )

@@ -20,6 +20,50 @@ class Body(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_field
     KIND: ClassVar[str] = ""
 
 
+class PlannedUnit(msgspec.Struct, frozen=True, array_like=True):
+    """One unit a run plans: a protocol (or case) id and its attempt."""
+
+    unit_id: str
+    attempt: int
+
+
+class PlatformRecord(msgspec.Struct, frozen=True, omit_defaults=True):
+    """How a run reached its platform and what the platform said it is (never a key)."""
+
+    kind: str  # embedded | process | external | stdio
+    url: str = ""
+    name: str = ""
+    version: str = ""
+    stages: list[str] = []
+    sinks: list[str] = []
+
+
+class RunRecord(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Everything a run was started with, written once in ``run_started`` and read back whole.
+
+    Resume restores a run from it, shards join it, seal finds missing units in
+    ``units``, compare and gate check comparability with it. Secrets never enter it:
+    ``reset_cmd`` is stored redacted and keys are absent by construction.
+    """
+
+    suite: str
+    platform: PlatformRecord
+    protocols_path: str = ""
+    protocol_set_hash: str = ""
+    units: list[PlannedUnit] = []
+    k: int = 1
+    agent: str = ""
+    agent_params: dict[str, JSON] = {}
+    pack: str = ""
+    pack_hash: str = ""
+    pool_size: int = 0
+    reset_cmd: str = ""
+    concurrency: int = 1
+    capture_timeout_s: float = 10.0
+    runtime_scope: str = "pass"
+    shards: int = 1
+
+
 class RunStartedBody(Body, frozen=True):
     KIND: ClassVar[str] = "run_started"
     suite: str
@@ -33,6 +77,7 @@ class RunStartedBody(Body, frozen=True):
     coupled: bool = False
     tool_version: str = ""
     config: dict[str, JSON] = {}
+    record: RunRecord | None = None
 
 
 class UnitStartedBody(Body, frozen=True):
@@ -51,9 +96,14 @@ class EpisodeStartedBody(Body, frozen=True):
     identity: str = ""
     system_prompt: str = ""
     user_prompt: str = ""
+    attempt: int = 0  # 0 first try; n the n-th retry of this stage after an infra error
 
 
 class SessionCallBody(Body, frozen=True):
+    """One MCP call. Tool results are recorded as their content blocks (``content``),
+    never joined, so a block can be parsed on its own, live and re-derived; ``result``
+    holds non-tool results (initialize, tools/list) and old events' joined text."""
+
     KIND: ClassVar[str] = "session_call"
     episode: str
     method: str
@@ -62,6 +112,14 @@ class SessionCallBody(Body, frozen=True):
     result: JSON = None
     is_error: bool = False
     latency_ms: float = 0.0
+    content: list[dict[str, JSON]] = []
+    structured: JSON = None
+
+    def text(self) -> str:
+        """What the agent saw: the text blocks joined by newlines (old events: ``result``)."""
+        if self.content:
+            return "\n".join(str(b.get("text", "")) for b in self.content if "text" in b)
+        return self.result if isinstance(self.result, str) else ""
 
 
 class ModelCallBody(Body, frozen=True):
@@ -73,6 +131,9 @@ class ModelCallBody(Body, frozen=True):
     usage: dict[str, int] = {}
     latency_ms: float = 0.0
     retry: int = 0
+    error: str = ""  # non-empty: a failed attempt (kind: message); the response is absent
+    status: int = 0
+    stop_reason: str = ""
 
 
 class ReadBackBody(Body, frozen=True):
@@ -83,6 +144,8 @@ class ReadBackBody(Body, frozen=True):
     status: int = 200
     body: JSON = None
     latency_ms: float = 0.0
+    purpose: str = ""  # what the read was for: capture, approve, insight_status, sink, ...
+    observed: JSON = None  # the adapter's normalised reading of ``body`` (decisions use it)
 
 
 class GraderDecisionBody(Body, frozen=True):
@@ -111,6 +174,7 @@ class EpisodeFinishedBody(Body, frozen=True):
     cache_read_tokens: int = 0
     cache_creation_tokens: int = 0
     capture_attempted: bool = False
+    sources: list[str] = []  # refs the agent cited (the provenance lane's SOURCES: line)
 
 
 class InfraErrorBody(Body, frozen=True):
@@ -126,6 +190,7 @@ class UnitFinishedBody(Body, frozen=True):
     KIND: ClassVar[str] = "unit_finished"
     outcome: dict[str, bool | None] = {}
     error: str = ""
+    trace_hash: str = ""  # the unit's: its episodes' exchanges plus read-backs and verdicts
 
 
 class UnitAbandonedBody(Body, frozen=True):

@@ -126,6 +126,9 @@ class Platform:
     ) -> None:
         self.embedder: Embedder = embedder or LexicalEmbedder()
         self._clock = clock
+        # Every use of the one connection holds this lock, reads too: sync MCP tools run in
+        # worker threads, and an unlocked read would run inside another thread's open
+        # transaction and see its uncommitted writes. Re-entrant, so a transaction may read.
         self._lock = threading.RLock()
         self._text_vectors: dict[str, Vector] = {}
         try:
@@ -255,7 +258,10 @@ class Platform:
         """Refuse a call without a live handle minted for the same identity."""
         if not handle:
             raise PlatformError("session_id: missing; call platform_info first to get a handle")
-        row = self._db.execute("SELECT email FROM handles WHERE handle = ?", (handle,)).fetchone()
+        with self._lock:
+            row = self._db.execute(
+                "SELECT email FROM handles WHERE handle = ?", (handle,)
+            ).fetchone()
         if row is None or row[0] != who.email:
             raise PlatformError(
                 "session_id: unknown or not yours; call platform_info to get a fresh handle"
@@ -338,11 +344,12 @@ class Platform:
     ) -> dict[str, Any]:
         """List, update or forget the caller's own records."""
         if action == "list":
-            rows = self._db.execute(
-                "SELECT * FROM records WHERE captured_by = ? AND forgotten = 0 "
-                "ORDER BY seq DESC LIMIT ?",
-                (who.email, max(1, min(limit, 200))),
-            ).fetchall()
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT * FROM records WHERE captured_by = ? AND forgotten = 0 "
+                    "ORDER BY seq DESC LIMIT ?",
+                    (who.email, max(1, min(limit, 200))),
+                ).fetchall()
             return {"records": [self._record(r) for r in rows], "total": len(rows)}
         if action not in ("update", "forget"):
             raise PlatformError(f"action: {action!r}; use list, update or forget")
@@ -442,20 +449,23 @@ class Platform:
 
     def entity(self, urn: str) -> dict[str, Any]:
         """A catalog entity with its current description and columns."""
-        row = self._db.execute("SELECT * FROM entities WHERE urn = ?", (urn,)).fetchone()
+        with self._lock:
+            row = self._db.execute("SELECT * FROM entities WHERE urn = ?", (urn,)).fetchone()
         if row is None:
             raise NotFound(f"urn: no entity {urn!r}")
         return {"urn": row["urn"], "name": row["name"], "description": row["description"],
                 "columns": json.loads(row["columns"])}  # fmt: skip
 
     def pages(self) -> dict[str, Any]:
-        rows = self._db.execute("SELECT * FROM pages ORDER BY created_at, slug").fetchall()
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM pages ORDER BY created_at, slug").fetchall()
         pages = [{"id": r["id"], "slug": r["slug"], "title": r["title"], "summary": r["summary"]}
                  for r in rows]  # fmt: skip
         return {"pages": pages, "total": len(pages)}
 
     def page(self, slug: str) -> dict[str, Any]:
-        row = self._db.execute("SELECT * FROM pages WHERE slug = ?", (slug,)).fetchone()
+        with self._lock:
+            row = self._db.execute("SELECT * FROM pages WHERE slug = ?", (slug,)).fetchone()
         if row is None:
             raise NotFound(f"slug: no knowledge page {slug!r}")
         return {k: row[k] for k in ("id", "slug", "title", "summary", "body", "entity_urn")}

@@ -8,7 +8,7 @@ from collections import defaultdict
 import pytest
 
 import protocols
-from harness.cli import main
+from cli import main
 from protocols.cases import CATEGORIES, SOURCE_KINDS
 from protocols.errors import InvalidInput
 

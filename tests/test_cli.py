@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from harness.cli import main
+from cli import main
 from ledger import Ledger, open_store
 from tests.sample import build_run, counter_clock
 
@@ -102,7 +102,7 @@ def test_unusable_input_exits_2_with_one_line(argv, tmp_path, ledger_path, capsy
 
 def test_the_installed_script_reports_bad_input_without_a_traceback(tmp_path):
     exe = shutil.which("benchledger")
-    cmd = [exe] if exe else [sys.executable, "-m", "harness.cli"]
+    cmd = [exe] if exe else [sys.executable, "-m", "cli"]
     res = subprocess.run(
         [*cmd, "verify", str(tmp_path / "absent.jsonl")],
         capture_output=True,

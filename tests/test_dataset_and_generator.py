@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import protocols
-from harness.cli import main
+from cli import main
 from protocols import dataset, generate
 from protocols.grading import normalize
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 import protocols
-from harness.cli import main
+from cli import main
 from harness.peer_import import import_peer
 from ledger import Ledger, open_store
 from projections.fold import fold

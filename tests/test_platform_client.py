@@ -11,7 +11,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from harness.cli import main
+from cli import main
 from harness.errors import InfraError
 from harness.platforms.mcp_data_platform import McpDataPlatform, translate
 from refplatform.server import LoopbackServer, RunningPlatform
@@ -22,8 +22,8 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 
-    def session_call(self, method, tool, arguments, result, is_error, latency_ms) -> None:
-        self.calls.append((method, tool, arguments, result, is_error))
+    def session_call(self, method, tool, arguments, result, is_error, latency_ms, content=()):
+        self.calls.append((method, tool, arguments, result, is_error, content))
 
 
 def test_sessions_inject_the_handle_hide_it_and_report_every_call():
@@ -56,6 +56,8 @@ def test_sessions_inject_the_handle_hide_it_and_report_every_call():
     }
     assert s.handle.startswith("dps_") and s.email == "bench-agent-001@apikey.local"
     assert key not in json.dumps([c[:4] for c in rec.calls])
+    blocks = rec.calls[3][5]  # a tool result is observed as its content blocks
+    assert blocks and blocks[0]["type"] == "text" and json.loads(blocks[0]["text"]) == res.data
 
 
 def test_an_unknown_key_is_refused_and_not_retryable():
@@ -137,3 +139,23 @@ def test_bench_platform_prints_the_documented_json_keys(capsys):
     assert report["errors"] == 0 and report["captures_written"] == report["captures_read_back"] == 2
     for key in ("calls_per_s", "p50_ms", "p99_ms", "raw_calls_per_s", "ratio_vs_raw"):
         assert report[key] > 0
+
+
+def test_an_entity_is_parsed_from_its_own_block_when_enrichment_appends_text():
+    from harness.platforms.mcp_data_platform import entity_block
+
+    entity = {"urn": ORDERS, "description": "Orders."}
+    blocks = (
+        {"type": "text", "text": json.dumps(entity)},
+        {"type": "text", "text": "Related knowledge: net revenue excludes refunds."},
+    )
+    assert entity_block(blocks, None) == entity
+    assert entity_block(blocks[1:], None) is None
+
+
+def test_the_newest_insight_is_found_whatever_order_the_platform_lists_in():
+    from harness.platforms.mcp_data_platform import newest_first
+
+    old = {"id": "a", "created_at": "2026-08-01T10:00:00Z"}
+    new = {"id": "b", "created_at": "2026-08-01T10:00:05.5Z"}
+    assert newest_first([old, new]) == newest_first([new, old]) == ["b", "a"]

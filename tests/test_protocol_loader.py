@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import protocols
-from harness.cli import main
+from cli import main
 from protocols.errors import InvalidInput
 from protocols.hashing import benchledger_hash, go_float, go_json, go_string, peer_hash
 

@@ -46,7 +46,7 @@ def test_readme_python_snippet_runs():
 
 
 def test_documented_commands_exist_with_their_options():
-    from harness.cli import build_parser
+    from cli import build_parser
 
     parser = build_parser()
     for argv in (
@@ -68,7 +68,7 @@ def test_documented_commands_exist_with_their_options():
 
 
 def test_every_command_in_the_readme_table_exists():
-    from harness.cli import build_parser
+    from cli import build_parser
 
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]

@@ -529,7 +529,7 @@ def test_platform_serve_prints_its_url_and_keys_and_serves(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "harness.cli",
+        "cli",
         "platform",
         "serve",
         "--port",
@@ -573,7 +573,7 @@ def test_platform_serve_prints_its_url_and_keys_and_serves(tmp_path):
     ids=["embedder", "pool", "db"],
 )
 def test_platform_serve_refuses_bad_options_with_one_line(argv, message, capsys):
-    from harness.cli import main
+    from cli import main
 
     assert main(["platform", "serve", "--port", "0", *argv]) == 2
     err = capsys.readouterr().err.strip().split("\n")

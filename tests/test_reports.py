@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from harness.cli import main
+from cli import main
 from ledger import Ledger, open_store
 from projections.fold import LiveView, fold
 from projections.lifecycle import LifecycleFold, scorecard

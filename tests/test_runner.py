@@ -15,9 +15,9 @@ import pytest
 from starlette.responses import JSONResponse
 
 import protocols
+from cli import main
 from harness.agents import FakeModelAgent, ScriptedAgent
 from harness.agents.base import Episode
-from harness.cli import main
 from harness.episode import request_hash
 from harness.prompts import SYSTEM
 from ledger import Ledger, open_store
@@ -151,7 +151,7 @@ def test_passes_never_see_each_others_promoted_knowledge(tmp_path, capsys):
     assert run.body.coupled is False and run.body.k == 2
     for e in evs:
         if isinstance(e, SessionCall) and e.body.episode == "transfer" and e.body.tool == "search":
-            hits = next(g for g in json.loads(e.body.result)["groups"] if g["source"] == "insights")
+            hits = next(g for g in json.loads(e.body.text())["groups"] if g["source"] == "insights")
             facts = [h["text"] for h in hits["hits"]]
             assert len(facts) == len(set(facts)), "a fact promoted twice means shared state"
     assert metrics(ledger, "r")["transfer_rate"] == (4, 4)
@@ -299,6 +299,15 @@ def test_a_unit_that_keeps_failing_ends_with_an_error_and_is_excluded(tmp_path, 
     assert m["capture_rate"] == (1, 1) and m["pass_k"] == (1, 3)  # failures count in pass^k
 
 
+def test_a_run_whose_units_all_infra_fail_exits_1_and_lists_them(tmp_path, capsys):
+    ledger = str(tmp_path / "l.sqlite")
+    server = external("/api/v1/admin/knowledge/insights", 10_000)
+    assert run_external(server, subset(tmp_path, SUBSET[:2]), ledger, "z") == 1
+    out = capsys.readouterr().out
+    assert out.count("infra-failed: z/") == 2 and "run FAILED" in out
+    assert main(["verify", "z", "--ledger", ledger]) == 0  # sealed: what happened is kept
+
+
 def test_an_external_platform_without_reset_is_coupled(tmp_path, capsys):
     ledger = str(tmp_path / "l.sqlite")
     server = external("/nothing", 0)
@@ -325,7 +334,7 @@ def test_a_reset_command_runs_between_passes_and_the_run_is_not_coupled(tmp_path
     assert code == 0 and "COUPLED" not in capsys.readouterr().out
     assert marker.read_text() == "x\nx\n"  # between passes 1-2 and 2-3
     run = next(e for e, _ in events(ledger, "rc") if isinstance(e, RunStarted))
-    assert run.body.coupled is False and run.body.config["reset_cmd"].startswith("echo")
+    assert run.body.coupled is False and run.body.record.reset_cmd.startswith("echo")
 
 
 def test_the_pool_check_refuses_with_one_line(tmp_path, capsys):
@@ -358,7 +367,7 @@ def test_secrets_never_reach_the_ledger_a_bundle_a_report_or_a_log(tmp_path):
     admin, base, model = "sk-admin-PLANTED-3141", "PLANTEDPOOL", "sk-ant-PLANTED-2718"
     ledger = str(tmp_path / "l.sqlite")
     env = dict(os.environ, ANTHROPIC_API_KEY=model, OPENAI_API_KEY=model)
-    cmd = [sys.executable, "-m", "harness.cli"]
+    cmd = [sys.executable, "-m", "cli"]
     logs = ""
     for argv in (
         [
@@ -427,7 +436,7 @@ def test_a_killed_run_resumes_to_the_same_metrics_as_an_uninterrupted_one(tmp_pa
         [
             sys.executable,
             "-m",
-            "harness.cli",
+            "cli",
             "run",
             "--protocols",
             path,
@@ -465,19 +474,21 @@ def test_a_killed_run_resumes_to_the_same_metrics_as_an_uninterrupted_one(tmp_pa
 def test_ctrl_c_stops_cleanly_and_prints_the_resume_command(tmp_path, capsys):
     path = subset(tmp_path, SUBSET * 1)
     ledger = str(tmp_path / "l.sqlite")
+    # A later-sorting run already in the ledger: the hint must name the interrupted one.
+    (tmp_path / "one").mkdir()
+    one = subset(tmp_path / "one", SUBSET[:1])
+    assert main(["run", "--protocols", one, "--ledger", ledger, "--run-id", "zz-other"]) == 0
     shutil.copy(os.path.join(protocols.LIFECYCLE_DIR, "bl-whale-orders.yaml"), path)
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "harness.cli",
+            "cli",
             "run",
             "--protocols",
             path,
             "--ledger",
             ledger,
-            "--run-id",
-            "c",
             "--concurrency",
             "1",
         ],
@@ -490,9 +501,12 @@ def test_ctrl_c_stops_cleanly_and_prints_the_resume_command(tmp_path, capsys):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert f"benchledger run --resume c --ledger {ledger}" in err and "Traceback" not in err
-    assert main(["run", "--resume", "c", "--ledger", ledger]) == 0
-    assert sum(_finished_once(ledger, "c").values()) == 5
+    store = open_store(ledger)
+    run_id = next(r for r in store.run_ids() if r != "zz-other")
+    store.close()
+    assert f"benchledger run --resume {run_id} --ledger {ledger}" in err and "Traceback" not in err
+    assert main(["run", "--resume", run_id, "--ledger", ledger]) == 0
+    assert sum(_finished_once(ledger, run_id).values()) == 5
 
 
 def test_resuming_a_sealed_run_is_refused(tmp_path, capsys):

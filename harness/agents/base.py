@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Protocol
 
+from harness.models.transport import ModelObserver
 from protocols.schema import Protocol as LifecycleProtocol
 
 
@@ -25,10 +26,11 @@ class Turn(NamedTuple):
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
     usage: dict[str, int] | None = None
-    request: Any = None  # canonical request (model agents); recorded as a model_call
-    response: Any = None
+    request: Any = None  # model agents: request_json(req), recorded in a model_call
+    response: Any = None  # model agents: response_json(resp)
     latency_ms: float = 0.0
-    retry: int = 0
+    retry: int = 0  # failed attempts before this turn's response (model agents)
+    request_hash: str = ""  # model agents: request_hash(request); the episode records it
 
 
 class Episode(NamedTuple):
@@ -41,6 +43,16 @@ class Episode(NamedTuple):
     budget: int
 
 
+class UnitInfo(NamedTuple):
+    """The unit an agent is about to work on (for per-unit agent state)."""
+
+    stream: str
+    protocol_id: str
+    attempt: int
+    teacher: str
+    learner: str
+
+
 class Agent(Protocol):
     """Produces turns. ``records_model_calls`` says whether turns are model exchanges."""
 
@@ -48,6 +60,16 @@ class Agent(Protocol):
     model: str
     records_model_calls: bool
 
+    def for_unit(self, unit: UnitInfo) -> Agent:
+        """The agent to use for ``unit``; stateless agents return themselves."""
+        ...
+
     async def next_turn(
-        self, episode: Episode, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-    ) -> Turn: ...
+        self,
+        episode: Episode,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        observer: ModelObserver | None = None,
+    ) -> Turn:
+        """The next turn; model agents report failed attempts to ``observer``."""
+        ...

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from harness.agents.base import Episode, ToolCall, Turn
+from harness.agents.base import Episode, ToolCall, Turn, UnitInfo
+from harness.models.transport import ModelObserver
 from protocols.grading import ABSTAIN_ANSWER, surfaced
 from protocols.schema import Question
 
@@ -45,9 +46,18 @@ class ScriptedAgent:
     model = ""
     records_model_calls = False
 
+    def for_unit(self, unit: UnitInfo) -> ScriptedAgent:
+        """Stateless: the same agent for every unit."""
+        return self
+
     async def next_turn(
-        self, episode: Episode, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self,
+        episode: Episode,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        observer: ModelObserver | None = None,
     ) -> Turn:
+        """``decide`` (no model, so nothing ever reaches ``observer``)."""
         return self.decide(episode, messages)
 
     def decide(self, episode: Episode, messages: list[dict[str, Any]]) -> Turn:

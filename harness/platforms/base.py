@@ -1,18 +1,35 @@
-"""The platform interface the runner depends on, so another platform slots in unchanged."""
+"""The platform interface: sessions for agents, and the lifecycle steps behind one adapter.
+
+The runner never speaks a platform's admin API itself. An adapter performs each
+lifecycle step (check a capture, promote, check an update, resolve a ref), records
+what it read through the unit's ``Evidence``, and returns a small typed observation
+the suite decides on. What "newest" means, which routes exist and how a promotion is
+verified are the adapter's business, so a platform with another API slots in unchanged.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+T = TypeVar("T")
+
+STAGES = ("teach", "capture", "recall", "promote", "transfer", "update", "abstain")
 
 
 class CallResult(NamedTuple):
-    """One tool call's outcome: the text the agent sees, parsed JSON if any, and timing."""
+    """One tool call's outcome: the text the agent sees, parsed JSON if any, and timing.
+
+    ``content`` holds the result's content blocks as the server sent them; ``text`` is
+    their text blocks joined by newlines (what an agent reads).
+    """
 
     text: str
     is_error: bool
     data: Any
     latency_ms: float
+    content: tuple[dict[str, Any], ...] = ()
 
 
 class ReadBack(NamedTuple):
@@ -36,7 +53,14 @@ class Observer(Protocol):
         result: Any,
         is_error: bool,
         latency_ms: float,
+        content: tuple[dict[str, Any], ...] = (),
     ) -> None: ...
+
+
+class SessionObserver(Observer, Protocol):
+    """An observer that remembers the seqs of the events it recorded."""
+
+    seqs: list[int]
 
 
 class PlatformSession(Protocol):
@@ -49,20 +73,117 @@ class PlatformSession(Protocol):
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallResult: ...
 
 
-class Insight(NamedTuple):
-    """An insight as the review API shows it."""
+class Clock(Protocol):
+    """Time as the runner sees it; injected so replay can run without the wall clock."""
 
-    id: str
-    status: str
-    content: str = ""
+    def time(self) -> float: ...
+
+    def monotonic(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class Evidence(Protocol):
+    """Where an adapter records its reads and calls: the unit's stream."""
+
+    clock: Clock
+
+    async def read(
+        self,
+        purpose: str,
+        action: Callable[[], Awaitable[ReadBack]],
+        observe: Callable[[ReadBack], Any],
+    ) -> tuple[Any, int | None]:
+        """Run one read (retried on infra errors), record it with ``observe(read)``."""
+        ...
+
+    def observer(self, purpose: str) -> SessionObserver:
+        """An observer recording MCP calls the adapter makes on the runner's behalf."""
+        ...
+
+    async def retrying(self, purpose: str, action: Callable[[], Awaitable[T]]) -> T:
+        """Run ``action``, recording and retrying retryable infra errors."""
+        ...
+
+
+class Page(NamedTuple):
+    slug: str
+    title: str
+    summary: str
+    body: str
+
+
+class Target(NamedTuple):
+    """What a protocol teaches and where its promotion should land."""
+
+    entity_urn: str
+    sink: str  # "datahub" (the entity's description) or "knowledge_page"
+    fact: str
+    page: Page | None = None
+
+
+class PollPolicy(NamedTuple):
+    """How long to wait for an asynchronous capture to show, and how often to look."""
+
+    timeout_s: float = 10.0
+    interval_s: float = 0.25
+
+
+class CaptureCheck(NamedTuple):
+    """Whether a capture by the identity on the target showed, and which (the newest)."""
+
+    found: str | None
+    reason: str
+    refs: list[int]
+
+
+class Promotion(NamedTuple):
+    """A promotion's steps as the platform answered them."""
+
+    ok: bool
+    reason: str
+    refs: list[int]
+
+
+class UpdateCheck(NamedTuple):
+    """Whether a correction landed as a new capture, and what became of the original."""
+
+    landed: str | None
+    landed_reason: str
+    landed_refs: list[int]
+    original_status: str | None = None
+    status_refs: tuple[int, ...] = ()
+
+    @property
+    def duplicated(self) -> bool:
+        """The original is still live beside its correction."""
+        return self.original_status in ("pending", "approved", "applied")
+
+
+class RefCheck(NamedTuple):
+    """Whether a cited ref exists on the platform, and what kind it is."""
+
+    ref: str
+    kind: str  # pack | vault | unknown
+    exists: bool
+    detail: str
+    refs: list[int]
+
+
+class Description(NamedTuple):
+    """What a platform says it is and which lifecycle stages and sinks it supports."""
+
+    name: str
+    version: str
+    stages: tuple[str, ...] = STAGES
+    sinks: tuple[str, ...] = ("datahub", "knowledge_page")
 
 
 class PlatformClient(Protocol):
     """What the runner needs from a memory platform; a new platform implements this.
 
-    Admin reads return the ``ReadBack`` they made so the runner can record it; MCP
-    calls made on the runner's behalf go to ``observer``. Infrastructure failures
-    raise ``harness.errors.InfraError``.
+    Infrastructure failures raise ``harness.errors.InfraError``; every read made for
+    a lifecycle step is recorded through the ``Evidence`` the step is given.
     """
 
     pool_size: int
@@ -77,41 +198,28 @@ class PlatformClient(Protocol):
         """A fresh session as pool identity ``pool_index`` (None: the admin/reviewer)."""
         ...
 
-    async def insights(
-        self, *, captured_by: str, entity_urn: str, since: float, status: str = ""
-    ) -> tuple[list[Insight], ReadBack]:
-        """Insights by one identity on one entity, created since ``since`` (epoch seconds)."""
+    async def describe(self) -> Description:
+        """Preflight: reach the platform as admin and as a pool identity; say what it is."""
         ...
 
-    async def insight(self, insight_id: str) -> tuple[Insight | None, ReadBack]:
-        """One insight's current status (None if the platform does not know it)."""
+    async def check_capture(
+        self, ev: Evidence, *, identity: int, target: Target, since: float, poll: PollPolicy
+    ) -> CaptureCheck:
+        """Find the newest pending capture by ``identity`` on the target since ``since``."""
         ...
 
-    async def approve(self, insight_id: str, notes: str) -> tuple[bool, ReadBack]:
-        """Approve a pending insight as the reviewer."""
+    async def promote(self, ev: Evidence, *, capture: str, target: Target) -> Promotion:
+        """Promote a capture into shared knowledge and verify it landed in the sink."""
         ...
 
-    async def apply(
-        self,
-        insight_id: str,
-        *,
-        entity_urn: str,
-        sink: str,
-        fact: str,
-        page: dict[str, str] | None,
-        observer: Observer | None,
-    ) -> tuple[bool, str]:
-        """Apply an approved insight to a sink; (accepted, the platform's answer)."""
+    async def check_update(
+        self, ev: Evidence, *, identity: int, original: str, target: Target, since: float
+    ) -> UpdateCheck:
+        """Did a correction land as a new live capture; is the original superseded?"""
         ...
 
-    async def changeset_lists(self, insight_id: str, entity_urn: str) -> tuple[bool, ReadBack]:
-        """Whether a live changeset on the entity lists the insight."""
-        ...
-
-    async def read_sink(
-        self, sink: str, entity_urn: str, observer: Observer | None
-    ) -> tuple[str, ReadBack | None]:
-        """The sink's current text (entity description, or the knowledge-page listing)."""
+    async def read_ref(self, ev: Evidence, ref: str) -> RefCheck:
+        """Resolve a ref an agent cited: a catalog entity or page (pack) or a memory (vault)."""
         ...
 
     async def aclose(self) -> None: ...

@@ -21,13 +21,28 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from harness.errors import InfraError
-from harness.platforms.base import CallResult, Insight, Observer, ReadBack
+from harness.platforms.base import (
+    CallResult,
+    CaptureCheck,
+    Description,
+    Evidence,
+    Observer,
+    PollPolicy,
+    Promotion,
+    ReadBack,
+    RefCheck,
+    Target,
+    UpdateCheck,
+)
+from protocols.grading import surfaced
 
 HANDLE_FIELD = "session_id"
 INSIGHTS = "/api/v1/admin/knowledge/insights"
 CHANGESETS = "/api/v1/admin/knowledge/changesets"
 PAGES = "/api/v1/portal/knowledge-pages"
 CLOCK_SLACK_S = 5.0  # "since" filters look this far back, for clock skew with the platform
+LIVE = ("pending", "approved", "applied")
+NAME = "mcp-data-platform"
 
 
 def rfc3339(epoch_s: float) -> str:
@@ -35,10 +50,39 @@ def rfc3339(epoch_s: float) -> str:
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _insight(row: Any) -> Insight | None:
-    if not isinstance(row, dict) or "id" not in row:
-        return None
-    return Insight(str(row["id"]), str(row.get("status", "")), str(row.get("content", "")))
+def _rows(got: ReadBack) -> list[dict[str, Any]]:
+    """The rows of an admin list envelope (``{"data": [...]}``); none on any other answer."""
+    data = got.body.get("data") if isinstance(got.body, dict) and got.status == 200 else None
+    return [r for r in data or [] if isinstance(r, dict) and "id" in r]
+
+
+def _created(row: dict[str, Any]) -> float:
+    try:
+        stamp = str(row.get("created_at", "")).replace("Z", "+00:00")
+        return dt.datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return float("-inf")
+
+
+def newest_first(rows: list[dict[str, Any]]) -> list[str]:
+    """Insight ids, newest first: by ``created_at``, ties in the platform's own order.
+
+    The peer lists newest first and refplatform oldest first; sorting by the recorded
+    time makes "the newest" mean the same on both.
+    """
+    order = sorted(enumerate(rows), key=lambda ir: (-_created(ir[1]), ir[0]))
+    return [str(r["id"]) for _, r in order]
+
+
+def entity_block(content: tuple[dict[str, Any], ...], data: Any) -> dict[str, Any] | None:
+    """The entity from its own content block; enrichment may append other text blocks."""
+    if isinstance(data, dict) and "urn" in data:
+        return data
+    for block in content:
+        parsed = _parse(str(block.get("text", ""))) if block.get("type") == "text" else None
+        if isinstance(parsed, dict) and "urn" in parsed:
+            return parsed
+    return None
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -110,18 +154,28 @@ class McpSession:
         self._observer = observer
         self.handle = ""
         self.email = ""
+        self.server: dict[str, str] = {}
+        self.info: dict[str, Any] = {}
 
     def _observe(
-        self, method: str, tool: str, args: dict[str, Any], result: Any, err: bool, ms: float
+        self,
+        method: str,
+        tool: str,
+        args: dict[str, Any],
+        result: Any,
+        err: bool,
+        ms: float,
+        content: tuple[dict[str, Any], ...] = (),
     ) -> None:
         if self._observer is not None:
-            self._observer.session_call(method, tool, args, result, err, ms)
+            self._observer.session_call(method, tool, args, result, err, ms, content)
 
     async def _open(self) -> None:
         start = time.perf_counter()
         init = await self._session.initialize()
         ms = (time.perf_counter() - start) * 1000
         server = {"name": init.server_info.name, "version": init.server_info.version}
+        self.server = server
         self._observe("initialize", "", {}, {"server": server}, False, ms)
         info = await self._raw_call("platform_info", {})
         if info.is_error or not isinstance(info.data, dict) or HANDLE_FIELD not in info.data:
@@ -129,6 +183,7 @@ class McpSession:
                              retryable=False)  # fmt: skip
         self.handle = str(info.data[HANDLE_FIELD])
         self.email = str(info.data.get("identity", ""))
+        self.info = info.data
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """Tools as ``{name, description, input_schema}``, the handle hidden from schemas."""
@@ -151,10 +206,11 @@ class McpSession:
         start = time.perf_counter()
         res = await self._session.call_tool(name, wire)
         ms = (time.perf_counter() - start) * 1000
-        text = "\n".join(getattr(c, "text", "") for c in res.content)
+        content = tuple(c.model_dump(mode="json", exclude_none=True) for c in res.content)
+        text = "\n".join(str(b["text"]) for b in content if "text" in b)
         data = res.structured_content if res.structured_content is not None else _parse(text)
-        result = CallResult(text, bool(res.is_error), data, ms)
-        self._observe("tools/call", name, arguments, text, result.is_error, ms)
+        result = CallResult(text, bool(res.is_error), data, ms, content)
+        self._observe("tools/call", name, arguments, None, result.is_error, ms, content)
         return result
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallResult:
@@ -247,82 +303,192 @@ class McpDataPlatform:
                              "(check the admin key)", retryable=False)  # fmt: skip
         return ReadBack(method, path, response.status_code, _parse(response.text), ms)
 
-    # -- the runner's platform operations (PlatformClient) --------------------------------
+    # -- the lifecycle steps (PlatformClient) ----------------------------------------------
 
-    async def insights(
-        self, *, captured_by: str, entity_urn: str, since: float, status: str = ""
-    ) -> tuple[list[Insight], ReadBack]:
+    async def describe(self) -> Description:
+        """Open an admin and a pool session; the server's self-reported name and version."""
+        async with self.session(None) as admin:
+            server, info = admin.server, admin.info
+        if info.get("admin") is False:
+            raise InfraError("refused", "the admin key opens a session without admin rights",
+                             retryable=False)  # fmt: skip
+        if self.pool_size:
+            async with self.session(1):
+                pass
+        version = str(server.get("version") or info.get("version") or "")
+        return Description(name=str(server.get("name") or NAME), version=version)
+
+    async def _insights(self, ev: Evidence, purpose: str, params: dict[str, Any]) -> Any:
+        got, seq = await ev.read(
+            purpose,
+            lambda: self.rest("GET", INSIGHTS, params=params),
+            lambda rb: {"ids": newest_first(_rows(rb)),
+                        "statuses": {str(r["id"]): r.get("status") for r in _rows(rb)}},
+        )  # fmt: skip
+        return got, seq
+
+    async def check_capture(
+        self, ev: Evidence, *, identity: int, target: Target, since: float, poll: PollPolicy
+    ) -> CaptureCheck:
         params = {
-            "captured_by": captured_by,
-            "entity_urn": entity_urn,
+            "captured_by": self.email(identity),
+            "entity_urn": target.entity_urn,
             "since": rfc3339(since - CLOCK_SLACK_S),
+            "status": "pending",
             "per_page": 100,
         }
-        if status:
-            params["status"] = status
-        got = await self.rest("GET", INSIGHTS, params=params)
-        rows = got.body.get("data") if isinstance(got.body, dict) and got.status == 200 else []
-        return [i for i in map(_insight, rows or []) if i is not None], got
+        deadline = ev.clock.monotonic() + poll.timeout_s
+        refs: list[int] = []
+        while True:
+            seen, seq = await self._insights(ev, "capture", params)
+            refs += [seq] if seq is not None else []
+            if seen["ids"]:
+                found = seen["ids"][0]
+                return CaptureCheck(found, f"pending insight {found} found", refs)
+            if ev.clock.monotonic() >= deadline:
+                return CaptureCheck(None, f"no pending insight within {poll.timeout_s:g}s", refs)
+            await ev.clock.sleep(poll.interval_s)
 
-    async def insight(self, insight_id: str) -> tuple[Insight | None, ReadBack]:
-        got = await self.rest("GET", f"{INSIGHTS}/{insight_id}")
-        return (_insight(got.body) if got.status == 200 else None), got
+    async def _status(self, ev: Evidence, purpose: str, insight_id: str) -> tuple[Any, int | None]:
+        def observe(rb: ReadBack) -> dict[str, Any]:
+            row = rb.body if isinstance(rb.body, dict) and rb.status == 200 else {}
+            return {"status": row.get("status"), "changeset_ref": row.get("changeset_ref", "")}
 
-    async def approve(self, insight_id: str, notes: str) -> tuple[bool, ReadBack]:
-        body = {"status": "approved", "review_notes": notes}
-        got = await self.rest("PUT", f"{INSIGHTS}/{insight_id}/status", body=body)
-        return got.status == 200, got
+        return await ev.read(purpose, lambda: self.rest("GET", f"{INSIGHTS}/{insight_id}"), observe)
 
-    async def apply(
-        self,
-        insight_id: str,
-        *,
-        entity_urn: str,
-        sink: str,
-        fact: str,
-        page: dict[str, str] | None,
-        observer: Observer | None,
-    ) -> tuple[bool, str]:
+    async def promote(self, ev: Evidence, *, capture: str, target: Target) -> Promotion:
+        """Approve over REST, apply over MCP as admin, then verify as the peer's harness does:
+        the insight is applied, a live changeset lists it, and the sink shows the fact."""
+        refs: list[int] = []
+
+        def note(seq: int | None) -> None:
+            refs.extend([seq] if seq is not None else [])
+
+        body = {"status": "approved", "review_notes": "benchledger reviewer"}
+        approved, seq = await ev.read(
+            "approve",
+            lambda: self.rest("PUT", f"{INSIGHTS}/{capture}/status", body=body),
+            lambda rb: {"approved": rb.status == 200},
+        )
+        note(seq)
+        if not approved["approved"]:
+            return Promotion(False, "the platform refused the approval", refs)
+        rec = ev.observer("promote")
+        ok, answer = await ev.retrying("promote", lambda: self._apply(capture, target, rec))
+        refs.extend(rec.seqs)
+        if not ok:
+            return Promotion(False, f"apply failed: {answer[:200]}", refs)
+        status, seq = await self._status(ev, "insight_status", capture)
+        note(seq)
+        listed, seq = await ev.read(
+            "changeset",
+            lambda: self.rest("GET", CHANGESETS,
+                              params={"entity_urn": target.entity_urn, "per_page": 500}),
+            lambda rb: {"lists": any(capture in c.get("source_insight_ids", [])
+                                     and not c.get("rolled_back") for c in _rows(rb))},
+        )  # fmt: skip
+        note(seq)
+        shown = await self._sink_shows(ev, target, refs)
+        applied = status["status"] == "applied"
+        reason = (
+            f"insight {'is' if applied else 'is not'} applied; a changeset "
+            f"{'lists' if listed['lists'] else 'does not list'} it; the {target.sink} sink "
+            f"{'shows' if shown else 'does not show'} the fact"
+        )
+        return Promotion(applied and listed["lists"] and shown, reason, refs)
+
+    async def _apply(self, capture: str, target: Target, rec: Observer) -> tuple[bool, str]:
         args: dict[str, Any] = {
             "action": "apply",
-            "entity_urn": entity_urn,
-            "insight_ids": [insight_id],
+            "entity_urn": target.entity_urn,
+            "insight_ids": [capture],
             "confirm": True,
-            "sink": sink,
+            "sink": target.sink,
         }
-        async with self.session(None, observer) as admin:
-            if sink == "datahub":
+        async with self.session(None, rec) as admin:
+            if target.sink == "datahub":
                 # The description is replaced: keep what it says and add the fact.
-                entity = await admin.call_tool("datahub_get_entity", {"urn": entity_urn})
-                current = (
-                    entity.data.get("description", "") if isinstance(entity.data, dict) else ""
-                )
-                detail = f"{current}\n\n{fact}".strip()
-                args["changes"] = [{"change_type": "update_description", "detail": detail}]
+                got = await admin.call_tool("datahub_get_entity", {"urn": target.entity_urn})
+                entity = entity_block(got.content, got.data)
+                if got.is_error or entity is None:
+                    return False, f"cannot read the entity's description: {got.text[:200]}"
+                detail = f"{entity.get('description') or ''}\n\n{target.fact}".strip()
+                args["changes"] = [{"change_type": "update_description",
+                                    "target": target.entity_urn, "detail": detail}]  # fmt: skip
             else:
-                args["page"] = dict(page or {})
+                args["page"] = dict(target.page._asdict()) if target.page else {}
             applied = await admin.call_tool("apply_knowledge", args)
         return not applied.is_error, applied.text
 
-    async def changeset_lists(self, insight_id: str, entity_urn: str) -> tuple[bool, ReadBack]:
-        got = await self.rest("GET", CHANGESETS, params={"entity_urn": entity_urn, "per_page": 500})
-        rows = got.body.get("data", []) if isinstance(got.body, dict) else []
-        listed = any(
-            insight_id in c.get("source_insight_ids", []) and not c.get("rolled_back")
-            for c in rows
-            if isinstance(c, dict)
-        )
-        return listed, got
+    async def _sink_shows(self, ev: Evidence, target: Target, refs: list[int]) -> bool:
+        """Whether the protocol's own sink (its entity, or its page by slug) shows the fact."""
+        if target.sink == "datahub":
+            rec = ev.observer("sink")
 
-    async def read_sink(
-        self, sink: str, entity_urn: str, observer: Observer | None
-    ) -> tuple[str, ReadBack | None]:
-        if sink == "datahub":
-            async with self.session(None, observer) as admin:
-                entity = await admin.call_tool("datahub_get_entity", {"urn": entity_urn})
-            return entity.text, None
-        got = await self.rest("GET", PAGES)
-        return json.dumps(got.body), got
+            async def read() -> bool:
+                async with self.session(None, rec) as admin:
+                    got = await admin.call_tool("datahub_get_entity", {"urn": target.entity_urn})
+                entity = entity_block(got.content, got.data)
+                return entity is not None and surfaced(target.fact, str(entity.get("description")))
+
+            shown = await ev.retrying("promote", read)
+            refs.extend(rec.seqs)
+            return shown
+        slug = target.page.slug if target.page else ""
+
+        def observe(rb: ReadBack) -> dict[str, Any]:
+            page = rb.body if isinstance(rb.body, dict) and rb.status == 200 else {}
+            text = " ".join(str(page.get(k, "")) for k in ("title", "summary", "body"))
+            return {"slug": page.get("slug"), "shows": bool(page) and surfaced(target.fact, text)}
+
+        seen, seq = await ev.read(
+            "sink", lambda: self.rest("GET", f"{PAGES}/{urllib.parse.quote(slug)}"), observe
+        )
+        refs.extend([seq] if seq is not None else [])
+        return bool(seen["shows"]) and seen["slug"] == slug
+
+    async def check_update(
+        self, ev: Evidence, *, identity: int, original: str, target: Target, since: float
+    ) -> UpdateCheck:
+        params = {
+            "captured_by": self.email(identity),
+            "entity_urn": target.entity_urn,
+            "since": rfc3339(since - CLOCK_SLACK_S),
+            "per_page": 100,
+        }
+        seen, seq = await self._insights(ev, "update", params)
+        refs = [seq] if seq is not None else []
+        new = [i for i in seen["ids"] if i != original and seen["statuses"].get(i) in LIVE]
+        if not new:
+            return UpdateCheck(None, "no new live insight after the correction", refs)
+        status, seq = await self._status(ev, "original_status", original)
+        return UpdateCheck(
+            new[0], f"correction captured as {new[0]}", refs, status["status"],
+            (seq,) if seq is not None else (),
+        )  # fmt: skip
+
+    async def read_ref(self, ev: Evidence, ref: str) -> RefCheck:
+        if ref.startswith("urn:li:"):
+            rec = ev.observer("ref")
+
+            async def read() -> tuple[bool, str]:
+                async with self.session(None, rec) as admin:
+                    got = await admin.call_tool("datahub_get_entity", {"urn": ref})
+                return not got.is_error, got.text[:200]
+
+            ok, detail = await ev.retrying("ref", read)
+            return RefCheck(ref, "pack", ok, detail, list(rec.seqs))
+        if ref.startswith("kp:"):
+            slug = urllib.parse.quote(ref[3:])
+            seen, seq = await ev.read(
+                "ref", lambda: self.rest("GET", f"{PAGES}/{slug}"),
+                lambda rb: {"exists": rb.status == 200},
+            )  # fmt: skip
+            return RefCheck(ref, "pack", seen["exists"], "", [seq] if seq is not None else [])
+        seen, seq = await self._status(ev, "ref", ref)
+        exists = seen["status"] is not None
+        return RefCheck(ref, "vault" if exists else "unknown", exists, str(seen["status"] or ""),
+                        [seq] if seq is not None else [])  # fmt: skip
 
     async def aclose(self) -> None:
         await self._admin_http.aclose()

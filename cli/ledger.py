@@ -1,0 +1,162 @@
+"""Ledger commands: verify, export, import, runs, log."""
+
+from __future__ import annotations
+
+import argparse
+
+from cli.common import EXIT_FAILED, EXIT_OK, ledger_arg, open_ledger
+from ledger.bundle import (
+    AUDIT_FORMAT,
+    export_run,
+    import_bundle,
+    read_header,
+    verify_audit_bundle,
+    verify_bundle,
+)
+from ledger.chain import Failure, Summary
+from projections.source import is_bundle
+
+
+def _print_failure(what: str, failure: Failure) -> None:
+    print(f"FAILED {what}: {failure}")
+    if failure.expected or failure.found:
+        print(f"  expected: {failure.expected}")
+        print(f"  found:    {failure.found}")
+
+
+def _print_ok(what: str, s: Summary) -> None:
+    root = s.sealed_root or f"(unsealed; heads root {s.computed_root})"
+    print(f"ok {what}: {s.streams} streams, {s.events} events, root {root}")
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Verify a bundle, an audit bundle, one run or every run; 1 on the first bad one."""
+    target = args.target
+    if target and is_bundle(target):
+        if read_header(target).format == AUDIT_FORMAT:
+            failure, proven, header = verify_audit_bundle(target, root=args.root)
+            if failure:
+                _print_failure(f"audit bundle {target} (run {header.run})", failure)
+                return EXIT_FAILED
+            root = (args.root or header.root).lower()
+            print(f"ok audit bundle {target} (run {header.run}): {proven} streams in root {root}")
+            return EXIT_OK
+        failure, summary, header = verify_bundle(target, root=args.root)
+        if failure:
+            _print_failure(f"bundle {target} (run {header.run})", failure)
+            return EXIT_FAILED
+        _print_ok(f"bundle {target} (run {header.run})", summary)
+        return EXIT_OK
+    ledger = open_ledger(args, create=False)
+    run_ids = [target] if target else ledger.store.run_ids()
+    if not run_ids:
+        print("ok: the ledger holds no runs")
+        return EXIT_OK
+    status = EXIT_OK
+    for run_id in run_ids:
+        failure, summary = ledger.verify(run_id, require_seal=bool(args.root))
+        if failure is None and args.root and summary.sealed_root != args.root.lower():
+            failure = Failure(
+                run_id,
+                -1,
+                "root mismatch",
+                "sealed root is not the one expected",
+                expected=args.root.lower(),
+                found=summary.sealed_root,
+            )
+        if failure:
+            _print_failure(f"run {run_id}", failure)
+            status = EXIT_FAILED
+        else:
+            _print_ok(f"run {run_id}", summary)
+    for stream in ledger.orphans() if not target else []:
+        print(f"FAILED stream {stream!r}: its run header stream is missing")
+        status = EXIT_FAILED
+    return status
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write a run as a bundle."""
+    ledger = open_ledger(args, create=False)
+    n = export_run(ledger, args.run, args.output)
+    info = ledger.run_info(args.run)
+    print(f"exported run {args.run}: {n} events to {args.output} (root {info.root or 'unsealed'})")
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Add a bundle's events to the ledger (idempotent)."""
+    ledger = open_ledger(args, create=True)
+    added = import_bundle(ledger, args.file)
+    print(f"imported {args.file}: {added} new events")
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    """List the ledger's runs: streams, events, sealed root."""
+    ledger = open_ledger(args, create=False)
+    runs = ledger.runs()
+    if not runs:
+        print("no runs")
+        return EXIT_OK
+    print(f"{'run':<40} {'streams':>8} {'events':>9}  root")
+    for r in runs:
+        print(f"{r.run_id:<40} {r.streams:>8} {r.events:>9}  {r.root or '(unsealed)'}")
+    return EXIT_OK
+
+
+def _one_line(value: object, width: int = 100) -> str:
+    from ledger.codec import canonical_json
+
+    text = canonical_json(value).decode()
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    """Print a run's (or one stream's) events, one line each."""
+    ledger = open_ledger(args, create=False)
+    stream = args.stream
+    if stream is not None and stream != args.run and not stream.startswith(args.run + "/"):
+        stream = f"{args.run}/{stream}"
+    ledger.run_info(args.run)
+    current = None
+    for event, h in ledger.events(args.run, stream):
+        if event.stream != current:
+            current = event.stream
+            print(f"== {current}")
+        refs = ",".join(map(str, event.refs)) or "-"
+        kind = type(event).__struct_config__.tag
+        print(f"{event.seq:>5}  {kind:<17} {h[:12]}  refs={refs:<8} {_one_line(event.body)}")  # type: ignore[attr-defined]
+    if current is None:
+        print(f"no events in {stream or args.run}")
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add verify, export, import, runs and log."""
+    p = sub.add_parser("verify", help="check a run or bundle has not been altered")
+    p.add_argument("target", nargs="?", help="run id, or a bundle FILE.jsonl[.gz]")
+    p.add_argument("--root", metavar="HEX", help="the run root you expect (published root)")
+    ledger_arg(p)
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("export", help="write a run as a bundle")
+    p.add_argument("run")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.jsonl[.gz]")
+    ledger_arg(p)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("import", help="add a bundle's events to a ledger (idempotent)")
+    p.add_argument("file")
+    ledger_arg(p)
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("runs", help="list runs")
+    ledger_arg(p)
+    p.set_defaults(func=cmd_runs)
+
+    p = sub.add_parser("log", help="print a run's events")
+    p.add_argument("run")
+    p.add_argument("stream", nargs="?", help="one stream (full name or the part after RUN/)")
+    ledger_arg(p)
+    p.set_defaults(func=cmd_log)

@@ -1,0 +1,74 @@
+"""The model-loop policy: build the canonical request, call the transport, make a turn."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from harness.agents.base import Episode, ToolCall, Turn, UnitInfo
+from harness.models.request import CanonicalRequest, build_request, request_hash, request_json
+from harness.models.response import response_json
+from harness.models.transport import AttemptFailure, ModelObserver, ModelTransport
+
+
+class _Counting:
+    """Forwards failed attempts and counts them, so the turn can carry its retries."""
+
+    def __init__(self, inner: ModelObserver | None) -> None:
+        self.inner = inner
+        self.failures = 0
+
+    def attempt_failed(self, request: CanonicalRequest, failure: AttemptFailure) -> None:
+        self.failures += 1
+        if self.inner is not None:
+            self.inner.attempt_failed(request, failure)
+
+
+class ModelAgent:
+    """An agent whose turns are model calls over ``transport`` (real, fake or replay log)."""
+
+    records_model_calls = True
+
+    def __init__(
+        self,
+        transport: ModelTransport,
+        *,
+        model: str,
+        params: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.transport = transport
+        self.model = model
+        self.params: dict[str, Any] = dict(params or {})
+        self.name = name or f"{transport.name}:{model}"
+        # Refuse credential-looking params now, at construction, not on the first turn.
+        build_request(model, "", [], [], params=self.params)
+
+    def for_unit(self, unit: UnitInfo) -> ModelAgent:
+        """Stateless: the same agent for every unit."""
+        return self
+
+    async def next_turn(
+        self,
+        episode: Episode,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        observer: ModelObserver | None = None,
+    ) -> Turn:
+        """One model call: request from the episode's system prompt, messages and tools."""
+        req = build_request(self.model, episode.system_prompt, messages, tools, params=self.params)
+        counting = _Counting(observer)
+        start = time.perf_counter()
+        resp = await self.transport.complete(req, observer=counting, hint=episode)
+        ms = (time.perf_counter() - start) * 1000
+        return Turn(
+            text=resp.text,
+            tool_calls=tuple(ToolCall(c.id, c.name, dict(c.arguments)) for c in resp.tool_calls),
+            usage=dict(resp.usage),
+            request=request_json(req),
+            response=response_json(resp),
+            latency_ms=ms,
+            retry=counting.failures,
+            request_hash=request_hash(req),
+        )

@@ -1,0 +1,457 @@
+"""The suite-agnostic run driver: preflight, start or resume, run units, seal if complete.
+
+Units are (pass, item) pairs; pass j is attempt j. Unit i of pass j uses pool identities
+``n*((j-1)*P + i) + 1 .. + n`` (n identities per unit); a resumed unit takes fresh ones
+above the highest any unit of the run was ever given, so no unit inherits another's
+memories. Nothing is written before the run's configuration, its pool and its platform
+have been checked; a refused resume writes nothing either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import math
+import secrets
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from harness import agents
+from harness.agents.base import Agent, UnitInfo
+from harness.errors import HarnessError, InfraError
+from harness.platforms.base import Clock, Description, PlatformClient
+from harness.platforms.provision import (
+    PlatformSpec,
+    Provisioner,
+    parse_platform,
+    provisioner,
+)
+from harness.record import (
+    REDACTED,
+    RunConfig,
+    RunRefused,
+    contradictions,
+    highest_identity,
+    platform_option,
+    read_record,
+    redact_command,
+)
+from harness.suites import Suite, suite_for
+from harness.unit import UnitContext, UnitFailed, UnitOutcome, UnitPlan, identity_label
+from ledger import Ledger, LedgerError
+from ledger.events import (
+    PlannedUnit,
+    RunRecord,
+    RunStartedBody,
+    UnitAbandoned,
+    UnitAbandonedBody,
+    UnitFinished,
+    UnitFinishedBody,
+    UnitStarted,
+    UnitStartedBody,
+)
+from ledger.ledger import check_run_id
+from protocols.hashing import benchledger_hash
+
+TOOL_VERSION: Final = "benchledger 0.1.0"
+MAX_POOL: Final = 999
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+def pool_needed(units: int, per_unit: int = 2) -> tuple[int, int]:
+    """(identities the run needs, retry margin): units x per_unit plus max(4, 10%)."""
+    needed = units * per_unit
+    return needed, max(4, math.ceil(needed * 0.1))
+
+
+def new_run_id(suite: str = "lifecycle") -> str:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
+    prefix = "lc" if suite == "lifecycle" else suite[:4]
+    return f"{prefix}-{stamp}-{secrets.token_hex(2)}"
+
+
+@dataclass
+class Progress:
+    """Callbacks the CLI renders (a bar on a terminal, one line per unit otherwise)."""
+
+    started: Callable[[int], None] = lambda total: None
+    unit_done: Callable[[UnitOutcome, int, int], None] = lambda outcome, done, total: None
+
+
+@dataclass
+class RunResult:
+    """How a run ended: its id, root (empty if unsealed), outcomes and the exit status."""
+
+    run_id: str
+    root: str
+    outcomes: list[UnitOutcome] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[UnitOutcome]:
+        return [o for o in self.outcomes if o.error]
+
+    @property
+    def status(self) -> int:
+        """1 when the run is unsealed or every unit it ran failed for infra reasons, else 0."""
+        if not self.root or (self.outcomes and len(self.failed) == len(self.outcomes)):
+            return EXIT_FAILED
+        return EXIT_OK
+
+
+def _unit_states(ledger: Ledger, run_id: str) -> dict[str, dict[str, Any]]:
+    """Per unit stream: its (item, attempt), and whether it finished or ended at all."""
+    units: dict[str, dict[str, Any]] = {}
+    for event, _ in ledger.events(run_id):
+        if isinstance(event, UnitStarted):
+            b = event.body
+            units[event.stream] = {"key": (b.protocol_id, b.attempt), "terminal": False,
+                                   "finished": False}  # fmt: skip
+        elif isinstance(event, UnitFinished) and event.stream in units:
+            units[event.stream].update(terminal=True, finished=True)
+        elif isinstance(event, UnitAbandoned) and event.stream in units:
+            units[event.stream]["terminal"] = True
+    return units
+
+
+class RunDriver:
+    """Runs (or resumes) one run of a suite into a ledger."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        config: RunConfig,
+        progress: Progress | None = None,
+        *,
+        clock: Clock | None = None,
+        agent: Agent | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.cfg = config
+        self.progress = progress or Progress()
+        self.clock = clock
+        self._agent = agent
+        self.run_id = config.resume or config.run_id
+        self.outcomes: list[UnitOutcome] = []
+
+    # -- planning ---------------------------------------------------------------------------
+
+    def plan(self, suite: Suite, items: list[Any], k: int, run_id: str) -> list[UnitPlan]:
+        """Every unit of the run, deterministically: pass by pass, item by item."""
+        n, per = len(items), suite.identities_per_unit
+        plans = []
+        for j in range(1, k + 1):
+            for i, item in enumerate(items):
+                first = per * ((j - 1) * n + i) + 1
+                ids = tuple(range(first, first + per))
+                plans.append(UnitPlan(item, j, f"{run_id}/{item.id}/{j}", ids))
+        return plans
+
+    def _resume_plan(
+        self, suite: Suite, items: list[Any], record: RunRecord, run_id: str
+    ) -> tuple[list[UnitPlan], list[tuple[str, str]]]:
+        """Unfinished units as fresh streams and the (stream, new stream) pairs to abandon.
+
+        Reads only: the caller writes the abandonments once every check has passed.
+        """
+        units = _unit_states(self.ledger, run_id)
+        by_key: dict[tuple[str, int], list[str]] = {}
+        for stream, info in units.items():
+            by_key.setdefault(info["key"], []).append(stream)
+        per = suite.identities_per_unit
+        planned_top = len(items) * record.k * per
+        next_identity = max(planned_top, highest_identity(self.ledger, run_id)) + 1
+        plans, abandon = [], []
+        for plan in self.plan(suite, items, record.k, run_id):
+            streams = sorted(by_key.get((plan.unit_id, plan.attempt), []))
+            if any(units[s]["finished"] for s in streams):
+                continue
+            if not streams:
+                plans.append(plan)
+                continue
+            new = f"{plan.stream}-r{len(streams)}"
+            abandon += [(s, new) for s in streams if not units[s]["terminal"]]
+            ids = tuple(range(next_identity, next_identity + per))
+            next_identity += per
+            plans.append(UnitPlan(plan.item, plan.attempt, new, ids, resumes=streams[-1]))
+        return plans, abandon
+
+    # -- pool -------------------------------------------------------------------------------
+
+    def _pool_size(self, spec: PlatformSpec, units: int, per: int, k: int) -> int:
+        needed, margin = pool_needed(units, per)
+        if spec.kind != "external":
+            if needed + margin > MAX_POOL:
+                raise RunRefused(
+                    f"the run needs {needed} identities plus a retry margin of {margin}; the "
+                    f"embedded platform holds at most {MAX_POOL}: use fewer protocols or a "
+                    "smaller --k"
+                )
+            return needed + margin
+        available = self.cfg.pool_size
+        if needed + margin > available:
+            raise RunRefused(
+                f"the run needs {needed} identities ({units // k} protocols x k={k} x {per}) "
+                f"plus a retry margin of {margin}, but --pool-size is {available}"
+            )
+        return available
+
+    # -- running ----------------------------------------------------------------------------
+
+    async def _unit(
+        self,
+        sem: asyncio.Semaphore,
+        suite: Suite,
+        agent: Agent,
+        client: PlatformClient,
+        plan: UnitPlan,
+        total: int,
+    ) -> None:
+        async with sem:
+            outcome = await self._run_unit(suite, agent, client, plan)
+        self.outcomes.append(outcome)
+        self.progress.unit_done(outcome, len(self.outcomes), total)
+
+    async def _run_unit(
+        self, suite: Suite, agent: Agent, client: PlatformClient, plan: UnitPlan
+    ) -> UnitOutcome:
+        """One unit behind a fault barrier: whatever goes wrong ends it with an error."""
+        labels = [identity_label(client, i) for i in plan.identities]
+        unit_agent = agent.for_unit(
+            UnitInfo(plan.stream, plan.unit_id, plan.attempt, labels[0], labels[-1])
+        )
+        ctx = UnitContext(self.ledger, client, unit_agent, plan, clock=self.clock)
+        ctx.w.append(
+            UnitStartedBody(
+                protocol_id=plan.unit_id,
+                attempt=plan.attempt,
+                protocol_hash=benchledger_hash([plan.item]) if suite.name == "lifecycle" else "",
+                teacher=labels[0],
+                learner=labels[-1],
+                resumes=plan.resumes,
+            )
+        )
+        ctx.commit()
+        error = ""
+        try:
+            await suite.run_unit(ctx)
+        except UnitFailed as exc:
+            error = str(exc)
+        except (LedgerError, asyncio.CancelledError):
+            raise  # storage faults and Ctrl-C end the run; the unit resumes later
+        except InfraError as exc:  # an adapter's failure outside its retries
+            error = f"{ctx.stage}: {exc}"
+        except Exception as exc:  # the fault barrier: one unit's bug never ends the run
+            error = f"internal error in {ctx.stage or 'the unit'}: {type(exc).__name__}: {exc}"
+        ctx.w.append(UnitFinishedBody(outcome=dict(ctx.outcome), error=error))
+        ctx.commit()
+        return UnitOutcome(plan.stream, plan.unit_id, plan.attempt, dict(ctx.outcome), error)
+
+    async def _run(
+        self,
+        suite: Suite,
+        agent: Agent,
+        prov: Provisioner,
+        plans: list[UnitPlan],
+        stack: AsyncExitStack,
+        shared: PlatformClient | None,
+        scope: str,
+    ) -> None:
+        sem = asyncio.Semaphore(max(1, self.cfg.concurrency))
+        total = len(plans)
+        passes = sorted({p.attempt for p in plans})
+        if prov.fresh_state:
+            # Fresh state per pass (or per unit): every scope gets its own platform.
+            clients: dict[Any, PlatformClient] = {}
+
+            async def client_for(key: Any) -> PlatformClient:
+                if key not in clients:
+                    clients[key] = await stack.enter_async_context(prov.runtime())
+                return clients[key]
+
+            tasks = []
+            for p in plans:
+                key = p.stream if scope == "unit" else p.attempt
+                tasks.append(self._unit(sem, suite, agent, await client_for(key), p, total))
+            await asyncio.gather(*tasks)
+            return
+        assert shared is not None  # a shared platform's client comes from the preflight
+        for n, j in enumerate(passes):
+            if n:
+                prov.between_passes()
+            await asyncio.gather(
+                *(self._unit(sem, suite, agent, shared, p, total) for p in plans if p.attempt == j)
+            )
+
+    async def _preflight(
+        self, prov: Provisioner, stack: AsyncExitStack
+    ) -> tuple[PlatformClient | None, Description]:
+        """What the platform says it is; RunRefused, with nothing written, if unreachable.
+
+        A shared platform's client is kept for the run; a fresh-state platform is
+        described on a runtime of its own and thrown away, so every unit's platform
+        starts exactly as fresh as every other's.
+        """
+        try:
+            if prov.fresh_state:
+                async with prov.runtime() as probe:
+                    return None, await probe.describe()
+            client = await stack.enter_async_context(prov.runtime())
+            return client, await client.describe()
+        except InfraError as exc:
+            raise RunRefused(
+                f"platform preflight failed at {prov.spec.label}: {exc.message}; nothing was "
+                "written (check --platform, --admin-key and --pool-base)"
+            ) from None
+        except HarnessError as exc:
+            raise RunRefused(f"platform preflight failed: {exc}") from None
+
+    async def execute(self) -> RunResult:
+        """Run or resume; seal when every planned unit finished; the result says how it went."""
+        cfg = self.cfg
+        if cfg.resume:
+            return await self._resume()
+        suite = suite_for(cfg.suite)
+        if hasattr(suite, "capture_timeout_s"):
+            suite.capture_timeout_s = cfg.capture_timeout_s
+        run_id = cfg.run_id or new_run_id(cfg.suite)
+        try:
+            check_run_id(run_id)
+            spec = parse_platform(cfg.platform)
+            agent = self._agent or agents.from_spec(cfg.agent)
+        except ValueError as exc:
+            raise RunRefused(str(exc)) from None
+        if cfg.runtime_scope not in ("pass", "unit"):
+            raise RunRefused(f"runtime scope {cfg.runtime_scope!r}: use pass or unit")
+        if cfg.runtime_scope == "unit" and spec.kind == "external":
+            raise RunRefused("a fresh platform per unit needs an embedded platform")
+        if self.ledger.store.head(run_id) is not None:
+            raise RunRefused(f"run {run_id} already exists; resume it with --resume {run_id}")
+        loaded = suite.load(cfg.protocols_path or suite.default_path())
+        units = len(loaded.items) * cfg.k
+        pool = self._pool_size(spec, units, suite.identities_per_unit, cfg.k)
+        self.run_id = run_id
+        plans = self.plan(suite, loaded.items, cfg.k, run_id)
+        async with AsyncExitStack() as stack:
+            prov = provisioner(
+                spec, pool_size=pool, admin_key=cfg.admin_key, pool_base=cfg.pool_base,
+                reset_cmd=cfg.reset_cmd, k=cfg.k,
+            )  # fmt: skip
+            first, described = await self._preflight(prov, stack)
+            record = RunRecord(
+                suite=suite.name,
+                platform=prov.record(described),
+                protocols_path=loaded.path,
+                protocol_set_hash=loaded.set_hash,
+                units=[PlannedUnit(p.unit_id, p.attempt) for p in plans],
+                k=cfg.k,
+                agent=cfg.agent,
+                pool_size=pool if spec.kind == "external" else 0,
+                reset_cmd=redact_command(cfg.reset_cmd, (cfg.admin_key, cfg.pool_base)),
+                concurrency=cfg.concurrency,
+                capture_timeout_s=cfg.capture_timeout_s,
+                runtime_scope=cfg.runtime_scope,
+            )
+            self.ledger.start_run(
+                run_id,
+                RunStartedBody(
+                    suite=suite.name,
+                    protocol_set_hash=loaded.set_hash,
+                    protocols=len(loaded.items),
+                    k=cfg.k,
+                    agent=agent.name,
+                    model=agent.model,
+                    platform=described.name + (" (embedded)" if spec.kind != "external" else ""),
+                    platform_version=described.version,
+                    coupled=prov.coupled,
+                    tool_version=TOOL_VERSION,
+                    record=record,
+                ),
+            )
+            self.progress.started(len(plans))
+            await self._run(suite, agent, prov, plans, stack, first, cfg.runtime_scope)
+        return self._seal(run_id, record)
+
+    async def _resume(self) -> RunResult:
+        cfg = self.cfg
+        run_id = cfg.resume
+        info = self.ledger.run_info(run_id)
+        if info.root:
+            raise RunRefused(
+                f"run {run_id} is already sealed (root {info.root}); nothing to resume"
+            )
+        record = read_record(self.ledger, run_id)
+        wrong = contradictions(cfg, record)
+        if wrong:
+            raise RunRefused(
+                f"resuming run {run_id} with options that contradict its record: "
+                + "; ".join(wrong)
+            )
+        suite = suite_for(record.suite)
+        if hasattr(suite, "capture_timeout_s"):
+            suite.capture_timeout_s = record.capture_timeout_s
+        loaded = suite.load(record.protocols_path)
+        if loaded.set_hash != record.protocol_set_hash:
+            raise RunRefused(
+                f"the protocol set at {record.protocols_path} changed since run {run_id} started"
+            )
+        spec = parse_platform(platform_option(record))
+        if spec.kind == "external" and not (cfg.admin_key and cfg.pool_base):
+            raise RunRefused(
+                f"run {run_id} ran against {spec.url}: resuming needs --admin-key (or "
+                "$BENCHLEDGER_ADMIN_KEY) and --pool-base again (keys are never recorded)"
+            )
+        reset_cmd = cfg.reset_cmd if "reset_cmd" in cfg.given else record.reset_cmd
+        if REDACTED in reset_cmd:
+            raise RunRefused(
+                "the recorded --reset-cmd had secrets redacted: give --reset-cmd again"
+            )
+        try:
+            agent = self._agent or agents.from_spec(record.agent)
+        except ValueError as exc:
+            raise RunRefused(str(exc)) from None
+        plans, abandon = self._resume_plan(suite, loaded.items, record, run_id)
+        per = suite.identities_per_unit
+        if spec.kind == "external":
+            highest = max((max(p.identities) for p in plans), default=0)
+            if highest > record.pool_size:
+                raise RunRefused(
+                    f"resuming needs pool identities up to {highest}, but the pool holds "
+                    f"{record.pool_size}: start a new run with a larger --pool-size"
+                )
+            pool = record.pool_size
+        else:
+            top = max((max(p.identities) for p in plans), default=0)
+            pool = max(top, len(loaded.items) * record.k * per)
+            if pool > MAX_POOL:
+                raise RunRefused(
+                    f"resuming needs pool identities up to {pool}; the embedded platform "
+                    f"holds at most {MAX_POOL}"
+                )
+        self.run_id = run_id
+        async with AsyncExitStack() as stack:
+            prov = provisioner(
+                spec, pool_size=pool, admin_key=cfg.admin_key, pool_base=cfg.pool_base,
+                reset_cmd=reset_cmd, k=record.k,
+            )  # fmt: skip
+            first, _ = await self._preflight(prov, stack)
+            # Every check passed: only now mark the interrupted streams.
+            for stream, new in abandon:
+                w = self.ledger.writer(stream)
+                w.append(UnitAbandonedBody(reason="interrupted; re-run on resume", resumed_as=new))
+                self.ledger.commit(w)
+            self.progress.started(len(plans))
+            await self._run(suite, agent, prov, plans, stack, first, record.runtime_scope)
+        return self._seal(run_id, record)
+
+    def _seal(self, run_id: str, record: RunRecord) -> RunResult:
+        """Seal the run if every planned unit finished; otherwise name the missing ones."""
+        units = _unit_states(self.ledger, run_id)
+        done = {info["key"] for info in units.values() if info["finished"]}
+        missing = [f"{u.unit_id}/{u.attempt}" for u in record.units
+                   if (u.unit_id, u.attempt) not in done]  # fmt: skip
+        root = "" if missing else self.ledger.seal(run_id)
+        return RunResult(run_id, root, list(self.outcomes), missing)

@@ -1,0 +1,224 @@
+"""The import direction between our packages (DESIGN §1), read from the source by an AST walk.
+
+Every import counts: module level and inside functions, ``import x`` and ``from x import y``,
+relative imports resolved against the importing module. A lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import pairwise
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# What each package may import, besides itself. ``cli`` sits on top: it may import anything.
+ALLOWED: dict[str, frozenset[str]] = {
+    "ledger": frozenset(),
+    "protocols": frozenset({"ledger"}),
+    "projections": frozenset({"ledger", "protocols"}),
+    "refplatform": frozenset({"protocols"}),
+    "harness": frozenset({"ledger", "protocols", "projections"}),
+    # Full replay re-drives the harness's episode loop through its interfaces (DESIGN §1).
+    "replay": frozenset({"ledger", "protocols", "projections", "harness"}),
+    "benchmarks": frozenset({"ledger", "protocols", "projections", "harness", "refplatform"}),
+    "cli": frozenset(
+        {"ledger", "protocols", "projections", "refplatform", "harness", "replay", "benchmarks"}
+    ),
+}
+OURS = frozenset(ALLOWED)
+TOP = "cli"
+# The harness starts refplatform in-process from this one module and nowhere else.
+REFPLATFORM_DOOR = "harness/platforms/embedded.py"
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported module, where it is imported, and the statement as written."""
+
+    file: str  # relative to the repository, with forward slashes
+    line: int
+    target: str  # absolute dotted module name
+    statement: str
+
+    @property
+    def importer(self) -> str:
+        return self.file.split("/")[0]
+
+    @property
+    def imported(self) -> str:
+        return self.target.split(".")[0]
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.statement}"
+
+
+def _module_name(rel_path: str) -> tuple[str, bool]:
+    """``harness/agents/fake.py`` -> (``harness.agents.fake``, False); packages -> True."""
+    parts = rel_path.removesuffix(".py").split("/")
+    is_package = parts[-1] == "__init__"
+    if is_package:
+        parts = parts[:-1]
+    return ".".join(parts), is_package
+
+
+def _statement(node: ast.Import | ast.ImportFrom) -> str:
+    names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)
+    if isinstance(node, ast.Import):
+        return f"import {names}"
+    return f"from {'.' * node.level}{node.module or ''} import {names}"
+
+
+def imports_in(source: str, rel_path: str) -> Iterator[Import]:
+    """Every import in ``source`` (of the module at ``rel_path``), as absolute module names."""
+    module, is_package = _module_name(rel_path)
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source, rel_path)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(rel_path, node.lineno, alias.name, _statement(node))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            yield Import(rel_path, node.lineno, target, _statement(node))
+
+
+def _python_files(package: str) -> Iterator[str]:
+    for folder, dirs, files in os.walk(os.path.join(REPO, package)):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                yield os.path.relpath(os.path.join(folder, name), REPO).replace(os.sep, "/")
+
+
+def cross_package_imports(package: str) -> list[Import]:
+    """The imports in ``package`` of our other packages."""
+    found = []
+    for rel in _python_files(package):
+        with open(os.path.join(REPO, rel), encoding="utf-8") as fh:
+            source = fh.read()
+        found += [
+            i for i in imports_in(source, rel) if i.imported in OURS and i.imported != package
+        ]
+    return found
+
+
+def _forbidden(package: str) -> list[str]:
+    bad, allowed = [], ALLOWED[package]
+    for imp in cross_package_imports(package):
+        # These two are judged by their own tests below, so each violation fails once.
+        if imp.imported == TOP or (package == "harness" and imp.imported == "refplatform"):
+            continue
+        if imp.imported not in allowed:
+            may = ", ".join(sorted(allowed)) or "nothing of ours"
+            bad.append(f"{imp}: {package} imports {imp.target}; {package} may import {may}")
+    return bad
+
+
+@pytest.mark.parametrize("package", sorted(OURS - {TOP}), ids=lambda p: p)
+def test_each_package_imports_only_the_packages_below_it(package):
+    bad = _forbidden(package)
+    assert not bad, "forbidden imports:\n  " + "\n  ".join(bad)
+
+
+def test_nothing_below_the_command_line_imports_it():
+    bad = [
+        f"{imp}: {imp.importer} imports the command line ({imp.target})"
+        for package in sorted(OURS - {TOP})
+        for imp in cross_package_imports(package)
+        if imp.imported == TOP
+    ]
+    assert not bad, "\n  ".join(["only the command line may import cli:", *bad])
+
+
+def test_the_harness_reaches_refplatform_only_through_its_embedded_platform_module():
+    bad = [
+        f"{imp}: only {REFPLATFORM_DOOR} may import refplatform"
+        for imp in cross_package_imports("harness")
+        if imp.imported == "refplatform" and imp.file != REFPLATFORM_DOOR
+    ]
+    assert not bad, "\n  ".join(["the harness imports refplatform elsewhere:", *bad])
+
+
+def test_there_are_no_import_cycles_between_our_packages():
+    edges: dict[str, dict[str, Import]] = {p: {} for p in OURS}
+    for package in sorted(OURS):
+        for imp in cross_package_imports(package):
+            edges[package].setdefault(imp.imported, imp)
+    cycle = _find_cycle({p: sorted(e) for p, e in edges.items()})
+    if cycle:
+        steps = [str(edges[a][b]) for a, b in pairwise(cycle)]
+        pytest.fail(f"import cycle {' -> '.join(cycle)}:\n  " + "\n  ".join(steps))
+
+
+def _find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
+    """A cycle in ``graph`` as [a, b, ..., a], or None (depth-first, three colours)."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        if node in done:
+            return None
+        path.append(node)
+        for nxt in graph.get(node, []):
+            found = visit(nxt)
+            if found:
+                return found
+        path.pop()
+        done.add(node)
+        return None
+
+    for start in sorted(graph):
+        found = visit(start)
+        if found:
+            return found
+    return None
+
+
+def test_every_top_level_package_of_the_repository_has_a_rule():
+    packages = {
+        name
+        for name in os.listdir(REPO)
+        if os.path.isfile(os.path.join(REPO, name, "__init__.py")) and name != "tests"
+    }
+    assert packages == set(OURS), "give each package a row in ALLOWED (and DESIGN §1)"
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "expected"),
+    [
+        ("harness/x.py", "import ledger.chain, os\n", ["ledger.chain", "os"]),
+        ("harness/x.py", "def f():\n    from cli import main\n", ["cli"]),
+        ("harness/agents/fake.py", "from .base import Turn\n", ["harness.agents.base"]),
+        ("harness/agents/fake.py", "from .. import settings\n", ["harness"]),
+        ("harness/agents/__init__.py", "from . import fake\n", ["harness.agents"]),
+        ("cli/run.py", "if True:\n    import harness.runner as r\n", ["harness.runner"]),
+    ],
+    ids=[
+        "module-level-import",
+        "function-level-from-import",
+        "relative-sibling",
+        "relative-parent",
+        "relative-in-package-init",
+        "nested-block-import-as",
+    ],
+)
+def test_the_walk_finds_every_kind_of_import(path, source, expected):
+    assert [i.target for i in imports_in(source, path)] == expected
+
+
+def test_an_import_is_named_by_its_file_line_and_statement():
+    first, lazy = imports_in("import os\n\ndef f():\n    from cli import main\n", "ledger/x.py")
+    assert str(first) == "ledger/x.py:1: import os"
+    assert str(lazy) == "ledger/x.py:4: from cli import main"
+    assert (lazy.importer, lazy.imported) == ("ledger", "cli")

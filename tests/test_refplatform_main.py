@@ -1,0 +1,92 @@
+"""`python -m refplatform serve` standalone, and `benchledger platform serve` delegating."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import httpx2
+import pytest
+
+import cli
+import cli.platform
+import refplatform.__main__ as refplatform_main
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIRST_LINE = re.compile(
+    r"^refplatform serving (http://127\.0\.0\.1:\d+)/mcp "
+    r"\(admin REST under \1/api/v1\)\n$"
+)
+
+
+def test_python_m_refplatform_serve_prints_its_url_first_serves_and_stops_on_ctrl_c():
+    cmd = [sys.executable, "-m", "refplatform", "serve", "--port", "0", "--pool", "2",
+           "--admin-key", "adm-k", "--pool-base", "pk"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
+    )
+    try:
+        first = proc.stdout.readline()
+        match = FIRST_LINE.match(first)
+        assert match, first
+        assert "admin key: adm-k" in proc.stdout.readline()
+        got = httpx2.get(
+            f"{match.group(1)}/api/v1/portal/knowledge-pages",
+            headers={"Authorization": "Bearer pk-002"},
+        )
+        assert got.status_code == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert out.endswith("refplatform stopped\n") and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--port", "-1"], "--port must be 0..65535"),
+        (["--port", "70000"], "--port must be 0..65535"),
+        (["--pool", "0"], "--pool must be 1..999"),
+        (["--pool", "1000"], "--pool must be 1..999"),
+        (["--embedder", "magic"], "--embedder"),
+        (["--db", "/proc/nope/state.sqlite"], "state.sqlite"),
+    ],
+    ids=["negative-port", "port-too-high", "empty-pool", "pool-too-big", "embedder", "db"],
+)
+def test_unusable_options_print_one_line_and_exit_2(argv, message, capsys):
+    assert refplatform_main.main(["serve", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("refplatform: error: ") and err.count("\n") == 1, err
+    assert message in err and "Traceback" not in err
+
+
+def _serve_kwargs(monkeypatch, module, entry, argv) -> dict:
+    seen: dict = {}
+
+    def fake_serve(**kwargs):
+        seen.update(kwargs)
+        return 0
+
+    monkeypatch.setattr(module, "serve", fake_serve)
+    assert entry(argv) == 0
+    return seen
+
+
+def test_benchledger_platform_serve_takes_the_admin_key_from_the_settings(monkeypatch):
+    monkeypatch.setenv("BENCHLEDGER_ADMIN_KEY", "from-env")
+    serve = ["platform", "serve", "--port", "0"]
+    got = _serve_kwargs(monkeypatch, cli.platform, cli.main, serve)
+    assert got["admin_key"] == "from-env" and got["port"] == 0
+    got = _serve_kwargs(monkeypatch, cli.platform, cli.main, [*serve, "--admin-key", "flag"])
+    assert got["admin_key"] == "flag"
+
+
+def test_standalone_refplatform_ignores_benchledger_settings(monkeypatch):
+    monkeypatch.setenv("BENCHLEDGER_ADMIN_KEY", "from-env")
+    got = _serve_kwargs(monkeypatch, refplatform_main, refplatform_main.main, ["serve"])
+    assert got["admin_key"] is None  # serve() then makes a random one
