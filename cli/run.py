@@ -81,8 +81,10 @@ def _config(args: argparse.Namespace) -> Any:
     from harness.record import RunConfig
 
     given = frozenset(_RESTORABLE[o] for o in _RESTORABLE if getattr(args, o) is not None)
-    value: dict[str, Any] = {o: (getattr(args, o) if getattr(args, o) is not None else _DEFAULTS.get(o))
-             for o in _RESTORABLE}  # fmt: skip
+    value: dict[str, Any] = {
+        o: getattr(args, o) if getattr(args, o) is not None else _DEFAULTS.get(o)
+        for o in _RESTORABLE
+    }
     if value["k"] < 1 or value["concurrency"] < 1:
         raise UsageError("--k and --concurrency must be at least 1")
     if args.shard:

@@ -5,14 +5,19 @@ session-call events and its final answer; the peer's recorded verdicts as grader
 decisions with ``origin = "mcp-data-platform"``; harness failures as infra errors.
 Timestamps come from the manifest's start time plus one nanosecond per event, so
 importing the same file twice gives the same run root.
+
+The whole file (every record, every field the import reads, every transcript) is
+checked before the first write: a refused import leaves nothing in the ledger.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from ledger import Ledger, UnusableInput
@@ -49,7 +54,73 @@ ANSWERED: Final = {lc.RECALL_CORRECT, lc.TRANSFER_CORRECT, lc.UPDATE_CORRECT, lc
 
 
 def _refuse(path: str, problem: str) -> UnusableInput:
-    return UnusableInput(path, f"not a mcp-data-platform lifecycle results file: {problem}")
+    return _Fields(path, "lifecycle results file").refuse(problem)
+
+
+def _field(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+@dataclass(frozen=True)
+class _Fields:
+    """Typed reads of one peer JSON file; a wrong value is refused by its JSON path.
+
+    Python's truthiness would read ``"no"`` as true and ``int("x")`` would crash, so
+    every field the import uses goes through one of these.
+    """
+
+    path: str
+    what: str  # "lifecycle results file" or "transcript"
+
+    def refuse(self, problem: str) -> UnusableInput:
+        return UnusableInput(self.path, f"not a mcp-data-platform {self.what}: {problem}")
+
+    def _wrong(self, where: str, key: str, want: str, value: Any) -> UnusableInput:
+        shown = json.dumps(value)
+        shown = shown if len(shown) <= 40 else shown[:39] + "…"
+        return self.refuse(f"{_field(where, key)} must be {want}, not {shown}")
+
+    def flag(self, obj: dict[str, Any], key: str, where: str) -> bool | None:
+        value = obj.get(key)
+        if value is None or isinstance(value, bool):
+            return value
+        raise self._wrong(where, key, "true, false or null", value)
+
+    def count(self, obj: dict[str, Any], key: str, where: str) -> int:
+        value = obj.get(key)
+        if value is None:
+            return 0
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        raise self._wrong(where, key, "a whole number, 0 or more", value)
+
+    def positive(self, obj: dict[str, Any], key: str, where: str) -> int | None:
+        value = obj.get(key)
+        if value is None:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        raise self._wrong(where, key, "a positive whole number", value)
+
+    def text(self, obj: dict[str, Any], key: str, where: str) -> str:
+        value = obj.get(key)
+        if value is None:
+            return ""
+        if isinstance(value, str):
+            return value
+        raise self._wrong(where, key, "text or null", value)
+
+    def items(self, obj: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
+        """A list of objects; null or absent is empty."""
+        value = obj.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self._wrong(where, key, "a list", value)
+        for n, item in enumerate(value):
+            if not isinstance(item, dict):
+                raise self.refuse(f"{_field(where, key)}[{n}] is not an object")
+        return value
 
 
 def shape_of(data: Any, path: str) -> str:
@@ -80,117 +151,220 @@ def shape_of(data: Any, path: str) -> str:
     return "v1.102"
 
 
-def _start_ns(manifest: dict[str, Any]) -> int:
-    text = str(manifest.get("started_at") or "1970-01-01T00:00:00Z")
+def _start_ns(f: _Fields, manifest: dict[str, Any]) -> int:
+    text = f.text(manifest, "started_at", "manifest")
+    if not text:
+        return 0
     try:
         stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        stamp = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+        raise f.refuse(f"manifest.started_at is not an ISO 8601 time: {text!r}") from None
+    if stamp.tzinfo is None:  # the peer writes UTC; a naive stamp cannot be subtracted
+        stamp = stamp.replace(tzinfo=dt.UTC)
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     return (stamp - epoch) // dt.timedelta(microseconds=1) * 1000
 
 
-def _transcript(dirs: list[str], attempt: int, pid: str, stage: str, email: str) -> list[Any]:
+def _transcript(
+    dirs: list[str], attempt: int, pid: str, stage: str, email: str
+) -> tuple[str, tuple[SessionCallBody, ...]]:
+    """The episode's first user prompt and its tool calls; nothing when there is no file."""
     if not dirs:
-        return []
+        return "", ()
     folder = dirs[attempt - 1] if len(dirs) > 1 and 0 < attempt <= len(dirs) else dirs[0]
     path = os.path.join(folder, f"{pid}-{stage}-{email}.json")
     if not os.path.isfile(path):
-        return []
+        return "", ()
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
     except (OSError, ValueError) as exc:
         raise UnusableInput(path, f"unreadable transcript ({exc})") from None
-    turns = data.get("transcript") if isinstance(data, dict) else None
-    return turns if isinstance(turns, list) else []
-
-
-def _calls(turns: list[Any]) -> Iterator[tuple[str, dict[str, Any], str, bool]]:
-    """(tool, arguments, result text, is_error) for each tool call of a transcript."""
+    f = _Fields(path, "transcript")
+    if not isinstance(data, dict):
+        raise f.refuse("the top level must be an object with a transcript list")
+    turns = f.items(data, "transcript", "")
     results: dict[str, tuple[str, bool]] = {}
-    for turn in turns:
-        for res in turn.get("tool_results") or []:
-            results[str(res.get("call_id", ""))] = (
-                str(res.get("text", "")),
-                bool(res.get("is_error")),
+    for t, turn in enumerate(turns):
+        for n, res in enumerate(f.items(turn, "tool_results", f"transcript[{t}]")):
+            where = f"transcript[{t}].tool_results[{n}]"
+            results[f.text(res, "call_id", where)] = (
+                f.text(res, "text", where),
+                bool(f.flag(res, "is_error", where)),
             )
-    for turn in turns:
-        for call in turn.get("tool_calls") or []:
-            text, err = results.get(str(call.get("id", "")), ("", False))
-            yield str(call.get("name", "")), dict(call.get("args") or {}), text, err
+    calls = []
+    for t, turn in enumerate(turns):
+        for n, call in enumerate(f.items(turn, "tool_calls", f"transcript[{t}]")):
+            where = f"transcript[{t}].tool_calls[{n}]"
+            args = call.get("args")
+            if args is not None and not isinstance(args, dict):
+                raise f.refuse(f"{where}.args must be an object or null")
+            text, err = results.get(f.text(call, "id", where), ("", False))
+            calls.append(
+                SessionCallBody(
+                    episode=stage,
+                    method="tools/call",
+                    tool=f.text(call, "name", where),
+                    arguments=dict(args or {}),
+                    result=text,
+                    is_error=err,
+                )
+            )
+    return _first_user_text(turns), tuple(calls)
 
 
-def _first_user_text(turns: list[Any]) -> str:
+def _first_user_text(turns: list[dict[str, Any]]) -> str:
     for turn in turns:
         if turn.get("role") == "user" and isinstance(turn.get("text"), str):
             return str(turn["text"])
     return ""
 
 
-def _unit(w: StreamWriter, run: dict[str, Any], dirs: list[str]) -> None:
-    pid, attempt = run["protocol_id"], run["attempt"]
-    emails = {e.get("identity"): e.get("email", "") for e in run["episodes"]}
-    teacher, learner = emails.get("teacher", ""), emails.get("learner", "")
-    w.append(UnitStartedBody(protocol_id=pid, attempt=attempt, teacher=teacher, learner=learner))
-    finished: dict[str, int] = {}
+@dataclass(frozen=True)
+class _Episode:
+    started: EpisodeStartedBody
+    calls: tuple[SessionCallBody, ...]
+    finished: EpisodeFinishedBody
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One run record, checked and turned into event bodies; writing it cannot be refused."""
+
+    stream: str
+    protocol_id: str
+    attempt: int
+    started: UnitStartedBody
+    episodes: tuple[_Episode, ...]
+    decisions: tuple[tuple[str, GraderDecisionBody], ...]  # (episode it judged, decision)
+    infra: InfraErrorBody | None
+    finished: UnitFinishedBody
+
+
+def _plan_unit(f: _Fields, run: str, i: int, record: dict[str, Any], dirs: list[str]) -> _Unit:
+    where = f"runs[{i}]"
+    pid: str = record["protocol_id"]  # shape_of checked it is text
+    if not pid or "/" in pid:
+        raise f.refuse(f"{where}.protocol_id must be non-empty text without '/', not {pid!r}")
+    attempt = f.positive(record, "attempt", where)
+    if attempt is None:
+        raise f.refuse(f"{where}.attempt must be a positive whole number")
+    identities: dict[str, str] = {}
+    episodes: list[_Episode] = []
     answers: dict[str, str] = {}
-    for ep in run["episodes"]:
-        stage, email = ep["stage"], str(ep.get("email", ""))
-        turns = _transcript(dirs, attempt, pid, stage, email)
-        prompt = _first_user_text(turns)
-        refs = [w.append(EpisodeStartedBody(episode=stage, identity=email, user_prompt=prompt))]
-        for tool, args, text, err in _calls(turns):
-            call = SessionCallBody(
-                episode=stage,
-                method="tools/call",
-                tool=tool,
-                arguments=args,
-                result=text,
-                is_error=err,
-            )
-            refs.append(w.append(call))
-        answers[stage] = str(ep.get("final_answer", ""))
-        finished[stage] = w.append(
-            EpisodeFinishedBody(
-                episode=stage,
-                final_answer=answers[stage],
-                tool_calls=int(ep.get("tool_calls") or 0),
-                tool_errors=int(ep.get("tool_errors") or 0),
-                search_called=bool(ep.get("search_called")),
-                fact_surfaced=bool(ep.get("fact_surfaced")),
-                budget_exhausted=bool(ep.get("budget_exhausted")),
-                input_tokens=int(ep.get("input_tokens") or 0),
-                output_tokens=int(ep.get("output_tokens") or 0),
-                cache_read_tokens=int(ep.get("cache_read_tokens") or 0),
-                cache_creation_tokens=int(ep.get("cache_creation_tokens") or 0),
-                capture_attempted=bool(ep.get("capture_attempted")),
-            ),
-            refs=refs,
+    for j, ep in enumerate(record["episodes"]):
+        ew = f"{where}.episodes[{j}]"
+        stage: str = ep["stage"]  # shape_of checked it is text
+        email = f.text(ep, "email", ew)
+        identities[f.text(ep, "identity", ew)] = email
+        prompt, calls = _transcript(dirs, attempt, pid, stage, email)
+        answers[stage] = f.text(ep, "final_answer", ew)
+        finished = EpisodeFinishedBody(
+            episode=stage,
+            final_answer=answers[stage],
+            tool_calls=f.count(ep, "tool_calls", ew),
+            tool_errors=f.count(ep, "tool_errors", ew),
+            search_called=bool(f.flag(ep, "search_called", ew)),
+            fact_surfaced=bool(f.flag(ep, "fact_surfaced", ew)),
+            budget_exhausted=bool(f.flag(ep, "budget_exhausted", ew)),
+            input_tokens=f.count(ep, "input_tokens", ew),
+            output_tokens=f.count(ep, "output_tokens", ew),
+            cache_read_tokens=f.count(ep, "cache_read_tokens", ew),
+            cache_creation_tokens=f.count(ep, "cache_creation_tokens", ew),
+            capture_attempted=bool(f.flag(ep, "capture_attempted", ew)),
         )
+        started = EpisodeStartedBody(episode=stage, identity=email, user_prompt=prompt)
+        episodes.append(_Episode(started, calls, finished))
     outcome: dict[str, bool | None] = {}
+    decisions: list[tuple[str, GraderDecisionBody]] = []
     for peer_key, check, stage, episode in VERDICTS:
-        verdict = run.get(peer_key)
+        verdict = f.flag(record, peer_key, where)
         if verdict is None:
             continue
-        outcome[check] = bool(verdict)
-        refs = [finished[episode]] if episode in finished else []
-        w.append(
-            GraderDecisionBody(
-                stage=stage,
-                check=check,
-                verdict=bool(verdict),
-                reason=f"recorded by {ORIGIN} as {peer_key}={str(verdict).lower()}",
-                answer=answers.get(episode, "") if check in ANSWERED else "",
-                origin=ORIGIN,
-            ),
-            refs=refs,
+        outcome[check] = verdict
+        decision = GraderDecisionBody(
+            stage=stage,
+            check=check,
+            verdict=verdict,
+            reason=f"recorded by {ORIGIN} as {peer_key}={str(verdict).lower()}",
+            answer=answers.get(episode, "") if check in ANSWERED else "",
+            origin=ORIGIN,
         )
-    error = str(run.get("error") or "").strip()
+        decisions.append((episode, decision))
+    error = f.text(record, "error", where).strip()
+    infra = None
     if error:
         stage = error.split(":", 1)[0] if ":" in error else "unit"
-        w.append(InfraErrorBody(stage=stage, error="harness", message=error))
-    w.append(UnitFinishedBody(outcome=outcome, error=error.split("\n", 1)[0]))
+        infra = InfraErrorBody(stage=stage, error="harness", message=error)
+    return _Unit(
+        stream=f"{run}/{pid}/{attempt}",
+        protocol_id=pid,
+        attempt=attempt,
+        started=UnitStartedBody(
+            protocol_id=pid,
+            attempt=attempt,
+            teacher=identities.get("teacher", ""),
+            learner=identities.get("learner", ""),
+        ),
+        episodes=tuple(episodes),
+        decisions=tuple(decisions),
+        infra=infra,
+        finished=UnitFinishedBody(outcome=outcome, error=error.split("\n", 1)[0]),
+    )
+
+
+def _plan(f: _Fields, run: str, records: list[dict[str, Any]], dirs: list[str]) -> list[_Unit]:
+    """Every record checked and built, transcripts read: all refusals happen here."""
+    units: list[_Unit] = []
+    seen: dict[str, int] = {}
+    for i, record in enumerate(records):
+        unit = _plan_unit(f, run, i, record, dirs)
+        if unit.stream in seen:
+            raise f.refuse(
+                f"two run records for {unit.protocol_id} attempt {unit.attempt} "
+                f"(runs[{seen[unit.stream]}] and runs[{i}])"
+            )
+        seen[unit.stream] = i
+        units.append(unit)
+    return units
+
+
+def _write_unit(w: StreamWriter, unit: _Unit) -> None:
+    w.append(unit.started)
+    finished: dict[str, int] = {}
+    for ep in unit.episodes:
+        refs = [w.append(ep.started)]
+        refs.extend(w.append(call) for call in ep.calls)
+        finished[ep.finished.episode] = w.append(ep.finished, refs=refs)
+    for episode, decision in unit.decisions:
+        w.append(decision, refs=[finished[episode]] if episode in finished else [])
+    if unit.infra is not None:
+        w.append(unit.infra)
+    w.append(unit.finished)
+
+
+def _header(
+    f: _Fields, manifest: dict[str, Any], units: list[_Unit], config: dict[str, Any]
+) -> RunStartedBody:
+    most = max(u.attempt for u in units)
+    k = f.positive(manifest, "k", "manifest") or most
+    if k < most:
+        raise f.refuse(f"manifest.k is {k} but a run record has attempt {most}")
+    provider = f.text(manifest, "llm_provider", "manifest")
+    model = f.text(manifest, "model", "manifest")
+    return RunStartedBody(
+        suite="lifecycle",
+        protocol_set_hash=f.text(manifest, "protocol_set_hash", "manifest"),
+        protocols=len({u.protocol_id for u in units}),
+        k=k,
+        agent=f"{provider}:{model}".strip(":"),
+        model=model,
+        platform=ORIGIN,
+        platform_version=f.text(manifest, "platform_version", "manifest"),
+        coupled=False,
+        tool_version="import-peer",
+        config=config,
+    )
 
 
 def import_peer(
@@ -201,7 +375,10 @@ def import_peer(
     run_id: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[str, str, str]:
-    """Import a peer results file as a sealed run; return (run id, root, shape)."""
+    """Import a peer results file as a sealed run; return (run id, root, shape).
+
+    Refused input (UnusableInput) and an existing run id (LedgerError) write nothing.
+    """
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
@@ -216,50 +393,36 @@ def import_peer(
     for d in dirs:
         if not os.path.isdir(d):
             raise UnusableInput(d, "--transcripts must name a folder of transcript files")
-    manifest = data["manifest"]
     name = os.path.splitext(os.path.basename(path))[0]
     run = run_id or f"peer-{name}"
     try:
         check_run_id(run)
     except ValueError as exc:
         raise UnusableInput("--run-id", str(exc)) from None
-    runs = data["runs"]
-    k = int(manifest.get("k") or max(r["attempt"] for r in runs))
-    clock = iter(range(_start_ns(manifest), 1 << 63))
-    ledger.clock = lambda: next(clock)
-    ledger.start_run(
-        run,
-        RunStartedBody(
-            suite="lifecycle",
-            protocol_set_hash=str(manifest.get("protocol_set_hash", "")),
-            protocols=len({r["protocol_id"] for r in runs}),
-            k=k,
-            agent=f"{manifest.get('llm_provider', '')}:{manifest.get('model', '')}".strip(":"),
-            model=str(manifest.get("model", "")),
-            platform=ORIGIN,
-            platform_version=str(manifest.get("platform_version", "")),
-            coupled=False,
-            tool_version="import-peer",
-            config={
-                "origin": ORIGIN,
-                "shape": shape,
-                "source": os.path.basename(path),
-                "manifest": manifest,
-            },
-        ),
-    )
-    seen: set[str] = set()
-    for i, record in enumerate(runs, 1):
-        stream = f"{run}/{record['protocol_id']}/{record['attempt']}"
-        if stream in seen:
-            raise _refuse(
-                path, f"two run records for {record['protocol_id']} attempt {record['attempt']}"
-            )
-        seen.add(stream)
-        writer = ledger.new_stream(stream)
-        _unit(writer, record, dirs)
-        ledger.commit(writer)
-        if progress:
-            progress(i, len(runs))
-    root = ledger.seal(run)
+    f = _Fields(path, "lifecycle results file")
+    manifest = data["manifest"]
+    units = _plan(f, run, data["runs"], dirs)
+    config = {
+        "origin": ORIGIN,
+        "shape": shape,
+        "source": os.path.basename(path),
+        "manifest": manifest,
+    }
+    header = _header(f, manifest, units, config)
+    ticks = itertools.count(_start_ns(f, manifest))
+    # Deterministic timestamps (same file, same root) need our clock while writing; the
+    # caller's ledger gets its own clock back however the import ends.
+    callers_clock = ledger.clock
+    ledger.clock = lambda: next(ticks)
+    try:
+        ledger.start_run(run, header)
+        for i, unit in enumerate(units, 1):
+            writer = ledger.new_stream(unit.stream)
+            _write_unit(writer, unit)
+            ledger.commit(writer)
+            if progress:
+                progress(i, len(units))
+        root = ledger.seal(run)
+    finally:
+        ledger.clock = callers_clock
     return run, root, shape

@@ -7,6 +7,7 @@ from ledger.chain import Failure, Record, genesis, link_hash
 from ledger.errors import (
     AppendConflict,
     BundleConflict,
+    DamagedEvent,
     LedgerError,
     RunSealed,
     UnknownRun,
@@ -18,6 +19,7 @@ from ledger.store import Store, open_store
 __all__ = [
     "AppendConflict",
     "BundleConflict",
+    "DamagedEvent",
     "Failure",
     "Ledger",
     "LedgerError",

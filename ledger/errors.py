@@ -64,3 +64,22 @@ class RunSealed(LedgerError):
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"run {run_id!r} is already sealed and takes no more events")
+
+
+class DamagedEvent(LedgerError):
+    """A stored row is not a valid event: the ledger was altered or corrupted.
+
+    ``stream`` and ``seq`` locate the row, ``reason`` says what is wrong with it.
+    Readers stop here; ``benchledger verify`` checks the whole run.
+    """
+
+    def __init__(self, stream: str, seq: int, reason: str) -> None:
+        self.stream = stream
+        self.seq = seq
+        self.reason = " ".join(reason.split())  # decoder messages may wrap; keep one line
+        self.run_id = stream.split("/", 1)[0]
+        super().__init__(
+            f"run {self.run_id!r} stream {stream!r} seq {seq}: the stored event is damaged "
+            f"and cannot be read ({self.reason}); run `benchledger verify {self.run_id}` "
+            "for the full check"
+        )

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import blake3
+import msgspec
 
 from ledger.chain import EVENT_DOMAIN, Failure, Record, RunChecker, Summary, genesis, link_hash
 from ledger.codec import (
@@ -18,7 +21,7 @@ from ledger.codec import (
     encode_string,
     envelope_bytes,
 )
-from ledger.errors import LedgerError, RunSealed, UnknownRun
+from ledger.errors import DamagedEvent, LedgerError, RunSealed, UnknownRun
 from ledger.events import (
     TERMINAL_KINDS,
     Body,
@@ -35,7 +38,24 @@ from ledger.store import Store
 Clock = Callable[[], int]
 _hash = blake3.blake3
 _encode = canonical_json
+_T = TypeVar("_T")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+
+def _stored(
+    decode: Callable[[bytes], _T], stream: str | None, seq: int | None, data: bytes | None
+) -> _T:
+    """Decode a stored row; a row that does not decode raises DamagedEvent, never msgspec's.
+
+    Rows come from a database anyone can edit, so this is the boundary where a damaged
+    row becomes a ledger error naming where it is, instead of a decoder traceback.
+    """
+    if not data:  # a NULL or emptied state column
+        raise DamagedEvent(stream or "", seq or 0, "the state column is empty")
+    try:
+        return decode(data)
+    except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
+        raise DamagedEvent(stream or "", seq or 0, str(exc)) from None
 
 
 def check_run_id(run_id: str) -> str:
@@ -133,7 +153,7 @@ class Ledger:
         leaves: list[StreamHead] = []
         latest = 0
         for row in heads:
-            link = decode_link(row.data)
+            link = _stored(decode_link, row.stream, row.seq, row.data)
             assert row.stream is not None and row.seq is not None
             if row.stream == run_id and link.kind == "run_sealed":
                 raise RunSealed(run_id)
@@ -175,7 +195,8 @@ class Ledger:
         if not heads or heads[0].stream != run_id:
             raise UnknownRun(run_id, self.store.run_ids())
         root = ""
-        header = decode_event(heads[0].data)
+        first = heads[0]
+        header = _stored(decode_event, first.stream, first.seq, first.data)
         if isinstance(header, RunSealedEvent):
             root = header.body.root
         events = sum((h.seq or 0) + 1 for h in heads)
@@ -183,14 +204,16 @@ class Ledger:
 
     def events(self, run_id: str, stream: str | None = None) -> Iterator[tuple[Event, str]]:
         """Typed events of a run (or one of its streams) with their link hashes, in order."""
-        rows: Iterable[tuple[str | None, int | None, str | None, bytes]]
         if stream is not None:
-            rows = self.store.read_stream(stream)
-        else:
-            self.run_info(run_id)
-            rows = self.store.scan(run_id)
-        for _stream, _seq, _kind, data in rows:
-            yield decode_event(data), link_hash(data)
+            for name, seq, _kind, data in self.store.read_stream(stream):
+                yield _stored(decode_event, name, seq, data), link_hash(data)
+            return
+        self.run_info(run_id)
+        # When a damaged row stops the read, close the scan (a generator) now, not at garbage
+        # collection: until then its transaction stays open and holds a pooled connection.
+        with contextlib.closing(self.store.scan(run_id)) as rows:  # type: ignore[type-var]
+            for name, seq, _kind, data in rows:
+                yield _stored(decode_event, name, seq, data), link_hash(data)
 
     def verify(self, run_id: str, *, require_seal: bool = False) -> tuple[Failure | None, Summary]:
         """Check one run: every link, prev, seq, and the sealed root."""

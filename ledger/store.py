@@ -194,8 +194,8 @@ class SqliteStore(Store):
             raise UnusableInput(self.url, _sqlite_problem(exc)) from None
 
     def scan(self, run_id: str | None = None) -> Iterator[Row]:
-        # CAST: a hand-edited row may hold TEXT; verification must still see bytes.
-        cols = "originator_id, originator_version, topic, CAST(state AS BLOB)"
+        # CAST: a hand-edited row may hold TEXT, COALESCE: or NULL; readers must still see bytes.
+        cols = "originator_id, originator_version, topic, COALESCE(CAST(state AS BLOB), X'')"
         rows: Iterator[tuple[Any, ...]]
         if run_id is None:
             rows = self._query(
@@ -214,7 +214,8 @@ class SqliteStore(Store):
         return [
             Record(s, v, t, d)
             for s, v, t, d in self._query(
-                "SELECT originator_id, MAX(originator_version), topic, CAST(state AS BLOB) "
+                "SELECT originator_id, MAX(originator_version), topic, "
+                "COALESCE(CAST(state AS BLOB), X'') "
                 f"FROM {TABLE} "
                 f"WHERE {_SQLITE_RUN_WHERE} GROUP BY originator_id ORDER BY originator_id",
                 _sqlite_run_params(run_id),
@@ -232,7 +233,10 @@ class SqliteStore(Store):
 
     def notifications(self, start: int, limit: int) -> list[Notification]:
         return [
-            Notification(n.id, Record(str(n.originator_id), n.originator_version, n.topic, n.state))
+            Notification(
+                n.id,
+                Record(str(n.originator_id), n.originator_version, n.topic, _as_bytes(n.state)),
+            )
             for n in self._rec.select_notifications(start, limit)
         ]
 
@@ -241,7 +245,11 @@ class SqliteStore(Store):
             self._ds.close()
 
 
-def _as_bytes(value: bytes | str) -> bytes:
+def _as_bytes(value: bytes | memoryview | str | None) -> bytes:
+    # A hand-edited row may hold TEXT or NULL: NULL reads as empty bytes, which the
+    # ledger then reports as a damaged event instead of crashing on None.
+    if value is None:
+        return b""
     return value.encode() if isinstance(value, str) else bytes(value)
 
 
@@ -333,11 +341,11 @@ class PostgresStore(Store):
         if not rows:
             return None
         s = rows[0]
-        return Record(stream, s.originator_version, s.topic, bytes(s.state))
+        return Record(stream, s.originator_version, s.topic, _as_bytes(s.state))
 
     def read_stream(self, stream: str, after: int = -1) -> list[Record]:
         return [
-            Record(stream, s.originator_version, s.topic, bytes(s.state))
+            Record(stream, s.originator_version, s.topic, _as_bytes(s.state))
             for s in self._rec.select_events(stream, gt=after)
         ]
 
@@ -365,7 +373,7 @@ class PostgresStore(Store):
                 (run_id, run_id + "/"),
             )
         for s, v, t, d in rows:
-            yield (s, v, t, bytes(d))
+            yield (s, v, t, bytes(d) if d is not None else b"")
 
     def heads(self, run_id: str) -> list[Record]:
         rows = self._query(
@@ -375,7 +383,7 @@ class PostgresStore(Store):
             "originator_version DESC",
             (run_id, run_id + "/"),
         )
-        return [Record(s, v, t, bytes(d)) for s, v, t, d in rows]
+        return [Record(s, v, t, _as_bytes(d)) for s, v, t, d in rows]
 
     def run_ids(self) -> list[str]:
         return [
@@ -389,7 +397,8 @@ class PostgresStore(Store):
     def notifications(self, start: int, limit: int) -> list[Notification]:
         return [
             Notification(
-                n.id, Record(str(n.originator_id), n.originator_version, n.topic, bytes(n.state))
+                n.id,
+                Record(str(n.originator_id), n.originator_version, n.topic, _as_bytes(n.state)),
             )
             for n in self._rec.select_notifications(start, limit)
         ]

@@ -11,12 +11,13 @@ import pytest
 import protocols
 from cli import main
 from harness.peer_import import import_peer
-from ledger import Ledger, open_store
+from ledger import Ledger, LedgerError, UnusableInput, open_store
 from projections.fold import fold
 from projections.lifecycle import LifecycleFold, scorecard
 from projections.regrade import regrade
 from projections.source import from_bundle, from_ledger
 from tests.conftest import peer_dir
+from tests.sample import counter_clock
 
 K5 = "s5-anthropic-k5"
 
@@ -219,3 +220,174 @@ def test_projections_from_a_bundle_equal_those_from_the_ledger(imported, tmp_pat
     assert {k: (v.num, v.den, v.num_refs) for k, v in a.items()} == {
         k: (v.num, v.den, v.num_refs) for k, v in b.items()
     }
+
+
+# -- refusals write nothing -----------------------------------------------------------
+# A small synthetic peer file: two units, so a bad second record shows whether the first
+# was already written.
+
+
+def _record(pid: str, attempt: int = 1) -> dict:
+    return {
+        "protocol_id": pid,
+        "attempt": attempt,
+        "capture_attempted": True,
+        "teach_budget_exhausted": False,
+        "captured": True,
+        "recall_correct": True,
+        "recall_surfaced": None,  # null: not recorded, so no decision
+        "episodes": [
+            {"stage": "teach", "identity": "teacher", "email": "t@x", "final_answer": "saved"},
+            {
+                "stage": "recall",
+                "identity": "learner",
+                "email": "l@x",
+                "final_answer": "FINAL ANSWER: 1",
+                "tool_calls": 1,
+                "search_called": True,
+                "input_tokens": 12,
+            },
+        ],
+    }
+
+
+def _peer_data() -> dict:
+    manifest = {"started_at": "2026-08-01T18:58:03Z", "k": 1, "model": "m", "llm_provider": "p"}
+    return {"manifest": manifest, "runs": [_record("lc-a"), _record("lc-b")]}
+
+
+def _write_peer(path, data: dict) -> str:
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def _holds_nothing(ledger_path: str) -> bool:
+    with open_store(ledger_path) as store:
+        return store.run_ids() == [] and list(store.scan(None)) == []
+
+
+def _set(where: str, value):
+    """A mutation of the synthetic file: ``where`` is "manifest.k" or "runs.1.captured"."""
+
+    def apply(data: dict) -> None:
+        *parents, key = where.split(".")
+        node = data
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        node[key if isinstance(node, dict) else int(key)] = value
+
+    return apply
+
+
+REFUSALS = {
+    "duplicate-record": (_set("runs.1.protocol_id", "lc-a"), "two run records for lc-a attempt 1"),
+    "verdict-no": (
+        _set("runs.1.captured", "no"),
+        'runs[1].captured must be true, false or null, not "no"',
+    ),
+    "verdict-1": (_set("runs.1.recall_correct", 1), "runs[1].recall_correct must be true, false"),
+    "verdict-text-true": (
+        _set("runs.1.teach_budget_exhausted", "true"),
+        "runs[1].teach_budget_exhausted must be true, false",
+    ),
+    "verdict-0": (_set("runs.1.capture_attempted", 0), "runs[1].capture_attempted must be true"),
+    "episode-flag": (
+        _set("runs.1.episodes.1.search_called", "yes"),
+        "runs[1].episodes[1].search_called must be true, false or null",
+    ),
+    "episode-count": (
+        _set("runs.1.episodes.1.input_tokens", "12"),
+        "runs[1].episodes[1].input_tokens must be a whole number",
+    ),
+    "k-negative": (_set("manifest.k", -3), "manifest.k must be a positive whole number, not -3"),
+    "k-zero": (_set("manifest.k", 0), "manifest.k must be a positive whole number, not 0"),
+    "k-text": (_set("manifest.k", "5"), "manifest.k must be a positive whole number"),
+    "k-below-attempts": (
+        _set("runs.1.attempt", 2),
+        "manifest.k is 1 but a run record has attempt 2",
+    ),
+    "attempt-zero": (_set("runs.1.attempt", 0), "runs[1].attempt must be a positive whole number"),
+    "attempt-negative": (_set("runs.1.attempt", -1), "runs[1].attempt must be a positive whole"),
+    "attempt-bool": (_set("runs.1.attempt", True), "runs[1].attempt must be a positive whole"),
+    "started-at": (_set("manifest.started_at", "yesterday"), "manifest.started_at is not an ISO"),
+}
+
+
+@pytest.mark.parametrize(("mutate", "message"), REFUSALS.values(), ids=REFUSALS.keys())
+def test_a_refused_import_writes_nothing_and_the_fixed_file_then_imports(
+    tmp_path, capsys, mutate, message
+):
+    data = _peer_data()
+    mutate(data)
+    results = _write_peer(tmp_path / "peer.json", data)
+    ledger = str(tmp_path / "l.sqlite")
+    assert main(["import-peer", "mcp-data-platform", results, "--ledger", ledger]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and results in err[0], err
+    assert _holds_nothing(ledger)
+    _write_peer(tmp_path / "peer.json", _peer_data())
+    assert main(["import-peer", "mcp-data-platform", results, "--ledger", ledger]) == 0
+    with open_store(ledger) as store:
+        assert store.run_ids() == ["peer-peer"]
+
+
+def test_a_damaged_transcript_is_refused_naming_it_before_anything_is_written(tmp_path, capsys):
+    results = _write_peer(tmp_path / "peer.json", _peer_data())
+    folder = tmp_path / "peer.json.transcripts"  # found beside the results file
+    folder.mkdir()
+    turns = [
+        {"role": "user", "text": "How many?"},
+        {"role": "assistant", "tool_calls": [{"id": "c1", "name": "search", "args": ["x"]}]},
+    ]
+    bad = folder / "lc-b-recall-l@x.json"
+    bad.write_text(json.dumps({"transcript": turns}))
+    ledger = str(tmp_path / "l.sqlite")
+    assert main(["import-peer", "mcp-data-platform", results, "--ledger", ledger]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0]
+    assert "transcript[1].tool_calls[0].args must be an object or null" in err[0]
+    assert _holds_nothing(ledger)
+    turns[1]["tool_calls"][0]["args"] = {"intent": "x"}
+    bad.write_text(json.dumps({"transcript": turns}))
+    assert main(["import-peer", "mcp-data-platform", results, "--ledger", ledger]) == 0
+
+
+def test_an_existing_run_id_is_refused_without_writing_and_the_first_run_stays_intact(tmp_path):
+    results = _write_peer(tmp_path / "peer.json", _peer_data())
+    ledger = Ledger(open_store(str(tmp_path / "l.sqlite")))
+    _, root, _ = import_peer(ledger, results)
+    events = len(list(ledger.store.scan(None)))
+    with pytest.raises(LedgerError, match="already exists"):
+        import_peer(ledger, results)
+    assert len(list(ledger.store.scan(None))) == events
+    assert ledger.verify("peer-peer", require_seal=True)[1].sealed_root == root
+
+
+def test_null_verdicts_are_accepted_as_not_recorded_and_booleans_become_decisions(tmp_path):
+    results = _write_peer(tmp_path / "peer.json", _peer_data())
+    ledger = Ledger(open_store(str(tmp_path / "l.sqlite")))
+    run_id, _, _ = import_peer(ledger, results)
+    decisions = [e.body for e, _ in ledger.events(run_id) if type(e).__name__ == "GraderDecision"]
+    assert {(d.check, d.verdict) for d in decisions} == {
+        ("capture_attempted", True),
+        ("teach_budget_exhausted", False),
+        ("captured", True),
+        ("recall_correct", True),
+    }
+
+
+def test_import_peer_gives_the_callers_ledger_its_own_clock_back_also_on_error(tmp_path):
+    results = _write_peer(tmp_path / "peer.json", _peer_data())
+    mine = counter_clock(start=5, step=1)
+    ledger = Ledger(open_store(str(tmp_path / "l.sqlite")), clock=mine)
+    run_id, _, _ = import_peer(ledger, results)
+    assert ledger.clock is mine
+    # The import's own timestamps came from the manifest's start time, not from ours.
+    first, _ = next(iter(ledger.events(run_id)))
+    assert first.at == 1785610683000000000
+    with pytest.raises(LedgerError):  # fails while writing: the run already exists
+        import_peer(ledger, results)
+    assert ledger.clock is mine
+    with pytest.raises(UnusableInput):  # refused while checking, before any write
+        import_peer(ledger, _write_peer(tmp_path / "bad.json", {"manifest": {}, "runs": []}))
+    assert ledger.clock is mine
