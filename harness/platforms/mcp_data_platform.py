@@ -8,6 +8,7 @@ see them. Transport failures are translated to ``InfraError`` here, at the bound
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import time
 import urllib.parse
@@ -42,6 +43,7 @@ CHANGESETS = "/api/v1/admin/knowledge/changesets"
 PAGES = "/api/v1/portal/knowledge-pages"
 CLOCK_SLACK_S = 5.0  # "since" filters look this far back, for clock skew with the platform
 LIVE = ("pending", "approved", "applied")
+PAGE_BATCH = 100  # the portal's page size when the harness lists knowledge pages
 NAME = "mcp-data-platform"
 
 
@@ -380,22 +382,42 @@ class McpDataPlatform:
             return Promotion(False, f"apply failed: {answer[:200]}", refs)
         status, seq = await self._status(ev, "insight_status", capture)
         note(seq)
-        listed, seq = await ev.read(
-            "changeset",
-            lambda: self.rest("GET", CHANGESETS,
-                              params={"entity_urn": target.entity_urn, "per_page": 500}),
-            lambda rb: {"lists": any(capture in c.get("source_insight_ids", [])
-                                     and not c.get("rolled_back") for c in _rows(rb))},
-        )  # fmt: skip
-        note(seq)
+        listed = await self._changeset_lists(ev, capture, status["changeset_ref"], target, refs)
         shown = await self._sink_shows(ev, target, refs)
         applied = status["status"] == "applied"
         reason = (
-            f"insight {'is' if applied else 'is not'} applied; a changeset "
-            f"{'lists' if listed['lists'] else 'does not list'} it; the {target.sink} sink "
+            f"insight {'is' if applied else 'is not'} applied; a live changeset "
+            f"{'lists' if listed else 'does not list'} it; the {target.sink} sink "
             f"{'shows' if shown else 'does not show'} the fact"
         )
-        return Promotion(applied and listed["lists"] and shown, reason, refs)
+        return Promotion(applied and listed and shown, reason, refs)
+
+    async def _changeset_lists(
+        self, ev: Evidence, capture: str, ref: str, target: Target, refs: list[int]
+    ) -> bool:
+        """Whether a live changeset lists the insight: the one its ``changeset_ref`` names,
+        as the peer's own harness checks, or (no ref) any of the entity's changesets."""
+
+        def lists(rows: list[dict[str, Any]]) -> dict[str, Any]:
+            return {"lists": any(capture in (c.get("source_insight_ids") or [])
+                                 and not c.get("rolled_back") for c in rows)}  # fmt: skip
+
+        if ref:
+            seen, seq = await ev.read(
+                "changeset",
+                lambda: self.rest("GET", f"{CHANGESETS}/{urllib.parse.quote(ref)}"),
+                lambda rb: lists([rb.body] if isinstance(rb.body, dict) and rb.status == 200
+                                 else []),
+            )  # fmt: skip
+        else:
+            params = {"entity_urn": target.entity_urn, "per_page": 100}
+            seen, seq = await ev.read(
+                "changeset",
+                lambda: self.rest("GET", CHANGESETS, params=params),
+                lambda rb: lists(_rows(rb)),
+            )
+        refs.extend([seq] if seq is not None else [])
+        return bool(seen["lists"])
 
     async def _apply(self, capture: str, target: Target, rec: Observer) -> tuple[bool, str]:
         args: dict[str, Any] = {
@@ -412,9 +434,10 @@ class McpDataPlatform:
                 entity = entity_block(got.content, got.data)
                 if got.is_error or entity is None:
                     return False, f"cannot read the entity's description: {got.text[:200]}"
+                # The peer's change items need target; "" means the entity itself.
                 detail = f"{entity.get('description') or ''}\n\n{target.fact}".strip()
-                args["changes"] = [{"change_type": "update_description",
-                                    "target": target.entity_urn, "detail": detail}]  # fmt: skip
+                args["changes"] = [{"change_type": "update_description", "target": "",
+                                    "detail": detail}]  # fmt: skip
             else:
                 args["page"] = dict(target.page._asdict()) if target.page else {}
             applied = await admin.call_tool("apply_knowledge", args)
@@ -437,15 +460,25 @@ class McpDataPlatform:
         slug = target.page.slug if target.page else ""
 
         def observe(rb: ReadBack) -> dict[str, Any]:
-            page = rb.body if isinstance(rb.body, dict) and rb.status == 200 else {}
-            text = " ".join(str(page.get(k, "")) for k in ("title", "summary", "body"))
-            return {"slug": page.get("slug"), "shows": bool(page) and surfaced(target.fact, text)}
+            body = rb.body if isinstance(rb.body, dict) and rb.status == 200 else {}
+            page = next((p for p in body.get("pages") or [] if isinstance(p, dict)
+                         and p.get("slug") == slug), None)  # fmt: skip
+            if page is None:
+                return {"slug": None, "shows": False, "total": body.get("total", 0)}
+            text = " ".join(str(page.get(k) or "") for k in ("title", "summary", "body"))
+            return {"slug": slug, "shows": surfaced(target.fact, text)}
 
-        seen, seq = await ev.read(
-            "sink", lambda: self.rest("GET", f"{PAGES}/{urllib.parse.quote(slug)}"), observe
-        )
-        refs.extend([seq] if seq is not None else [])
-        return bool(seen["shows"]) and seen["slug"] == slug
+        # The protocol's own page, found by slug in the portal listing as the peer's
+        # harness does; any other page showing the fact does not count.
+        for offset in range(0, 10_000, PAGE_BATCH):
+            params = {"limit": PAGE_BATCH, "offset": offset}
+            seen, seq = await ev.read(
+                "sink", functools.partial(self.rest, "GET", PAGES, params=params), observe
+            )
+            refs.extend([seq] if seq is not None else [])
+            if seen["slug"] is not None or offset + PAGE_BATCH >= int(seen.get("total") or 0):
+                return bool(seen["shows"])
+        return False
 
     async def check_update(
         self, ev: Evidence, *, identity: int, original: str, target: Target, since: float
