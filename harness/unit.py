@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -18,9 +18,10 @@ from harness.episode import EpisodeResult, Recorder, run_episode
 from harness.errors import InfraError
 from harness.platforms.base import Clock, PlatformClient, ReadBack
 from ledger import Ledger
-from ledger.events import GraderDecisionBody, InfraErrorBody, ReadBackBody
+from ledger.events import Body, GraderDecisionBody, InfraErrorBody, ReadBackBody
 from ledger.ledger import StreamWriter
 from projections import lifecycle as lc
+from projections.decisions import Decision
 
 MAX_RETRIES: Final = 3
 BACKOFF_S: Final = 0.25
@@ -101,9 +102,14 @@ class UnitContext:
         self.plan = plan
         self.clock: Clock = clock or SystemClock()
         self.backoff_s = backoff_s
-        self.w: StreamWriter = ledger.new_stream(plan.stream)
+        self.w: StreamWriter = ledger.new_stream(plan.stream, keep_log=True)
         self.outcome: dict[str, bool | None] = {}
         self.stage = ""
+
+    @property
+    def log(self) -> list[tuple[int, Body]]:
+        """Every event body of this unit so far, typed, with its seq."""
+        return self.w.log
 
     def commit(self) -> None:
         self.ledger.commit(self.w)
@@ -126,6 +132,12 @@ class UnitContext:
             expected=expected,
         )  # fmt: skip
         return self.w.append(body, refs=sorted(set(refs)))
+
+    def decisions(self, decided: Iterable[Decision]) -> None:
+        """Append decisions computed by the one decision function; remember their verdicts."""
+        for d in decided:
+            self.outcome[d.body.check] = d.body.verdict
+            self.w.append(d.body, refs=d.refs)
 
     # -- Evidence, for platform adapters ---------------------------------------------------
 

@@ -71,13 +71,19 @@ def check_run_id(run_id: str) -> str:
 class StreamWriter:
     """The single writer of one stream: stages events, tracks seq and head hash."""
 
-    def __init__(self, stream: str, next_seq: int, head: str, clock: Clock) -> None:
+    def __init__(
+        self, stream: str, next_seq: int, head: str, clock: Clock, *, keep_log: bool = False
+    ) -> None:
         self.stream = stream
         self.next_seq = next_seq
         self.head = head
         self._clock = clock
         self._stream_json = encode_string(stream)
         self.staged: list[Record] = []
+        # With keep_log, every body appended through this writer, typed, with its seq: what
+        # a unit's decisions and trace hash are computed from (staged bytes leave at commit).
+        self.keep_log = keep_log
+        self.log: list[tuple[int, Body]] = []
 
     def append(self, body: Body, refs: Iterable[int] = ()) -> int:
         """Stage ``body`` as the next event; return its seq (written at the next commit)."""
@@ -91,6 +97,8 @@ class StreamWriter:
             self._stream_json, seq, self.head, self._clock(), kind, refs_t, _encode(body)
         )
         self.staged.append(Record(self.stream, seq, kind, data))
+        if self.keep_log:
+            self.log.append((seq, body))
         self.head = _hash(EVENT_DOMAIN + data).hexdigest()
         self.next_seq = seq + 1
         return seq
@@ -120,12 +128,13 @@ class Ledger:
         assert last.seq is not None
         return StreamWriter(stream, last.seq + 1, link_hash(last.data), self.clock)
 
-    def new_stream(self, stream: str) -> StreamWriter:
+    def new_stream(self, stream: str, *, keep_log: bool = False) -> StreamWriter:
         """A writer for a stream this caller creates; skips the head read.
 
         If the stream exists after all, the first commit fails with AppendConflict.
+        ``keep_log`` keeps the typed bodies appended (``StreamWriter.log``).
         """
-        return StreamWriter(stream, 0, genesis(stream), self.clock)
+        return StreamWriter(stream, 0, genesis(stream), self.clock, keep_log=keep_log)
 
     def commit(self, *writers: StreamWriter) -> int:
         """Write every staged event of ``writers`` in one transaction; return how many."""

@@ -130,6 +130,11 @@ def translate(exc: BaseException, doing: str) -> InfraError:
     return InfraError("transport", f"{doing}: {type(leaf).__name__}: {leaf}", retryable=True)
 
 
+def _mcp_read(tool: str, status: int, body: Any, start: float) -> ReadBack:
+    """An MCP tool call made for a lifecycle check, recorded like an admin read."""
+    return ReadBack("MCP", f"tools/call {tool}", status, body, (time.perf_counter() - start) * 1000)
+
+
 def _parse(text: str) -> Any:
     try:
         return json.loads(text)
@@ -376,10 +381,15 @@ class McpDataPlatform:
         if not approved["approved"]:
             return Promotion(False, "the platform refused the approval", refs)
         rec = ev.observer("promote")
-        ok, answer = await ev.retrying("promote", lambda: self._apply(capture, target, rec))
+        applied_rb, seq = await ev.read(
+            "apply",
+            lambda: self._apply(capture, target, rec),
+            lambda rb: {"ok": rb.status == 200, "message": str(rb.body.get("text", ""))[:200]},
+        )
         refs.extend(rec.seqs)
-        if not ok:
-            return Promotion(False, f"apply failed: {answer[:200]}", refs)
+        note(seq)
+        if not applied_rb["ok"]:
+            return Promotion(False, f"apply failed: {applied_rb['message']}", refs)
         status, seq = await self._status(ev, "insight_status", capture)
         note(seq)
         listed = await self._changeset_lists(ev, capture, status["changeset_ref"], target, refs)
@@ -419,7 +429,8 @@ class McpDataPlatform:
         refs.extend([seq] if seq is not None else [])
         return bool(seen["lists"])
 
-    async def _apply(self, capture: str, target: Target, rec: Observer) -> tuple[bool, str]:
+    async def _apply(self, capture: str, target: Target, rec: Observer) -> ReadBack:
+        """apply_knowledge as the admin, answered as a read-back (``MCP``; 200 or 422)."""
         args: dict[str, Any] = {
             "action": "apply",
             "entity_urn": target.entity_urn,
@@ -427,36 +438,46 @@ class McpDataPlatform:
             "confirm": True,
             "sink": target.sink,
         }
+        start = time.perf_counter()
         async with self.session(None, rec) as admin:
             if target.sink == "datahub":
-                # The description is replaced: keep what it says and add the fact.
                 got = await admin.call_tool("datahub_get_entity", {"urn": target.entity_urn})
                 entity = entity_block(got.content, got.data)
                 if got.is_error or entity is None:
-                    return False, f"cannot read the entity's description: {got.text[:200]}"
-                # The peer's change items need target; "" means the entity itself.
+                    text = f"cannot read the entity's description: {got.text[:200]}"
+                    return _mcp_read("apply_knowledge", 422, {"text": text}, start)
+                # Keep what the description says and add the fact (the peer replaces it);
+                # the peer's change items need target; "" means the entity itself.
                 detail = f"{entity.get('description') or ''}\n\n{target.fact}".strip()
                 args["changes"] = [{"change_type": "update_description", "target": "",
                                     "detail": detail}]  # fmt: skip
             else:
                 args["page"] = dict(target.page._asdict()) if target.page else {}
             applied = await admin.call_tool("apply_knowledge", args)
-        return not applied.is_error, applied.text
+        status = 422 if applied.is_error else 200
+        return _mcp_read("apply_knowledge", status, {"text": applied.text[:2000]}, start)
 
     async def _sink_shows(self, ev: Evidence, target: Target, refs: list[int]) -> bool:
         """Whether the protocol's own sink (its entity, or its page by slug) shows the fact."""
         if target.sink == "datahub":
             rec = ev.observer("sink")
 
-            async def read() -> bool:
+            async def read() -> ReadBack:
+                start = time.perf_counter()
                 async with self.session(None, rec) as admin:
                     got = await admin.call_tool("datahub_get_entity", {"urn": target.entity_urn})
                 entity = entity_block(got.content, got.data)
-                return entity is not None and surfaced(target.fact, str(entity.get("description")))
+                status = 200 if entity is not None and not got.is_error else 422
+                return _mcp_read("datahub_get_entity", status, entity or {"text": got.text}, start)
 
-            shown = await ev.retrying("promote", read)
-            refs.extend(rec.seqs)
-            return shown
+            def shows(rb: ReadBack) -> dict[str, Any]:
+                entity = rb.body if rb.status == 200 and isinstance(rb.body, dict) else {}
+                text = str(entity.get("description") or "")
+                return {"shows": bool(entity) and surfaced(target.fact, text)}
+
+            seen, seq = await ev.read("sink", read, shows)
+            refs.extend([*rec.seqs, *([seq] if seq is not None else [])])
+            return bool(seen["shows"])
         slug = target.page.slug if target.page else ""
 
         def observe(rb: ReadBack) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The lifecycle suite (DESIGN §6): teach, capture, recall, promote, transfer, update, abstain.
 
-The stages run episodes and ask the platform adapter for each check; the decisions
-here turn the adapter's observations into grader decisions that cite their evidence.
+The stages run episodes and ask the platform adapter for each check; after each stage
+the one decision function (``projections.decisions``) turns the recorded evidence into
+grader decisions, exactly as re-derivation will.
 """
 
 from __future__ import annotations
@@ -11,13 +12,11 @@ from typing import Any
 
 import protocols
 from harness.agents.base import Episode
-from harness.episode import EpisodeResult
 from harness.platforms.base import Page, PollPolicy, Target
 from harness.prompts import SYSTEM
 from harness.suites.base import Loaded
 from harness.unit import UnitContext
-from projections import lifecycle as lc
-from protocols import grading
+from projections.decisions import decide_stage
 from protocols.hashing import benchledger_hash
 from protocols.schema import Protocol
 
@@ -59,37 +58,24 @@ class LifecycleSuite:
         tgt = target(p)
         client = ctx.platform
 
+        def decide(stage: str) -> None:
+            ctx.decisions(decide_stage(p, stage, ctx.log))
+
         teach_started = ctx.clock.time()
         teach = await ctx.episode(self._episode(p, "teach", p.teach.prompt), teacher, p.fact)
-        ctx.decide("teach", lc.CAPTURE_ATTEMPTED, teach.capture_attempted,
-                   "memory_capture was called" if teach.capture_attempted
-                   else "memory_capture was not called", [teach.finished_seq])  # fmt: skip
-        ctx.decide("teach", lc.TEACH_BUDGET_EXHAUSTED, teach.budget_exhausted,
-                   f"{teach.tool_calls} of {p.budget_tool_calls} tool calls used",
-                   [teach.finished_seq])  # fmt: skip
+        decide("teach")
         ctx.stage = "capture"
         # Without a capture call there is nothing to wait for: look once.
         timeout = self.capture_timeout_s if teach.capture_attempted else 0.0
         check = await client.check_capture(
             ctx, identity=teacher, target=tgt, since=teach_started, poll=PollPolicy(timeout)
         )
-        why = check.reason if teach.capture_attempted else "no capture was attempted"
-        ctx.decide("capture", lc.CAPTURED, check.found is not None,
-                   check.reason if check.found else why,
-                   [teach.finished_seq, *check.refs])  # fmt: skip
+        decide("capture")
         ctx.commit()
         insight = check.found
 
-        recall = await ctx.episode(self._episode(p, "recall", p.recall.prompt), teacher, p.fact)
-        self._grade(ctx, "recall", lc.RECALL_CORRECT, recall,
-                    grading.grade(recall.answer, p.recall.grading), p.recall.grading)  # fmt: skip
-        ctx.decide("recall", lc.RECALL_SEARCH_CALLED, recall.search_called,
-                   "search was called" if recall.search_called else "search was not called",
-                   [recall.finished_seq])  # fmt: skip
-        ctx.decide("recall", lc.RECALL_FACT_SURFACED, recall.fact_surfaced,
-                   "the taught fact appeared in a tool result" if recall.fact_surfaced
-                   else "the taught fact appeared in no tool result",
-                   [recall.finished_seq])  # fmt: skip
+        await ctx.episode(self._episode(p, "recall", p.recall.prompt), teacher, p.fact)
+        decide("recall")
         ctx.commit()
 
         if p.promotes and insight is not None:
@@ -97,66 +83,31 @@ class LifecycleSuite:
             lock = self._locks.setdefault((id(client), p.entity_urn), asyncio.Lock())
             async with lock:
                 promotion = await client.promote(ctx, capture=insight, target=tgt)
-            ctx.decide("promote", lc.PROMOTED, promotion.ok, promotion.reason, promotion.refs)
+            decide("promote")
             ctx.commit()
             if promotion.ok and p.transfer is not None:
                 ep = self._episode(p, "transfer", p.transfer.prompt)
-                transfer = await ctx.episode(ep, learner, p.fact)
-                self._grade(ctx, "transfer", lc.TRANSFER_CORRECT, transfer,
-                            grading.grade(transfer.answer, p.transfer.grading),
-                            p.transfer.grading)  # fmt: skip
-                ctx.decide("transfer", lc.TRANSFER_SURFACED, transfer.fact_surfaced,
-                           "the promoted fact appeared in a tool result" if transfer.fact_surfaced
-                           else "the promoted fact appeared in no tool result",
-                           [transfer.finished_seq])  # fmt: skip
+                await ctx.episode(ep, learner, p.fact)
+                decide("transfer")
                 ctx.commit()
 
         if p.update is not None and insight is not None:
             u = p.update
             update_started = ctx.clock.time()
-            corr = await ctx.episode(self._episode(p, "update", u.prompt), teacher, u.fact)
+            await ctx.episode(self._episode(p, "update", u.prompt), teacher, u.fact)
             ctx.stage = "update"
             upd = await client.check_update(
                 ctx, identity=teacher, original=insight, target=tgt, since=update_started
             )
-            refs = [corr.finished_seq, *upd.landed_refs]
-            ctx.decide("update", lc.UPDATE_CAPTURED, upd.landed is not None, upd.landed_reason,
-                       refs)  # fmt: skip
-            if upd.landed is not None:
-                status = upd.original_status
-                ctx.decide("update", lc.DUPLICATED, upd.duplicated,
-                           f"the original insight is {status!r}"
-                           + (" (still live)" if upd.duplicated else ""),
-                           [*refs, *upd.status_refs])  # fmt: skip
+            decide("update")
             ctx.commit()
             if upd.landed is not None:
                 ep = self._episode(p, "update_recall", u.recall.prompt)
-                again = await ctx.episode(ep, teacher, u.fact)
-                verdict = grading.update(again.answer, u.recall.grading, u.superseded_value)
-                self._grade(ctx, "update_recall", lc.UPDATE_CORRECT, again, verdict,
-                            u.recall.grading, stale=u.superseded_value)  # fmt: skip
+                await ctx.episode(ep, teacher, u.fact)
+                decide("update_recall")
                 ctx.commit()
 
         if p.abstain is not None:
-            abstain = await ctx.episode(self._episode(p, "abstain", p.abstain.prompt), teacher, "")
-            verdict = grading.abstention(abstain.answer)
-            ctx.decide("abstain", lc.ABSTAIN_CORRECT, verdict.ok, verdict.reason,
-                       [abstain.finished_seq], answer=verdict.scored,
-                       expected=grading.ABSTAIN_ANSWER)  # fmt: skip
+            await ctx.episode(self._episode(p, "abstain", p.abstain.prompt), teacher, "")
+            decide("abstain")
             ctx.commit()
-
-    @staticmethod
-    def _grade(
-        ctx: UnitContext,
-        stage: str,
-        check: str,
-        ep: EpisodeResult,
-        verdict: grading.Verdict,
-        g: Any,
-        stale: Any = None,
-    ) -> None:
-        expected: Any = g.value if g.kind == "numeric" else list(g.aliases)
-        if stale is not None:
-            expected = {"value": expected, "not": stale}
-        ctx.decide(stage, check, verdict.ok, verdict.reason, [ep.finished_seq],
-                   answer=verdict.scored, expected=expected)  # fmt: skip

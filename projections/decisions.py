@@ -1,0 +1,228 @@
+"""The one decision function: a lifecycle unit's grader decisions from its recorded events.
+
+The live runner calls ``decide_stage`` after each stage's evidence is in the unit's
+stream and appends what it returns; re-derivation calls ``decide_unit`` on a recorded
+stream and compares. So a change to a grader or to a rule shows up as a re-derivation
+mismatch, never as a silent drift between live and re-derived results.
+
+Answer checks grade ``episode_finished.final_answer``; mechanical checks read the
+``observed`` reading a platform adapter recorded beside each read-back body
+(``purpose`` says which read it was): ``capture``/``update`` (``ids`` newest first,
+``statuses``), ``approve`` (``approved``), ``apply`` (``ok``, ``message``),
+``insight_status`` (``status``), ``changeset`` (``lists``), ``sink`` (``shows``),
+``original_status`` (``status``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Final, NamedTuple
+
+from ledger.events import Body, EpisodeFinishedBody, GraderDecisionBody, ReadBackBody
+from projections import lifecycle as lc
+from protocols import grading
+from protocols.schema import Grading, Protocol
+
+LIVE: Final = ("pending", "approved", "applied")
+STAGES: Final = (
+    "teach", "capture", "recall", "promote", "transfer", "update", "update_recall", "abstain",
+)  # fmt: skip
+
+Events = Sequence[tuple[int, Body]]
+
+
+class Decision(NamedTuple):
+    """One grader decision and the seqs of the evidence it cites."""
+
+    body: GraderDecisionBody
+    refs: tuple[int, ...]
+
+
+def _decision(
+    stage: str, check: str, verdict: bool | None, reason: str, refs: list[int], **kw: Any
+) -> Decision:
+    return Decision(
+        GraderDecisionBody(stage=stage, check=check, verdict=verdict, reason=reason, **kw),
+        tuple(sorted(set(refs))),
+    )
+
+
+def _finished(events: Events, stage: str) -> tuple[int, EpisodeFinishedBody] | None:
+    """The stage's episode as it finished (a retried episode's last, complete try)."""
+    found = None
+    for seq, body in events:
+        if isinstance(body, EpisodeFinishedBody) and body.episode == stage:
+            found = (seq, body)
+    return found
+
+
+def _reads(events: Events, stage: str, purpose: str) -> list[tuple[int, ReadBackBody]]:
+    return [
+        (s, b)
+        for s, b in events
+        if isinstance(b, ReadBackBody) and b.stage == stage and b.purpose == purpose
+    ]
+
+
+def _observed(read: tuple[int, ReadBackBody] | None) -> dict[str, Any]:
+    return read[1].observed if read and isinstance(read[1].observed, dict) else {}
+
+
+def _last(events: Events, stage: str, purpose: str) -> dict[str, Any]:
+    """The observed reading of the stage's last read for ``purpose`` ({} if none)."""
+    reads = _reads(events, stage, purpose)
+    return _observed(reads[-1]) if reads else {}
+
+
+def _expected(g: Grading, stale: Any = None) -> Any:
+    expected: Any = g.value if g.kind == "numeric" else list(g.aliases)
+    return {"value": expected, "not": stale} if stale is not None else expected
+
+
+def _graded(
+    stage: str, check: str, ep: tuple[int, EpisodeFinishedBody], verdict: grading.Verdict,
+    expected: Any,
+) -> Decision:  # fmt: skip
+    return _decision(stage, check, verdict.ok, verdict.reason, [ep[0]], answer=verdict.scored,
+                     expected=expected)  # fmt: skip
+
+
+def captured_id(events: Events) -> str | None:
+    """The capture the unit found (the newest pending insight of its last capture read)."""
+    reads = _reads(events, "capture", "capture")
+    ids = _observed(reads[-1]).get("ids") if reads else None
+    return str(ids[0]) if ids else None
+
+
+def decide_stage(protocol: Protocol, stage: str, events: Events) -> list[Decision]:
+    """The decisions of one stage from the unit's events so far ([] if its evidence is absent)."""
+    p = protocol
+    if stage in ("teach", "recall", "transfer", "update_recall", "abstain"):
+        ep = _finished(events, stage)
+        if ep is None:
+            return []
+        return list(_episode_decisions(p, stage, ep))
+    if stage == "capture":
+        return _capture(events)
+    if stage == "promote":
+        return _promote(p, events)
+    if stage == "update":
+        return _update(events)
+    raise ValueError(f"unknown lifecycle stage {stage!r}")
+
+
+def _episode_decisions(
+    p: Protocol, stage: str, ep: tuple[int, EpisodeFinishedBody]
+) -> Iterator[Decision]:
+    seq, e = ep
+    if stage == "teach":
+        yield _decision(stage, lc.CAPTURE_ATTEMPTED, e.capture_attempted,
+                        "memory_capture was called" if e.capture_attempted
+                        else "memory_capture was not called", [seq])  # fmt: skip
+        used = f"{e.tool_calls} of {p.budget_tool_calls} tool calls used"
+        yield _decision(stage, lc.TEACH_BUDGET_EXHAUSTED, e.budget_exhausted, used, [seq])
+    elif stage == "recall":
+        g = p.recall.grading
+        yield _graded(stage, lc.RECALL_CORRECT, ep, grading.grade(e.final_answer, g), _expected(g))
+        yield _decision(stage, lc.RECALL_SEARCH_CALLED, e.search_called,
+                        "search was called" if e.search_called else "search was not called",
+                        [seq])  # fmt: skip
+        yield _decision(stage, lc.RECALL_FACT_SURFACED, e.fact_surfaced,
+                        "the taught fact appeared in a tool result" if e.fact_surfaced
+                        else "the taught fact appeared in no tool result", [seq])  # fmt: skip
+    elif stage == "transfer" and p.transfer is not None:
+        g = p.transfer.grading
+        yield _graded(stage, lc.TRANSFER_CORRECT, ep, grading.grade(e.final_answer, g),
+                      _expected(g))  # fmt: skip
+        yield _decision(stage, lc.TRANSFER_SURFACED, e.fact_surfaced,
+                        "the promoted fact appeared in a tool result" if e.fact_surfaced
+                        else "the promoted fact appeared in no tool result", [seq])  # fmt: skip
+    elif stage == "update_recall" and p.update is not None:
+        u = p.update
+        verdict = grading.update(e.final_answer, u.recall.grading, u.superseded_value)
+        yield _graded(stage, lc.UPDATE_CORRECT, ep, verdict,
+                      _expected(u.recall.grading, u.superseded_value))  # fmt: skip
+    elif stage == "abstain":
+        verdict = grading.abstention(e.final_answer)
+        yield _graded(stage, lc.ABSTAIN_CORRECT, ep, verdict, grading.ABSTAIN_ANSWER)
+
+
+def _capture(events: Events) -> list[Decision]:
+    teach = _finished(events, "teach")
+    reads = _reads(events, "capture", "capture")
+    if teach is None or not reads:
+        return []
+    refs = [teach[0], *(s for s, _ in reads)]
+    found = captured_id(events)
+    if found is not None:
+        reason = f"pending insight {found} found"
+    elif not teach[1].capture_attempted:
+        reason = "no capture was attempted"
+    else:
+        reason = f"no pending insight in {len(reads)} read-backs"
+    return [_decision("capture", lc.CAPTURED, found is not None, reason, refs)]
+
+
+def _promote(p: Protocol, events: Events) -> list[Decision]:
+    approve = _reads(events, "promote", "approve")
+    if not approve:
+        return []
+    refs = [s for s, b in events if isinstance(b, ReadBackBody) and b.stage == "promote"]
+    if not _observed(approve[-1]).get("approved"):
+        reason = "the platform refused the approval"
+        return [_decision("promote", lc.PROMOTED, False, reason, refs)]
+    apply = _last(events, "promote", "apply")
+    if not apply.get("ok"):
+        reason = f"apply failed: {str(apply.get('message', ''))[:200]}"
+        return [_decision("promote", lc.PROMOTED, False, reason, refs)]
+    status = _last(events, "promote", "insight_status")
+    applied = status.get("status") == "applied"
+    listed = bool(_last(events, "promote", "changeset").get("lists"))
+    sink = _reads(events, "promote", "sink")
+    shown = bool(sink) and bool(_observed(sink[-1]).get("shows"))
+    reason = (
+        f"insight {'is' if applied else 'is not'} applied; a live changeset "
+        f"{'lists' if listed else 'does not list'} it; the {p.sink} sink "
+        f"{'shows' if shown else 'does not show'} the fact"
+    )
+    return [_decision("promote", lc.PROMOTED, applied and listed and shown, reason, refs)]
+
+
+def landed_id(events: Events) -> str | None:
+    """The correction's capture: a new live insight other than the original capture."""
+    reads = _reads(events, "update", "update")
+    if not reads:
+        return None
+    seen = _observed(reads[-1])
+    original = captured_id(events)
+    statuses = seen.get("statuses") or {}
+    new = [i for i in seen.get("ids") or [] if i != original and statuses.get(i) in LIVE]
+    return str(new[0]) if new else None
+
+
+def _update(events: Events) -> list[Decision]:
+    ep = _finished(events, "update")
+    reads = _reads(events, "update", "update")
+    if ep is None or not reads:
+        return []
+    refs = [ep[0], *(s for s, _ in reads)]
+    landed = landed_id(events)
+    if landed is None:
+        reason = "no new live insight after the correction"
+        return [_decision("update", lc.UPDATE_CAPTURED, False, reason, refs)]
+    out = [_decision("update", lc.UPDATE_CAPTURED, True, f"correction captured as {landed}", refs)]
+    original = _reads(events, "update", "original_status")
+    if original:
+        status = _observed(original[-1]).get("status")
+        dup = status in LIVE
+        reason = f"the original insight is {status!r}" + (" (still live)" if dup else "")
+        out.append(_decision("update", lc.DUPLICATED, dup, reason, [*refs, original[-1][0]]))
+    return out
+
+
+def decide_unit(protocol: Protocol, events: Events) -> list[Decision]:
+    """Every decision of a unit, in the order the live runner appends them."""
+    out: list[Decision] = []
+    for stage in STAGES:
+        out += decide_stage(protocol, stage, events)
+    return out
