@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from cli.common import EXIT_FAILED, EXIT_OK, UsageError, ledger_arg, open_ledger, write_output
@@ -20,6 +19,11 @@ def _run_events(target: str, args: argparse.Namespace) -> RunEvents:
     return from_ledger(open_ledger(args, create=False), target)
 
 
+def _ci_choice(args: argparse.Namespace) -> str:
+    choice = getattr(args, "ci", "auto")
+    return "cluster" if choice == "bootstrap" else choice
+
+
 def _scorecard(targets: list[str], args: argparse.Namespace) -> Scorecard:
     from projections.compare import Incomparable, comparable
     from projections.fold import fold
@@ -30,7 +34,7 @@ def _scorecard(targets: list[str], args: argparse.Namespace) -> Scorecard:
         comparable([m for m, _ in folds], what="passes")
     except Incomparable as exc:
         raise UsageError(f"cannot merge these runs: {exc}") from None
-    return scorecard(folds, ci=getattr(args, "ci", "wilson"))
+    return scorecard(folds, ci=_ci_choice(args))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -56,24 +60,62 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _verified(target: str, args: argparse.Namespace) -> RunEvents:
+    """A run's events for the gate, after its hash chain checked out (else LedgerError)."""
+    from ledger import LedgerError
+    from ledger.bundle import verify_bundle
+
+    run = _run_events(target, args)
+    if is_bundle(target):
+        failure = verify_bundle(target)[0]
+    else:
+        failure = open_ledger(args, create=False).verify(run.run_id)[0]
+    if failure is not None:
+        raise LedgerError(
+            f"run {run.run_id} does not verify: {failure}; see `benchledger verify {target}`"
+        )
+    return run
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
-    """Gate a candidate against a baseline: 1 on a regression (or, with --strict, inconclusive)."""
+    """Gate a candidate against a baseline.
+
+    Exit 2 (one line) when the gate cannot judge: a run that is damaged, unsealed,
+    incomplete, all infra errors or coupled, or runs that differ in protocol set, k, agent,
+    platform or model. Exit 1 on a regression (with --strict, also on inconclusive).
+    """
+    from ledger import LedgerError
     from projections.compare import INCONCLUSIVE, REGRESS, Incomparable, gate
+    from projections.fold import fold
+    from projections.lifecycle import LifecycleFold, scorecard
     from projections.report import gate_text
 
-    if not 0 <= args.tolerance < 1:
-        raise UsageError("--tolerance must be in [0, 1)")
-    base, cand = _scorecard([args.baseline], args), _scorecard([args.candidate], args)
+    if not 0 < args.tolerance < 1:
+        raise UsageError("--tolerance must be in (0, 1), e.g. 0.05 for five points")
+    cards = []
+    for target in (args.baseline, args.candidate):
+        try:
+            run = _verified(target, args)
+        except LedgerError as exc:  # damaged, unreadable or unknown: nothing to judge
+            raise UsageError(f"cannot gate: {exc}") from None
+        cards.append(scorecard([fold(LifecycleFold(), run.events)]))
     try:
-        rows = gate(base, cand, args.tolerance)
+        rows = gate(cards[0], cards[1], args.tolerance)
     except Incomparable as exc:
         raise UsageError(f"cannot gate: {exc}") from None
     sys.stdout.write(gate_text(rows, args.tolerance))
-    verdicts = {g.verdict for g in rows}
-    if REGRESS in verdicts or (args.strict and INCONCLUSIVE in verdicts):
-        print("gate: FAILED")
+    by: dict[str, list[str]] = {}
+    for g in rows:
+        by.setdefault(g.verdict, []).append(g.row.name)
+    if REGRESS in by:
+        print(f"gate: FAILED: {', '.join(by[REGRESS])} regressed")
         return EXIT_FAILED
-    print("gate: passed")
+    if args.strict and INCONCLUSIVE in by:
+        print(f"gate: FAILED (--strict): {', '.join(by[INCONCLUSIVE])} inconclusive")
+        return EXIT_FAILED
+    counts = ", ".join(f"{len(names)} {verdict}" for verdict, names in sorted(by.items()))
+    hint = " (--strict fails on inconclusive)" if INCONCLUSIVE in by else ""
+    print(f"gate: passed (no regression): {counts}{hint}")
     return EXIT_OK
 
 
@@ -101,16 +143,18 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_import_peer(args: argparse.Namespace) -> int:
     """Import a peer platform's results file (and transcripts) as a sealed run."""
-    from harness.peer_import import import_peer
+    from harness.peer_import import find_transcripts, import_peer
 
     transcripts = args.transcripts
-    if transcripts is None and os.path.isdir(args.results + ".transcripts"):
-        transcripts = [args.results + ".transcripts"]
+    if transcripts is None:
+        transcripts = find_transcripts(args.results)
     ledger = open_ledger(args, create=True)
     run_id, root, shape = import_peer(
         ledger, args.results, transcripts=transcripts, run_id=args.run_id
     )
     print(f"imported {args.results} ({shape} shape) as run {run_id}, root {root}")
+    if transcripts:
+        print(f"transcripts: {', '.join(transcripts)}")
     print(f"see it with: benchledger report {run_id}")
     return EXIT_OK
 
@@ -126,9 +170,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", metavar="FILE")
     p.add_argument(
         "--ci",
-        choices=["wilson", "bootstrap"],
-        default="wilson",
-        help="interval for rates (bootstrap: percentile, fixed seed)",
+        choices=["auto", "wilson", "cluster", "bootstrap"],
+        default="auto",
+        help="95%% intervals: auto (Wilson at k=1, protocol-cluster bootstrap at k>1), "
+        "wilson (attempts as independent), cluster (alias bootstrap: resample protocols, "
+        "fixed seed)",
     )
     ledger_arg(p)
     p.set_defaults(func=cmd_report)
@@ -141,11 +187,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     ledger_arg(p)
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("gate", help="fail CI when a candidate run regresses against a baseline")
-    p.add_argument("candidate", metavar="CANDIDATE")
-    p.add_argument("--baseline", required=True, metavar="BASELINE")
-    p.add_argument("--tolerance", type=float, default=0.05)
-    p.add_argument("--strict", action="store_true", help="also fail on inconclusive")
+    p = sub.add_parser(
+        "gate",
+        help="fail CI when a candidate run regresses against a baseline",
+        description="Exit 0: no regression; 1: a regression (with --strict, also an "
+        "inconclusive metric); 2: the runs cannot be gated (damaged, unsealed, incomplete, "
+        "all infra errors, coupled, or different protocol set, k, agent, platform or model).",
+    )
+    p.add_argument("candidate", metavar="CANDIDATE", help="run id or bundle file")
+    p.add_argument("--baseline", required=True, metavar="BASELINE", help="run id or bundle file")
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.05,
+        help="how much worse still counts as not worse (default 0.05: five points)",
+    )
+    p.add_argument(
+        "--strict", action="store_true", help="also fail on inconclusive (too small to decide)"
+    )
     ledger_arg(p)
     p.set_defaults(func=cmd_gate)
 

@@ -8,6 +8,12 @@ importing the same file twice gives the same run root.
 
 The whole file (every record, every field the import reads, every transcript) is
 checked before the first write: a refused import leaves nothing in the ledger.
+
+Shapes: the current one; the same without ``update_captured`` (files written before
+that field existed: an update unit's correction landed exactly when ``update_correct``
+is not null, and the import records that as a derived ``update_captured`` decision);
+and the older v1.102 one (no intervals, cache tokens or capture split). A merged
+multi-pass file finds its per-pass transcripts through the ``passes.txt`` beside it.
 """
 
 from __future__ import annotations
@@ -171,7 +177,7 @@ def _transcript(
     """The episode's first user prompt and its tool calls; nothing when there is no file."""
     if not dirs:
         return "", ()
-    folder = dirs[attempt - 1] if len(dirs) > 1 and 0 < attempt <= len(dirs) else dirs[0]
+    folder = dirs[attempt - 1] if len(dirs) > 1 else dirs[0]  # _plan checked the count
     path = os.path.join(folder, f"{pid}-{stage}-{email}.json")
     if not os.path.isfile(path):
         return "", ()
@@ -241,7 +247,27 @@ class _Unit:
     finished: UnitFinishedBody
 
 
-def _plan_unit(f: _Fields, run: str, i: int, record: dict[str, Any], dirs: list[str]) -> _Unit:
+def _is_update_unit(record: dict[str, Any]) -> bool:
+    """An update protocol's record: it has an update episode or an update verdict."""
+    stages = {ep.get("stage") for ep in record["episodes"]}
+    return "update" in stages or any(k in record for k in ("update_correct", "duplicated"))
+
+
+def _derived_update_captured(f: _Fields, record: dict[str, Any], where: str) -> bool | None:
+    """``update_captured`` for a file that predates it: landed iff update_correct is recorded."""
+    if not _is_update_unit(record):
+        return None
+    return f.flag(record, "update_correct", where) is not None
+
+
+def _plan_unit(
+    f: _Fields,
+    run: str,
+    i: int,
+    record: dict[str, Any],
+    dirs: list[str],
+    derive_update: bool = False,
+) -> _Unit:
     where = f"runs[{i}]"
     pid: str = record["protocol_id"]  # shape_of checked it is text
     if not pid or "/" in pid:
@@ -279,6 +305,11 @@ def _plan_unit(f: _Fields, run: str, i: int, record: dict[str, Any], dirs: list[
     decisions: list[tuple[str, GraderDecisionBody]] = []
     for peer_key, check, stage, episode in VERDICTS:
         verdict = f.flag(record, peer_key, where)
+        reason = f"recorded by {ORIGIN} as {peer_key}={str(verdict).lower()}"
+        if check == lc.UPDATE_CAPTURED and derive_update:
+            verdict = _derived_update_captured(f, record, where)
+            landed = "recorded: the correction landed" if verdict else "null: it did not land"
+            reason = f"derived (the file predates update_captured): update_correct is {landed}"
         if verdict is None:
             continue
         outcome[check] = verdict
@@ -286,7 +317,7 @@ def _plan_unit(f: _Fields, run: str, i: int, record: dict[str, Any], dirs: list[
             stage=stage,
             check=check,
             verdict=verdict,
-            reason=f"recorded by {ORIGIN} as {peer_key}={str(verdict).lower()}",
+            reason=reason,
             answer=answers.get(episode, "") if check in ANSWERED else "",
             origin=ORIGIN,
         )
@@ -313,12 +344,25 @@ def _plan_unit(f: _Fields, run: str, i: int, record: dict[str, Any], dirs: list[
     )
 
 
+def derives_update_captured(records: list[dict[str, Any]]) -> bool:
+    """Whether the file predates ``update_captured`` (no record has it, an update unit exists)."""
+    return not any("update_captured" in r for r in records) and any(map(_is_update_unit, records))
+
+
 def _plan(f: _Fields, run: str, records: list[dict[str, Any]], dirs: list[str]) -> list[_Unit]:
     """Every record checked and built, transcripts read: all refusals happen here."""
     units: list[_Unit] = []
     seen: dict[str, int] = {}
+    derive = derives_update_captured(records)
+    if len(dirs) > 1:
+        most = max(r["attempt"] for r in records)
+        if most > len(dirs):
+            raise f.refuse(
+                f"a run record has attempt {most} but {len(dirs)} transcript folders were "
+                "given: give one --transcripts folder per pass, in attempt order"
+            )
     for i, record in enumerate(records):
-        unit = _plan_unit(f, run, i, record, dirs)
+        unit = _plan_unit(f, run, i, record, dirs, derive)
         if unit.stream in seen:
             raise f.refuse(
                 f"two run records for {unit.protocol_id} attempt {unit.attempt} "
@@ -344,18 +388,26 @@ def _write_unit(w: StreamWriter, unit: _Unit) -> None:
 
 
 def _header(
-    f: _Fields, manifest: dict[str, Any], units: list[_Unit], config: dict[str, Any]
+    f: _Fields,
+    manifest: dict[str, Any],
+    metrics: dict[str, Any],
+    units: list[_Unit],
+    config: dict[str, Any],
 ) -> RunStartedBody:
     most = max(u.attempt for u in units)
     k = f.positive(manifest, "k", "manifest") or most
     if k < most:
         raise f.refuse(f"manifest.k is {k} but a run record has attempt {most}")
+    # The published protocol count, so a truncated file reads as incomplete (the gate
+    # refuses it), never as a smaller complete run.
+    seen = len({u.protocol_id for u in units})
+    published = f.positive(metrics, "protocols", "metrics") or 0
     provider = f.text(manifest, "llm_provider", "manifest")
     model = f.text(manifest, "model", "manifest")
     return RunStartedBody(
         suite="lifecycle",
         protocol_set_hash=f.text(manifest, "protocol_set_hash", "manifest"),
-        protocols=len({u.protocol_id for u in units}),
+        protocols=max(seen, published),
         k=k,
         agent=f"{provider}:{model}".strip(":"),
         model=model,
@@ -364,6 +416,76 @@ def _header(
         coupled=False,
         tool_version="import-peer",
         config=config,
+    )
+
+
+def _pass_results(listing: str, n: int, line: str) -> str:
+    """Where line ``n`` of a ``passes.txt`` points: a pass's results file.
+
+    The peer writes these paths relative to its repository root; they are looked up
+    beside ``passes.txt``, under each folder above it, and as ``FOLDER/FILE`` beside it.
+    """
+    here = os.path.dirname(os.path.abspath(listing))
+    candidates = [line] if os.path.isabs(line) else []
+    folder = here
+    while True:
+        candidates.append(os.path.join(folder, line))
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    parts = line.replace("\\", "/").rstrip("/").split("/")
+    candidates.append(os.path.join(here, *parts[-2:]))
+    for candidate in candidates:
+        if os.path.isfile(candidate):
+            return os.path.normpath(candidate)
+    raise UnusableInput(
+        listing, f"{line!r} names no pass results file here or in a folder above", line=n
+    )
+
+
+def find_transcripts(results: str) -> list[str]:
+    """The transcript folders of a results file, in attempt order ([] when there are none).
+
+    ``RESULTS.json.transcripts`` beside the file; for a merged multi-pass file without
+    one, each pass's ``lifecycle-*.json.transcripts`` from the ``passes.txt`` beside it
+    (line j is pass j, which the merged file records as attempt j).
+    """
+    own = results + ".transcripts"
+    if os.path.isdir(own):
+        return [own]
+    listing = os.path.join(os.path.dirname(os.path.abspath(results)), "passes.txt")
+    if not os.path.isfile(listing) or not _is_merged(results):
+        return []
+    try:
+        with open(listing, encoding="utf-8") as fh:
+            lines = [(n, raw.strip()) for n, raw in enumerate(fh, 1) if raw.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UnusableInput(listing, f"cannot read ({exc})") from None
+    folders = []
+    for n, line in lines:
+        folder = _pass_results(listing, n, line) + ".transcripts"
+        if not os.path.isdir(folder):
+            raise UnusableInput(
+                listing,
+                f"pass {n} has no transcript folder {folder}; give --transcripts DIR once "
+                "per pass instead",
+                line=n,
+            )
+        folders.append(folder)
+    return folders
+
+
+def _is_merged(results: str) -> bool:
+    """Whether a results file holds several passes (a run record with attempt > 1)."""
+    try:
+        with open(results, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return False  # import_peer reports the file itself
+    runs = data.get("runs") if isinstance(data, dict) else None
+    return isinstance(runs, list) and any(
+        isinstance(r, dict) and isinstance(r.get("attempt"), int) and r["attempt"] > 1 for r in runs
     )
 
 
@@ -377,7 +499,9 @@ def import_peer(
 ) -> tuple[str, str, str]:
     """Import a peer results file as a sealed run; return (run id, root, shape).
 
-    Refused input (UnusableInput) and an existing run id (LedgerError) write nothing.
+    ``transcripts``: one folder, or one per pass in attempt order; None finds them
+    (``find_transcripts``), ``[]`` imports without. Refused input (UnusableInput) and an
+    existing run id (LedgerError) write nothing.
     """
     try:
         with open(path, encoding="utf-8") as fh:
@@ -389,7 +513,9 @@ def import_peer(
     except ValueError as exc:
         raise UnusableInput(path, f"not valid JSON ({exc})") from None
     shape = shape_of(data, path)
-    dirs = list(transcripts or [])
+    if derives_update_captured(data["runs"]):
+        shape += ", update_captured derived from update_correct"
+    dirs = list(find_transcripts(path) if transcripts is None else transcripts)
     for d in dirs:
         if not os.path.isdir(d):
             raise UnusableInput(d, "--transcripts must name a folder of transcript files")
@@ -408,7 +534,7 @@ def import_peer(
         "source": os.path.basename(path),
         "manifest": manifest,
     }
-    header = _header(f, manifest, units, config)
+    header = _header(f, manifest, data.get("metrics") or {}, units, config)
     ticks = itertools.count(_start_ns(f, manifest))
     # Deterministic timestamps (same file, same root) need our clock while writing; the
     # caller's ledger gets its own clock back however the import ends.

@@ -13,7 +13,15 @@ from ledger.events import (
     SessionCall,
 )
 from projections.fold import fold
-from projections.lifecycle import METRIC_NAMES, METRICS, Decision, LifecycleFold, Metric, scorecard
+from projections.lifecycle import (
+    CI_LABELS,
+    METRIC_NAMES,
+    METRICS,
+    Decision,
+    LifecycleFold,
+    Metric,
+    scorecard,
+)
 from projections.report import fmt_num
 from projections.source import RunEvents
 
@@ -105,6 +113,7 @@ def audit(run: RunEvents, metric_name: str) -> Audit:
         streams.setdefault(event.stream, {})[event.seq] = (event, link)
     num_refs = set(metric.num_refs)
     spec = next((s for s in METRICS if s.name == metric_name), None)
+    short = {pid for pid, _ in card.pass_k_short}
     out = []
     for unit in card.units:
         if spec is not None:
@@ -112,8 +121,8 @@ def audit(run: RunEvents, metric_name: str) -> Audit:
                 continue
             decision = unit.decisions.get(spec.num_check) or unit.decisions.get(spec.den_check)
             in_num = spec.in_num(unit)
-        else:  # pass_k: every counted unit, judged by all of its decisions
-            if not unit.counted:
+        else:  # pass_k: every counted unit of a protocol with k attempts, by all its decisions
+            if not unit.counted or unit.protocol_id in short:
                 continue
             failing = [d for d in unit.decisions.values() if d.verdict is False]
             decision = failing[0] if failing else None
@@ -131,10 +140,11 @@ def render(a: Audit) -> str:
     """The audit as text: value, then one block per contributing unit."""
     m = a.metric
     rate = f"{m.rate:.1%}" if m.rate is not None else "n/a"
+    ci = "n/a" if m.ci is None else f"[{m.ci.low:.3f}, {m.ci.high:.3f}] ({CI_LABELS[m.ci_method]})"
     lines = [
         f"run {a.run_id}  root {a.root or '(unsealed)'}",
-        f"{m.name} = {rate}  ({fmt_num(m.num, 3)}/{m.den})  "
-        f"95% CI [{m.ci.low:.3f}, {m.ci.high:.3f}]" + (f"  [{m.label}]" if m.label else ""),
+        f"{m.name} = {rate}  ({fmt_num(m.num, 3)}/{m.den})  95% CI {ci}"
+        + (f"  [{m.label}]" if m.label else ""),
         f"{len(a.contributions)} contributing units "
         f"({sum(c.in_num for c in a.contributions)} in the numerator)",
         "",

@@ -1,16 +1,53 @@
-"""Comparing two runs of one protocol set: paired differences, McNemar, and the gate."""
+"""Comparing two runs of one protocol set: paired differences, McNemar, and the gate.
+
+Two designs, chosen by the data:
+
+- one attempt per protocol on each side (k = 1): the protocols are independent pairs;
+  the difference gets Tango's score interval and McNemar's exact test;
+- several attempts (k > 1): a protocol's attempts are not independent, so the interval
+  comes from a bootstrap that resamples protocols (resamples with an empty denominator
+  drawn again) and McNemar is not reported.
+
+Each row also says how small a difference the comparison can resolve at its size
+(``stats.resolution``), which the gate needs before it can say ``pass``.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
-from projections.lifecycle import GATED, METRICS, MetricSpec, RunMeta, Scorecard, Unit
-from projections.stats import Interval, bootstrap, mcnemar_exact, pass_hat
+from projections.lifecycle import (
+    GATED,
+    METRICS,
+    MetricSpec,
+    RunMeta,
+    Scorecard,
+    Unit,
+    pass_k_values,
+)
+from projections.stats import (
+    BOOTSTRAP_REPS,
+    BOOTSTRAP_SEED,
+    Interval,
+    bootstrap,
+    design_effect,
+    icc_oneway,
+    mcnemar_exact,
+    mean_gain,
+    pairs_needed,
+    pooled_gain,
+    resolution,
+    tango,
+)
+
+TANGO: Final = "Tango score interval, protocols as pairs"
+CLUSTER: Final = f"protocol-cluster bootstrap ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})"
 
 
 class Incomparable(ValueError):
-    """Two runs (or passes) that must not be compared or merged; the message says why."""
+    """Two runs (or passes) that must not be compared, merged or gated; the message says why."""
 
 
 def comparable(metas: Sequence[RunMeta], *, what: str = "runs") -> None:
@@ -37,71 +74,149 @@ class Row(NamedTuple):
     a_den: int
     b_num: float
     b_den: int
-    diff: float | None
+    diff: float | None  # the estimate the interval is built around
     ci: Interval | None
     mcnemar_p: float | None
     higher_is_better: bool
+    method: str = ""
+    pairs: int = 0  # paired protocols (k = 1) or attempt pairs (k > 1) behind the interval
+    resolution: float | None = None  # smallest difference this size can tell from none
+    deff: float = 1.0  # design effect of clustered attempts (1 for independent pairs)
+    note: str = ""
 
     @property
     def skipped(self) -> bool:
-        return self.diff is None
+        return self.ci is None
+
+    def pairs_for(self, tolerance: float) -> int:
+        """Pairs (attempt pairs at this design effect) needed to resolve ``tolerance``."""
+        return math.ceil(pairs_needed(tolerance) * self.deff)
 
 
 def _spec(name: str) -> MetricSpec | None:
     return next((s for s in METRICS if s.name == name), None)
 
 
-def _pass_value(units: Sequence[Unit], k: int) -> float:
-    return pass_hat(sum(u.passed() for u in units), len(units), k)
+def _one_each(pa: dict[str, list[Unit]], pb: dict[str, list[Unit]], shared: list[str]) -> bool:
+    return all(len(pa[p]) == 1 and len(pb[p]) == 1 for p in shared)
 
 
-def _mean_gain(sample: Sequence[tuple[float, float]]) -> float:
-    return sum(y - x for x, y in sample) / len(sample)
+def _icc(groups: dict[str, list[Unit]], spec: MetricSpec) -> float | None:
+    return icc_oneway(
+        [[float(spec.in_num(u)) for u in us if spec.in_den(u)] for us in groups.values()]
+    )
 
 
-def _rate_gain(sample: Sequence[tuple[int, int, int, int]]) -> float:
-    """B's pooled rate minus A's over a resample of (a_num, a_den, b_num, b_den) per protocol."""
-    an, ad, bn, bd = (sum(s[i] for s in sample) for i in range(4))
-    return (bn / bd if bd else 0.0) - (an / ad if ad else 0.0)
+class _Sides(NamedTuple):
+    """What a row shows before any statistics: the metric and both runs' num/den."""
+
+    name: str
+    a_num: float
+    a_den: int
+    b_num: float
+    b_den: int
+    higher_is_better: bool
+
+    def row(self, diff: float | None = None, ci: Interval | None = None, **kw: Any) -> Row:
+        p = kw.pop("mcnemar_p", None)
+        a, b = (self.a_num, self.a_den), (self.b_num, self.b_den)
+        return Row(self.name, *a, *b, diff, ci, p, self.higher_is_better, **kw)
+
+
+def _paired_row(sides: _Sides, pairs: list[tuple[bool, bool]], note: str) -> Row:
+    """Independent pairs: Tango's interval on B - A and McNemar's exact test."""
+    n = len(pairs)
+    a_only = sum(x and not y for x, y in pairs)
+    b_only = sum(y and not x for x, y in pairs)
+    if n == 0:
+        return sides.row(note=note or "no protocol is in both denominators")
+    return sides.row(
+        (b_only - a_only) / n,
+        tango(b_only, a_only, n),
+        mcnemar_p=mcnemar_exact(a_only, b_only),
+        method=TANGO,
+        pairs=n,
+        resolution=resolution(n),
+        note=note,
+    )
+
+
+def _rate_row(spec: MetricSpec, a: Scorecard, b: Scorecard, shared: list[str]) -> Row:
+    pa, pb = a.per_protocol(), b.per_protocol()
+    ma, mb = a.metrics[spec.name], b.metrics[spec.name]
+    sides = _Sides(spec.name, ma.num, ma.den, mb.num, mb.den, spec.higher_is_better)
+    if _one_each(pa, pb, shared):
+        both = [p for p in shared if spec.in_den(pa[p][0]) and spec.in_den(pb[p][0])]
+        one_side = sum(spec.in_den(pa[p][0]) != spec.in_den(pb[p][0]) for p in shared)
+        note = (
+            f"{one_side} protocol(s) in one run's denominator only, not paired" if one_side else ""
+        )
+        outcomes = [(spec.in_num(pa[p][0]), spec.in_num(pb[p][0])) for p in both]
+        return _paired_row(sides, outcomes, note)
+    cells = []
+    for p in shared:
+        ua = [u for u in pa[p] if spec.in_den(u)]
+        ub = [u for u in pb[p] if spec.in_den(u)]
+        cells.append((sum(map(spec.in_num, ua)), len(ua), sum(map(spec.in_num, ub)), len(ub)))
+    diff = pooled_gain(cells)
+    if diff is None:
+        return sides.row(note="a run has no units in this denominator")
+    pairs = sum(min(c[1], c[3]) for c in cells)
+    clusters = sum(1 for c in cells if min(c[1], c[3]) > 0)
+    iccs = [v for v in (_icc(pa, spec), _icc(pb, spec)) if v is not None]
+    # No variation within any protocol in either run: nothing shows that attempts
+    # vary independently, so count a protocol's attempts as one observation.
+    icc = max(iccs) if iccs else 1.0
+    deff = design_effect(pairs / clusters, icc) if clusters else 1.0
+    return sides.row(
+        diff,
+        bootstrap(cells, pooled_gain),
+        method=CLUSTER,
+        pairs=pairs,
+        resolution=resolution(pairs / deff),
+        deff=deff,
+        note=f"ICC {icc:.2f}, design effect {deff:.2f}; no McNemar: a protocol's attempts "
+        "are not independent pairs",
+    )
+
+
+def _pass_k_row(a: Scorecard, b: Scorecard, shared: list[str]) -> Row:
+    ma, mb = a.metrics["pass_k"], b.metrics["pass_k"]
+    sides = _Sides("pass_k", ma.num, ma.den, mb.num, mb.den, True)
+    if a.k != b.k:
+        why = f"k differs (A k={a.k}, B k={b.k}): pass^k is never compared across k"
+        return sides.row(note=why)
+    k = a.k
+    va, vb = pass_k_values(a.per_protocol(), k), pass_k_values(b.per_protocol(), k)
+    common = [p for p in shared if p in va and p in vb]
+    left_out = len(set(shared) - set(common))
+    note = f"{left_out} protocol(s) with fewer than {k} attempts left out" if left_out else ""
+    values = [(va[p], vb[p]) for p in common]
+    if all(x in (0.0, 1.0) and y in (0.0, 1.0) for x, y in values):  # exactly k attempts
+        return _paired_row(sides, [(x == 1.0, y == 1.0) for x, y in values], note)
+    n = len(values)
+    return sides.row(
+        mean_gain(values),
+        bootstrap(values, mean_gain),
+        method=CLUSTER,
+        pairs=n,
+        resolution=resolution(n),
+        note=note,
+    )
 
 
 def compare(a: Scorecard, b: Scorecard, names: Sequence[str] | None = None) -> list[Row]:
-    """Per metric: B - A with a protocol-paired bootstrap interval and McNemar's exact test."""
+    """Per metric: B - A with an interval paired by protocol (and McNemar when k = 1)."""
     comparable([a.meta, b.meta])
-    pa, pb = a.per_protocol(), b.per_protocol()
-    shared = sorted(set(pa) & set(pb))
+    shared = sorted(set(a.per_protocol()) & set(b.per_protocol()))
     rows = []
     for name in names or [s.name for s in METRICS] + ["pass_k"]:
-        ma, mb = a.metrics[name], b.metrics[name]
         spec = _spec(name)
-        higher = spec.higher_is_better if spec else True
-        if not ma.den or not mb.den or not shared:
-            rows.append(Row(name, ma.num, ma.den, mb.num, mb.den, None, None, None, higher))
-            continue
-        if spec is None:  # pass_k: mean of per-protocol unbiased values
-            k = min(a.k_used, b.k_used) or 1
-            pairs = [(_pass_value(pa[p], k), _pass_value(pb[p], k)) for p in shared]
-            diff = sum(y - x for x, y in pairs) / len(pairs)
-            ci = bootstrap(pairs, _mean_gain)
-            rows.append(Row(name, ma.num, ma.den, mb.num, mb.den, diff, ci, None, higher))
-            continue
-        per = []
-        disc_b = disc_c = 0
-        for p in shared:
-            ua = [u for u in pa[p] if spec.in_den(u)]
-            ub = [u for u in pb[p] if spec.in_den(u)]
-            per.append((sum(map(spec.in_num, ua)), len(ua), sum(map(spec.in_num, ub)), len(ub)))
-            for x, y in zip(ua, ub, strict=False):  # pair attempts in order
-                xa, yb = spec.in_num(x), spec.in_num(y)
-                disc_b += xa and not yb
-                disc_c += yb and not xa
-        diff = mb.num / mb.den - ma.num / ma.den
-
-        ci = bootstrap(per, _rate_gain)
-        p_value = mcnemar_exact(disc_b, disc_c)
-        rows.append(Row(name, ma.num, ma.den, mb.num, mb.den, diff, ci, p_value, higher))
+        rows.append(_pass_k_row(a, b, shared) if spec is None else _rate_row(spec, a, b, shared))
     return rows
 
+
+# -- the gate ------------------------------------------------------------------------------
 
 PASS: Final = "pass"
 REGRESS: Final = "regress"
@@ -113,29 +228,99 @@ class GateRow(NamedTuple):
     row: Row
     verdict: str
     better: Interval | None  # the interval on "how much better the candidate is"
+    reason: str = ""
+
+
+def _complete(card: Scorecard, role: str) -> None:
+    """Refuse a run that cannot carry a verdict: unsealed, incomplete, all errors, coupled."""
+    meta = card.meta
+    run = meta.run_id
+    finished = card.finished_keys
+    planned = meta.planned_units
+    if not meta.sealed:
+        raise Incomparable(
+            f"the {role} run {run} is not sealed (interrupted or still running): "
+            f"{len(finished)} of {planned or '?'} planned units finished; finish it with "
+            f"`benchledger run --resume {run}` or gate a sealed run"
+        )
+    missing = sorted(set(meta.planned) - finished)
+    if len(finished) < planned or missing:
+        shown = ", ".join(f"{p}/{n}" for p, n in missing[:3])
+        if len(missing) > 3:
+            shown += ", ..."
+        raise Incomparable(
+            f"the {role} run {run} is incomplete: {len(finished)} of {planned} planned units "
+            f"(protocols × k = {meta.protocols} × {meta.k}) finished"
+            + (f"; missing {shown}" if missing else "")
+        )
+    if not finished:
+        raise Incomparable(f"the {role} run {run} has zero finished units")
+    if card.graded == 0:
+        raise Incomparable(
+            f"the {role} run {run} has no graded units: all {len(finished)} finished units "
+            f"ended in an infrastructure error (see `benchledger report {run}`)"
+        )
+    if meta.coupled:
+        raise Incomparable(
+            f"the {role} run {run} is coupled: its attempts shared platform state, so they are "
+            "not independent; re-run it with a fresh platform per pass"
+        )
+
+
+def check_gateable(baseline: Scorecard, candidate: Scorecard) -> None:
+    """Raise Incomparable (one line, naming the run and the field) unless both can be gated."""
+    _complete(candidate, "candidate")
+    _complete(baseline, "baseline")
+    a, b = baseline.meta, candidate.meta
+    for label, x, y in (
+        ("protocol set", a.protocol_set_hash, b.protocol_set_hash),
+        ("k", baseline.k, candidate.k),
+        ("agent", a.agent, b.agent),
+        ("platform", a.platform, b.platform),
+        ("model", a.model, b.model),
+    ):
+        if x != y:
+            raise Incomparable(
+                f"baseline {a.run_id} and candidate {b.run_id} differ in {label}: {x!r} vs {y!r}"
+            )
+
+
+def judge(row: Row, tolerance: float) -> GateRow:
+    """The verdict on one compared metric; see docs/metrics.md, "The gate"."""
+    if row.ci is None:
+        if not row.a_den and not row.b_den:
+            return GateRow(row, SKIPPED, None, "no units in either run's denominator")
+        if not row.b_den:
+            why = f"the candidate has no units in this denominator (the baseline has {row.a_den})"
+        elif not row.a_den:
+            why = "the baseline has no units in this denominator"
+        else:
+            why = row.note or "no paired units"
+        return GateRow(row, INCONCLUSIVE, None, why)
+    better = row.ci if row.higher_is_better else Interval(0.0 - row.ci.high, 0.0 - row.ci.low)
+    if better.width <= 0:
+        why = "zero-width interval: no protocol changed, which shows nothing"
+        return GateRow(row, INCONCLUSIVE, better, why)
+    if better.high < -tolerance:
+        return GateRow(row, REGRESS, better, f"the whole interval is below -{tolerance:g}")
+    if row.resolution is None or row.resolution > tolerance:
+        shown = "?" if row.resolution is None else f"{row.resolution:.3f}"
+        return GateRow(
+            row,
+            INCONCLUSIVE,
+            better,
+            f"too small to decide: {row.pairs} pairs resolve {shown} > {tolerance:g}; "
+            f"needs about {row.pairs_for(tolerance)} pairs",
+        )
+    if better.low >= -tolerance:
+        return GateRow(row, PASS, better, f"the whole interval is at or above -{tolerance:g}")
+    return GateRow(row, INCONCLUSIVE, better, f"the interval reaches below -{tolerance:g}")
 
 
 def gate(baseline: Scorecard, candidate: Scorecard, tolerance: float = 0.05) -> list[GateRow]:
-    """A verdict per gated metric from the interval on the difference (candidate - baseline)."""
-    for card, role in ((baseline, "baseline"), (candidate, "candidate")):
-        if not any(u.counted for u in card.units):
-            raise Incomparable(f"the {role} run {card.meta.run_id} has zero units")
-    comparable([baseline.meta, candidate.meta])
-    if baseline.meta.model != candidate.meta.model:
-        raise Incomparable(
-            f"runs differ in model: {baseline.meta.model!r} vs {candidate.meta.model!r}"
-        )
-    out = []
-    for row in compare(baseline, candidate, GATED):
-        if row.ci is None:
-            out.append(GateRow(row, SKIPPED, None))
-            continue
-        better = row.ci if row.higher_is_better else Interval(-row.ci.high, -row.ci.low)
-        if better.high < -tolerance:
-            verdict = REGRESS
-        elif better.low >= -tolerance:
-            verdict = PASS
-        else:
-            verdict = INCONCLUSIVE
-        out.append(GateRow(row, verdict, better))
-    return out
+    """A verdict per gated metric from the interval on candidate - baseline.
+
+    Raises Incomparable when the runs cannot be gated at all (``check_gateable``).
+    """
+    check_gateable(baseline, candidate)
+    return [judge(row, tolerance) for row in compare(baseline, candidate, GATED)]

@@ -22,7 +22,15 @@ from ledger.events import (
     UnitFinished,
     UnitStarted,
 )
-from projections.stats import Interval, bootstrap, pass_hat_k, wilson
+from projections.stats import (
+    BOOTSTRAP_REPS,
+    BOOTSTRAP_SEED,
+    Interval,
+    cluster_rate_interval,
+    pass_hat,
+    pass_hat_k,
+    wilson,
+)
 
 # The checks a lifecycle unit's grader decisions carry (``GraderDecisionBody.check``).
 CAPTURE_ATTEMPTED: Final = "capture_attempted"
@@ -125,25 +133,41 @@ class Unit:
         return refs + ([self.finished] if self.finished else [])
 
 
+# How a metric's interval was computed (``Metric.ci_method``).
+CI_WILSON: Final = "wilson"
+CI_CLUSTER: Final = "protocol-cluster bootstrap"
+CI_WILSON_PROTOCOLS: Final = "wilson over protocols"
+CI_LABELS: Final = {
+    CI_WILSON: "Wilson (attempts treated as independent)",
+    CI_CLUSTER: f"protocol-cluster bootstrap ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})",
+    CI_WILSON_PROTOCOLS: "Wilson over protocols",
+}
+# ``scorecard(ci=...)``: auto clusters by protocol when a protocol has several attempts.
+CI_CHOICES: Final = ("auto", "wilson", "cluster")
+
+
 class Metric(NamedTuple):
     """A rate with its interval and the decisions behind its numerator and denominator."""
 
     name: str
     num: float
     den: int
-    ci: Interval
+    ci: Interval | None  # None when the denominator is empty
     num_refs: tuple[Ref, ...]
     den_refs: tuple[Ref, ...]
     label: str = ""
     units: tuple[str, ...] = ()  # streams in the denominator
+    ci_method: str = CI_WILSON
 
     @property
     def rate(self) -> float | None:
         return self.num / self.den if self.den else None
 
     def as_json(self) -> dict[str, Any]:
+        ci = self.ci
         return {"num": self.num, "den": self.den, "rate": self.rate,
-                "ci_low": self.ci.low, "ci_high": self.ci.high}  # fmt: skip
+                "ci_low": ci.low if ci else None, "ci_high": ci.high if ci else None,
+                "ci_method": self.ci_method}  # fmt: skip
 
 
 class MetricSpec(NamedTuple):
@@ -242,6 +266,16 @@ class RunMeta:
     coupled: bool = False
     root: str = ""
     config: dict[str, Any] = field(default_factory=dict)
+    planned: tuple[tuple[str, int], ...] = ()  # the run record's planned (unit, attempt) keys
+
+    @property
+    def sealed(self) -> bool:
+        return bool(self.root)
+
+    @property
+    def planned_units(self) -> int:
+        """Units the run set out to finish: its record's plan, else protocols × k."""
+        return len(self.planned) if self.planned else self.protocols * self.k
 
 
 class LifecycleFold:
@@ -260,9 +294,13 @@ class LifecycleFold:
     def apply(self, event: Event, link: str) -> None:
         if isinstance(event, RunStarted):
             rs = event.body
-            self.meta = RunMeta(event.stream, rs.suite, rs.protocol_set_hash, rs.protocols, rs.k,
-                                rs.agent, rs.model, rs.platform, rs.platform_version, rs.coupled,
-                                self.meta.root, dict(rs.config))  # fmt: skip
+            rec = rs.record
+            planned = tuple((u.unit_id, u.attempt) for u in rec.units) if rec else ()
+            self.meta = RunMeta(event.stream, rs.suite,
+                                (rec.protocol_set_hash if rec else "") or rs.protocol_set_hash,
+                                rs.protocols, rec.k if rec else rs.k, rs.agent, rs.model,
+                                rs.platform, rs.platform_version, rs.coupled, self.meta.root,
+                                dict(rs.config), planned)  # fmt: skip
         elif isinstance(event, RunSealed):
             self.meta.root = event.body.root
         elif isinstance(event, UnitStarted):
@@ -305,9 +343,25 @@ class Scorecard(NamedTuple):
     harness_failures: int
     incomplete: int
     tokens: dict[str, int]
+    pass_k_short: tuple[tuple[str, int], ...] = ()  # (protocol, attempts) below k, left out
+    clustered: bool = False  # intervals resample protocols (a protocol has several attempts)
 
     def per_protocol(self) -> dict[str, list[Unit]]:
         return by_protocol(self.units)
+
+    @property
+    def k(self) -> int:
+        """The run's k (several runs merged as passes: the sum of their k)."""
+        return sum(r.k for r in self.runs) if len(self.runs) > 1 else self.meta.k
+
+    @property
+    def finished_keys(self) -> set[tuple[str, int]]:
+        """(protocol, attempt) of every finished, not abandoned unit."""
+        return {(u.protocol_id, u.attempt) for u in self.units if u.counted}
+
+    @property
+    def graded(self) -> int:
+        return sum(u.graded for u in self.units)
 
 
 def by_protocol(units: Iterable[Unit]) -> dict[str, list[Unit]]:
@@ -321,7 +375,7 @@ def by_protocol(units: Iterable[Unit]) -> dict[str, list[Unit]]:
     return dict(sorted(out.items()))
 
 
-def _den_refs(unit: Unit, check: str) -> list[Ref]:
+def _den_ref(unit: Unit, check: str) -> list[Ref]:
     """The decision that put ``unit`` in a denominator (its unit_finished if none)."""
     refs = unit.ref(check)
     if not refs and unit.finished is not None:
@@ -329,48 +383,103 @@ def _den_refs(unit: Unit, check: str) -> list[Ref]:
     return refs
 
 
-def _metric(spec: MetricSpec, units: Sequence[Unit], ci: str) -> Metric:
+def clustered_interval(clusters: Sequence[tuple[float, int]]) -> tuple[Interval | None, str]:
+    """A rate's interval with protocols as the unit of resampling, and how it was made.
+
+    The percentile bootstrap over protocols; when it collapses to a point (every
+    protocol at the same rate, e.g. all at 100%), Wilson over the number of protocols
+    instead: a protocol's attempts then count as one observation, never as many.
+    """
+    interval = cluster_rate_interval(clusters)
+    if interval is None or interval.width > 0:
+        return interval, CI_CLUSTER
+    return wilson(interval.low * len(clusters), len(clusters)), CI_WILSON_PROTOCOLS
+
+
+def _metric(spec: MetricSpec, units: Sequence[Unit], clustered: bool) -> Metric:
     den_units = [u for u in units if spec.in_den(u)]
     num_units = [u for u in den_units if spec.in_num(u)]
-    den_refs = tuple(
-        r for u in den_units for r in (u.ref(spec.den_check) or [u.finished] if u.finished else [])
-    )
+    den_refs = tuple(r for u in den_units for r in _den_ref(u, spec.den_check))
     num_refs = tuple(r for u in num_units for r in u.ref(spec.num_check))
-    interval = wilson(len(num_units), len(den_units))
-    if ci == "bootstrap" and den_units:
-        flags = [1.0 if spec.in_num(u) else 0.0 for u in den_units]
-        interval = bootstrap(flags, lambda xs: sum(xs) / len(xs))
+    if clustered:
+        clusters: dict[str, list[int]] = {}
+        for u in den_units:
+            cell = clusters.setdefault(u.protocol_id, [0, 0])
+            cell[0] += spec.in_num(u)
+            cell[1] += 1
+        interval, method = clustered_interval([(x, d) for x, d in clusters.values()])
+    else:
+        interval, method = wilson(len(num_units), len(den_units)), CI_WILSON
     return Metric(spec.name, len(num_units), len(den_units), interval, num_refs, den_refs,
-                  spec.label, tuple(u.stream for u in den_units))  # fmt: skip
+                  spec.label, tuple(u.stream for u in den_units), method)  # fmt: skip
 
 
-def pass_k_metric(units: Sequence[Unit], k: int) -> tuple[Metric, int]:
-    """pass^k over every protocol, infra-failed units counting as failures."""
+def pass_k_values(groups: dict[str, list[Unit]], k: int) -> dict[str, float]:
+    """Each protocol's unbiased pass^k, for the protocols with at least k attempts."""
+    return {
+        pid: pass_hat(sum(u.passed() for u in us), len(us), k)
+        for pid, us in groups.items()
+        if len(us) >= k
+    }
+
+
+def pass_k_metric(units: Sequence[Unit], k: int) -> tuple[Metric, tuple[tuple[str, int], ...]]:
+    """pass^k over the protocols with at least k attempts, infra-failed units as failures.
+
+    Returns the metric and the protocols left out for having fewer than k attempts,
+    with their attempt counts; they are named in the label, never scored at a lower k.
+    """
     groups = by_protocol(units)
+    pids = list(groups)
     counts = [(sum(u.passed() for u in us), len(us)) for us in groups.values()]
-    value, k_used = pass_hat_k(counts, k)
-    den = len(counts)
-    num = value * den
-    den_refs = tuple(r for us in groups.values() for u in us for r in u.all_refs())
-    num_refs = tuple(r for us in groups.values() for u in us if u.passed() for r in u.all_refs())
-    label = f"unbiased estimator, k={k_used}"
-    return Metric("pass_k", num, den, wilson(num, den), num_refs, den_refs, label), k_used
+    result = pass_hat_k(counts, k)
+    short = tuple((pids[i], counts[i][1]) for i in result.short)
+    used = [pid for pid in pids if len(groups[pid]) >= k]
+    den = result.used
+    num = (result.value or 0.0) * den
+    den_refs = tuple(r for p in used for u in groups[p] for r in u.all_refs())
+    num_refs = tuple(r for p in used for u in groups[p] if u.passed() for r in u.all_refs())
+    label = f"unbiased estimator, k={k}"
+    if short:
+        named = ", ".join(f"{pid} ({n})" for pid, n in short[:5])
+        if len(short) > 5:
+            named += ", ..."
+        label += (
+            f"; attempts differ: {len(short)} protocol(s) with fewer than {k} attempts "
+            f"left out: {named}"
+        )
+    values = list(pass_k_values(groups, k).values())
+    if all(v in (0.0, 1.0) for v in values):  # exactly k attempts: "all k passed"
+        interval, method = wilson(num, den), CI_WILSON_PROTOCOLS
+    else:
+        interval, method = clustered_interval([(v, 1) for v in values])
+    metric = Metric("pass_k", num, den, interval, num_refs, den_refs, label, (), method)
+    return metric, short
 
 
-def scorecard(folds: Iterable[tuple[RunMeta, list[Unit]]], *, ci: str = "wilson") -> Scorecard:
-    """Metrics over one run's units, or several runs' units merged as independent passes."""
+def scorecard(folds: Iterable[tuple[RunMeta, list[Unit]]], *, ci: str = "auto") -> Scorecard:
+    """Metrics over one run's units, or several runs' units merged as independent passes.
+
+    ``ci``: ``wilson`` treats every attempt as independent; ``cluster`` resamples
+    protocols; ``auto`` clusters when some protocol has more than one attempt (k > 1).
+    """
+    if ci not in CI_CHOICES:
+        raise ValueError(f"unknown interval {ci!r}; use {', '.join(CI_CHOICES)}")
     runs = list(folds)
     if not runs:
         raise ValueError("no runs to score")
     metas = tuple(m for m, _ in runs)
     units = tuple(u for _, us in runs for u in us)
     k = sum(m.k for m in metas) if len(metas) > 1 else metas[0].k
-    metrics = {spec.name: _metric(spec, units, ci) for spec in METRICS}
-    metrics["pass_k"], k_used = pass_k_metric(units, k)
+    several = any(len(us) > 1 for us in by_protocol(units).values())
+    clustered = ci == "cluster" or (ci == "auto" and several)
+    metrics = {spec.name: _metric(spec, units, clustered) for spec in METRICS}
+    metrics["pass_k"], short = pass_k_metric(units, max(1, k))
     tokens: dict[str, int] = {}
     for u in units:
         for key, value in u.tokens.items():
             tokens[key] = tokens.get(key, 0) + value
     failures = sum(1 for u in units if u.finished is not None and u.error and not u.abandoned)
     incomplete = sum(1 for u in units if u.finished is None and not u.abandoned)
-    return Scorecard(metas[0], metas, units, metrics, k_used, failures, incomplete, tokens)
+    return Scorecard(metas[0], metas, units, metrics, max(1, k), failures, incomplete, tokens,
+                     short, clustered)  # fmt: skip

@@ -7,7 +7,15 @@ import json
 from typing import Any, Final
 
 from projections.compare import GateRow, Row
-from projections.lifecycle import CHECKS, METRICS, Metric, Scorecard
+from projections.lifecycle import (
+    CHECKS,
+    CI_CLUSTER,
+    CI_LABELS,
+    CI_WILSON,
+    METRICS,
+    Metric,
+    Scorecard,
+)
 
 FORMATS: Final = ("table", "markdown", "json", "html")
 FUNNEL: Final = (
@@ -32,7 +40,33 @@ def _rate(m: Metric) -> str:
 
 
 def _ci(m: Metric) -> str:
-    return f"[{m.ci.low:.3f}, {m.ci.high:.3f}]" if m.den else ""
+    return f"[{m.ci.low:.3f}, {m.ci.high:.3f}]" if m.ci is not None else ""
+
+
+def _ci_note(m: Metric, card: Scorecard) -> str:
+    """The interval's method when it is not the one the header names."""
+    default = _interval_method(card)
+    return "" if m.ci is None or m.ci_method == default else f"CI: {CI_LABELS[m.ci_method]}"
+
+
+def _interval_method(card: Scorecard) -> str:
+    return CI_CLUSTER if card.clustered else CI_WILSON
+
+
+def _note(m: Metric, card: Scorecard) -> str:
+    return "; ".join(x for x in (m.label, _ci_note(m, card)) if x)
+
+
+def intervals_line(card: Scorecard) -> str:
+    """How the report's 95% intervals were computed (and seeded)."""
+    if card.clustered:
+        return (
+            CI_LABELS[CI_CLUSTER] + "; a protocol's attempts are not independent "
+            "(Wilson, which treats them as independent: --ci wilson)"
+        )
+    if all(len(us) == 1 for us in card.per_protocol().values()):
+        return "Wilson score interval, one attempt per protocol"
+    return CI_LABELS[CI_WILSON] + "; chosen with --ci wilson"
 
 
 def header_lines(card: Scorecard) -> list[tuple[str, str]]:
@@ -47,7 +81,7 @@ def header_lines(card: Scorecard) -> list[tuple[str, str]]:
         f"cache creation {tokens.get('cache_creation', 0):,}"
     )
     coupled = any(r.coupled for r in card.runs)
-    k_text = str(sum(r.k for r in card.runs) if len(card.runs) > 1 else m.k)
+    k_text = str(card.k)
     if len(card.runs) > 1:
         k_text += f" ({len(card.runs)} runs merged as independent passes)"
     return [
@@ -64,6 +98,7 @@ def header_lines(card: Scorecard) -> list[tuple[str, str]]:
             f"infra-failed (excluded from rates), {card.incomplete} incomplete",
         ),
         ("tokens", token_text),
+        ("intervals", "95%, " + intervals_line(card)),
     ]
 
 
@@ -78,7 +113,7 @@ def table(card: Scorecard) -> str:
     lines.append(f"{'metric':<30} {'num/den':>11} {'rate':>7}  {'95% CI':<16}  note")
     for m in _metrics(card):
         frac = f"{fmt_num(m.num)}/{m.den}"
-        lines.append(f"{m.name:<30} {frac:>11} {_rate(m):>7}  {_ci(m):<16}  {m.label}")
+        lines.append(f"{m.name:<30} {frac:>11} {_rate(m):>7}  {_ci(m):<16}  {_note(m, card)}")
     return "\n".join(lines) + "\n"
 
 
@@ -94,7 +129,9 @@ def markdown(card: Scorecard) -> str:
     out += ["", "| metric | num/den | rate | 95% CI | note |", "| --- | ---: | ---: | --- | --- |"]
     for m in _metrics(card):
         rate = f"{m.rate:.1%}" if m.rate is not None else "n/a"
-        out.append(f"| {m.name} | {fmt_num(m.num)}/{m.den} | {rate} | {_ci(m)} | {m.label} |")
+        out.append(
+            f"| {m.name} | {fmt_num(m.num)}/{m.den} | {rate} | {_ci(m)} | {_note(m, card)} |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -107,6 +144,9 @@ def as_json(card: Scorecard) -> dict[str, Any]:
             entry["label"] = m.label
         metrics[m.name] = entry
     metrics["pass_k"]["k"] = card.k_used
+    metrics["pass_k"]["left_out"] = [
+        {"protocol": pid, "attempts": n} for pid, n in card.pass_k_short
+    ]
     return {
         "runs": [
             {
@@ -122,7 +162,12 @@ def as_json(card: Scorecard) -> dict[str, Any]:
             }
             for r in card.runs
         ],
-        "k": sum(r.k for r in card.runs) if len(card.runs) > 1 else card.meta.k,
+        "k": card.k,
+        "intervals": {
+            "method": _interval_method(card),
+            "level": 0.95,
+            "description": intervals_line(card),
+        },
         "metrics": metrics,
         "harness_failures": card.harness_failures,
         "incomplete": card.incomplete,
@@ -145,7 +190,7 @@ def as_json(card: Scorecard) -> dict[str, Any]:
 
 def _bar_chart(card: Scorecard) -> str:
     """Inline SVG: each metric's rate as a dot with its interval as a line."""
-    ms = [m for m in _metrics(card) if m.den]
+    ms = [m for m in _metrics(card) if m.den and m.ci is not None]
     row, left, width = 22, 230, 420
     height = row * len(ms) + 30
     parts = [
@@ -158,6 +203,7 @@ def _bar_chart(card: Scorecard) -> str:
         parts.append(f'<text x="{x}" y="{height - 2}" class="tick">{tick:.0%}</text>')
     for i, m in enumerate(ms):
         y = 20 + i * row
+        assert m.ci is not None
         lo, hi, r = (left + v * width for v in (m.ci.low, m.ci.high, m.rate or 0))
         parts.append(f'<text x="{left - 8}" y="{y + 4}" class="label">{html.escape(m.name)}</text>')
         parts.append(f'<line x1="{lo:.1f}" y1="{y}" x2="{hi:.1f}" y2="{y}" class="ci"/>')
@@ -197,10 +243,11 @@ def _mark(v: bool | None) -> str:
     return {True: '<td class="ok">✓</td>', False: '<td class="bad">✗</td>'}.get(v, "<td>–</td>")  # type: ignore[arg-type]
 
 
-def _metric_row(m: Metric) -> str:
+def _metric_row(m: Metric, card: Scorecard) -> str:
     esc = html.escape
     rate = f"{m.rate:.1%}" if m.rate is not None else "n/a"
-    note = esc(_DESCRIPTIONS.get(m.name, "")) + (" — " + esc(m.label) if m.label else "")
+    extra = _note(m, card)
+    note = esc(_DESCRIPTIONS.get(m.name, "")) + (" — " + esc(extra) if extra else "")
     return (
         f"<tr><td>{esc(m.name)}</td><td>{fmt_num(m.num)}/{m.den}</td><td>{rate}</td>"
         f"<td>{_ci(m)}</td><td>{note}</td></tr>"
@@ -213,7 +260,7 @@ def page(card: Scorecard) -> str:
     head = "".join(
         f"<tr><th>{esc(k)}</th><td><code>{esc(v)}</code></td></tr>" for k, v in header_lines(card)
     )
-    metric_rows = "".join(_metric_row(m) for m in _metrics(card))
+    metric_rows = "".join(_metric_row(m, card) for m in _metrics(card))
     shown = [c for c in CHECKS if any(c in u.decisions for u in card.units)]
     proto_rows = []
     for pid, units in card.per_protocol().items():
@@ -239,7 +286,7 @@ td,th{{border:1px solid #ccc;padding:3px 7px;text-align:left}}
 <h1>benchledger lifecycle scorecard</h1>
 <table>{head}</table>
 <h2>Lifecycle funnel</h2>{_funnel(card)}
-<h2>Rates with 95% intervals</h2>{_bar_chart(card)}
+<h2>Rates with 95% intervals</h2><p>{esc(intervals_line(card))}</p>{_bar_chart(card)}
 <h2>Metrics</h2>
 <table><tr><th>metric</th><th>num/den</th><th>rate</th><th>95% CI</th><th>definition</th></tr>
 {metric_rows}</table>
@@ -262,71 +309,97 @@ def render(card: Scorecard, fmt: str) -> str:
     raise ValueError(f"unknown format {fmt!r}; use {', '.join(FORMATS)}")
 
 
+def _diff_cells(r: Row) -> tuple[str, str, str]:
+    if r.ci is None:
+        return "skipped", f"({r.note or 'empty denominator'})", ""
+    diff = f"{(r.diff or 0):+.3f}"
+    ci = f"[{r.ci.low:+.3f}, {r.ci.high:+.3f}]"
+    return diff, ci, "" if r.mcnemar_p is None else f"{r.mcnemar_p:.3g}"
+
+
+def _resolves(r: Row) -> str:
+    return "" if r.resolution is None else f"±{r.resolution:.3f}"
+
+
 def compare_text(rows: list[Row], a: str, b: str, fmt: str = "table") -> str:
-    """The paired comparison of runs A and B."""
+    """The paired comparison of runs A and B: difference, interval, method, resolution."""
+    methods = sorted({r.method for r in rows if r.method})
     if fmt == "json":
-        return (
-            json.dumps(
-                {
-                    "a": a,
-                    "b": b,
-                    "metrics": {
-                        r.name: {
-                            "a": [r.a_num, r.a_den],
-                            "b": [r.b_num, r.b_den],
-                            "diff": r.diff,
-                            "ci_low": r.ci.low if r.ci else None,
-                            "ci_high": r.ci.high if r.ci else None,
-                            "mcnemar_p": r.mcnemar_p,
-                        }
-                        for r in rows
-                    },
-                },
-                indent=2,
-                sort_keys=True,
-            )
-            + "\n"
-        )
+        body = {
+            "a": a,
+            "b": b,
+            "metrics": {
+                r.name: {
+                    "a": [r.a_num, r.a_den],
+                    "b": [r.b_num, r.b_den],
+                    "diff": r.diff,
+                    "ci_low": r.ci.low if r.ci else None,
+                    "ci_high": r.ci.high if r.ci else None,
+                    "ci_method": r.method or None,
+                    "pairs": r.pairs,
+                    "resolution": r.resolution,
+                    "mcnemar_p": r.mcnemar_p,
+                    "note": r.note,
+                }
+                for r in rows
+            },
+        }
+        return json.dumps(body, indent=2, sort_keys=True) + "\n"
     md = fmt == "markdown"
-    lines = [f"A = {a}", f"B = {b}", ""]
     if md:
         lines = [
             f"- **A**: `{a}`",
             f"- **B**: `{b}`",
+            f"- **intervals**: 95%, {'; '.join(methods) or '-'}",
             "",
-            "| metric | A | B | B - A | 95% CI (paired by protocol) | McNemar p |",
-            "| --- | ---: | ---: | ---: | --- | ---: |",
+            "| metric | A | B | B - A | 95% CI | resolves | McNemar p | note |",
+            "| --- | ---: | ---: | ---: | --- | ---: | ---: | --- |",
         ]
     else:
-        lines.append(f"{'metric':<30} {'A':>9} {'B':>9} {'B - A':>8}  {'95% CI':<18} McNemar p")
+        lines = [f"A = {a}", f"B = {b}", f"intervals: 95%, {'; '.join(methods) or '-'}", ""]
+        lines.append(
+            f"{'metric':<30} {'A':>9} {'B':>9} {'B - A':>8}  {'95% CI':<18} "
+            f"{'resolves':>8} {'McNemar p':>9}  note"
+        )
     for r in rows:
         fa, fb = f"{fmt_num(r.a_num)}/{r.a_den}", f"{fmt_num(r.b_num)}/{r.b_den}"
-        if r.skipped or r.ci is None:
-            diff, ci, p = "skipped", "(empty denominator)", ""
+        diff, ci, p = _diff_cells(r)
+        note = "" if r.ci is None else r.note
+        if md:
+            lines.append(
+                f"| {r.name} | {fa} | {fb} | {diff} | {ci} | {_resolves(r)} | {p} | {note} |"
+            )
         else:
-            diff = f"{(r.diff or 0):+.3f}"
-            ci = f"[{r.ci.low:+.3f}, {r.ci.high:+.3f}]"
-            p = "" if r.mcnemar_p is None else f"{r.mcnemar_p:.3f}"
-        lines.append(
-            f"| {r.name} | {fa} | {fb} | {diff} | {ci} | {p} |"
-            if md
-            else f"{r.name:<30} {fa:>9} {fb:>9} {diff:>8}  {ci:<18} {p}"
-        )
+            lines.append(
+                f"{r.name:<30} {fa:>9} {fb:>9} {diff:>8}  {ci:<18} {_resolves(r):>8} "
+                f"{p:>9}  {note}".rstrip()
+            )
     return "\n".join(lines) + "\n"
 
 
 def gate_text(rows: list[GateRow], tolerance: float) -> str:
-    """The gate's verdict table."""
+    """The gate's verdict table, with what each metric can resolve at this size and why."""
+    methods = sorted({g.row.method for g in rows if g.row.method})
     lines = [
-        f"{'metric':<22} {'baseline':>10} {'candidate':>10} {'better by (95% CI)':<22} verdict"
+        f"intervals: 95%, {'; '.join(methods) or '-'}",
+        "",
+        f"{'metric':<20} {'baseline':>9} {'candidate':>9} {'better by (95% CI)':<18} "
+        f"{'resolves':>8}  {'verdict':<12} why",
     ]
     for g in rows:
         r = g.row
         fa, fb = f"{fmt_num(r.a_num)}/{r.a_den}", f"{fmt_num(r.b_num)}/{r.b_den}"
         ci = "" if g.better is None else f"[{g.better.low:+.3f}, {g.better.high:+.3f}]"
-        lines.append(f"{r.name:<22} {fa:>10} {fb:>10} {ci:<22} {g.verdict}")
+        lines.append(
+            f"{r.name:<20} {fa:>9} {fb:>9} {ci:<18} {_resolves(r):>8}  {g.verdict:<12} {g.reason}"
+        )
     lines.append(
-        f"(regress = the whole interval is worse than -{tolerance:g}; higher duplicate "
+        f"(regress = the whole interval is below -{tolerance:g}; pass = the whole interval is "
+        f"at or above -{tolerance:g} and the suite resolves {tolerance:g}; higher duplicate "
         "rate counts as worse)"
+    )
+    lines.append(
+        "(resolves = the smallest regression this many pairs can tell apart from no change; "
+        'how many protocols × k a tolerance needs: docs/metrics.md, "How big a suite")'
     )
     return "\n".join(lines) + "\n"

@@ -37,6 +37,7 @@ def ledger_path(tmp_path) -> str:
     lifecycle_run(ledger, "same", outcomes())
     lifecycle_run(ledger, "worse", outcomes(recall_fails=12, dup=True))
     lifecycle_run(ledger, "pass2", outcomes(2, recall_fails=3))
+    lifecycle_run(ledger, "k2", outcomes(1) | outcomes(2), k=2)
     lifecycle_run(ledger, "other-set", outcomes(), protocol_set_hash="set-2")
     lifecycle_run(ledger, "empty", {})
     ledger.store.close()
@@ -102,49 +103,81 @@ def test_mismatched_runs_are_refused_with_the_reason(ledger_path, capsys):
     assert code == 2 and "differ in protocol set" in err and len(err.strip().split("\n")) == 1
 
 
-def test_compare_pairs_by_protocol_with_mcnemar(ledger_path, capsys):
+def test_compare_pairs_by_protocol_with_tango_and_mcnemar(ledger_path, capsys):
     code, out, _ = run(capsys, "compare", "base", "worse", "--ledger", ledger_path)
     line = next(x for x in out.split("\n") if x.startswith("personal_recall"))
     assert code == 0 and "12/12" in line and "0/12" in line and "-1.000" in line
-    assert line.rstrip().endswith("0.000")  # 12 discordant pairs: p = 2 / 4096
+    assert "0.000488" in line  # 12 discordant pairs: McNemar p = 2 / 4096
+    assert "intervals: 95%, Tango score interval, protocols as pairs" in out
     code, js, _ = run(
         capsys, "compare", "base", "same", "--ledger", ledger_path, "--format", "json"
     )
-    assert json.loads(js)["metrics"]["capture_rate"]["diff"] == 0
+    capture = json.loads(js)["metrics"]["capture_rate"]
+    assert capture["diff"] == 0 and capture["ci_low"] < 0 < capture["ci_high"]  # never [0, 0]
+    assert capture["pairs"] == 12 and capture["resolution"] == pytest.approx(0.2425, abs=1e-4)
 
 
-def test_gate_passes_identical_runs_and_fails_a_regression(ledger_path, capsys):
+def test_compare_of_an_empty_sample_is_skipped_not_a_rate_of_zero(tmp_path, capsys):
+    path = str(tmp_path / "l.sqlite")
+    ledger = Ledger(open_store(path))
+    only_promote = {k: v for k, v in outcomes().items() if "update_captured" not in v}
+    lifecycle_run(ledger, "a", outcomes())
+    lifecycle_run(ledger, "b", only_promote)
+    ledger.store.close()
+    code, js, _ = run(capsys, "compare", "a", "b", "--ledger", path, "--format", "json")
+    row = json.loads(js)["metrics"]["update_correctness"]
+    assert code == 0 and row["b"] == [0, 0] and row["diff"] is None and row["ci_low"] is None
+
+
+def test_compare_never_compares_pass_k_across_different_k(ledger_path, capsys):
+    code, js, _ = run(capsys, "compare", "base", "k2", "--ledger", ledger_path, "--format", "json")
+    row = json.loads(js)["metrics"]["pass_k"]
+    assert code == 0 and row["diff"] is None
+    assert "k differs (A k=1, B k=2)" in row["note"]
+    capture = json.loads(js)["metrics"]["capture_rate"]
+    assert capture["ci_method"].startswith("protocol-cluster bootstrap")  # k=2: clustered
+    assert capture["mcnemar_p"] is None
+
+
+def _verdicts(out: str) -> dict[str, str]:
+    return {row.split()[0]: row.split()[6] for row in out.split("\n") if " ±" in row}
+
+
+def test_gate_on_small_identical_runs_is_inconclusive_and_a_regression_regresses(
+    ledger_path, capsys
+):
     code, out, _ = run(capsys, "gate", "same", "--baseline", "base", "--ledger", ledger_path)
-    assert code == 0 and "gate: passed" in out
-    assert "transfer_rate" in out and "regress" not in out.replace("(regress =", "")
+    assert code == 0 and "gate: passed (no regression): 7 inconclusive" in out
+    assert set(_verdicts(out).values()) == {"inconclusive"}
     code, out, _ = run(capsys, "gate", "worse", "--baseline", "base", "--ledger", ledger_path)
-    verdicts = {
-        row.split()[0]: row.split()[-1]
-        for row in out.split("\n")
-        if row and not row.startswith(("(", "metric", "gate"))
-    }
+    verdicts = _verdicts(out)
     assert code == 1 and verdicts["personal_recall"] == "regress"
-    assert verdicts["duplicate_rate"] == "regress"  # higher is worse
-    assert verdicts["capture_rate"] == "pass"
+    assert verdicts["duplicate_rate"] == "inconclusive"  # 4 update protocols only
+    assert verdicts["capture_rate"] == "inconclusive"  # 12 protocols cannot show "not worse"
+    assert "gate: FAILED: personal_recall, pass_k regressed" in out
 
 
 def test_gate_strict_fails_on_inconclusive(ledger_path, capsys):
-    code, out, _ = run(capsys, "gate", "pass2", "--baseline", "base", "--ledger", ledger_path)
+    code, out, _ = run(capsys, "gate", "same", "--baseline", "base", "--ledger", ledger_path)
     assert "inconclusive" in out and code == 0
     code, _, _ = run(
-        capsys, "gate", "pass2", "--baseline", "base", "--ledger", ledger_path, "--strict"
+        capsys, "gate", "same", "--baseline", "base", "--ledger", ledger_path, "--strict"
     )
     assert code == 1
 
 
 @pytest.mark.parametrize(
     ("candidate", "message"),
-    [("other-set", "differ in protocol set"), ("empty", "zero units")],
-    ids=["protocol-set", "zero-units"],
+    [
+        ("other-set", "differ in protocol set"),
+        ("empty", "zero finished units"),
+        ("k2", "differ in k: 1 vs 2"),
+    ],
+    ids=["protocol-set", "zero-units", "k"],
 )
 def test_gate_refuses_incomparable_runs(ledger_path, capsys, candidate, message):
     code, _, err = run(capsys, "gate", candidate, "--baseline", "base", "--ledger", ledger_path)
-    assert code == 2 and message in err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 
 def test_gate_reports_empty_denominators_as_skipped(tmp_path, capsys):
@@ -215,3 +248,45 @@ def test_a_live_view_resumes_where_it_stopped_and_equals_a_rebuild(ledger_path):
     }
     assert resumed.catch_up() == 0  # nothing new: a no-op
     store.close()
+
+
+def test_an_empty_denominator_has_a_null_interval_beside_its_null_rate(ledger_path, capsys):
+    code, js, _ = run(capsys, "report", "base", "--ledger", ledger_path, "--format", "json")
+    starved = json.loads(js)["metrics"]["capture_budget_starved"]
+    assert code == 0 and starved["den"] == 0
+    assert starved["rate"] is None and starved["ci_low"] is None and starved["ci_high"] is None
+
+
+def test_pass_k_with_unequal_attempts_says_so_and_lists_the_protocols_left_out(tmp_path, capsys):
+    path = str(tmp_path / "l.sqlite")
+    ledger = Ledger(open_store(path))
+    units = outcomes(1) | outcomes(2)
+    del units[("p05", 2)], units[("p07", 2)]  # two protocols got only one attempt
+    lifecycle_run(ledger, "uneven", units, k=2)
+    ledger.store.close()
+    code, out, _ = run(capsys, "report", "uneven", "--ledger", path)
+    line = next(x for x in out.splitlines() if x.startswith("pass_k"))
+    assert code == 0 and "10/10" in line  # k stays 2: scored on the ten with two attempts
+    assert "k=2; attempts differ: 2 protocol(s) with fewer than 2 attempts left out" in line
+    assert "p05 (1), p07 (1)" in line
+    code, js, _ = run(capsys, "report", "uneven", "--ledger", path, "--format", "json")
+    pass_k = json.loads(js)["metrics"]["pass_k"]
+    assert pass_k["k"] == 2 and pass_k["left_out"] == [
+        {"protocol": "p05", "attempts": 1},
+        {"protocol": "p07", "attempts": 1},
+    ]
+
+
+def test_merged_passes_get_protocol_clustered_intervals_and_wilson_stays_available_labelled(
+    ledger_path, capsys
+):
+    code, out, _ = run(capsys, "report", "base", "pass2", "--ledger", ledger_path)
+    assert code == 0
+    assert "intervals     95%, protocol-cluster bootstrap (2000 resamples, seed 20251129)" in out
+    code, js, _ = run(capsys, "report", "base", "pass2", "--ledger", ledger_path,
+                      "--format", "json", "--ci", "wilson")  # fmt: skip
+    data = json.loads(js)
+    assert data["intervals"]["method"] == "wilson"
+    assert data["metrics"]["personal_recall"]["ci_method"] == "wilson"
+    code, out, _ = run(capsys, "report", "base", "pass2", "--ledger", ledger_path, "--ci", "wilson")
+    assert "Wilson (attempts treated as independent); chosen with --ci wilson" in out
