@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from cli import bench, platform, protocols, reports, run
+from cli import bench, platform, protocols, replay, reports, run
 from cli import ledger as ledger_commands
 from cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, UsageError
 from ledger import LedgerError, UnknownRun, UnusableInput
@@ -25,6 +25,7 @@ _GROUPS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     protocols.register,
     platform.register,
     reports.register,
+    replay.register,
     bench.register,
 )
 

@@ -11,8 +11,15 @@ from harness.agents.base import Agent, Episode
 from harness.platforms.base import PlatformClient
 from harness.prompts import BUDGET_MESSAGE
 from ledger.codec import canonical_json
-from ledger.events import EpisodeFinishedBody, EpisodeStartedBody, ModelCallBody, SessionCallBody
+from ledger.events import (
+    Body,
+    EpisodeFinishedBody,
+    EpisodeStartedBody,
+    ModelCallBody,
+    SessionCallBody,
+)
 from ledger.ledger import StreamWriter
+from projections.trace import episode_trace_hash
 from protocols.grading import surfaced
 
 EXTRA_COMPLETIONS = 2  # after the budget is spent, the model gets this many more turns
@@ -39,6 +46,14 @@ class Recorder:
         self.writer = writer
         self.episode = episode
         self.seqs: list[int] = []
+        self.bodies: list[Body] = []  # typed, for the trace hash (the writer keeps bytes)
+
+    def append(self, body: Body, refs: list[int]) -> int:
+        """Stage ``body`` on the stream, remember it, and return its seq."""
+        self.bodies.append(body)
+        seq = self.writer.append(body, refs=refs)
+        self.seqs.append(seq)
+        return seq
 
     def session_call(
         self,
@@ -49,6 +64,7 @@ class Recorder:
         is_error: bool,
         latency_ms: float,
         content: tuple[dict[str, Any], ...] = (),
+        structured: Any = None,
     ) -> None:
         body = SessionCallBody(
             episode=self.episode,
@@ -59,8 +75,9 @@ class Recorder:
             is_error=is_error,
             latency_ms=round(latency_ms, 3),
             content=list(content),
+            structured=structured,
         )
-        self.seqs.append(self.writer.append(body, refs=self.seqs[-1:]))
+        self.append(body, self.seqs[-1:])
 
     def attempt_failed(self, request: Any, failure: Any) -> None:
         """A model attempt that failed (and may be retried): a ``model_call`` with its error."""
@@ -74,7 +91,7 @@ class Recorder:
             error=f"{failure.kind}: {failure.message}",
             status=int(getattr(failure, "status", 0)),
         )
-        self.seqs.append(self.writer.append(body, refs=self.seqs[-1:]))
+        self.append(body, self.seqs[-1:])
 
 
 def request_hash(request: Any) -> str:
@@ -94,17 +111,17 @@ async def run_episode(
     attempt: int = 0,
 ) -> EpisodeResult:
     """Run one episode to its final answer; events are staged on ``writer`` (not committed)."""
-    start = writer.append(
+    rec = Recorder(writer, episode.stage)
+    rec.append(
         EpisodeStartedBody(
             episode=episode.stage,
             identity=identity,
             system_prompt=episode.system_prompt,
             user_prompt=episode.user_prompt,
             attempt=attempt,
-        )
+        ),
+        [],
     )
-    rec = Recorder(writer, episode.stage)
-    rec.seqs.append(start)
     messages: list[dict[str, Any]] = [{"role": "user", "text": episode.user_prompt}]
     calls = errors = extra = 0
     search = capture = exhausted = False
@@ -120,20 +137,18 @@ async def run_episode(
                 for key in tokens:
                     tokens[key] += int(usage.get(key, 0))
                 response = turn.response if isinstance(turn.response, dict) else {}
-                rec.seqs.append(
-                    writer.append(
-                        ModelCallBody(
-                            episode=episode.stage,
-                            request_hash=turn.request_hash or request_hash(turn.request),
-                            request=turn.request,
-                            response=turn.response,
-                            usage=usage,
-                            latency_ms=round(turn.latency_ms, 3),
-                            retry=turn.retry,
-                            stop_reason=str(response.get("stop_reason", "end_turn")),
-                        ),
-                        refs=rec.seqs[-1:],
-                    )
+                rec.append(
+                    ModelCallBody(
+                        episode=episode.stage,
+                        request_hash=turn.request_hash or request_hash(turn.request),
+                        request=turn.request,
+                        response=turn.response,
+                        usage=usage,
+                        latency_ms=round(turn.latency_ms, 3),
+                        retry=turn.retry,
+                        stop_reason=str(response.get("stop_reason", "end_turn")),
+                    ),
+                    rec.seqs[-1:],
                 )
             if not turn.tool_calls:
                 answer = turn.text
@@ -178,23 +193,23 @@ async def run_episode(
                 if extra > EXTRA_COMPLETIONS:
                     break
     found = bool(fact) and any(surfaced(fact, text) for text in results)
-    finished = writer.append(
-        EpisodeFinishedBody(
-            episode=episode.stage,
-            final_answer=answer,
-            tool_calls=calls,
-            tool_errors=errors,
-            search_called=search,
-            fact_surfaced=found,
-            budget_exhausted=exhausted,
-            input_tokens=tokens["input_tokens"],
-            output_tokens=tokens["output_tokens"],
-            cache_read_tokens=tokens["cache_read_tokens"],
-            cache_creation_tokens=tokens["cache_creation_tokens"],
-            capture_attempted=capture,
-        ),
-        refs=rec.seqs,
+    outcome = EpisodeFinishedBody(
+        episode=episode.stage,
+        final_answer=answer,
+        tool_calls=calls,
+        tool_errors=errors,
+        search_called=search,
+        fact_surfaced=found,
+        budget_exhausted=exhausted,
+        input_tokens=tokens["input_tokens"],
+        output_tokens=tokens["output_tokens"],
+        cache_read_tokens=tokens["cache_read_tokens"],
+        cache_creation_tokens=tokens["cache_creation_tokens"],
+        capture_attempted=capture,
     )
+    # The episode's trace hash covers every body it appended, this outcome included.
+    traced = msgspec.structs.replace(outcome, trace_hash=episode_trace_hash([*rec.bodies, outcome]))
+    finished = writer.append(traced, refs=rec.seqs)
     return EpisodeResult(
         episode.stage, answer, finished, calls, search, found, capture, exhausted, results, rec.seqs
     )

@@ -1,0 +1,293 @@
+"""Trace hashes: did the same inputs produce the same behaviour? (DESIGN §4, docs/trace-hash.md)
+
+A trace is the *stable subset* of a stretch of a unit's stream: model requests and
+responses, tool names, arguments and results, read-back bodies and observed readings,
+episode outcomes and grader verdicts. Volatile values are removed (timestamps,
+latencies, session handles, ``since`` in read-back paths) and platform-generated ids
+are replaced by their order of first appearance, so two runs that behaved the same on
+two fresh platforms hash the same. Link hashes answer a different question (has any
+byte changed?); nothing here depends on them.
+
+Pure functions over event bodies (``ledger.events``): the live runner calls them as it
+records, re-derivation and replay call them on recorded streams.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, NamedTuple
+
+import blake3
+
+from ledger.codec import canonical_json
+from ledger.events import (
+    Body,
+    EpisodeFinishedBody,
+    EpisodeStartedBody,
+    GraderDecisionBody,
+    InfraErrorBody,
+    ModelCallBody,
+    ReadBackBody,
+    SessionCallBody,
+    UnitFinishedBody,
+)
+
+VERSION: Final = "benchledger:trace:v1"
+FLOAT_DIGITS: Final = 9
+
+# Keys whose values are volatile wherever they appear (bodies, tool results, requests).
+VOLATILE_KEYS: Final = frozenset(
+    {"at", "timestamp", "latency_ms", "duration_ms", "elapsed_ms", "session_id"}
+)
+VOLATILE_SUFFIX: Final = "_at"  # created_at, updated_at, applied_at, rolled_back_at, ...
+# Query parameters of read-back paths computed from the wall clock.
+VOLATILE_PARAMS: Final = frozenset({"since", "until"})
+
+# Session handles (the peer's and refplatform's ``dps_`` form): removed, not numbered.
+_HANDLE = re.compile(r"\bdps_[0-9A-Za-z]+")
+# RFC 3339 date-times (the platform's "now" stamps in free text).
+_TIME = re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
+# Platform-generated ids: UUIDs and hex runs of 20-64 characters, optionally with a short
+# prefix (``kp_``, ``evt_``). A run of digits alone is a number, never an id.
+_ID = re.compile(
+    r"(?<![0-9A-Za-z_])(?:[a-z]{1,8}_)?"
+    r"(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{20,64})"
+    r"(?![0-9A-Za-z_])"
+)
+_EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+\b")
+# Pool identities by name outside an email (``apikey:bench-agent-007``): which pool slot a
+# unit was given is planning, not behaviour (a resumed unit gets fresh ones).
+_AGENT = re.compile(r"\bbench-agent-\d+\b")
+_HEX_LETTER = re.compile(r"[a-f]")
+
+
+class Ids:
+    """Numbers ids and identities by their order of first appearance in one trace."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, str] = {}
+        self.emails: dict[str, str] = {}
+        self.agents: dict[str, str] = {}
+
+    def id(self, token: str) -> str:
+        """``<id:n>`` for the n-th distinct id seen."""
+        return self.ids.setdefault(token, f"<id:{len(self.ids) + 1}>")
+
+    def email(self, token: str) -> str:
+        """``<email:n>`` for the n-th distinct email seen (pool slots vary between runs)."""
+        return self.emails.setdefault(token, f"<email:{len(self.emails) + 1}>")
+
+    def agent(self, token: str) -> str:
+        """``<agent:n>`` for the n-th distinct pool identity name seen."""
+        return self.agents.setdefault(token, f"<agent:{len(self.agents) + 1}>")
+
+
+def _is_volatile(key: str) -> bool:
+    return key in VOLATILE_KEYS or key.endswith(VOLATILE_SUFFIX)
+
+
+def normalize(value: Any, ids: Ids) -> Any:
+    """``value`` with volatile keys dropped, ids numbered, floats rounded, JSON text parsed."""
+    if isinstance(value, dict):
+        return {str(k): normalize(v, ids) for k, v in value.items() if not _is_volatile(str(k))}
+    if isinstance(value, list | tuple):
+        return [normalize(v, ids) for v in value]
+    if isinstance(value, float):
+        return round(value, FLOAT_DIGITS)
+    if isinstance(value, str):
+        return normalize_text(value, ids)
+    return value
+
+
+def normalize_text(text: str, ids: Ids) -> Any:
+    """Text as its stable form: a JSON object or array is normalized as a structure (tool
+    results are JSON documents in text blocks); other text has handles removed, times
+    masked, ids, emails and pool identity names numbered."""
+    head = text.lstrip()[:1]
+    if head in ("{", "["):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict | list):
+            return normalize(parsed, ids)
+    text = _HANDLE.sub("<handle>", text)
+    text = _TIME.sub("<time>", text)
+    text = _ID.sub(lambda m: _id(m.group(), ids), text)
+    text = _EMAIL.sub(lambda m: ids.email(m.group()), text)
+    return _AGENT.sub(lambda m: ids.agent(m.group()), text)
+
+
+def _id(token: str, ids: Ids) -> str:
+    hexpart = token.rpartition("_")[2]
+    return ids.id(token) if _HEX_LETTER.search(hexpart) else token
+
+
+def normalize_path(path: str, ids: Ids) -> list[Any]:
+    """A read-back path as ``[route, [[param, value], ...]]`` without clock-derived params."""
+    route, _, query = path.partition("?")
+    params = [
+        [k, normalize_text(v, ids)]
+        for k, v in urllib.parse.parse_qsl(query, keep_blank_values=True)
+        if k not in VOLATILE_PARAMS
+    ]
+    return [normalize_text(urllib.parse.unquote(route), ids), params]
+
+
+def stable(body: Body, ids: Ids) -> list[Any] | None:
+    """One event's stable form, ``[kind, {...}]``; None for kinds outside every trace.
+
+    Kept: an episode's prompts, session calls, successful model exchanges, read-backs,
+    episode outcomes and verdicts. Dropped: unit bookkeeping, infrastructure errors and
+    failed model attempts (a transient failure that was retried is not behaviour).
+    """
+    if isinstance(body, EpisodeStartedBody):
+        form: dict[str, Any] = {"episode": body.episode, "system_prompt": body.system_prompt,
+                                "user_prompt": body.user_prompt}  # fmt: skip
+    elif isinstance(body, SessionCallBody):
+        form = {"episode": body.episode, "method": body.method, "tool": body.tool,
+                "arguments": body.arguments, "result": body.result, "content": body.content,
+                "structured": body.structured, "is_error": body.is_error}  # fmt: skip
+    elif isinstance(body, ModelCallBody):
+        if body.error:
+            return None
+        response = body.response
+        if isinstance(response, dict):  # usage is provider accounting (cache hits vary)
+            response = {k: v for k, v in response.items() if k != "usage"}
+        form = {"episode": body.episode, "request": body.request, "response": response}
+    elif isinstance(body, ReadBackBody):
+        return ["read_back", {
+            "stage": body.stage, "method": body.method, "path": normalize_path(body.path, ids),
+            "status": body.status, "body": normalize(body.body, ids), "purpose": body.purpose,
+            "observed": normalize(body.observed, ids),
+        }]  # fmt: skip
+    elif isinstance(body, EpisodeFinishedBody):
+        form = {"episode": body.episode, "final_answer": body.final_answer,
+                "tool_calls": body.tool_calls, "tool_errors": body.tool_errors,
+                "search_called": body.search_called, "fact_surfaced": body.fact_surfaced,
+                "budget_exhausted": body.budget_exhausted,
+                "capture_attempted": body.capture_attempted, "sources": body.sources}  # fmt: skip
+    elif isinstance(body, GraderDecisionBody):
+        form = {"stage": body.stage, "check": body.check, "verdict": body.verdict}
+    else:
+        return None
+    return [body.KIND, normalize(form, ids)]
+
+
+class Step(NamedTuple):
+    """One item of a trace and the seq of the event it came from."""
+
+    seq: int
+    item: list[Any]
+
+
+def trace(events: Iterable[tuple[int, Body]], *, keep_unfinished: bool = False) -> list[Step]:
+    """The stable items of ``events`` (one stream, in order), numbered by one ``Ids``.
+
+    An episode attempt that never finished (an infrastructure error restarted it) leaves
+    no items, unless ``keep_unfinished`` and it is the last (a replay that stopped in it);
+    consecutive identical read-backs count once (how often a wait polled depends on
+    timing, not behaviour).
+    """
+    ids = Ids()
+    steps: list[Step] = []
+    pending: list[tuple[int, Body]] | None = None  # the open episode attempt
+
+    def add(seq: int, body: Body) -> None:
+        item = stable(body, ids)
+        if item is None:
+            return
+        if item[0] == "read_back" and steps and steps[-1].item == item:
+            return
+        steps.append(Step(seq, item))
+
+    for seq, body in events:
+        if isinstance(body, EpisodeStartedBody):
+            pending = [(seq, body)]
+        elif isinstance(body, InfraErrorBody):
+            pending = None  # the attempt in flight failed; the retry starts over
+        elif pending is not None:
+            pending.append((seq, body))
+            if isinstance(body, EpisodeFinishedBody):
+                for s, b in pending:
+                    add(s, b)
+                pending = None
+        else:
+            add(seq, body)
+    for seq, body in pending if keep_unfinished and pending else ():
+        add(seq, body)
+    return steps
+
+
+def _digest(scope: str, steps: Sequence[Step]) -> str:
+    return blake3.blake3(canonical_json([VERSION, scope, [s.item for s in steps]])).hexdigest()
+
+
+def episode_trace_hash(bodies: Iterable[Body]) -> str:
+    """The trace hash of one episode: its bodies from episode_started to episode_finished."""
+    return _digest("episode", trace(enumerate(bodies)))
+
+
+def unit_trace_hash(bodies: Iterable[Body]) -> str:
+    """The trace hash of one unit: its episodes' exchanges, read-backs and verdicts."""
+    return _digest("unit", trace(enumerate(bodies)))
+
+
+class Episode(NamedTuple):
+    """One finished episode of a stream: where it starts and ends, and its events."""
+
+    stage: str
+    started: int  # seq of its episode_started (== finished when the stream lacks one)
+    finished: int  # seq of its episode_finished
+    events: list[tuple[int, Body]]
+    recorded: str  # the trace hash its episode_finished carries ("" for old events)
+
+
+def episodes(events: Sequence[tuple[int, Body]]) -> list[Episode]:
+    """Every finished episode of a stream: the events from its episode_started on."""
+    out: list[Episode] = []
+    start = None
+    for i, (seq, body) in enumerate(events):
+        if isinstance(body, EpisodeStartedBody):
+            start = i
+        elif isinstance(body, EpisodeFinishedBody):
+            first = start if start is not None else i
+            part = list(events[first : i + 1])
+            out.append(Episode(body.episode, part[0][0], seq, part, body.trace_hash))
+            start = None
+    return out
+
+
+class HashCheck(NamedTuple):
+    """A trace hash as recorded beside the one recomputed from the recorded events."""
+
+    seq: int
+    scope: str  # episode | unit
+    label: str  # the episode's stage, or "unit"
+    recorded: str
+    computed: str
+
+    @property
+    def recorded_at_all(self) -> bool:
+        return bool(self.recorded)
+
+    @property
+    def equal(self) -> bool:
+        return self.recorded == self.computed
+
+
+def check_hashes(events: Sequence[tuple[int, Body]]) -> list[HashCheck]:
+    """Every episode's and the unit's trace hash, recorded and recomputed, in stream order."""
+    out = [
+        HashCheck(ep.finished, "episode", ep.stage, ep.recorded,
+                  episode_trace_hash(b for _, b in ep.events))
+        for ep in episodes(events)
+    ]  # fmt: skip
+    for i, (seq, body) in enumerate(events):
+        if isinstance(body, UnitFinishedBody):
+            computed = unit_trace_hash(b for _, b in events[:i])
+            out.append(HashCheck(seq, "unit", "unit", body.trace_hash, computed))
+    return out

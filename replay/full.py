@@ -1,0 +1,341 @@
+"""Full replay: re-execute each unit's agent loop and compare per-episode trace hashes
+(DESIGN §5 level 3).
+
+Model responses come from the log (a request not in it is a divergence, never a live
+call); tool results come from the log (``tools="log"``) or from a fresh embedded
+platform (``tools="live"``, which also checks the platform). Each unit runs the suite's
+own ``run_unit`` through a ``UnitContext`` on a scratch in-memory ledger, on virtual
+time. Needs no model key and no network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Final
+
+import msgspec
+
+from harness import agents
+from harness.agents.base import Agent, UnitInfo
+from harness.errors import InfraError
+from harness.models import Divergence
+from harness.platforms.base import PlatformClient
+from harness.platforms.provision import EmbeddedProvisioner, PlatformSpec
+from harness.suites import Suite, suite_for
+from harness.unit import UnitContext, UnitFailed, UnitPlan
+from ledger import Ledger, UnusableInput, open_store
+from ledger.events import Body, ModelCallBody, RunRecord, UnitFinishedBody
+from projections.trace import episode_trace_hash, episodes, trace, unit_trace_hash
+from protocols.schema import Protocol
+from replay.clock import ReplayClock
+from replay.log_platform import LogPlatform
+from replay.report import Mismatch, Report, first_difference
+from replay.source import Run, Unit
+from replay.tape import RequestDivergence, Tape, TapeTransport, ToolDivergence, describe
+
+TOOLS: Final = ("log", "live")
+POOL_MARGIN: Final = 4
+_POOL = re.compile(r"^pool:(\d+)\b")
+
+# A fresh platform for one scope of a live replay (a pass, or a unit).
+Runtime = Callable[[], AbstractAsyncContextManager[PlatformClient]]
+Events = list[tuple[int, Body]]
+
+
+@dataclass
+class Replayed:
+    """One unit as replay re-ran it: its events, and what stopped it early (if anything)."""
+
+    unit: Unit
+    events: Events = field(default_factory=list)
+    stop: Exception | None = None
+    left: list[tuple[int, Body]] = field(default_factory=list)  # recorded, never replayed
+
+
+def replay_full(
+    run: Run,
+    protocols: Mapping[str, Protocol],
+    *,
+    tools: str = "log",
+    runtime: Runtime | None = None,
+    target: str = "",
+) -> Report:
+    """Re-run every finished unit of ``run`` and compare its trace with the recorded one."""
+    return asyncio.run(
+        replay_full_async(run, protocols, tools=tools, runtime=runtime, target=target)
+    )
+
+
+async def replay_full_async(
+    run: Run,
+    protocols: Mapping[str, Protocol],
+    *,
+    tools: str = "log",
+    runtime: Runtime | None = None,
+    target: str = "",
+) -> Report:
+    """``replay_full`` inside a running event loop."""
+    if tools not in TOOLS:
+        raise ValueError(f"--tools {tools!r}: use log or live")
+    record = run.header.record
+    if record is None:
+        raise UnusableInput(
+            target or run.run_id,
+            "the run has no run record (imported from a peer, or recorded by an older "
+            "version), so its agent loop cannot be re-executed; --level rederive still works",
+        )
+    report = Report("full", target or run.run_id, run.run_id)
+    units = _planned_order(record, [u for u in run.units if not u.abandoned])
+    suite = suite_for(record.suite)
+    if hasattr(suite, "capture_timeout_s"):
+        suite.capture_timeout_s = record.capture_timeout_s
+    pool = max((i for u in units for i in _identities(u)), default=0) + POOL_MARGIN
+    replayed: list[Replayed] = []
+    if tools == "log":
+        for unit in units:
+            tape = Tape(unit.stream, unit.pairs)
+            logged = LogPlatform(tape, pool_size=pool)
+            try:
+                replayed.append(await _unit(unit, protocols, suite, record, logged, tape, 0.0))
+            finally:
+                await logged.aclose()
+    else:
+        make = runtime or EmbeddedProvisioner(PlatformSpec("embedded"), pool_size=pool).runtime
+        for group in _scopes(record, units):
+            async with make() as client:
+                for unit in group:
+                    tape = Tape(unit.stream, unit.pairs, platform=False)
+                    replayed.append(
+                        await _unit(unit, protocols, suite, record, client, tape, time.time())
+                    )
+        if record.runtime_scope == "pass" and record.concurrency > 1 and len(units) > 1:
+            report.notes.append(
+                f"the run had up to {record.concurrency} units in flight on one platform per "
+                "pass; a live replay runs them one after another, so a tool result that "
+                "depended on another unit's timing may differ"
+            )
+    _compare(report, replayed)
+    return report
+
+
+def _planned_order(record: RunRecord, units: list[Unit]) -> list[Unit]:
+    """Units in the order the run planned them (pass by pass), resumed ones at their place."""
+    order = {(u.unit_id, u.attempt): i for i, u in enumerate(record.units)}
+
+    def key(u: Unit) -> tuple[int, int, str]:
+        started = u.started
+        if started is None:
+            raise UnusableInput(u.stream, "the unit stream has no unit_started event")
+        b = started.body
+        return b.attempt, order.get((b.protocol_id, b.attempt), len(order)), u.stream
+
+    return sorted(units, key=key)
+
+
+def _scopes(record: RunRecord, units: list[Unit]) -> list[list[Unit]]:
+    """Units grouped by the platform they shared: one per pass, or one each."""
+    if record.runtime_scope == "unit":
+        return [[u] for u in units]
+    groups: dict[int, list[Unit]] = {}
+    for u in units:
+        started = u.started
+        groups.setdefault(started.body.attempt if started else 0, []).append(u)
+    return list(groups.values())
+
+
+def _identities(unit: Unit) -> tuple[int, int]:
+    """The unit's (teacher, learner) pool indexes, from the labels it recorded."""
+    started = unit.started
+    labels = (started.body.teacher, started.body.learner) if started else ("", "")
+    teacher, learner = (_POOL.match(label) for label in labels)
+    if teacher is None or learner is None:
+        raise UnusableInput(unit.stream, f"unit_started names no pool identities ({labels})")
+    return int(teacher[1]), int(learner[1])
+
+
+def _agent(record: RunRecord, unit: Unit, tape: Tape) -> Agent:
+    """The recorded agent, its model served from the tape (the scripted agent as it is)."""
+    if record.agent == "scripted":
+        return agents.from_spec("scripted")
+    models = [b for _, b in unit.pairs if isinstance(b, ModelCallBody)]
+    try:
+        transport = TapeTransport(tape, models)
+    except msgspec.ValidationError as exc:
+        raise UnusableInput(unit.stream, f"a recorded model response is malformed: {exc}") from None
+    try:
+        return agents.from_spec(
+            record.agent, transport=transport, params=dict(record.agent_params) or None
+        )
+    except ValueError as exc:
+        raise UnusableInput(unit.stream, f"the recorded agent cannot be rebuilt: {exc}") from None
+
+
+async def _unit(
+    unit: Unit,
+    protocols: Mapping[str, Protocol],
+    suite: Suite,
+    record: RunRecord,
+    client: PlatformClient,
+    tape: Tape,
+    start: float,
+) -> Replayed:
+    """One unit re-run through the suite on a scratch ledger; stopped by a divergence."""
+    started = unit.started
+    assert started is not None  # _planned_order checked it
+    b = started.body
+    protocol = protocols.get(b.protocol_id)
+    if protocol is None:
+        raise UnusableInput(
+            unit.stream,
+            f"protocol {b.protocol_id!r} is not in the protocol set; pass the run's "
+            "protocols with --protocols PATH",
+        )
+    plan = UnitPlan(protocol, b.attempt, unit.stream, _identities(unit), resumes=b.resumes)
+    agent = _agent(record, unit, tape).for_unit(
+        UnitInfo(unit.stream, b.protocol_id, b.attempt, b.teacher, b.learner)
+    )
+    ledger = Ledger(open_store(":memory:"))
+    try:
+        ctx = UnitContext(ledger, client, agent, plan, clock=ReplayClock(start))
+        ctx.w.append(b)
+        out = Replayed(unit)
+        error = ""
+        try:
+            await suite.run_unit(ctx)
+        except (Divergence, ToolDivergence) as exc:
+            out.stop = exc
+        except UnitFailed as exc:
+            error = str(exc)
+        except InfraError as exc:
+            error = f"{ctx.stage}: {exc}"
+        except Exception as exc:  # as the driver's fault barrier: recorded, not raised
+            error = f"internal error in {ctx.stage or 'the unit'}: {type(exc).__name__}: {exc}"
+        if out.stop is None:
+            traced = unit_trace_hash(body for _, body in ctx.log)
+            ctx.w.append(
+                UnitFinishedBody(outcome=dict(ctx.outcome), error=error, trace_hash=traced)
+            )
+        out.events = list(ctx.log)
+        out.left = tape.left()
+        return out
+    finally:
+        ledger.store.close()
+
+
+def _episode_at(events: Sequence[tuple[int, Body]], seq: int) -> str:
+    for ep in episodes(events):
+        if ep.started <= seq <= ep.finished:
+            return f"episode {ep.stage}"
+    return ""
+
+
+def _compare(report: Report, replayed: list[Replayed]) -> None:
+    """Per-episode and per-unit trace hashes, and the first divergence as a diff."""
+    n_episodes = 0
+    for r in replayed:
+        recorded = r.unit.pairs
+        stream = r.unit.stream
+        before = len(report.mismatches)
+        mine, theirs = episodes(recorded), episodes(r.events)
+        n_episodes += len(mine)
+        for i, ep in enumerate(mine):
+            expected = episode_trace_hash(b for _, b in ep.events)
+            actual = theirs[i].recorded if i < len(theirs) else "(not replayed)"
+            if expected != actual:
+                report.mismatches.append(
+                    Mismatch(
+                        stream, ep.finished, f"episode {ep.stage}", "trace_hash", expected, actual
+                    )
+                )
+        end = recorded[-1][0] if recorded else -1
+        for ep in theirs[len(mine) :]:
+            report.mismatches.append(
+                Mismatch(
+                    stream, end, f"episode {ep.stage}", "trace_hash", "(not recorded)", ep.recorded
+                )
+            )
+        unit_end = next((s for s, b in recorded if isinstance(b, UnitFinishedBody)), end)
+        expected = unit_trace_hash(b for s, b in recorded if s < unit_end)
+        actual = next(
+            (b.trace_hash for _, b in r.events if isinstance(b, UnitFinishedBody)), "(not replayed)"
+        )
+        if expected != actual:
+            report.mismatches.append(
+                Mismatch(stream, unit_end, "unit", "trace_hash", expected, actual)
+            )
+        if r.left and r.stop is None and len(report.mismatches) == before:
+            seq, body = r.left[0]
+            report.mismatches.append(
+                Mismatch(stream, seq, "unit", "interactions", describe(body), "(never replayed)")
+            )
+        if report.first is None and (r.stop is not None or len(report.mismatches) > before):
+            report.first = _first(r)
+    report.compared = {"episodes": n_episodes, "units": len(replayed)}
+
+
+def _first(r: Replayed) -> Mismatch | None:
+    """The earliest difference between the recorded and the replayed unit, field by field."""
+    stream, recorded = r.unit.stream, r.unit.pairs
+    mine, theirs = trace(recorded), trace(r.events, keep_unfinished=True)
+    at = next(
+        (i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a.item != b.item),
+        min(len(mine), len(theirs)),
+    )
+    stopped_here = at >= len(theirs)
+    if r.stop is not None and stopped_here:
+        return _from_stop(r.unit, r.stop)
+    if at >= len(mine) and at >= len(theirs):
+        return None
+    if at >= len(mine):
+        seq = recorded[-1][0] if recorded else -1
+        item = theirs[at].item
+        return Mismatch(stream, seq, "unit", "event", "(nothing more recorded)", item)
+    step = mine[at]
+    form = step.item[1]
+    what = _episode_at(recorded, step.seq) or f"stage {form.get('stage') or form.get('episode')}"
+    if at >= len(theirs):
+        return Mismatch(stream, step.seq, what, step.item[0], step.item[1], "(the replay ended)")
+    other = theirs[at].item
+    if step.item[0] != other[0]:
+        return Mismatch(stream, step.seq, what, "event", step.item[0], other[0])
+    diff = first_difference(step.item[1], other[1])
+    path, a, b = diff if diff else ("", step.item[1], other[1])
+    return Mismatch(stream, step.seq, what, f"{step.item[0]}.{path}".rstrip("."), a, b)
+
+
+def _from_stop(unit: Unit, stop: Exception) -> Mismatch:
+    """A divergence raised mid-episode, as a diff of what was recorded and what was asked."""
+    stream, recorded = unit.stream, unit.pairs
+    if isinstance(stop, RequestDivergence):
+        diff = first_difference(stop.expected, stop.request)
+        path, a, b = diff if diff else ("", stop.expected, stop.request)
+        return Mismatch(
+            stream,
+            stop.seq,
+            _episode_at(recorded, stop.seq) or "model call",
+            f"model_call.request.{path}".rstrip("."),
+            a,
+            b,
+        )
+    if isinstance(stop, ToolDivergence):
+        what = _episode_at(recorded, stop.seq) if stop.seq >= 0 else "unit"
+        if isinstance(stop.expected, dict) and isinstance(stop.actual, dict):
+            diff = first_difference(stop.expected, stop.actual)
+            if diff:
+                return Mismatch(
+                    stream,
+                    stop.seq,
+                    what or "platform",
+                    f"{stop.actual.get('kind', 'call')}.{diff[0]}",
+                    diff[1],
+                    diff[2],
+                )
+        return Mismatch(stream, stop.seq, what or "platform", "call", stop.expected, stop.actual)
+    if isinstance(stop, Divergence):
+        return Mismatch(stream, -1, "model call", "request", stop.expected, stop.request)
+    return Mismatch(stream, -1, "unit", "error", "", str(stop))

@@ -1,0 +1,47 @@
+"""One entry point per target: verify it, find its protocols, replay it at a level."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ledger import Ledger, UnusableInput
+from projections.decisions import decide_unit
+from replay.full import Runtime, replay_full
+from replay.protocol_set import resolve
+from replay.rederive import Decider, rederive
+from replay.report import LEVELS, Report
+from replay.source import verified
+
+
+def _no_ledger() -> Ledger:
+    raise UnusableInput("--ledger", "a run id needs a ledger; give --ledger or a bundle file")
+
+
+def replay(
+    target: str,
+    *,
+    level: str = "rederive",
+    tools: str = "log",
+    protocols: str | None = None,
+    ledger: Callable[[], Ledger] = _no_ledger,
+    decide: Decider | None = None,
+    runtime: Runtime | None = None,
+) -> Report:
+    """Verify ``target`` (a bundle, or a run id in ``ledger()``), then replay it at ``level``.
+
+    A target that does not verify gives a report carrying the failure (nothing replayed);
+    UnusableInput when it cannot be read or its protocols cannot be found. ``decide``
+    replaces the decision function (rederive), ``runtime`` the live platform (full).
+    """
+    if level not in LEVELS:
+        raise UnusableInput("--level", f"{level!r}: use {' or '.join(LEVELS)}")
+    run, failure = verified(target, ledger)
+    if run is None:
+        return Report(level, target, failure=failure)
+    found = resolve(run.header, protocols)
+    if level == "rederive":
+        report = rederive(run, found.by_id, decide=decide or decide_unit, target=target)
+    else:
+        report = replay_full(run, found.by_id, tools=tools, runtime=runtime, target=target)
+    report.notes = found.notes + report.notes
+    return report

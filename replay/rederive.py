@@ -1,0 +1,250 @@
+"""Re-derivation: the decision function on the recorded evidence, the projections on the
+recorded decisions, the trace hashes on the recorded events (DESIGN §5 level 2).
+
+Like a workflow replayer catching non-determinism, it catches a grader, rule or
+projection change that would alter a past result: every recorded decision, metric and
+trace hash must come out identical. Nothing here talks to a platform or a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import msgspec
+
+from ledger import UnusableInput
+from ledger.events import (
+    Body,
+    Event,
+    GraderDecision,
+    GraderDecisionBody,
+    UnitFinished,
+    make_event,
+)
+from projections import lifecycle as lc
+from projections.decisions import Decision, decide_unit
+from projections.fold import fold
+from projections.trace import check_hashes
+from protocols.schema import Protocol
+from replay.report import Mismatch, Report
+from replay.source import Run, Unit
+
+# How a unit's decisions are computed; injectable so a test (or a what-if) can change a
+# grader and see which recorded results it would alter.
+Decider = Callable[[Protocol, Sequence[tuple[int, Body]]], list[Decision]]
+
+OURS: Final = "benchledger"
+# The checks graded from an answer: the only ones an imported peer run can re-derive
+# (its mechanical verdicts were recorded without the read-backs that decided them).
+ANSWER_CHECKS: Final = frozenset(
+    {lc.RECALL_CORRECT, lc.TRANSFER_CORRECT, lc.UPDATE_CORRECT, lc.ABSTAIN_CORRECT}
+)
+FIELDS: Final = ("stage", "verdict", "reason", "answer", "expected")
+
+
+NOT_REDERIVABLE: Final = "decisions not re-derivable (imported)"
+NOT_RECORDED: Final = "trace hashes not recorded"
+ABANDONED: Final = "abandoned units"
+
+Replaced = list[tuple[int, GraderDecisionBody, tuple[int, ...]]]
+
+
+def rederive(
+    run: Run, protocols: Mapping[str, Protocol], *, decide: Decider = decide_unit, target: str = ""
+) -> Report:
+    """Re-derive every decision, metric and trace hash of ``run``; the report lists mismatches."""
+    report = Report("rederive", target or run.run_id, run.run_id)
+    report.compared = dict.fromkeys(("decisions", "metrics", "trace hashes"), 0)
+    report.skipped = dict.fromkeys((NOT_REDERIVABLE, NOT_RECORDED, ABANDONED), 0)
+    rederived: list[Event] = []  # every unit's events, its decisions re-derived
+    for unit in run.units:
+        if unit.abandoned:  # interrupted and re-run under another stream: not a result
+            report.skipped[ABANDONED] += 1
+            rederived += unit.events
+            continue
+        replaced = _decisions(report, unit, _protocol(unit, protocols), decide)
+        rederived += _with_decisions(unit, replaced)
+        _trace_hashes(report, unit)
+    found, compared = _metrics(run, rederived)
+    report.compared["metrics"] = compared
+    report.mismatches += found
+    return report
+
+
+def _protocol(unit: Unit, protocols: Mapping[str, Protocol]) -> Protocol:
+    started = unit.started
+    if started is None:
+        raise UnusableInput(unit.stream, "the unit stream has no unit_started event")
+    protocol = protocols.get(started.body.protocol_id)
+    if protocol is None:
+        raise UnusableInput(
+            unit.stream,
+            f"protocol {started.body.protocol_id!r} is not in the protocol set; pass the "
+            "run's protocols with --protocols PATH",
+        )
+    return protocol
+
+
+def _decisions(report: Report, unit: Unit, protocol: Protocol, decide: Decider) -> Replaced:
+    """Compare the unit's recorded decisions with re-derived ones; return the re-derived."""
+    derived = decide(protocol, unit.pairs)
+    recorded = [e for e in unit.events if isinstance(e, GraderDecision)]
+    skip = 0
+    if any(e.body.origin != OURS for e in recorded):
+        found, replaced, skip = _compare_imported(unit.stream, recorded, derived)
+        report.skipped[NOT_REDERIVABLE] += skip
+    else:
+        found, replaced = _compare_own(unit, recorded, derived)
+    report.compared["decisions"] += len(recorded) - skip
+    report.mismatches += found
+    report.mismatches += _outcome(unit, recorded)
+    return replaced
+
+
+def _trace_hashes(report: Report, unit: Unit) -> None:
+    """Every recorded trace hash of the unit against the one recomputed from its events."""
+    for check in check_hashes(unit.pairs):
+        if not check.recorded_at_all:
+            report.skipped[NOT_RECORDED] += 1
+            continue
+        report.compared["trace hashes"] += 1
+        if not check.equal:
+            what = f"episode {check.label}" if check.scope == "episode" else "unit"
+            report.mismatches.append(
+                Mismatch(unit.stream, check.seq, what, "trace_hash", check.recorded, check.computed)
+            )
+
+
+def _compare_own(
+    unit: Unit, recorded: list[GraderDecision], derived: list[Decision]
+) -> tuple[list[Mismatch], Replaced]:
+    """Our own decisions: every field, the refs, and the order, matched by check."""
+    out: list[Mismatch] = []
+    by_check = {d.body.check: d for d in derived}
+    seen = set()
+    for event in recorded:
+        body = event.body
+        mine = by_check.get(body.check)
+        if mine is None:
+            out.append(
+                Mismatch(unit.stream, event.seq, body.check, "decision", "present", "not derived")
+            )
+            continue
+        seen.add(body.check)
+        for name in FIELDS:
+            a, b = getattr(body, name), getattr(mine.body, name)
+            if a != b:
+                out.append(Mismatch(unit.stream, event.seq, body.check, name, a, b))
+        if tuple(event.refs) != tuple(mine.refs):
+            out.append(
+                Mismatch(
+                    unit.stream, event.seq, body.check, "refs", list(event.refs), list(mine.refs)
+                )
+            )
+    end = unit.events[-1].seq if unit.events else -1
+    recorded_checks = {e.body.check for e in recorded}
+    for d in derived:
+        if d.body.check not in recorded_checks:
+            out.append(
+                Mismatch(
+                    unit.stream,
+                    end,
+                    d.body.check,
+                    "decision",
+                    "absent",
+                    f"derived: verdict {d.body.verdict}",
+                )
+            )
+    order_rec = [e.body.check for e in recorded if e.body.check in by_check]
+    order_der = [d.body.check for d in derived if d.body.check in seen]
+    if order_rec != order_der:
+        first = recorded[0].seq if recorded else end
+        out.append(Mismatch(unit.stream, first, "decisions", "order", order_rec, order_der))
+    replaced = [(-1 - i, d.body, d.refs) for i, d in enumerate(derived)]
+    return out, replaced
+
+
+def _compare_imported(
+    stream: str, recorded: list[GraderDecision], derived: list[Decision]
+) -> tuple[list[Mismatch], Replaced, int]:
+    """A peer's decisions: only answer verdicts can be re-derived; the rest are kept as is."""
+    out: list[Mismatch] = []
+    by_check = {d.body.check: d for d in derived}
+    replaced: Replaced = []
+    skip = 0
+    for event in recorded:
+        body = event.body
+        if body.check not in ANSWER_CHECKS:
+            skip += 1
+            replaced.append((event.seq, body, tuple(event.refs)))
+            continue
+        mine = by_check.get(body.check)
+        if mine is None:
+            out.append(
+                Mismatch(
+                    stream,
+                    event.seq,
+                    body.check,
+                    "decision",
+                    body.verdict,
+                    "not derived (no answer recorded)",
+                )
+            )
+            replaced.append((event.seq, body, tuple(event.refs)))
+            continue
+        if mine.body.verdict != body.verdict:
+            out.append(
+                Mismatch(stream, event.seq, body.check, "verdict", body.verdict, mine.body.verdict)
+            )
+        # Ours, kept as the peer's (its origin and stage) for the re-derived scorecard.
+        redone = msgspec.structs.replace(mine.body, stage=body.stage, origin=body.origin)
+        replaced.append((event.seq, redone, tuple(event.refs)))
+    return out, replaced, skip
+
+
+def _outcome(unit: Unit, recorded: list[GraderDecision]) -> list[Mismatch]:
+    """The unit's recorded outcome is the projection of its recorded decisions."""
+    finished = next((e for e in unit.events if isinstance(e, UnitFinished)), None)
+    if finished is None:
+        return []
+    verdicts = {e.body.check: e.body.verdict for e in recorded}
+    outcome = finished.body.outcome
+    return [
+        Mismatch(
+            unit.stream, finished.seq, check, "outcome", outcome.get(check), verdicts.get(check)
+        )
+        for check in sorted(set(outcome) | set(verdicts))
+        if outcome.get(check) != verdicts.get(check)
+    ]
+
+
+def _with_decisions(unit: Unit, decisions: Replaced) -> list[Event]:
+    """The unit's events with its grader decisions replaced (for the projections)."""
+    kept = [e for e in unit.events if not isinstance(e, GraderDecision)]
+    added = [make_event(unit.stream, seq, "", 0, body, refs) for seq, body, refs in decisions]
+    return kept + added
+
+
+def _card(events: Iterable[Event]) -> lc.Scorecard:
+    return lc.scorecard([fold(lc.LifecycleFold(), ((e, "") for e in events))])
+
+
+def _metrics(run: Run, rederived: list[Event]) -> tuple[list[Mismatch], int]:
+    """The scorecard from the recorded decisions against the one from re-derived decisions."""
+    header = [e for e, _ in run.events.events if e.stream == run.run_id]
+    recorded = _card(e for e, _ in run.events.events)
+    again = _card([*header, *rederived])
+    out = []
+    for name, metric in recorded.metrics.items():
+        other = again.metrics.get(name)
+        a = _fraction(metric.num, metric.den)
+        b = _fraction(other.num, other.den) if other is not None else None
+        if a != b:
+            out.append(Mismatch(run.run_id, -1, f"metric {name}", "num/den", a, b))
+    return out, len(recorded.metrics)
+
+
+def _fraction(num: Any, den: int) -> str:
+    value = round(num, 9) if isinstance(num, float) and not float(num).is_integer() else int(num)
+    return f"{value}/{den}"

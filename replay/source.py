@@ -1,0 +1,94 @@
+"""A run to replay, read only after it verified: from a ledger by run id, or from a bundle.
+
+Replay never works on a log it cannot trust: a tampered or partial input (a broken
+link, a missing stream, an unsealed run) stops here with the first bad stream and seq.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ledger import Ledger, UnusableInput
+from ledger.bundle import AUDIT_FORMAT, read_header, verify_bundle
+from ledger.chain import Failure
+from ledger.events import (
+    Body,
+    Event,
+    RunStarted,
+    RunStartedBody,
+    UnitAbandoned,
+    UnitStarted,
+)
+from projections.source import RunEvents, from_bundle, from_ledger, is_bundle
+
+
+@dataclass
+class Unit:
+    """One unit stream of a run: its events in order (typed bodies with their envelopes)."""
+
+    stream: str
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def pairs(self) -> list[tuple[int, Body]]:
+        """``(seq, body)`` pairs, the shape the decision and trace functions take."""
+        return [(e.seq, e.body) for e in self.events]  # type: ignore[attr-defined]
+
+    @property
+    def started(self) -> UnitStarted | None:
+        return next((e for e in self.events if isinstance(e, UnitStarted)), None)
+
+    @property
+    def abandoned(self) -> bool:
+        """Interrupted and re-run under another stream on resume: not a result."""
+        return any(isinstance(e, UnitAbandoned) for e in self.events)
+
+
+@dataclass
+class Run:
+    """A verified run: its header and its unit streams in stream order."""
+
+    run_id: str
+    root: str
+    header: RunStartedBody
+    units: list[Unit]
+    events: RunEvents
+
+
+def verified(target: str, ledger: Callable[[], Ledger]) -> tuple[Run | None, Failure | None]:
+    """The run ``target`` names (a bundle path or a run id in ``ledger()``), or its failure.
+
+    UnusableInput when the target cannot be read at all (exit 2); a Failure when it reads
+    but does not verify (exit 1), sealed root included.
+    """
+    if is_bundle(target):
+        if read_header(target).format == AUDIT_FORMAT:
+            raise UnusableInput(
+                target, "an audit bundle holds only some streams; replay needs the whole run"
+            )
+        failure, _, header = verify_bundle(target)
+        if failure is None and not header.root:
+            failure = Failure(header.run, -1, "not sealed", "the bundle's run is not sealed")
+        if failure is not None:
+            return None, failure
+        return _split(from_bundle(target)), None
+    led = ledger()
+    failure, _ = led.verify(target, require_seal=True)
+    if failure is not None:
+        return None, failure
+    return _split(from_ledger(led, target)), None
+
+
+def _split(run: RunEvents) -> Run:
+    header: RunStartedBody | None = None
+    units: dict[str, Unit] = {}
+    for event, _ in run.events:
+        if event.stream == run.run_id:
+            if isinstance(event, RunStarted):
+                header = event.body
+            continue
+        units.setdefault(event.stream, Unit(event.stream)).events.append(event)
+    if header is None:
+        raise UnusableInput(run.run_id, "the run has no run_started event")
+    return Run(run.run_id, run.root, header, list(units.values()), run)
