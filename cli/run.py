@@ -70,9 +70,39 @@ _RESTORABLE = {
     "platform": "platform",
     "reset_cmd": "reset_cmd",
     "platform_scope": "runtime_scope",
+    "pack": "pack",
 }
 _DEFAULTS = {"agent": "scripted", "platform": "embedded", "k": 1, "concurrency": 4,
              "platform_scope": "pass"}  # fmt: skip
+# Sampling options -> the request parameter each sets (recorded in every model request).
+_SAMPLING = {"max_tokens": "max_tokens", "temperature": "temperature", "top_p": "top_p",
+             "top_k": "top_k"}  # fmt: skip
+
+
+def _agent_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The sampling parameters the options set (UsageError on an impossible value)."""
+    params = {key: getattr(args, opt) for opt, key in _SAMPLING.items()
+              if getattr(args, opt) is not None}  # fmt: skip
+    for name in ("max_tokens", "top_k", "rpm", "tpm"):
+        value = params.get(name, getattr(args, name, None))
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if params.get("temperature", 0) < 0 or not 0 <= params.get("top_p", 0) <= 1:
+        raise UsageError("--temperature must be at least 0 and --top-p between 0 and 1")
+    return params
+
+
+def _time_scale(args: argparse.Namespace, agent: str) -> float:
+    """``--time-scale`` (1.0 unless given); UsageError unless >= 0 and the agent is recorded."""
+    if args.time_scale is None:
+        return 1.0
+    if not agent.startswith("recorded:"):
+        raise UsageError(
+            "--time-scale scales a recorded agent's latencies: use --agent recorded:DIR"
+        )
+    if args.time_scale < 0:
+        raise UsageError("--time-scale must be at least 0 (0 = no waiting)")
+    return float(args.time_scale)
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -81,6 +111,9 @@ def _config(args: argparse.Namespace) -> Any:
     from harness.record import RunConfig
 
     given = frozenset(_RESTORABLE[o] for o in _RESTORABLE if getattr(args, o) is not None)
+    agent_params = _agent_params(args)
+    if agent_params:
+        given |= {"agent_params"}
     value: dict[str, Any] = {
         o: getattr(args, o) if getattr(args, o) is not None else _DEFAULTS.get(o)
         for o in _RESTORABLE
@@ -119,7 +152,14 @@ def _config(args: argparse.Namespace) -> Any:
         resume=args.resume or "",
         suite=args.suite,
         runtime_scope=value["platform_scope"],
+        pack=value["pack"] or "",
         given=given,
+        agent_params=agent_params,
+        base_url=args.base_url or "",
+        rpm=args.rpm or 0,
+        tpm=args.tpm or 0,
+        time_scale=_time_scale(args, value["agent"]),
+        settings=conf,
     )
 
 
@@ -140,7 +180,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if not cfg.resume:
         try:
-            from_spec(cfg.agent)
+            from_spec(cfg.agent, params=cfg.agent_params, settings=cfg.settings,
+                      base_url=cfg.base_url, rpm=cfg.rpm, tpm=cfg.tpm,
+                      time_scale=cfg.time_scale)  # fmt: skip
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     quiet_logs()
@@ -200,12 +242,45 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run the benchmark; every call goes into the ledger")
     p.add_argument("--suite", default="lifecycle", choices=["lifecycle"])
     p.add_argument("--protocols", metavar="PATH", help="default: the committed lifecycle set")
-    p.add_argument("--agent", help="scripted (default) or fake[:DELAY_S]; model agents come later")
+    p.add_argument(
+        "--agent",
+        help="scripted (default), fake[:DELAY_S], anthropic:MODEL (key: $ANTHROPIC_API_KEY), "
+        "openai:MODEL@BASE_URL (key, if the server needs one: $OPENAI_API_KEY) or "
+        "recorded:RUN_DIR (re-enacts a recorded peer run, e.g. "
+        "../shared/peers/mcp-data-platform/bench/results/s5-anthropic-k5)",
+    )
+    m = p.add_argument_group("model agents")
+    m.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="the model server: anthropic (default $ANTHROPIC_BASE_URL, else the API's own); "
+        "openai, when the spec has no @BASE_URL",
+    )
+    m.add_argument("--rpm", type=int, metavar="N", help="at most N model requests per minute")
+    m.add_argument("--tpm", type=int, metavar="N", help="at most N model tokens per minute")
+    m.add_argument(
+        "--max-tokens", type=int, metavar="N", help="reply token limit (anthropic default 4096)"
+    )
+    m.add_argument("--temperature", type=float, metavar="F")
+    m.add_argument("--top-p", type=float, metavar="F")
+    m.add_argument("--top-k", type=int, metavar="N")
+    m.add_argument(
+        "--time-scale",
+        type=float,
+        metavar="F",
+        help="recorded agents: spend the recorded latencies times F (1.0; 0 = no waiting)",
+    )
     p.add_argument(
         "--platform",
         metavar="embedded|embedded:process|URL",
         help="embedded (default: in this process), embedded:process (a child process) "
         "or the URL of a running mcp-data-platform",
+    )
+    p.add_argument(
+        "--pack",
+        metavar="PATH",
+        help="embedded: the seed pack (a folder in the peer's seed layout, e.g. "
+        "../shared/peers/mcp-data-platform/bench/seed); default: benchledger's own",
     )
     p.add_argument(
         "--platform-scope",

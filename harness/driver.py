@@ -53,6 +53,7 @@ from ledger.events import (
     UnitStartedBody,
 )
 from ledger.ledger import check_run_id
+from projections.trace import unit_trace_hash
 from protocols.hashing import benchledger_hash
 
 TOOL_VERSION: Final = "benchledger 0.1.0"
@@ -115,6 +116,21 @@ def _unit_states(ledger: Ledger, run_id: str) -> dict[str, dict[str, Any]]:
         elif isinstance(event, UnitAbandoned) and event.stream in units:
             units[event.stream]["terminal"] = True
     return units
+
+
+def _agent_options(cfg: RunConfig, recorded: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``from_spec`` keywords: params (the recorded under the given), server, limits, time scale."""
+    params = {**(recorded or {}), **cfg.agent_params}
+    return {"params": params, "settings": cfg.settings, "base_url": cfg.base_url,
+            "rpm": cfg.rpm, "tpm": cfg.tpm, "time_scale": cfg.time_scale}  # fmt: skip
+
+
+def _provisioner(spec: PlatformSpec, **kw: Any) -> Provisioner:
+    """``provisioner(...)``, with unusable options (a broken pack) refused as RunRefused."""
+    try:
+        return provisioner(spec, **kw)
+    except ValueError as exc:
+        raise RunRefused(str(exc)) from None
 
 
 class RunDriver:
@@ -246,7 +262,8 @@ class RunDriver:
             error = f"{ctx.stage}: {exc}"
         except Exception as exc:  # the fault barrier: one unit's bug never ends the run
             error = f"internal error in {ctx.stage or 'the unit'}: {type(exc).__name__}: {exc}"
-        ctx.w.append(UnitFinishedBody(outcome=dict(ctx.outcome), error=error))
+        trace = unit_trace_hash(body for _, body in ctx.log)
+        ctx.w.append(UnitFinishedBody(outcome=dict(ctx.outcome), error=error, trace_hash=trace))
         ctx.commit()
         return UnitOutcome(plan.stream, plan.unit_id, plan.attempt, dict(ctx.outcome), error)
 
@@ -321,13 +338,15 @@ class RunDriver:
         try:
             check_run_id(run_id)
             spec = parse_platform(cfg.platform)
-            agent = self._agent or agents.from_spec(cfg.agent)
+            agent = self._agent or agents.from_spec(cfg.agent, **_agent_options(cfg))
         except ValueError as exc:
             raise RunRefused(str(exc)) from None
         if cfg.runtime_scope not in ("pass", "unit"):
             raise RunRefused(f"runtime scope {cfg.runtime_scope!r}: use pass or unit")
         if cfg.runtime_scope == "unit" and spec.kind == "external":
             raise RunRefused("a fresh platform per unit needs an embedded platform")
+        if cfg.pack and spec.kind == "external":
+            raise RunRefused("--pack seeds the embedded platform; an external one has its own data")
         if self.ledger.store.head(run_id) is not None:
             raise RunRefused(f"run {run_id} already exists; resume it with --resume {run_id}")
         loaded = suite.load(cfg.protocols_path or suite.default_path())
@@ -336,9 +355,9 @@ class RunDriver:
         self.run_id = run_id
         plans = self.plan(suite, loaded.items, cfg.k, run_id)
         async with AsyncExitStack() as stack:
-            prov = provisioner(
+            prov = _provisioner(
                 spec, pool_size=pool, admin_key=cfg.admin_key, pool_base=cfg.pool_base,
-                reset_cmd=cfg.reset_cmd, k=cfg.k,
+                reset_cmd=cfg.reset_cmd, k=cfg.k, pack=cfg.pack,
             )  # fmt: skip
             first, described = await self._preflight(prov, stack)
             record = RunRecord(
@@ -349,11 +368,15 @@ class RunDriver:
                 units=[PlannedUnit(p.unit_id, p.attempt) for p in plans],
                 k=cfg.k,
                 agent=cfg.agent,
+                # The effective params (defaults included), never a key: resume rebuilds from them.
+                agent_params=dict(getattr(agent, "params", None) or {}),
                 pool_size=pool if spec.kind == "external" else 0,
                 reset_cmd=redact_command(cfg.reset_cmd, (cfg.admin_key, cfg.pool_base)),
                 concurrency=cfg.concurrency,
                 capture_timeout_s=cfg.capture_timeout_s,
                 runtime_scope=cfg.runtime_scope,
+                pack=cfg.pack,
+                pack_hash=described.pack_hash,
             )
             self.ledger.start_run(
                 run_id,
@@ -410,7 +433,9 @@ class RunDriver:
                 "the recorded --reset-cmd had secrets redacted: give --reset-cmd again"
             )
         try:
-            agent = self._agent or agents.from_spec(record.agent)
+            agent = self._agent or agents.from_spec(
+                record.agent, **_agent_options(cfg, record.agent_params)
+            )
         except ValueError as exc:
             raise RunRefused(str(exc)) from None
         plans, abandon = self._resume_plan(suite, loaded.items, record, run_id)
@@ -433,11 +458,16 @@ class RunDriver:
                 )
         self.run_id = run_id
         async with AsyncExitStack() as stack:
-            prov = provisioner(
+            prov = _provisioner(
                 spec, pool_size=pool, admin_key=cfg.admin_key, pool_base=cfg.pool_base,
-                reset_cmd=reset_cmd, k=record.k,
+                reset_cmd=reset_cmd, k=record.k, pack=record.pack,
             )  # fmt: skip
-            first, _ = await self._preflight(prov, stack)
+            first, described = await self._preflight(prov, stack)
+            if record.pack_hash and described.pack_hash != record.pack_hash:
+                raise RunRefused(
+                    f"the seed pack at {record.pack or 'the default'} changed since run {run_id} "
+                    f"started (hash {described.pack_hash[:12]}, recorded {record.pack_hash[:12]})"
+                )
             # Every check passed: only now mark the interrupted streams.
             for stream, new in abandon:
                 w = self.ledger.writer(stream)

@@ -15,6 +15,7 @@ from typing import Any, Final
 import msgspec
 
 from harness.errors import HarnessError
+from harness.settings import Settings
 from ledger import Ledger
 from ledger.events import RunRecord, RunStarted, UnitStarted
 
@@ -47,7 +48,16 @@ class RunConfig:
     resume: str = ""
     suite: str = "lifecycle"
     runtime_scope: str = "pass"
+    pack: str = ""  # the embedded platform's seed pack folder ("" = benchledger's own)
     given: frozenset[str] = field(default_factory=frozenset)
+    # Model agents: sampling params (recorded, effective values); server, limits and keys
+    # (not recorded: give them again on resume).
+    agent_params: dict[str, Any] = field(default_factory=dict)
+    base_url: str = ""
+    rpm: int = 0
+    tpm: int = 0
+    time_scale: float = 1.0  # recorded agents: their recorded latencies times this
+    settings: Settings | None = field(default=None, repr=False)
 
 
 # RunConfig field -> RunRecord field, for options a resume may repeat but not change.
@@ -60,6 +70,7 @@ RESTORED: Final = {
     "capture_timeout_s": "capture_timeout_s",
     "suite": "suite",
     "runtime_scope": "runtime_scope",
+    "pack": "pack",
 }
 
 
@@ -122,6 +133,11 @@ def contradictions(config: RunConfig, record: RunRecord) -> list[str]:
         out.append(f"--platform {config.platform} (the run recorded {_platform_label(record)})")
     if "reset_cmd" in config.given and redact_command(config.reset_cmd) != record.reset_cmd:
         out.append("--reset-cmd (differs from the recorded one)")
+    if "agent_params" in config.given:
+        for name, given in sorted(config.agent_params.items()):
+            if record.agent_params.get(name) != given:
+                recorded = record.agent_params.get(name, "nothing")
+                out.append(f"--{name.replace('_', '-')} {given} (the run recorded {recorded})")
     return out
 
 

@@ -27,6 +27,7 @@ from harness.models import (
     response_json,
 )
 from harness.prompts import SYSTEM
+from harness.settings import load as load_settings
 from ledger.events import ModelCallBody
 
 TOOLS: list[dict[str, Any]] = [
@@ -353,7 +354,7 @@ async def drive(agent: Any, episode: Episode, observer: Any = None) -> list[Turn
 def test_a_model_agent_over_the_log_reproduces_a_recorded_fake_episode():
     ep = recall_episode()
     live = asyncio.run(drive(FakeModelAgent(0), ep))
-    assert [t.tool_calls[0].name for t in live[:-1]] == ["search", "query_sql"]
+    assert [t.tool_calls[0].name for t in live[:-1]] == ["search", "trino_query"]
     assert live[-1].text == "FINAL ANSWER: North"
     bodies = [
         ModelCallBody(
@@ -453,16 +454,16 @@ def test_a_fake_spec_with_a_transport_gives_a_model_agent_over_it():
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("anthropic:claude-x", "not available in this version yet"),
-        ("openai:gpt-x", "not available in this version yet"),
+        ("anthropic:claude-x", "needs an API key: set ANTHROPIC_API_KEY"),
+        ("openai:gpt-x", "name the server"),
         ("fake:soon", "delay must be seconds"),
         ("llama", "use scripted or fake"),
     ],
     ids=["anthropic", "openai", "bad-delay", "unknown"],
 )
-def test_unsupported_agent_specs_are_refused_with_what_to_use(spec, message):
+def test_unusable_agent_specs_are_refused_with_what_to_use(spec, message):
     with pytest.raises(ValueError, match=message):
-        from_spec(spec)
+        from_spec(spec, settings=load_settings({}))  # no keys in this environment
 
 
 def test_a_provider_spec_with_a_transport_uses_the_named_model():
