@@ -5,7 +5,7 @@ runs it in a thread of this process instead, sharing the GIL with the clients).
 Baseline: the same server's ``GET /healthz`` over one httpx2 client, with the same
 concurrency and call count, measured in the same run. Ours: ``sessions`` concurrent
 MCP sessions (each its own pool identity) making ``calls`` tool calls each: a mix of
-``memory_capture`` (1 in 5), ``search`` (2 in 5), ``query_sql`` and
+``memory_capture`` (1 in 5), ``search`` (2 in 5), ``trino_query`` and
 ``datahub_get_entity``. Afterwards every capture is read back over the admin API; a
 lost capture or any error fails the run (exit 1).
 """
@@ -31,7 +31,7 @@ from harness.platforms.mcp_data_platform import McpDataPlatform
 from protocols import dataset
 from refplatform.server import RunningPlatform
 
-ORDERS = dataset.urn("orders")
+ORDERS = dataset.pack_urn("orders")
 
 
 class LoadResult(NamedTuple):
@@ -63,13 +63,14 @@ async def _session_load(
             kind = i % 5
             if kind == 0:
                 fact = f"Load fact {i} of identity {index}: the 'load marker' is {i}."
-                args = {"type": "business_knowledge", "entity_urns": [ORDERS], "content": fact}
+                args = {"type": "schema_entity", "entity_urns": [ORDERS], "content": fact}
                 res = await s.call_tool("memory_capture", args)
                 written += 0 if res.is_error else 1
             elif kind in (1, 2):
                 res = await s.call_tool("search", {"intent": f"load marker {i}", "limit": 5})
             elif kind == 3:
-                res = await s.call_tool("query_sql", {"sql": "SELECT COUNT(*) FROM orders"})
+                sql = "SELECT COUNT(*) FROM memory.bench.orders"  # after a search: the gate is open
+                res = await s.call_tool("trino_query", {"sql": sql})
             else:
                 res = await s.call_tool("datahub_get_entity", {"urn": ORDERS})
             latencies.append(res.latency_ms)

@@ -1,1 +1,5 @@
-"""refplatform package (grows in its own issue)."""
+"""refplatform: the reference memory platform, speaking txn2/mcp-data-platform's contract.
+
+See docs/refplatform.md. ``python -m refplatform serve`` runs it; the harness starts it
+in-process with ``refplatform.server.RunningPlatform``.
+"""

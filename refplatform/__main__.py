@@ -29,6 +29,11 @@ def add_serve_options(
     p.add_argument("--admin-key", metavar="K", help=admin_key_help)
     p.add_argument("--pool-base", metavar="B", help="pool keys are B-001..B-N (default random)")
     p.add_argument("--embedder", default="lexical", metavar="lexical|ollama:MODEL@URL")
+    p.add_argument(
+        "--pack",
+        metavar="PATH",
+        help="seed pack folder in the peer's seed layout (default: benchledger's own pack)",
+    )
 
 
 def serve(
@@ -40,10 +45,12 @@ def serve(
     admin_key: str | None = None,
     pool_base: str | None = None,
     embedder_spec: str = "lexical",
+    pack_path: str | None = None,
 ) -> int:
     """Serve until Ctrl-C, then return 0; unusable input raises PlatformError before listening."""
     # Imported here so that ``--help`` and option errors do not load uvicorn and the MCP SDK.
     from refplatform.embedder import parse_spec
+    from refplatform.packs import default_pack, load_pack
     from refplatform.platform import Platform
     from refplatform.server import RunningPlatform
 
@@ -60,7 +67,11 @@ def serve(
             os.makedirs(os.path.dirname(os.path.abspath(db)), exist_ok=True)
     except OSError as exc:
         raise PlatformError(f"--db {db}: {exc.strerror}") from None
-    platform = Platform(db or ":memory:", embedder=embedder)
+    try:
+        pack = load_pack(pack_path) if pack_path else default_pack()
+    except PlatformError as exc:
+        raise PlatformError(f"--pack {pack_path or 'default'}: {exc.message}") from None
+    platform = Platform(db or ":memory:", pack=pack, embedder=embedder)
     try:
         running = RunningPlatform(
             platform,
@@ -85,6 +96,7 @@ def serve(
             f"(bench-agent-001..{pool:03d}@apikey.local)"
         )
         print(f"  state:     {db or 'in memory (pass --db PATH to keep it)'}")
+        print(f"  pack:      {pack.path} ({pack.pack_hash[:12]})")
         print(f"  embedder:  {embedder.name}")
         print("Ctrl-C stops it.", flush=True)
         running.server.serve_forever()
@@ -119,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             admin_key=args.admin_key,
             pool_base=args.pool_base,
             embedder_spec=args.embedder,
+            pack_path=args.pack,
         )
     except PlatformError as exc:
         print(f"refplatform: error: {exc.message}", file=sys.stderr)

@@ -7,7 +7,7 @@ becomes a sparse bag of weighted terms:
   ``1200``); a trailing plural ``s`` dropped from words longer than three letters;
   English stop words dropped;
 - words inside single or double quotes -- the term a definition defines, such as
-  ``'anchor region'`` -- weigh ``QUOTED_WEIGHT`` (3), every other word 1, repeated
+  ``'anchor region'`` -- weigh ``QUOTED_WEIGHT`` (4), every other word 1, repeated
   words add up;
 - the vector is L2-normalised, and cosine similarity is the dot product.
 
@@ -27,7 +27,7 @@ import httpx2
 
 from refplatform.errors import EmbedderError
 
-QUOTED_WEIGHT: Final = 3.0
+QUOTED_WEIGHT: Final = 4.0
 STOP_WORDS: Final = frozenset(
     "a an and are as at be by for from has have in is it its of on or our that the this "
     "to was were which with we you your i my me now not".split()

@@ -1,337 +1,140 @@
-"""The refplatform ASGI app: MCP over streamable HTTP plus the admin REST routes.
+"""The refplatform ASGI app and the ways to serve it.
 
-Every request under ``/mcp`` and ``/api`` needs ``Authorization: Bearer KEY``: a
-missing or unknown key gets 401, a pool key on an admin route 403.
+MCP (streamable HTTP, JSON responses) is served at the base URL itself, as the peer
+serves it, and at ``/mcp``; the admin and portal REST routes live under ``/api/v1``.
+Every request but ``GET /healthz`` needs an API key (``X-API-Key`` or ``Authorization:
+Bearer``); a missing or unknown key is a 401 problem with ``WWW-Authenticate``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 import socket
 import threading
-from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
+import mcp_types as types
 import uvicorn
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from refplatform import admin_rest, portal, rest, tools
+from refplatform.auth import Identity, Keyring, pool_key
 from refplatform.errors import PlatformError
-from refplatform.identity import Identity, Keyring, pool_key
-from refplatform.platform import VERSION, Platform, parse_time
-from refplatform.sql import DEFAULT_ROWS, SqlEngine
+from refplatform.packs import Pack
+from refplatform.platform import NAME, VERSION, Platform
 
-IDENTITY_KEY = "refplatform.identity"
-_GUARDED = ("/mcp", "/api/")
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class AuthGate:
-    """ASGI middleware: resolve the bearer key to an identity, or answer 401."""
+    """ASGI middleware: resolve the API key to an identity, or answer a 401 problem."""
 
     def __init__(self, app: ASGIApp, keyring: Keyring) -> None:
         self.app = app
         self.keyring = keyring
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(_GUARDED):
-            headers = {
-                k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]
-            }
-            who = self.keyring.identify(headers.get("authorization"))
+        if scope["type"] == "http" and scope["path"] != "/healthz":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            who = self.keyring.identify(headers)
             if who is None:
-                response = JSONResponse(
-                    {"error": "missing or unknown bearer key"},
-                    status_code=401,
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
+                response = rest.problem(401, "authentication required")
+                response.headers["WWW-Authenticate"] = "Bearer"
                 await response(scope, receive, send)
                 return
-            scope[IDENTITY_KEY] = who
+            scope[rest.IDENTITY_KEY] = who
         await self.app(scope, receive, send)
 
 
-def _tool_identity(keyring: Keyring, ctx: Context) -> Identity:
-    who = keyring.identify((ctx.headers or {}).get("authorization"))
-    if who is None:  # the gate already refused these; kept for direct ASGI use
-        raise ToolError("unauthorized: missing or unknown bearer key")
+def _caller(keyring: Keyring, ctx: ServerRequestContext[Any]) -> Identity:
+    headers = getattr(ctx.request, "headers", None) or {}
+    who = keyring.identify(dict(headers))
+    if who is None:  # the gate refused these already; kept for direct ASGI use
+        raise PlatformError("authentication required", status=401)
     return who
 
 
-def build_app(platform: Platform, keyring: Keyring, sql: SqlEngine | None = None) -> ASGIApp:
-    """The whole platform as one ASGI app (MCP at ``/mcp``, REST under ``/api/v1``)."""
-    engine = sql or SqlEngine()
-    mcp = MCPServer(
-        "benchledger-refplatform",
+def mcp_server(platform: Platform, keyring: Keyring) -> Server[Any]:
+    """The MCP server: ``tools/list`` per caller, ``tools/call`` through the tool chain."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools.listing(_caller(keyring, ctx)))
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        who = _caller(keyring, ctx)
+        # Tool handlers are synchronous (SQLite, DuckDB, an embedder): run them off the loop.
+        return await anyio.to_thread.run_sync(
+            tools.call_tool, platform, who, params.name, params.arguments
+        )
+
+    return Server(
+        NAME,
         version=VERSION,
-        instructions="A memory platform: call platform_info first and pass its session_id.",
-        log_level="WARNING",
+        instructions="A data platform with memory: call platform_info first and pass its "
+        "session_id on every other call; call search before querying.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
     )
 
-    def guard(ctx: Context, session_id: str | None) -> Identity:
-        who = _tool_identity(keyring, ctx)
-        try:
-            platform.check_session(who, session_id)
-        except PlatformError as exc:
-            raise ToolError(exc.message) from None
-        return who
 
-    def run(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        try:
-            return fn()
-        except PlatformError as exc:
-            prefix = "forbidden: " if exc.status == 403 else ""
-            raise ToolError(prefix + exc.message) from None
-
-    @mcp.tool(description="Start a session: returns the session_id every other tool needs.")
-    def platform_info(ctx: Context) -> dict[str, Any]:
-        return platform.open_session(_tool_identity(keyring, ctx))
-
-    @mcp.tool(
-        description="Save knowledge to memory. Types business_knowledge, schema_entity and "
-        "operational_rule become insights pending review; link the entities it concerns."
+def build_app(platform: Platform, keyring: Keyring, *, host: str = "127.0.0.1") -> ASGIApp:
+    """The whole platform as one ASGI app (MCP at ``/`` and ``/mcp``, REST under ``/api/v1``)."""
+    security = None
+    if host in _LOOPBACK:
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    sessions = StreamableHTTPSessionManager(
+        app=mcp_server(platform, keyring), json_response=True, security_settings=security
     )
-    def memory_capture(
-        type: str,
-        content: str,
-        ctx: Context,
-        category: str = "",
-        entity_urns: list[str] | None = None,
-        session_id: str = "",
-    ) -> dict[str, Any]:
-        who = guard(ctx, session_id)
-        return run(lambda: platform.capture(
-            who, type=type, content=content, category=category, entity_urns=entity_urns or []
-        ))  # fmt: skip
+    mcp_app = StreamableHTTPASGIApp(sessions)
 
-    @mcp.tool(
-        description="List, update or forget your own memory records (action: list|update|forget)."
-    )
-    def memory_manage(
-        action: str,
-        ctx: Context,
-        id: str = "",
-        content: str = "",
-        limit: int = 50,
-        session_id: str = "",
-    ) -> dict[str, Any]:
-        who = guard(ctx, session_id)
-        return run(lambda: platform.manage(who, action=action, id=id, content=content, limit=limit))
-
-    @mcp.tool(
-        description="Search memory (yours), insights (applied, shared), knowledge_pages and "
-        "catalog."
-    )
-    def search(
-        intent: str,
-        ctx: Context,
-        entity_urns: list[str] | None = None,
-        sources: list[str] | None = None,
-        limit: int = 10,
-        session_id: str = "",
-    ) -> dict[str, Any]:
-        who = guard(ctx, session_id)
-        return run(lambda: platform.search(
-            who, intent=intent, entity_urns=entity_urns or [], sources=sources or [], limit=limit
-        ))  # fmt: skip
-
-    @mcp.tool(
-        description="Admin: approve, reject, apply (sink datahub or knowledge_page), rollback, "
-        "list_changesets."
-    )
-    def apply_knowledge(
-        action: str,
-        ctx: Context,
-        entity_urn: str = "",
-        insight_ids: list[str] | None = None,
-        confirm: bool = False,
-        sink: str = "",
-        changes: list[dict[str, Any]] | None = None,
-        page: dict[str, Any] | None = None,
-        changeset_id: str = "",
-        review_notes: str = "",
-        session_id: str = "",
-    ) -> dict[str, Any]:
-        who = guard(ctx, session_id)
-        ids = insight_ids or []
-
-        def act() -> dict[str, Any]:
-            platform._admin(who)
-            if action == "apply":
-                return platform.apply(who, entity_urn=entity_urn, insight_ids=ids, sink=sink,
-                                      confirm=confirm, changes=changes, page=page)  # fmt: skip
-            if action in ("approve", "reject"):
-                return platform.review(
-                    who, action=action, insight_ids=ids, review_notes=review_notes
-                )
-            if action == "rollback":
-                if not changeset_id:
-                    raise PlatformError("changeset_id: required for rollback")
-                return platform.rollback(who, changeset_id)
-            if action == "list_changesets":
-                return platform.changesets(entity_urn=entity_urn)
-            raise PlatformError(
-                f"action: {action!r}; use apply, approve, reject, rollback or list_changesets"
-            )
-
-        return run(act)
-
-    @mcp.tool(description="A catalog entity (dataset) with its description and columns.")
-    def datahub_get_entity(urn: str, ctx: Context, session_id: str = "") -> dict[str, Any]:
-        guard(ctx, session_id)
-        return run(lambda: platform.entity(urn))
-
-    @mcp.tool(description="List the knowledge pages (slug, title, summary).")
-    def list_knowledge_pages(ctx: Context, session_id: str = "") -> dict[str, Any]:
-        guard(ctx, session_id)
-        return platform.pages()
-
-    @mcp.tool(description="Read one knowledge page by slug.")
-    def get_knowledge_page(slug: str, ctx: Context, session_id: str = "") -> dict[str, Any]:
-        guard(ctx, session_id)
-        return run(lambda: platform.page(slug))
-
-    @mcp.tool(description="List the SQL tables of the dataset.")
-    def list_tables(ctx: Context, session_id: str = "") -> dict[str, Any]:
-        guard(ctx, session_id)
-        return {"tables": engine.tables()}
-
-    @mcp.tool(description="Columns of one SQL table.")
-    def describe_table(table: str, ctx: Context, session_id: str = "") -> dict[str, Any]:
-        guard(ctx, session_id)
-        return run(lambda: engine.describe(table))
-
-    @mcp.tool(
-        description="Run one read-only SELECT (SQLite dialect) over the dataset; money columns "
-        "are integer cents."
-    )
-    def query_sql(
-        sql: str, ctx: Context, limit: int = DEFAULT_ROWS, session_id: str = ""
-    ) -> dict[str, Any]:
-        guard(ctx, session_id)
-        return run(lambda: engine.query(sql, limit))
-
-    _rest_routes(mcp, platform)
-    return AuthGate(mcp.streamable_http_app(json_response=True), keyring)
-
-
-Handler = Callable[[Request], Awaitable[Response]]
-
-
-def _rest(admin: bool) -> Callable[[Callable[[Request], Awaitable[Any]]], Handler]:
-    """Wrap a REST handler: admin check, PlatformError -> status + JSON error."""
-
-    def wrap(fn: Callable[[Request], Awaitable[Any]]) -> Handler:
-        async def handler(request: Request) -> Response:
-            who: Identity = request.scope[IDENTITY_KEY]
-            if admin and not who.admin:
-                return JSONResponse({"error": f"{who.email} is not an admin"}, status_code=403)
-            try:
-                return JSONResponse(await fn(request))
-            except PlatformError as exc:
-                return JSONResponse({"error": exc.message}, status_code=exc.status)
-
-        return handler
-
-    return wrap
-
-
-def _int(request: Request, name: str, default: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise PlatformError(f"{name}: {raw!r} is not a whole number") from None
-
-
-def _time(request: Request, name: str) -> int | None:
-    raw = request.query_params.get(name)
-    return parse_time(raw, name) if raw else None
-
-
-def _rest_routes(mcp: MCPServer, platform: Platform) -> None:
-    base = "/api/v1/admin/knowledge"
-
-    @mcp.custom_route("/healthz", methods=["GET"])
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True})
 
-    @mcp.custom_route(f"{base}/insights", methods=["GET"])
-    @_rest(admin=True)
-    async def insights(request: Request) -> Any:
-        q = request.query_params
-        return platform.insights(
-            status=q.get("status", ""),
-            entity_urn=q.get("entity_urn", ""),
-            captured_by=q.get("captured_by", ""),
-            since=_time(request, "since"),
-            until=_time(request, "until"),
-            page=_int(request, "page", 1),
-            per_page=_int(request, "per_page", 50),
-        )
-
-    @mcp.custom_route(f"{base}/insights/{{insight_id}}", methods=["GET"])
-    @_rest(admin=True)
-    async def insight(request: Request) -> Any:
-        return platform.insight(request.path_params["insight_id"])
-
-    @mcp.custom_route(f"{base}/insights/{{insight_id}}/status", methods=["PUT"])
-    @_rest(admin=True)
-    async def status(request: Request) -> Any:
-        body = await _body(request)
-        new = body.get("status")
-        notes = body.get("review_notes", "")
-        if not isinstance(new, str) or not isinstance(notes, str):
-            raise PlatformError("status and review_notes must be text")
-        return platform.set_status(request.path_params["insight_id"], new, notes)
-
-    @mcp.custom_route(f"{base}/changesets", methods=["GET"])
-    @_rest(admin=True)
-    async def changesets(request: Request) -> Any:
-        return platform.changesets(
-            entity_urn=request.query_params.get("entity_urn", ""),
-            page=_int(request, "page", 1),
-            per_page=_int(request, "per_page", 50),
-        )
-
-    @mcp.custom_route(f"{base}/changesets/{{changeset_id}}/rollback", methods=["POST"])
-    @_rest(admin=True)
-    async def rollback(request: Request) -> Any:
-        return platform.rollback(request.scope[IDENTITY_KEY], request.path_params["changeset_id"])
-
-    @mcp.custom_route("/api/v1/portal/knowledge-pages", methods=["GET"])
-    @_rest(admin=False)
-    async def pages(request: Request) -> Any:
-        return platform.pages()
-
-    @mcp.custom_route("/api/v1/portal/knowledge-pages/{slug}", methods=["GET"])
-    @_rest(admin=False)
-    async def page(request: Request) -> Any:
-        return platform.page(request.path_params["slug"])
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    try:
-        body = json.loads(raw or b"null")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise PlatformError(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise PlatformError("request body must be a JSON object")
-    return body
+    app = Starlette(
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            *admin_rest.routes(platform),
+            *portal.routes(platform),
+            Route("/", mcp_app),
+            Route("/mcp", mcp_app),
+        ],
+        lifespan=lambda _app: sessions.run(),
+    )
+    return AuthGate(app, keyring)
 
 
 def quiet_logs() -> None:
     """Silence per-request INFO logs of the MCP SDK, its HTTP stack and uvicorn."""
-    for name in ("mcp", "httpx2", "httpx", "httpcore", "httpcore2", "uvicorn", "uvicorn.error",
-                 "uvicorn.access", "sse_starlette"):  # fmt: skip
+    for name in (
+        "mcp",
+        "httpx2",
+        "httpx",
+        "httpcore",
+        "httpcore2",
+        "uvicorn",
+        "uvicorn.error",
+        "uvicorn.access",
+        "sse_starlette",
+    ):
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
@@ -392,13 +195,21 @@ class RunningPlatform:
         host: str = "127.0.0.1",
         port: int = 0,
         background: bool = True,
+        pack: Pack | None = None,
+        pool_admin: bool = True,
     ) -> None:
-        self.platform = platform or Platform()
+        self.platform = platform or Platform(pack=pack)
         self.admin_key = admin_key or f"bl-admin-{secrets.token_hex(8)}"
         self.pool_base = pool_base or f"bl-key-{secrets.token_hex(4)}"
         self.pool_size = pool_size
-        self.keyring = Keyring(self.admin_key, self.pool_base, pool_size)
-        self.server = LoopbackServer(build_app(self.platform, self.keyring), host=host, port=port)
+        try:
+            self.keyring = Keyring(self.admin_key, self.pool_base, pool_size, pool_admin=pool_admin)
+            app = build_app(self.platform, self.keyring, host=host)
+            self.server = LoopbackServer(app, host=host, port=port)
+        except BaseException:
+            if platform is None:
+                self.platform.close()
+            raise
         self.url = self.server.url
         self.port = self.server.port
         if background:
@@ -406,6 +217,7 @@ class RunningPlatform:
 
     @property
     def mcp_url(self) -> str:
+        """The MCP endpoint (the base URL itself also serves MCP)."""
         return f"{self.url}/mcp"
 
     def key(self, index: int) -> str:
@@ -413,6 +225,7 @@ class RunningPlatform:
         return pool_key(self.pool_base, index)
 
     def stop(self) -> None:
+        """Stop serving and close the platform."""
         self.server.stop()
         self.platform.close()
 

@@ -1,16 +1,21 @@
-"""The seeded dataset's shape and the generator of the committed protocol set."""
+"""The seeded dataset's shape, its seed pack, and the generator of the committed protocol set."""
 
 from __future__ import annotations
 
 import filecmp
 import os
+import re
 import subprocess
 import sys
+
+import pytest
 
 import protocols
 from cli import main
 from protocols import dataset, generate
 from protocols.grading import normalize
+from refplatform.packs import DEFAULT_PACK_DIR, default_pack
+from refplatform.toolkits.sql import SqlEngine
 
 REVENUE_BY_REGION = (
     "SELECT c.region, SUM(o.amount_cents), SUM(o.amount_cents - o.discount_cents) "
@@ -87,30 +92,74 @@ def test_the_sql_export_recreates_the_dataset(tmp_path):
     assert conn.execute(REVENUE_BY_REGION).fetchall() == dataset.query(REVENUE_BY_REGION)
 
 
-def test_regenerating_reproduces_the_committed_files_byte_for_byte(tmp_path, capsys):
-    assert main(["protocols", "generate", "--out", str(tmp_path)]) == 0
-    committed = sorted(os.listdir(protocols.LIFECYCLE_DIR))
-    assert sorted(os.listdir(tmp_path)) == committed
-    _, mismatch, errors = filecmp.cmpfiles(
-        protocols.LIFECYCLE_DIR, tmp_path, committed, shallow=False
+def _files(root: str) -> list[str]:
+    return sorted(
+        os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs
     )
-    assert not mismatch and not errors, mismatch
 
 
-def test_every_answer_is_what_its_stored_query_returns():
+def test_regenerating_reproduces_the_committed_protocols_and_pack_byte_for_byte(tmp_path):
+    out = tmp_path / "lifecycle"
+    assert main(["protocols", "generate", "--out", str(out)]) == 0
+    for committed, fresh in ((protocols.LIFECYCLE_DIR, out), (DEFAULT_PACK_DIR, tmp_path / "pack")):
+        names = _files(committed)
+        assert _files(str(fresh)) == names
+        _, mismatch, errors = filecmp.cmpfiles(committed, fresh, names, shallow=False)
+        assert not mismatch and not errors, mismatch
+
+
+@pytest.fixture(scope="module")
+def engine():
+    eng = SqlEngine(default_pack())
+    yield eng
+    eng.close()
+
+
+def _questions(p: protocols.Protocol) -> list[protocols.schema.Question]:
+    return (
+        [p.recall] + ([p.transfer] if p.transfer else []) + ([p.update.recall] if p.update else [])
+    )
+
+
+def test_every_answer_is_what_its_stored_query_returns_on_refplatforms_sql_engine(engine):
     for p in protocols.load(protocols.LIFECYCLE_DIR).protocols:
-        questions = (
-            [p.recall]
-            + ([p.transfer] if p.transfer else [])
-            + ([p.update.recall] if p.update else [])
-        )
-        for q in questions:
+        for q in _questions(p):
             assert q.query, p.id
-            got = generate.answer(q.query)
+            out = engine.query(q.query)  # refused queries (bad dialect, bad names) raise here
+            assert len(out["rows"]) == 1 and len(out["columns"]) == 1, (p.id, out)
+            got = out["rows"][0][out["columns"][0]["name"]]
+            assert got == generate.answer(q.query), p.id
             if q.grading.kind == "numeric":
                 assert abs(float(got) - (q.grading.value or 0)) <= 1e-9, p.id
             else:
                 assert q.grading.aliases == (got,), p.id
+
+
+def test_every_stored_query_names_the_packs_tables_with_catalog_and_schema():
+    for p in protocols.load(protocols.LIFECYCLE_DIR).protocols:
+        for q in _questions(p):
+            for name in re.findall(r"\b(?:FROM|JOIN)\s+([\w.]+)", q.query or ""):
+                assert name.startswith("memory.bench."), (p.id, name)
+
+
+def test_every_protocols_entity_is_an_entity_of_the_pack():
+    urns = {e.urn for e in default_pack().entities}
+    for p in protocols.load(protocols.LIFECYCLE_DIR).protocols:
+        assert p.entity_urn in urns, p.id
+        assert p.entity_urn.startswith("urn:li:dataset:(urn:li:dataPlatform:trino,memory.bench.")
+
+
+def test_the_pack_holds_the_datasets_rows(engine):
+    pack_sql = REVENUE_BY_REGION.replace(
+        "FROM orders o JOIN customers c", "FROM memory.bench.orders o JOIN memory.bench.customers c"
+    )
+    rows = engine.query(pack_sql)["rows"]
+    names = [c["name"] for c in engine.query(pack_sql)["columns"]]
+    got = sorted(tuple(r[n] for n in names) for r in rows)
+    assert got == sorted(dataset.query(REVENUE_BY_REGION))
+    for t in dataset.build().tables:
+        out = engine.query(f"SELECT count(*) AS n FROM memory.bench.{t.name}")
+        assert out["rows"] == [{"n": len(t.rows)}], t.name
 
 
 def test_every_update_really_flips_the_answer():
@@ -130,12 +179,12 @@ def _term(fact: str) -> str:
 
 
 def test_every_fact_is_novel_to_the_seeded_catalog_and_pages():
-    data = dataset.build()
+    pack = default_pack()
     seeded = normalize(
         " ".join(
-            [e.description for e in data.entities]
-            + [c.description for e in data.entities for c in e.columns]
-            + [f"{pg.title} {pg.summary} {pg.body}" for pg in data.pages]
+            [e.description for e in pack.entities]
+            + [f.description for e in pack.entities for f in e.fields]
+            + [f"{pg.title} {pg.summary} {pg.body}" for pg in pack.pages]
         )
     )
     for p in protocols.load(protocols.LIFECYCLE_DIR).protocols:

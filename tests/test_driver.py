@@ -27,7 +27,7 @@ from ledger.events import (
     UnitFinished,
     UnitStarted,
 )
-from refplatform.identity import Keyring
+from refplatform.auth import Keyring
 from refplatform.platform import VERSION, Platform
 from refplatform.server import LoopbackServer, build_app
 

@@ -7,14 +7,28 @@ import asyncio
 import protocols
 from harness.agents import ScriptedAgent
 from harness.platforms.base import Page, PollPolicy
+from harness.platforms.mcp_data_platform import McpDataPlatform
 from harness.suites.lifecycle import target
 from harness.unit import UnitContext, UnitPlan
 from ledger import Ledger, open_store
 from ledger.events import ReadBack, RunStartedBody
 from refplatform.server import RunningPlatform
-from tests.platform_helpers import call, client_for
 
 PAGE_PROTOCOL = "bl-core-cohort"  # a knowledge_page protocol of the committed set
+
+
+def client_for(running: RunningPlatform) -> McpDataPlatform:
+    """The harness's client for an embedded refplatform."""
+    return McpDataPlatform(running.url, admin_key=running.admin_key,
+                           pool_base=running.pool_base, pool_size=running.pool_size)  # fmt: skip
+
+
+async def call(client: McpDataPlatform, who: int, tool: str, **args):
+    """One tool call in a fresh session as pool identity ``who``; it must succeed."""
+    async with client.session(who) as s:
+        res = await s.call_tool(tool, args)
+    assert not res.is_error, res.text
+    return res.data
 
 
 def _ctx(client, ledger: Ledger, stream: str) -> UnitContext:
@@ -27,8 +41,8 @@ def _ctx(client, ledger: Ledger, stream: str) -> UnitContext:
 async def _captured(client, ctx: UnitContext, fact: str) -> str:
     p = ctx.plan.item
     since = ctx.clock.time()
-    await call(client, 1, "memory_capture", type="business_knowledge", content=fact,
-               entity_urns=[p.entity_urn], category="definition")  # fmt: skip
+    await call(client, 1, "memory_capture", type="schema_entity", content=fact,
+               entity_urns=[p.entity_urn], category="business_context")  # fmt: skip
     check = await client.check_capture(
         ctx, identity=1, target=target(p), since=since, poll=PollPolicy(5.0, 0.05)
     )

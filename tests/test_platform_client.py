@@ -14,15 +14,24 @@ from starlette.routing import Route
 from cli import main
 from harness.errors import InfraError
 from harness.platforms.mcp_data_platform import McpDataPlatform, translate
+from refplatform.platform import VERSION
 from refplatform.server import LoopbackServer, RunningPlatform
-from tests.platform_helpers import ORDERS, client_for
+from tests.platform_helpers import ORDERS
+
+
+def client_for(running: RunningPlatform) -> McpDataPlatform:
+    """The harness's client for an embedded refplatform."""
+    return McpDataPlatform(running.url, admin_key=running.admin_key,
+                           pool_base=running.pool_base, pool_size=running.pool_size)  # fmt: skip
 
 
 class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 
-    def session_call(self, method, tool, arguments, result, is_error, latency_ms, content=()):
+    def session_call(
+        self, method, tool, arguments, result, is_error, latency_ms, content=(), structured=None
+    ):
         self.calls.append((method, tool, arguments, result, is_error, content))
 
 
@@ -47,9 +56,7 @@ def test_sessions_inject_the_handle_hide_it_and_report_every_call():
         assert "session_id" not in t["input_schema"].get("required", [])
     assert not res.is_error and res.data["groups"]
     assert [c[0] for c in rec.calls] == ["initialize", "tools/call", "tools/list", "tools/call"]
-    assert rec.calls[0][3] == {
-        "server": {"name": "benchledger-refplatform", "version": "refplatform-1.0"}
-    }
+    assert rec.calls[0][3] == {"server": {"name": "mcp-data-platform", "version": VERSION}}
     assert rec.calls[1][1] == "platform_info" and rec.calls[3][2] == {
         "intent": "revenue",
         "entity_urns": [ORDERS],

@@ -17,7 +17,7 @@ from protocols.hashing import benchledger_hash, go_float, go_json, go_string, pe
 PEER_SET_HASH = "daeac8a49319e6240541f905e1acf45d99e47fa4e4958ee0203d5f4fe1245695"
 # The benchledger-recipe hash of the committed set: changes to the set or the recipe
 # show up here as a reviewable diff.
-COMMITTED_SET_HASH = "8dc9435e3beb6ba977b2abdfa42d2395e59f0756a08adbb90cb9c059332e688b"
+COMMITTED_SET_HASH = "9fc5ac3350ad01ddee3694cdd55c2b0a704eaa06268c0124f3d8702b158ad460"
 
 VALID = {
     "id": "t-one",

@@ -1,580 +1,878 @@
-"""refplatform through a real MCP client over real HTTP on loopback."""
+"""refplatform's behaviour through a real MCP client over real HTTP on loopback.
+
+Most tests run over the peer's pack (``bench/seed``), the data the peer's protocols
+were written for; the default-pack tests run over benchledger's own.
+"""
 
 from __future__ import annotations
 
-import ast
 import asyncio
-import os
-import subprocess
-import sys
+import random
 from collections.abc import Iterator
+from typing import Any
 
 import httpx2
 import pytest
 
-from benchmarks.platform_bench import drive
+from refplatform.platform import Platform
 from refplatform.server import RunningPlatform
-from tests.conftest import REPO
 from tests.platform_helpers import (
-    CHANGESETS,
+    CUSTOMERS,
     INSIGHTS,
     ORDERS,
+    PAGES,
+    Driver,
     call,
     capture,
     client_for,
-    fact_texts,
+    hit_texts,
+    peer_pack,
+    running_peer,
     tool_error,
 )
 
 FACT = "The 'keystone region' is the sales region with the highest gross revenue in 2025."
 RESTATED = "The 'keystone region' is the sales region with the highest net revenue in 2025."
 OTHER = "A 'whale order' is a completed order of at least 1,500 USD before discount."
+NORTH = "The 'keystone region' for this study is North, by gross revenue."
+CANDIDATES = (
+    "The 'keystone region' candidates were ranked by margin, order count and customer growth."
+)
+PEER_TOOLS = {
+    "platform_info",
+    "search",
+    "fetch",
+    "memory_capture",
+    "memory_manage",
+    "apply_knowledge",
+    "datahub_get_entity",
+    "datahub_get_schema",
+    "datahub_browse",
+    "datahub_get_queries",
+    "datahub_get_glossary_term",
+    "trino_query",
+    "trino_describe_table",
+    "trino_browse",
+}
 
 
 @pytest.fixture
-def running() -> Iterator[RunningPlatform]:
-    with RunningPlatform(pool_size=8) as r:
-        yield r
+def driver() -> Iterator[Driver]:
+    with running_peer() as running:
+        yield client_for(running)
 
 
-def run(coro):
+def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-def test_a_capture_is_a_pending_insight_over_rest_with_owner_and_entity(running):
+async def _promote(d: Driver, insight_id: str, **apply: Any) -> Any:
+    await d.rest("PUT", f"{INSIGHTS}/{insight_id}/status", body={"status": "approved"})
+    args = {"action": "apply", "insight_ids": [insight_id], "entity_urn": ORDERS, **apply}
+    return await call(d, None, "apply_knowledge", **args)
+
+
+DESCRIPTION = {
+    "sink": "datahub",
+    "changes": [{"change_type": "update_description", "target": "", "detail": f"Orders. {FACT}"}],
+}
+PAGE = {
+    "sink": "knowledge_page",
+    "page": {"slug": "keystone", "title": "Keystone", "summary": FACT, "body": f"# K\n\n{FACT}"},
+}
+
+
+# ---------------------------------------------------------------------------- the tool surface
+
+
+def test_the_tool_list_is_the_peers_s5_surface_with_closed_schemas_and_a_session_id(driver):
     async def go():
-        client = client_for(running)
-        got = await capture(client, 1, FACT)
-        listed = await client.rest(
-            "GET", INSIGHTS, params={"status": "pending", "entity_urn": ORDERS}
-        )
-        one = await client.rest("GET", f"{INSIGHTS}/{got['id']}")
-        await client.aclose()
-        return got, listed, one
+        async with driver.session(1, mint=False) as s:
+            return (await s.client.list_tools()).tools
 
-    got, listed, one = run(go())
-    assert got["status"] == "pending" and not got["superseded"]
-    assert listed.status == 200 and listed.body["total"] == 1
-    assert set(listed.body) == {"data", "total", "page", "per_page"}
-    (row,) = listed.body["data"]
-    assert row["id"] == got["id"] and row["content"] == FACT
-    assert row["captured_by"] == "bench-agent-001@apikey.local"
-    assert row["entity_urns"] == [ORDERS]
-    assert one.body == row
+    tools = {t.name: t for t in run(go())}
+    assert set(tools) == PEER_TOOLS
+    for name, tool in tools.items():
+        schema = tool.input_schema
+        assert schema["additionalProperties"] is False, name
+        assert ("session_id" in schema["properties"]) is (name != "platform_info"), name
+    assert tools["memory_capture"].input_schema["required"] == ["type", "content"]
 
 
-@pytest.mark.parametrize("sink", ["datahub", "knowledge_page"])
-def test_approve_apply_changeset_then_another_identity_finds_the_fact(running, sink):
+@pytest.mark.parametrize("path", ["", "/mcp"], ids=["base-url", "mcp-path"])
+def test_mcp_is_served_at_the_base_url_and_at_mcp(driver, path):
     async def go():
-        client = client_for(running)
-        got = await capture(client, 1, FACT)
-        approved = await client.rest(
-            "PUT", f"{INSIGHTS}/{got['id']}/status", body={"status": "approved"}
-        )
-        args = {
-            "action": "apply",
-            "entity_urn": ORDERS,
-            "insight_ids": [got["id"]],
-            "confirm": True,
-            "sink": sink,
-        }
-        if sink == "datahub":
-            args["changes"] = [{"change_type": "update_description", "detail": f"Orders. {FACT}"}]
-        else:
-            args["page"] = {
-                "slug": "keystone",
-                "title": "Keystone",
-                "summary": FACT,
-                "body": f"# K\n\n{FACT}",
-            }
-        applied = await call(client, None, "apply_knowledge", **args)
-        status = await client.rest("GET", f"{INSIGHTS}/{got['id']}")
-        changesets = await client.rest("GET", CHANGESETS, params={"entity_urn": ORDERS})
-        found = await call(client, 2, "search", intent="Which region is the keystone region?")
-        entity = await call(client, 2, "datahub_get_entity", urn=ORDERS)
-        pages = await client.rest("GET", "/api/v1/portal/knowledge-pages")
-        await client.aclose()
-        return approved, applied, status, changesets, found, entity, pages
+        async with driver.session(1, path=path) as s:
+            return s.handle
 
-    approved, applied, status, changesets, found, entity, pages = run(go())
-    assert approved.status == 200 and approved.body["status"] == "approved"
-    assert status.body["status"] == "applied"
-    (cs,) = changesets.body["data"]
-    assert cs["id"] == applied["id"] and cs["source_insight_ids"] == [status.body["id"]]
-    assert not cs["rolled_back"] and cs["target_urn"] == ORDERS
-    assert FACT in fact_texts(found, "insights")
-    if sink == "datahub":
-        assert FACT in entity["description"]
-    else:
-        assert "keystone" in [p["slug"] for p in pages.body["pages"]]
-        assert any(FACT in t for t in fact_texts(found, "knowledge_pages"))
+    assert run(go()).startswith("dps_")
 
 
-def test_a_restated_correction_supersedes_the_pending_original_and_a_different_fact_does_not(
-    running,
-):
+def test_without_the_admin_role_apply_knowledge_is_neither_listed_nor_callable():
+    with running_peer(pool_admin=False) as running:
+        d = client_for(running)
+
+        async def go():
+            async with d.session(1) as s:
+                names = {t.name for t in (await s.client.list_tools()).tools}
+                refused = await s.call("apply_knowledge", {"action": "bulk_review"})
+            return names, refused
+
+        names, refused = run(go())
+    assert "apply_knowledge" not in names
+    assert refused.error["code"] == "unauthorized"
+    assert refused.error["category"] == "authorization_denied"
+
+
+# ---------------------------------------------------------------------------- sessions and gates
+
+
+def test_a_call_before_platform_info_is_refused_with_session_required(driver):
+    reply = run(tool_error_unminted(driver, 1, "search", intent="orders"))
+    assert reply.error["code"] == "session_required"
+    assert reply.error["category"] == "session_required" and "platform_info" in reply.error["hint"]
+    assert reply.text.startswith("SESSION_REQUIRED: Call platform_info first.")
+
+
+async def tool_error_unminted(d: Driver, who: int, tool: str, **args: Any) -> Any:
+    async with d.session(who, mint=False) as s:
+        return await s.call(tool, args)
+
+
+def test_another_identitys_or_a_made_up_handle_is_session_expired(driver):
     async def go():
-        client = client_for(running)
-        first = await capture(client, 1, FACT)
-        other = await capture(client, 1, OTHER)
-        second = await capture(client, 1, RESTATED)
-        original = await client.rest("GET", f"{INSIGHTS}/{first['id']}")
-        await client.aclose()
-        return first, other, second, original
-
-    first, other, second, original = run(go())
-    assert not other["superseded"]
-    assert second["superseded"] and second["superseded_ids"] == [first["id"]]
-    assert original.body["status"] == "superseded"
-    assert original.body["superseded_by"] == second["id"]
-
-
-def test_a_similar_but_not_restated_fact_is_reported_not_superseded(running):
-    async def go():
-        client = client_for(running)
-        first = await capture(
-            client, 1, "The 'keystone region' for this study is North, by gross revenue."
-        )
-        second = await capture(
-            client,
-            1,
-            "The 'keystone region' list of candidates: North, South and the Central region.",
-        )
-        await client.aclose()
-        return first, second
-
-    first, second = run(go())
-    assert not second["superseded"]
-    assert [s["id"] for s in second["similar_existing"]] == [first["id"]]
-    assert 0.75 <= second["similar_existing"][0]["score"] < 0.90
-
-
-def test_another_identitys_capture_never_supersedes(running):
-    async def go():
-        client = client_for(running)
-        first = await capture(client, 1, FACT)
-        second = await capture(client, 2, RESTATED)
-        await client.aclose()
-        return first, second
-
-    _, second = run(go())
-    assert not second["superseded"] and second["similar_existing"] == []
-
-
-def test_an_applied_insight_is_never_superseded(running):
-    async def go():
-        client = client_for(running)
-        first = await capture(client, 1, FACT)
-        await client.rest("PUT", f"{INSIGHTS}/{first['id']}/status", body={"status": "approved"})
-        await call(
-            client,
-            None,
-            "apply_knowledge",
-            action="apply",
-            entity_urn=ORDERS,
-            insight_ids=[first["id"]],
-            confirm=True,
-            sink="datahub",
-            changes=[{"change_type": "update_description", "detail": FACT}],
-        )
-        second = await capture(client, 1, RESTATED)
-        after = await client.rest("GET", f"{INSIGHTS}/{first['id']}")
-        await client.aclose()
-        return first, second, after
-
-    first, second, after = run(go())
-    assert not second["superseded"]
-    assert after.body["status"] == "applied"
-    assert first["id"] in [s["id"] for s in second["similar_existing"]]
-
-
-def test_rollback_returns_insights_to_pending_and_restores_the_sink(running):
-    async def go():
-        client = client_for(running)
-        before = await call(client, 1, "datahub_get_entity", urn=ORDERS)
-        got = await capture(client, 1, FACT)
-        await call(client, None, "apply_knowledge", action="approve", insight_ids=[got["id"]])
-        cs = await call(
-            client,
-            None,
-            "apply_knowledge",
-            action="apply",
-            entity_urn=ORDERS,
-            insight_ids=[got["id"]],
-            confirm=True,
-            sink="datahub",
-            changes=[{"change_type": "update_description", "detail": FACT}],
-        )
-        rolled = await client.rest("POST", f"{CHANGESETS}/{cs['id']}/rollback")
-        again = await client.rest("POST", f"{CHANGESETS}/{cs['id']}/rollback")
-        status = await client.rest("GET", f"{INSIGHTS}/{got['id']}")
-        after = await call(client, 1, "datahub_get_entity", urn=ORDERS)
-        found = await call(client, 2, "search", intent="keystone region")
-        await client.aclose()
-        return before, rolled, again, status, after, found
-
-    before, rolled, again, status, after, found = run(go())
-    assert rolled.status == 200 and rolled.body["rolled_back"]
-    assert again.status == 409
-    assert status.body["status"] == "pending"
-    assert after["description"] == before["description"]
-    assert FACT not in fact_texts(found, "insights")
-
-
-def test_identity_scoping_keeps_pending_memory_private(running):
-    async def go():
-        client = client_for(running)
-        await capture(client, 1, FACT)
-        mine = await call(client, 1, "search", intent="keystone region")
-        theirs = await call(client, 2, "search", intent="keystone region")
-        listed = await call(client, 2, "memory_manage", action="list")
-        await client.aclose()
-        return mine, theirs, listed
-
-    mine, theirs, listed = run(go())
-    assert FACT in fact_texts(mine, "memory")
-    assert all(FACT not in t for g in theirs["groups"] for t in [h["text"] for h in g["hits"]])
-    assert listed["records"] == []
-
-
-def test_memory_manage_updates_and_forgets_only_own_records(running):
-    async def go():
-        client = client_for(running)
-        got = await capture(client, 1, FACT)
-        foreign = await tool_error(client, 2, "memory_manage", action="forget", id=got["id"])
-        updated = await call(
-            client, 1, "memory_manage", action="update", id=got["id"], content=OTHER
-        )
-        forgot = await call(client, 1, "memory_manage", action="forget", id=got["id"])
-        missing = await client.rest("GET", f"{INSIGHTS}/{got['id']}")
-        await client.aclose()
-        return foreign, updated, forgot, missing
-
-    foreign, updated, forgot, missing = run(go())
-    assert "no record" in foreign
-    assert updated["content"] == OTHER and forgot == {"id": updated["id"], "forgotten": True}
-    assert missing.status == 404
-
-
-def test_admin_only_enforcement_over_mcp_and_rest(running):
-    async def go():
-        client = client_for(running)
-        got = await capture(client, 1, FACT)
-        refused = await tool_error(
-            client, 1, "apply_knowledge", action="approve", insight_ids=[got["id"]]
-        )
-        async with httpx2.AsyncClient() as http:
-            pool = await http.get(
-                f"{running.url}{INSIGHTS}", headers={"Authorization": f"Bearer {running.key(1)}"}
+        async with driver.session(1) as a, driver.session(2) as b:
+            stolen = await a.call("search", {"intent": "x", "session_id": b.handle}, thread=False)
+            made_up = await a.call(
+                "search", {"intent": "x", "session_id": "dps_nope"}, thread=False
             )
-            portal = await http.get(
-                f"{running.url}/api/v1/portal/knowledge-pages",
-                headers={"Authorization": f"Bearer {running.key(1)}"},
-            )
-            nobody = await http.get(f"{running.url}{INSIGHTS}")
-            wrong = await http.get(
-                f"{running.url}{INSIGHTS}", headers={"Authorization": "Bearer nope"}
-            )
-            mcp = await http.post(f"{running.url}/mcp", json={})
-        await client.aclose()
-        return refused, pool, portal, nobody, wrong, mcp
+        return stolen, made_up
 
-    refused, pool, portal, nobody, wrong, mcp = run(go())
-    assert refused.startswith("Error") or "forbidden" in refused
-    assert "forbidden" in refused and "not an admin" in refused
-    assert pool.status_code == 403
-    assert portal.status_code == 200 and portal.json()["total"] == 3
-    assert nobody.status_code == 401 and wrong.status_code == 401 and mcp.status_code == 401
+    for reply in run(go()):
+        assert reply.is_error and reply.error["code"] == "session_expired"
 
 
-def test_the_handle_gate_refuses_calls_without_a_live_handle_of_the_caller(running):
+def test_a_call_without_a_handle_adopts_the_identitys_latest_session(driver):
     async def go():
-        client = client_for(running)
-        async with client.session(1) as a, client.session(2) as b:
-            b_handle = b.handle
-            no_handle = await a._session.call_tool("search", {"intent": "x"})
-            stolen = await a._session.call_tool("search", {"intent": "x", "session_id": b_handle})
-            made_up = await a._session.call_tool(
-                "search", {"intent": "x", "session_id": "dps_nope"}
-            )
-        await client.aclose()
-        return no_handle, stolen, made_up
+        async with driver.session(1) as s:
+            handle = s.handle
+            reply = await s.call("search", {"intent": "orders"}, thread=False)
+        audit = await driver.rest(
+            "GET", "/api/v1/admin/audit/events", params={"session_id": handle}
+        )
+        return reply, audit
 
-    for res in run(go()):
-        assert res.is_error
-        assert "session_id" in res.content[0].text and "platform_info" in res.content[0].text
+    reply, audit = run(go())
+    assert not reply.is_error
+    assert [e["tool_name"] for e in audit.body["data"]] == ["search", "platform_info"]
+
+
+def test_the_search_first_gate_refuses_trino_query_until_the_user_has_searched(driver):
+    async def go():
+        sql = {"sql": "SELECT count(*) FROM memory.bench.orders"}
+        async with driver.session(1) as s:
+            refused = await s.call("trino_query", sql)
+            described = await s.call(
+                "trino_describe_table", {"catalog": "memory", "schema": "bench", "table": "orders"}
+            )
+            await s.call("search", {"intent": "orders"})
+        async with driver.session(1) as later:  # the gate keys on the user, not the session
+            allowed = await later.call("trino_query", sql)
+        return refused, described, allowed
+
+    refused, described, allowed = run(go())
+    assert refused.error["code"] == "search_required"
+    assert refused.text.startswith(
+        "SEARCH_REQUIRED: You must call search before using trino_query."
+    )
+    assert not described.is_error and not allowed.is_error
+    assert allowed.data["rows"] == [{"_col0": 1200}]
+
+
+# ---------------------------------------------------------------------------- errors
 
 
 BAD_CALLS = [
     (
         "memory_capture",
         {"type": "business_knowledge", "content": "too short"},
-        "content: must be 10 to 4000",
+        "tool_error",
+        "content must be at least 10 characters (got 9)",
     ),
     (
         "memory_capture",
         {"type": "business_knowledge", "content": "x" * 4001},
-        "content: must be 10 to 4000",
+        "tool_error",
+        "content must be at most 4000 characters (got 4001)",
     ),
-    ("memory_capture", {"type": "gossip", "content": "long enough content"}, "type:"),
-    ("memory_capture", {"type": "note", "content": 42}, "content"),
     (
         "memory_capture",
-        {"type": "note", "content": "long enough", "entity_urns": "urn"},
-        "entity_urns",
+        {"type": "note", "content": "long enough content"},
+        "tool_error",
+        'invalid type "note"',
     ),
-    ("search", {"intent": "x", "sources": ["web"]}, "sources: unknown 'web'"),
-    ("datahub_get_entity", {"urn": "urn:nope"}, "no entity"),
-    ("query_sql", {"sql": "DELETE FROM orders"}, "only a single SELECT"),
-    ("query_sql", {"sql": "SELECT 1; SELECT 2"}, "one SELECT"),
-    ("query_sql", {"sql": "SELECT * FROM nope"}, "no such table"),
-    ("describe_table", {"table": "nope"}, "known tables"),
+    (
+        "memory_capture",
+        {"type": "episodic_event", "content": "long enough", "category": "definition"},
+        "tool_error",
+        'invalid category "definition"',
+    ),
+    (
+        "memory_capture",
+        {"type": "episodic_event", "content": 42},
+        "invalid_arguments",
+        'validating /properties/content: type: 42 has type "integer", want "string"',
+    ),
+    (
+        "memory_capture",
+        {"type": "episodic_event", "content": "long enough", "entity_urn": ORDERS},
+        "invalid_arguments",
+        'unexpected additional properties ["entity_urn"]',
+    ),
+    (
+        "memory_capture",
+        {"content": "long enough text"},
+        "invalid_arguments",
+        'required: missing properties: ["type"]',
+    ),
+    (
+        "search",
+        {"intent": "x", "sources": "catalog"},
+        "invalid_arguments",
+        'type: catalog has type "string", want "array"',
+    ),
+    ("search", {}, "tool_error", "provide intent or entity_urns to search"),
+    ("memory_manage", {"command": "remember"}, "tool_error", 'unknown command "remember"'),
+    (
+        "apply_knowledge",
+        {
+            "action": "apply",
+            "entity_urn": ORDERS,
+            "changes": [{"change_type": "update_description", "detail": "x"}],
+        },
+        "invalid_arguments",
+        'required: missing properties: ["target"]',
+    ),
+    (
+        "apply_knowledge",
+        {
+            "action": "apply",
+            "entity_urn": ORDERS,
+            "changes": [{"change_type": "add_curated_query", "target": "", "detail": "x"}],
+        },
+        "tool_error",
+        "not supported by refplatform",
+    ),
+    ("apply_knowledge", {"action": "apply", "sink": "wiki"}, "tool_error", "unknown sink: wiki"),
+    ("apply_knowledge", {"action": "promote"}, "tool_error", 'invalid action "promote"'),
+    (
+        "datahub_get_entity",
+        {"urn": "urn:li:dataset:nope"},
+        "tool_error",
+        "GetEntity failed for urn:li:dataset:nope",
+    ),
+    (
+        "trino_describe_table",
+        {"catalog": "memory", "schema": "bench"},
+        "invalid_arguments",
+        'required: missing properties: ["table"]',
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("tool", "args", "message"), BAD_CALLS, ids=[f"{b[0]}-{i}" for i, b in enumerate(BAD_CALLS)]
+    ("tool", "args", "code", "message"),
+    BAD_CALLS,
+    ids=[f"{b[0]}-{b[2]}-{i}" for i, b in enumerate(BAD_CALLS)],
 )
-def test_bad_tool_input_is_a_tool_error_naming_the_field(running, tool, args, message):
+def test_a_bad_call_is_a_structured_tool_error_and_writes_nothing(
+    driver, tool, args, code, message
+):
     async def go():
-        client = client_for(running)
-        text = await tool_error(client, 1, tool, **args)
-        total = await client.rest("GET", INSIGHTS)
-        await client.aclose()
-        return text, total
+        reply = await tool_error(driver, 1, tool, **args)
+        return reply, await driver.rest("GET", INSIGHTS)
 
-    text, total = run(go())
-    assert message in text
-    assert total.body["total"] == 0  # nothing written
-
-
-def test_rest_bad_input_gets_400_404_and_409(running):
-    async def go():
-        client = client_for(running)
-        got = await capture(client, 1, FACT)
-        headers = {
-            "Authorization": f"Bearer {running.admin_key}",
-            "Content-Type": "application/json",
-        }
-        async with httpx2.AsyncClient() as http:
-            malformed = await http.put(
-                f"{running.url}{INSIGHTS}/{got['id']}/status", content=b"{nope", headers=headers
-            )
-            bad_page = await http.get(f"{running.url}{INSIGHTS}?page=x", headers=headers)
-            bad_since = await http.get(f"{running.url}{INSIGHTS}?since=yesterday", headers=headers)
-        unknown = await client.rest("GET", f"{INSIGHTS}/deadbeef")
-        unknown_put = await client.rest(
-            "PUT", f"{INSIGHTS}/deadbeef/status", body={"status": "approved"}
-        )
-        rejected = await client.rest(
-            "PUT", f"{INSIGHTS}/{got['id']}/status", body={"status": "rejected"}
-        )
-        invalid = await client.rest(
-            "PUT", f"{INSIGHTS}/{got['id']}/status", body={"status": "approved"}
-        )
-        not_a_status = await client.rest(
-            "PUT", f"{INSIGHTS}/{got['id']}/status", body={"status": "done"}
-        )
-        await client.aclose()
-        return malformed, bad_page, bad_since, unknown, unknown_put, rejected, invalid, not_a_status
-
-    malformed, bad_page, bad_since, unknown, unknown_put, rejected, invalid, not_a_status = run(
-        go()
+    reply, listed = run(go())
+    assert reply.error["code"] == code
+    assert message in reply.error["message"]
+    assert reply.text == f"{reply.error['message']} (code: {code})" + (
+        f" Hint: {reply.error['hint']}" if reply.error.get("hint") else ""
     )
-    assert malformed.status_code == 400 and "not valid JSON" in malformed.json()["error"]
-    assert bad_page.status_code == 400 and "page" in bad_page.json()["error"]
-    assert bad_since.status_code == 400 and "since" in bad_since.json()["error"]
-    assert unknown.status == 404 and unknown_put.status == 404
-    assert rejected.status == 200
-    assert invalid.status == 409 and "from 'rejected' to 'approved'" in invalid.body["error"]
-    assert not_a_status.status == 400
+    assert listed.body["total"] == 0
 
 
-def test_apply_is_all_or_nothing(running):
+# ---------------------------------------------------------------------------- memory
+
+
+def test_a_reviewed_capture_is_an_active_record_carrying_a_pending_insight(driver):
     async def go():
-        client = client_for(running)
-        a = await capture(client, 1, FACT)
-        b = await capture(client, 1, OTHER)
-        await call(client, None, "apply_knowledge", action="approve", insight_ids=[a["id"]])
-        refused = await tool_error(
-            client,
+        got = await call(
+            driver,
+            1,
+            "memory_capture",
+            type="schema_entity",
+            content=FACT,
+            entity_urns=[ORDERS],
+            category="business_context",
+            confidence="high",
+        )
+        insight = await driver.rest("GET", f"{INSIGHTS}/{got['id']}")
+        return got, insight.body
+
+    got, insight = run(go())
+    assert got == {
+        "id": got["id"],
+        "sink_class": "schema_entity",
+        "status": "active",
+        "message": "Captured. It will be reviewed before promotion to a shared catalog.",
+    }
+    assert insight["status"] == "pending" and insight["confidence"] == "high"
+
+
+def test_a_live_capture_is_no_insight_and_searchable_as_the_callers_memory(driver):
+    async def go():
+        got = await call(
+            driver,
+            1,
+            "memory_capture",
+            type="personal_preference",
+            content="I prefer revenue figures in USD, rounded to cents.",
+        )
+        insight = await driver.rest("GET", f"{INSIGHTS}/{got['id']}")
+        found = await call(
+            driver, 1, "search", intent="revenue in USD preference", sources=["memory"]
+        )
+        return got, insight, found
+
+    got, insight, found = run(go())
+    assert got["message"] == "Captured. Available to you immediately."
+    assert insight.status == 404
+    (hit,) = found["groups"][0]["hits"]
+    assert hit["ref"] == got["id"] and hit["dimension"] == "preference"
+    assert hit["reference"] == f"mcp:memory:{got['id']}"
+
+
+def test_a_restated_correction_supersedes_the_pending_original_and_a_different_fact_does_not(
+    driver,
+):
+    async def go():
+        first = await capture(driver, 1, FACT)
+        other = await capture(driver, 1, OTHER)
+        second = await capture(driver, 1, RESTATED)
+        original = await driver.rest("GET", f"{INSIGHTS}/{first['id']}")
+        return first, other, second, original.body
+
+    first, other, second, original = run(go())
+    assert "superseded" not in other
+    assert second["superseded"] == first["id"] and second["superseded_ids"] == [first["id"]]
+    assert second["message"].endswith("1 prior record(s) superseded.")
+    assert original["status"] == "superseded"
+
+
+def test_a_similar_but_not_restated_fact_is_reported_not_superseded(driver):
+    async def go():
+        first = await capture(driver, 1, NORTH)
+        second = await capture(driver, 1, CANDIDATES)
+        return first, second
+
+    first, second = run(go())
+    assert "superseded" not in second
+    assert [s["id"] for s in second["similar_existing"]] == [first["id"]]
+    assert 0.75 <= second["similar_existing"][0]["score"] < 0.90
+
+
+def test_another_identitys_capture_never_supersedes(driver):
+    async def go():
+        await capture(driver, 1, FACT)
+        return await capture(driver, 2, RESTATED)
+
+    second = run(go())
+    assert "superseded" not in second and "similar_existing" not in second
+
+
+def test_an_applied_insight_is_never_superseded_only_reported_similar(driver):
+    async def go():
+        first = await capture(driver, 1, FACT)
+        await _promote(driver, first["id"], **DESCRIPTION)
+        second = await capture(driver, 1, RESTATED)
+        after = await driver.rest("GET", f"{INSIGHTS}/{first['id']}")
+        return first, second, after.body
+
+    first, second, after = run(go())
+    assert "superseded" not in second and after["status"] == "applied"
+    assert [s["id"] for s in second["similar_existing"]] == [first["id"]]
+
+
+def test_memory_manage_changes_only_the_callers_records_but_lists_the_whole_persona(driver):
+    async def go():
+        got = await capture(driver, 1, FACT)
+        foreign = await tool_error(driver, 2, "memory_manage", command="forget", id=got["id"])
+        listed = await call(driver, 2, "memory_manage", command="list", filter_entity_urn=ORDERS)
+        updated = await call(
+            driver, 1, "memory_manage", command="update", id=got["id"], content=OTHER
+        )
+        insight = await driver.rest("GET", f"{INSIGHTS}/{got['id']}")
+        forgot = await call(driver, 1, "memory_manage", command="forget", id=got["id"])
+        gone = await driver.rest("GET", f"{INSIGHTS}/{got['id']}")
+        helped = await call(driver, 1, "memory_manage")
+        return got, foreign, listed, updated, insight.body, forgot, gone, helped
+
+    got, foreign, listed, updated, insight, forgot, gone, helped = run(go())
+    assert foreign.error["message"] == "you can only archive your own memories"
+    assert (
+        listed["total"] == 1
+        and listed["records"][0]["created_by"] == "bench-agent-001@apikey.local"
+    )
+    assert listed["records"][0]["metadata"]["insight_status"] == "pending"
+    assert updated == {"id": got["id"], "message": "Memory updated successfully."}
+    assert insight["insight_text"] == OTHER
+    assert forgot == {"id": got["id"], "message": "Memory archived successfully."}
+    assert gone.status == 404
+    assert set(helped["commands"]) == {
+        "update",
+        "forget",
+        "list",
+        "review_stale",
+        "review_duplicates",
+        "consolidate",
+    }
+
+
+def test_review_duplicates_and_consolidate_retire_a_near_duplicate(driver):
+    async def go():
+        async with driver.session(1) as s:
+            a = (
+                await s.call(
+                    "memory_capture",
+                    {
+                        "type": "episodic_event",
+                        "content": NORTH,
+                    },
+                )
+            ).data
+            b = (
+                await s.call(
+                    "memory_capture",
+                    {
+                        "type": "episodic_event",
+                        "content": CANDIDATES,
+                    },
+                )
+            ).data
+            pairs = (await s.call("memory_manage", {"command": "review_duplicates"})).data
+            merged = (
+                await s.call(
+                    "memory_manage",
+                    {"command": "consolidate", "id": b["id"], "duplicate_id": a["id"]},
+                )
+            ).data
+            after = (await s.call("memory_manage", {"command": "review_duplicates"})).data
+        return a, b, pairs, merged, after
+
+    a, b, pairs, merged, after = run(go())
+    assert pairs["total"] == 1 and {
+        pairs["pairs"][0]["older"]["id"],
+        pairs["pairs"][0]["newer"]["id"],
+    } == {a["id"], b["id"]}
+    assert merged["superseded"] == a["id"] and after["total"] == 0
+
+
+# ---------------------------------------------------------------------------- search and fetch
+
+
+def test_pending_memory_stays_private_while_applied_knowledge_reaches_everyone(driver):
+    async def go():
+        got = await capture(driver, 1, FACT)
+        mine = await call(driver, 1, "search", intent="keystone region")
+        theirs = await call(driver, 2, "search", intent="keystone region")
+        await _promote(driver, got["id"], **DESCRIPTION)
+        theirs_after = await call(driver, 2, "search", intent="keystone region")
+        return mine, theirs, theirs_after
+
+    mine, theirs, theirs_after = run(go())
+    assert FACT in hit_texts(mine, "insights")
+    assert FACT not in hit_texts(theirs, "insights")
+    (hit,) = [h for g in theirs_after["groups"] if g["source"] == "insights" for h in g["hits"]]
+    assert hit["text"] == FACT and hit["status"] == "applied"
+    assert hit["captured_by"] == "bench-agent-001@apikey.local"
+
+
+@pytest.mark.parametrize("limit", [1, 3, 10, 50], ids=lambda n: f"limit-{n}")
+def test_search_limit_is_a_total_budget_shared_across_sources(driver, limit):
+    async def go():
+        for i in range(6):
+            await capture(
+                driver, 1, f"Orders fact {i}: the orders table holds {i}00 test rows today."
+            )
+        return await call(driver, 1, "search", intent="orders table revenue", limit=limit)
+
+    found = run(go())
+    shown = sum(len(g["hits"]) for g in found["groups"])
+    assert found["count"] == shown == min(limit, sum(c["matched"] for c in found["coverage"]))
+    if limit >= 3:
+        assert len(found["groups"]) >= 2  # balanced: no one source takes the whole budget
+
+
+def test_search_by_entity_urns_alone_and_unknown_sources_are_reported(driver):
+    async def go():
+        by_urn = await call(driver, 1, "search", entity_urns=[CUSTOMERS], sources=["catalog"])
+        unknown = await call(driver, 1, "search", intent="orders", sources=["catalog", "documnets"])
+        browse = await call(driver, 1, "search", sources=["knowledge_pages"], offset=2, limit=1)
+        return by_urn, unknown, browse
+
+    by_urn, unknown, browse = run(go())
+    assert by_urn["groups"][0]["hits"][0]["ref"] == CUSTOMERS
+    assert unknown["unknown_sources"] == ["documnets"]
+    assert {g["source"] for g in unknown["groups"]} == {"catalog"}
+    assert (browse["total"], browse["offset"], browse["count"]) == (4, 2, 1)
+    assert browse["items"][0]["ref"] == "kp-bench-3"
+
+
+def test_fetch_reads_a_reference_in_full_or_answers_found_false(driver):
+    async def go():
+        page = await call(driver, 1, "fetch", reference="mcp:knowledge_page:kp-bench-1")
+        dataset = await call(driver, 1, "fetch", reference=ORDERS)
+        missing = await call(driver, 1, "fetch", reference="mcp:knowledge_page:nope")
+        return page, dataset, missing
+
+    page, dataset, missing = run(go())
+    assert page["found"] and "Revenue = amount - discount" in page["document"]["content"]
+    assert dataset["document"]["query_table"] == "memory.bench.orders"
+    assert missing["found"] is False and "no content found" in missing["message"]
+
+
+# ---------------------------------------------------------------------------- promotion
+
+
+@pytest.mark.parametrize("sink", ["datahub", "knowledge_page"])
+def test_a_promoted_fact_reaches_another_identity(driver, sink):
+    async def go():
+        got = await capture(driver, 1, FACT)
+        applied = await _promote(driver, got["id"], **(DESCRIPTION if sink == "datahub" else PAGE))
+        async with driver.session(2) as s:
+            entity = await s.call("datahub_get_entity", {"urn": ORDERS})
+            found = (
+                await s.call("search", {"intent": "Which region is the keystone region?"})
+            ).data
+        pages = await driver.rest("GET", PAGES, who=2)
+        return applied, entity, found, pages.body
+
+    applied, entity, found, pages = run(go())
+    assert applied["insights_marked_applied"] == 1 and applied["revertible"] is True
+    if sink == "datahub":
+        assert entity.data["description"] == f"Orders. {FACT}"  # the entity's own block
+        assert applied["resulting_state"]["description"] == f"Orders. {FACT}"
+    else:
+        assert applied["action"] == "created" and applied["slug"] == "keystone"
+        assert "keystone" in [p["slug"] for p in pages["pages"]]
+        assert f"Keystone\n{FACT}" in hit_texts(found, "knowledge_pages")
+    assert FACT in hit_texts(found, "insights")
+
+
+def test_approve_and_reject_report_invalid_transitions_per_insight(driver):
+    async def go():
+        got = await capture(driver, 1, FACT)
+        first = await call(
+            driver, None, "apply_knowledge", action="reject", insight_ids=[got["id"], "nope"]
+        )
+        again = await call(
+            driver, None, "apply_knowledge", action="approve", insight_ids=[got["id"]]
+        )
+        return got, first, again
+
+    got, first, again = run(go())
+    assert first == {"action": "reject", "updated": 1, "total": 2, "errors": ["nope: not found"]}
+    assert again["errors"] == [
+        f'{got["id"]}: invalid status transition from "rejected" to "approved"'
+    ]
+
+
+def test_a_rollback_over_mcp_returns_the_insight_to_review_and_restores_the_entity(driver):
+    async def go():
+        before = (await call(driver, 1, "datahub_get_entity", urn=ORDERS))["description"]
+        got = await capture(driver, 1, FACT)
+        applied = await _promote(driver, got["id"], **DESCRIPTION)
+        listed = await call(
+            driver, None, "apply_knowledge", action="list_changesets", entity_urn=ORDERS
+        )
+        rolled = await call(
+            driver,
             None,
             "apply_knowledge",
-            action="apply",
-            entity_urn=ORDERS,
-            insight_ids=[a["id"], b["id"]],
+            action="rollback",
+            changeset_id=applied["changeset_id"],
             confirm=True,
-            sink="datahub",
-            changes=[{"change_type": "update_description", "detail": FACT}],
         )
-        status = await client.rest("GET", f"{INSIGHTS}/{a['id']}")
-        changesets = await client.rest("GET", CHANGESETS)
-        await client.aclose()
-        return refused, status, changesets
+        again = await tool_error(
+            driver, None, "apply_knowledge", action="rollback", changeset_id=applied["changeset_id"]
+        )
+        after = (await call(driver, 1, "datahub_get_entity", urn=ORDERS))["description"]
+        status = (await driver.rest("GET", f"{INSIGHTS}/{got['id']}")).body["status"]
+        return before, got, listed, rolled, again, after, status
 
-    refused, status, changesets = run(go())
-    assert "only approved insights can be applied" in refused
-    assert status.body["status"] == "approved" and changesets.body["total"] == 0
+    before, got, listed, rolled, again, after, status = run(go())
+    assert listed["total"] == 1 and listed["changesets"][0]["revertible"] is True
+    assert rolled["insights_returned_to_review"] == [got["id"]]
+    assert again.error["message"] == "changeset has already been rolled back"
+    assert after == before and status == "pending"
 
 
-def test_since_and_until_filter_insights_by_capture_time(running):
+def test_bulk_review_itemizes_the_pending_queue(driver):
     async def go():
-        client = client_for(running)
-        await capture(client, 1, FACT)
-        latest = await client.rest("GET", INSIGHTS)
-        stamp = latest.body["data"][0]["created_at"]
-        await capture(client, 1, OTHER)
-        since = await client.rest("GET", INSIGHTS, params={"since": stamp})
-        until = await client.rest("GET", INSIGHTS, params={"until": stamp})
-        paged = await client.rest("GET", INSIGHTS, params={"per_page": 1, "page": 2})
-        await client.aclose()
-        return since, until, paged
+        for i, who in enumerate((1, 2, 3)):
+            await capture(
+                driver, who, f"Queue fact {i}: the orders table has {i} archived partitions."
+            )
+        return await call(
+            driver, None, "apply_knowledge", action="bulk_review", itemize=True, limit=2
+        )
 
-    since, until, paged = run(go())
-    assert since.body["total"] == 2 and until.body["total"] == 1
-    assert paged.body["total"] == 2 and len(paged.body["data"]) == 1 and paged.body["page"] == 2
+    queue = run(go())
+    assert queue["total_pending"] == 3 and queue["returned"] == 2 and queue["next_offset"] == 2
+    assert queue["by_entity"] == [
+        {
+            "entity_urn": ORDERS,
+            "count": 3,
+            "categories": ["business_context"],
+            "latest_at": queue["by_entity"][0]["latest_at"],
+        }
+    ]
+    assert all(
+        "suggested_actions" not in i and i["suggested_actions_count"] == 0
+        for i in queue["insights"]
+    )
 
 
-def test_the_sql_tools_answer_read_only_queries_with_a_row_limit(running):
+# ---------------------------------------------------------------------------- enrichment
+
+
+def test_entity_results_carry_enrichment_blocks_after_the_entitys_own_block(driver):
     async def go():
-        client = client_for(running)
-        tables = await call(client, 1, "list_tables")
-        columns = await call(client, 1, "describe_table", table="orders")
-        rows = await call(client, 1, "query_sql", sql="SELECT order_id FROM orders", limit=5)
-        await client.aclose()
-        return tables, columns, rows
+        await capture(driver, 1, FACT)
+        async with driver.session(2) as s:
+            before_search = await s.call("datahub_get_entity", {"urn": ORDERS})
+            await s.call("search", {"intent": "orders"})
+            after_search = await s.call("datahub_get_entity", {"urn": ORDERS})
+        return before_search, after_search
 
-    tables, columns, rows = run(go())
-    assert {t["table"] for t in tables["tables"]} == {
-        "customers",
-        "orders",
-        "legacy_orders",
-        "daily_revenue_index",
-    }
-    assert "amount_cents" in [c["name"] for c in columns["columns"]]
-    assert rows["row_count"] == 5 and rows["truncated"] is True
+    before_search, after_search = run(go())
+    kinds = [next(iter(b)) for b in map(_json, after_search.texts[1:])]
+    assert kinds == ["query_context", "memory_context", "knowledge_pages"]
+    assert after_search.data["name"] == "orders"
+    assert next(iter(_json(before_search.texts[-1]))) == "discovery_note"
+
+
+def _json(text: str) -> Any:
+    import json
+
+    return json.loads(text)
+
+
+def test_a_query_gets_semantic_context_once_per_session_then_a_metadata_reference(driver):
+    async def go():
+        sql = (
+            "SELECT count(*) FROM memory.bench.orders o "
+            "JOIN memory.bench.customers c ON o.customer_id = c.customer_id"
+        )
+        async with driver.session(1) as s:
+            await s.call("search", {"intent": "orders"})
+            first = await s.call("trino_query", {"sql": sql})
+            second = await s.call("trino_query", {"sql": sql})
+        return first, second
+
+    first, second = run(go())
+    semantic = _json(first.texts[1])
+    assert semantic["semantic_context"]["urn"] == ORDERS
+    assert [t["table"] for t in semantic["additional_tables"]] == ["memory.bench.customers"]
+    assert _json(second.texts[1])["metadata_reference"]["tables"] == [
+        "memory.bench.orders",
+        "memory.bench.customers",
+    ]
+
+
+# ---------------------------------------------------------------------------- SQL attack surface
+
+
+ATTACKS = [
+    ("read-file", "SELECT * FROM read_csv('/etc/passwd')"),
+    ("copy-to", "COPY (SELECT 1) TO '/tmp/refplatform-leak.csv'"),
+    ("attach", "ATTACH '/tmp/refplatform-other.db' AS other"),
+    ("install", "INSTALL httpfs"),
+    ("set", "SET enable_external_access = true"),
+    ("drop", "DROP TABLE memory.bench.orders"),
+    ("create", "CREATE TABLE memory.bench.x AS SELECT 1 AS a"),
+    ("delete", "DELETE FROM memory.bench.orders"),
+    ("two-statements", "SELECT 1; DROP TABLE memory.bench.orders"),
+    ("unqualified", "SELECT count(*) FROM orders"),
+]
+
+
+@pytest.mark.parametrize(("name", "sql"), ATTACKS, ids=[a[0] for a in ATTACKS])
+def test_the_sql_tool_refuses_what_is_not_a_read_of_the_pack(driver, name, sql):
+    async def go():
+        async with driver.session(1) as s:
+            await s.call("search", {"intent": "orders"})
+            refused = await s.call("trino_query", {"sql": sql})
+            count = await s.call(
+                "trino_query", {"sql": "SELECT count(*) AS n FROM memory.bench.orders"}
+            )
+        return refused, count
+
+    refused, count = run(go())
+    assert refused.is_error and refused.error["category"] == "tool_error", refused.text
+    assert count.data["rows"] == [{"n": 1200}]
+
+
+# ---------------------------------------------------------------------------- ids, load, state
 
 
 def test_ids_are_reproducible_across_fresh_platforms():
-    async def go(r):
-        client = client_for(r)
-        got = [(await capture(client, 1, FACT))["id"], (await capture(client, 2, OTHER))["id"]]
-        async with client.session(3) as s:
+    async def go(running: RunningPlatform) -> list[str]:
+        d = client_for(running)
+        got = [(await capture(d, 1, FACT))["id"], (await capture(d, 2, OTHER))["id"]]
+        async with d.session(3) as s:
             got.append(s.handle)
-        await client.aclose()
         return got
 
-    with RunningPlatform(pool_size=4) as a, RunningPlatform(pool_size=4) as b:
+    with running_peer() as a, running_peer() as b:
         assert run(go(a)) == run(go(b))
 
 
-def test_concurrent_sessions_lose_no_captures():
-    """32 concurrent sessions x 50 tool calls: no errors, every capture read back."""
-    with RunningPlatform(pool_size=32) as r:
-        result = run(
-            drive(r.url, admin_key=r.admin_key, pool_base=r.pool_base, sessions=32, calls=50)
-        )
-    assert result.errors == []
-    assert result.calls == 1600
-    assert result.captures_written == 32 * 10 == result.captures_read_back
+async def _load(d: Driver, index: int, calls: int, errors: list[str]) -> list[str]:
+    """One identity's session: 1 in 5 calls captures, the rest search, query or read."""
+    rng = random.Random(index)
+    written = []
+    async with d.session(index) as s:
+        await s.call("search", {"intent": "orders"})
+        for i in range(calls - 1):
+            kind = i % 5
+            if kind == 0:
+                reply = await s.call(
+                    "memory_capture",
+                    {
+                        "type": "business_knowledge",
+                        "entity_urns": [ORDERS],
+                        "content": f"Load fact {index}-{i}: code {rng.randrange(10**9)}.",
+                    },
+                )
+                if not reply.is_error:
+                    written.append(reply.data["id"])
+            elif kind in (1, 2):
+                reply = await s.call("search", {"intent": f"orders load {i}"})
+            elif kind == 3:
+                reply = await s.call(
+                    "trino_query", {"sql": "SELECT count(*) FROM memory.bench.customers"}
+                )
+            else:
+                reply = await s.call("datahub_get_entity", {"urn": ORDERS})
+            if reply.is_error:
+                errors.append(reply.text)
+    return written
 
 
-def test_a_state_file_keeps_state_across_restarts(tmp_path):
-    from refplatform.platform import Platform
+def test_32_concurrent_sessions_of_50_calls_lose_no_capture():
+    with running_peer(pool_size=32) as running:
+        d = client_for(running)
 
+        async def go():
+            errors: list[str] = []
+            written = await asyncio.gather(*(_load(d, i, 50, errors) for i in range(1, 33)))
+            listed = await d.rest("GET", INSIGHTS, params={"per_page": 100, "page": 1})
+            ids: set[str] = set()
+            page = 1
+            while True:
+                body = (await d.rest("GET", INSIGHTS, params={"per_page": 100, "page": page})).body
+                ids |= {i["id"] for i in body["data"]}
+                if not body["data"]:
+                    break
+                page += 1
+            return errors, [w for ws in written for w in ws], listed.body["total"], ids
+
+        errors, written, total, ids = run(go())
+    assert errors == []
+    assert len(written) == 32 * 10 == total and set(written) == ids
+
+
+def test_a_state_file_keeps_state_across_restarts_and_refuses_another_pack(tmp_path):
     db = str(tmp_path / "state.sqlite")
 
-    async def write(r):
-        client = client_for(r)
-        got = await capture(client, 1, FACT)
-        await client.aclose()
-        return got
+    async def write(running: RunningPlatform) -> Any:
+        return await capture(client_for(running), 1, FACT)
 
-    async def read(r):
-        client = client_for(r)
-        got = await client.rest("GET", INSIGHTS)
-        pages = await client.rest("GET", "/api/v1/portal/knowledge-pages")
-        await client.aclose()
-        return got, pages
+    async def read(running: RunningPlatform) -> Any:
+        d = client_for(running)
+        return (await d.rest("GET", INSIGHTS)).body, (await d.rest("GET", PAGES)).body
 
-    with RunningPlatform(Platform(db), pool_size=2, admin_key="a", pool_base="k") as r:
+    with RunningPlatform(Platform(db, pack=peer_pack()), pool_size=2) as r:
         first = run(write(r))
-    with RunningPlatform(Platform(db), pool_size=2, admin_key="a", pool_base="k") as r:
+    with RunningPlatform(Platform(db, pack=peer_pack()), pool_size=2) as r:
         listed, pages = run(read(r))
-    assert [d["id"] for d in listed.body["data"]] == [first["id"]]
-    assert pages.body["total"] == 3  # seeded once, not again
+    assert [d["id"] for d in listed["data"]] == [first["id"]]
+    assert pages["total"] == 4  # seeded once, not again
+    with pytest.raises(Exception, match="seeded from another pack"):
+        Platform(db)
 
 
-def test_refplatform_imports_nothing_of_ours_but_the_dataset():
-    ours = {"ledger", "protocols", "harness", "projections", "replay", "benchmarks"}
-    folder = os.path.join(REPO, "refplatform")
-    for name in os.listdir(folder):
-        if not name.endswith(".py"):
-            continue
-        with open(os.path.join(folder, name)) as fh:
-            tree = ast.parse(fh.read())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                root = node.module.split(".")[0]
-                if root in ours:
-                    assert node.module == "protocols" and [a.name for a in node.names] == [
-                        "dataset"
-                    ], (name, node.module)
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    assert alias.name.split(".")[0] not in ours, (name, alias.name)
+def test_the_default_platform_serves_benchledgers_own_pack():
+    with RunningPlatform(pool_size=2) as running:
+        d = client_for(running)
+
+        async def go():
+            async with d.session(1) as s:
+                browse = await s.call("trino_browse", {})
+                found = await s.call("search", {"intent": "orders", "sources": ["catalog"]})
+            return browse, found
+
+        browse, found = run(go())
+        pack = running.platform.pack
+    assert pack.path.endswith("pack") and not browse.is_error
+    assert {h["ref"] for g in found.data["groups"] for h in g["hits"]} <= {
+        e.urn for e in pack.entities
+    }
 
 
-def test_platform_serve_prints_its_url_and_keys_and_serves(tmp_path):
-    cmd = [
-        sys.executable,
-        "-m",
-        "cli",
-        "platform",
-        "serve",
-        "--port",
-        "0",
-        "--pool",
-        "2",
-        "--admin-key",
-        "adm-k",
-        "--pool-base",
-        "pk",
-        "--db",
-        str(tmp_path / "p.sqlite"),
-    ]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
+def test_healthz_needs_no_key_and_everything_else_does(driver):
+    async def go():
+        async with httpx2.AsyncClient() as http:
+            health = await http.get(f"{driver.url}/healthz")
+            mcp = await http.post(f"{driver.url}/", json={})
+        return health, mcp
+
+    health, mcp = run(go())
+    assert health.status_code == 200 and mcp.status_code == 401
+
+
+def test_the_lexical_embedder_separates_the_peers_restatements_from_its_other_facts():
+    """The peer's protocols run on refplatform too: its updates supersede, its facts do not."""
+    import glob
+    import itertools
+    import os
+
+    import yaml
+
+    from refplatform.embedder import LexicalEmbedder, cosine
+    from refplatform.toolkits.memory import SIMILAR_AT, SUPERSEDE_AT
+    from tests.conftest import peer_dir
+
+    lex = LexicalEmbedder()
+    protocols = []
+    for path in sorted(glob.glob(os.path.join(peer_dir(), "bench", "protocols", "*.yaml"))):
+        with open(path, encoding="utf-8") as fh:
+            protocols.append(yaml.safe_load(fh))
+
+    def sim(a: str, b: str) -> float:
+        return cosine(lex.embed(a), lex.embed(b))
+
+    def facts(p: dict[str, Any]) -> list[str]:
+        return [p["fact"]] + ([p["update"]["fact"]] if p.get("update") else [])
+
+    updates = {p["id"]: sim(p["fact"], p["update"]["fact"]) for p in protocols if p.get("update")}
+    assert len(updates) == 10 and min(updates.values()) >= SUPERSEDE_AT, updates
+    worst = max(
+        sim(x, y)
+        for a, b in itertools.combinations(protocols, 2)
+        if a["entity_urn"] == b["entity_urn"]
+        for x in facts(a)
+        for y in facts(b)
     )
-    try:
-        first = proc.stdout.readline()
-        assert first.startswith("refplatform serving http://127.0.0.1:")
-        url = first.split()[2].removesuffix("/mcp")
-        lines = [proc.stdout.readline() for _ in range(5)]
-        assert "admin key: adm-k" in lines[0] and "pk-001 .. pk-002" in lines[1]
-        got = httpx2.get(
-            f"{url}/api/v1/portal/knowledge-pages", headers={"Authorization": "Bearer pk-002"}
-        )
-        assert got.status_code == 200 and got.json()["total"] == 3
-    finally:
-        proc.send_signal(2)
-        out, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, err
-    assert "refplatform stopped" in out and "Traceback" not in err
-
-
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["--embedder", "magic"], "--embedder"),
-        (["--pool", "0"], "--pool"),
-        (["--db", "/proc/nope/state.sqlite"], "state.sqlite"),
-    ],
-    ids=["embedder", "pool", "db"],
-)
-def test_platform_serve_refuses_bad_options_with_one_line(argv, message, capsys):
-    from cli import main
-
-    assert main(["platform", "serve", "--port", "0", *argv]) == 2
-    err = capsys.readouterr().err.strip().split("\n")
-    assert len(err) == 1 and message in err[0]
+    assert worst < SIMILAR_AT, worst

@@ -1,8 +1,9 @@
-"""Readers of the refplatform's one shared connection wait for another thread's transaction.
+"""Readers of refplatform's one shared connection wait for another thread's transaction.
 
-The MCP server runs sync tools in worker threads, all on one sqlite3 connection, so a
-read that skips the lock runs inside whatever transaction another thread has open and
-sees its uncommitted writes.
+The MCP server runs tool handlers in worker threads, all on one sqlite3 connection, so
+a read that skips the store's lock runs inside whatever transaction another thread has
+open and sees its uncommitted writes. Every toolkit reads through ``Store.read``; these
+cases check one reader per toolkit.
 """
 
 from __future__ import annotations
@@ -17,14 +18,12 @@ from typing import Any
 
 import pytest
 
-from protocols import dataset
-from refplatform.errors import PlatformError
-from refplatform.identity import Identity, pool_email
+from refplatform.auth import Identity, pool_name
+from refplatform.errors import ToolError
 from refplatform.platform import Platform
+from tests.platform_helpers import ORDERS, peer_pack
 
-ORDERS = dataset.urn("orders")
-SLUG = "order-status-guide"
-WHO = Identity(pool_email(1), False, 1)
+WHO = Identity(pool_name(1), True, 1)
 HANDLE = "dps_not_yet_committed"
 UNCOMMITTED = "written by a transaction that rolls back"
 BOUND = 10.0  # seconds; only an upper bound on a wait, never a way to order threads
@@ -35,7 +34,7 @@ class _Rollback(Exception):
 
 
 class _WatchedLock:
-    """Wraps the platform's lock and announces when a caller has to wait for it."""
+    """Wraps the store's lock and announces when a caller has to wait for it."""
 
     def __init__(self, inner: Any, waiting: threading.Event) -> None:
         self._inner = inner
@@ -53,12 +52,11 @@ class _WatchedLock:
         self._inner.release()
 
 
-def _session_accepted(p: Platform) -> bool:
+def _handle_accepted(p: Platform) -> bool:
     try:
-        p.check_session(WHO, HANDLE)
-    except PlatformError:
+        return p.sessions.resolve(WHO, HANDLE) == HANDLE
+    except ToolError:
         return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -68,43 +66,65 @@ class Reader:
     read: Callable[[Platform], Any]
 
 
+def _set_description(db: sqlite3.Connection) -> None:
+    row = db.execute("SELECT data FROM entities WHERE urn = ?", (ORDERS,)).fetchone()
+    db.execute(
+        "UPDATE entities SET data = ? WHERE urn = ?",
+        (row[0].replace("Current order", UNCOMMITTED), ORDERS),
+    )
+
+
 READERS = [
-    Reader(
-        "entity",
-        lambda db: db.execute(
-            "UPDATE entities SET description = ? WHERE urn = ?", (UNCOMMITTED, ORDERS)
-        ),
-        lambda p: p.entity(ORDERS)["description"],
-    ),
+    Reader("catalog", _set_description, lambda p: p.catalog.get_entity(ORDERS)["description"]),
     Reader(
         "pages",
-        lambda db: db.execute("UPDATE pages SET title = ? WHERE slug = ?", (UNCOMMITTED, SLUG)),
-        lambda p: p.pages(),
+        lambda db: db.execute("UPDATE pages SET title = ? WHERE id = 'kp-bench-1'", (UNCOMMITTED,)),
+        lambda p: [page["title"] for page in p.pages.live()],
     ),
     Reader(
         "page",
-        lambda db: db.execute("UPDATE pages SET body = ? WHERE slug = ?", (UNCOMMITTED, SLUG)),
-        lambda p: p.page(SLUG),
+        lambda db: db.execute("UPDATE pages SET body = ? WHERE id = 'kp-bench-2'", (UNCOMMITTED,)),
+        lambda p: p.pages.get("kp-bench-2")["body"],
     ),
     Reader(
-        "check_session",
-        lambda db: db.execute("INSERT INTO handles VALUES (?, ?)", (HANDLE, WHO.email)),
-        _session_accepted,
-    ),
-    Reader(
-        "manage_list",
+        "sessions",
         lambda db: db.execute(
-            "UPDATE records SET content = ? WHERE captured_by = ?", (UNCOMMITTED, WHO.email)
+            "INSERT INTO sessions VALUES (?, 99, ?, ?, 0)", (HANDLE, WHO.user_id, WHO.email)
         ),
-        lambda p: [r["content"] for r in p.manage(WHO, action="list")["records"]],
+        _handle_accepted,
+    ),
+    Reader(
+        "memory",
+        lambda db: db.execute(
+            "UPDATE records SET content = ? WHERE created_by = ?", (UNCOMMITTED, WHO.email)
+        ),
+        lambda p: [r["content"] for r in p.memory.manage(WHO, {"command": "list"})["records"]],
+    ),
+    Reader(
+        "insights",
+        lambda db: db.execute("UPDATE records SET insight_status = 'approved'"),
+        lambda p: [i["status"] for i in p.knowledge.insights({}, limit=20, offset=0)[0]],
+    ),
+    Reader(
+        "search",
+        lambda db: db.execute("UPDATE records SET content = ?", (UNCOMMITTED,)),
+        lambda p: p.search.search(WHO, {"intent": "keystone region", "sources": ["insights"]}),
     ),
 ]
 
 
 @pytest.fixture
 def platform() -> Iterator[Platform]:
-    p = Platform()
-    p.capture(WHO, type="note", content="A committed note that manage(list) shows.")
+    p = Platform(pack=peer_pack())
+    p.memory.capture(
+        WHO,
+        "",
+        {
+            "type": "business_knowledge",
+            "entity_urns": [ORDERS],
+            "content": "The 'keystone region' is North, a committed insight.",
+        },
+    )
     try:
         yield p
     finally:
@@ -119,13 +139,13 @@ def test_a_reader_waits_for_another_threads_open_transaction_and_never_sees_its_
     # Set when the reader queues on the lock (fixed) or when it has already read (unfixed),
     # so the test learns which happened without sleeping.
     progressed = threading.Event()
-    platform._lock = _WatchedLock(platform._lock, progressed)  # type: ignore[assignment]
+    platform.store.lock = _WatchedLock(platform.store.lock, progressed)
     written, release = threading.Event(), threading.Event()
     inside: list[Any] = []
     seen: list[Any] = []
 
     def writer() -> None:
-        with contextlib.suppress(_Rollback), platform._tx() as db:
+        with contextlib.suppress(_Rollback), platform.store.tx() as db:
             reader.write(db)
             inside.append(reader.read(platform))  # the writer's own thread re-enters the lock
             written.set()

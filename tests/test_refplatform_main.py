@@ -14,6 +14,7 @@ import pytest
 import cli
 import cli.platform
 import refplatform.__main__ as refplatform_main
+from tests.conftest import peer_dir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIRST_LINE = re.compile(
@@ -23,8 +24,20 @@ FIRST_LINE = re.compile(
 
 
 def test_python_m_refplatform_serve_prints_its_url_first_serves_and_stops_on_ctrl_c():
-    cmd = [sys.executable, "-m", "refplatform", "serve", "--port", "0", "--pool", "2",
-           "--admin-key", "adm-k", "--pool-base", "pk"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "refplatform",
+        "serve",
+        "--port",
+        "0",
+        "--pool",
+        "2",
+        "--admin-key",
+        "adm-k",
+        "--pool-base",
+        "pk",
+    ]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
     )
@@ -54,8 +67,12 @@ def test_python_m_refplatform_serve_prints_its_url_first_serves_and_stops_on_ctr
         (["--pool", "1000"], "--pool must be 1..999"),
         (["--embedder", "magic"], "--embedder"),
         (["--db", "/proc/nope/state.sqlite"], "state.sqlite"),
+        (
+            ["--pack", "/nonexistent/pack"],
+            "--pack /nonexistent/pack: /nonexistent/pack: not a folder",
+        ),
     ],
-    ids=["negative-port", "port-too-high", "empty-pool", "pool-too-big", "embedder", "db"],
+    ids=["negative-port", "port-too-high", "empty-pool", "pool-too-big", "embedder", "db", "pack"],
 )
 def test_unusable_options_print_one_line_and_exit_2(argv, message, capsys):
     assert refplatform_main.main(["serve", *argv]) == 2
@@ -90,3 +107,94 @@ def test_standalone_refplatform_ignores_benchledger_settings(monkeypatch):
     monkeypatch.setenv("BENCHLEDGER_ADMIN_KEY", "from-env")
     got = _serve_kwargs(monkeypatch, refplatform_main, refplatform_main.main, ["serve"])
     assert got["admin_key"] is None  # serve() then makes a random one
+
+
+def _serve(argv: list[str], tmp_path) -> tuple[str, list[str], subprocess.Popen[str]]:
+    proc = subprocess.Popen(
+        [sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
+    )
+    first = proc.stdout.readline()
+    match = FIRST_LINE.match(first)
+    assert match, first + proc.stderr.read()
+    return match.group(1), [proc.stdout.readline() for _ in range(5)], proc
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert out.endswith("refplatform stopped\n") and "Traceback" not in err
+    return out
+
+
+def test_serve_with_pack_serves_the_peers_seed(tmp_path):
+    seed = os.path.join(peer_dir(), "bench", "seed")
+    url, lines, proc = _serve(
+        [
+            "-m",
+            "refplatform",
+            "serve",
+            "--port",
+            "0",
+            "--pool",
+            "2",
+            "--admin-key",
+            "adm-k",
+            "--pool-base",
+            "pk",
+            "--pack",
+            seed,
+        ],
+        tmp_path,
+    )
+    try:
+        assert any(line.strip().startswith(f"pack:      {seed}") for line in lines), lines
+        got = httpx2.get(f"{url}/api/v1/portal/knowledge-pages", headers={"X-API-Key": "pk-001"})
+        assert got.status_code == 200 and got.json()["total"] == 4
+    finally:
+        _stop(proc)
+
+
+def test_benchledger_platform_serve_prints_its_url_and_keys_and_serves(tmp_path):
+    url, lines, proc = _serve(
+        [
+            "-m",
+            "cli",
+            "platform",
+            "serve",
+            "--port",
+            "0",
+            "--pool",
+            "2",
+            "--admin-key",
+            "adm-k",
+            "--pool-base",
+            "pk",
+            "--db",
+            str(tmp_path / "p.sqlite"),
+        ],
+        tmp_path,
+    )
+    try:
+        assert "admin key: adm-k" in lines[0] and "pk-001 .. pk-002" in lines[1]
+        got = httpx2.get(
+            f"{url}/api/v1/portal/knowledge-pages", headers={"Authorization": "Bearer pk-002"}
+        )
+        assert got.status_code == 200
+    finally:
+        _stop(proc)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--embedder", "magic"], "--embedder"),
+        (["--pool", "0"], "--pool"),
+        (["--db", "/proc/nope/state.sqlite"], "state.sqlite"),
+    ],
+    ids=["embedder", "pool", "db"],
+)
+def test_benchledger_platform_serve_refuses_bad_options_with_one_line(argv, message, capsys):
+    assert cli.main(["platform", "serve", "--port", "0", *argv]) == 2
+    err = capsys.readouterr().err.strip().split("\n")
+    assert len(err) == 1 and message in err[0]

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 
+import msgspec
 import pytest
 from starlette.responses import JSONResponse
 
@@ -36,10 +37,10 @@ from ledger.events import (
 from projections.fold import fold
 from projections.lifecycle import LifecycleFold, scorecard
 from projections.source import from_ledger
-from refplatform.identity import Keyring
+from refplatform.auth import Keyring
 from refplatform.platform import Platform
 from refplatform.server import LoopbackServer, build_app
-from tests.conftest import REPO
+from tests.conftest import REPO, peer_dir
 
 SUBSET = ["bl-keystone-region", "bl-margin-region", "bl-focus-region", "bl-showcase-region"]
 
@@ -85,7 +86,7 @@ def test_a_run_records_every_call_grades_every_stage_and_seals(tmp_path, capsys)
     methods = {e.body.method for e in evs if isinstance(e, SessionCall)}
     assert methods == {"initialize", "tools/list", "tools/call"}
     tools = {e.body.tool for e in evs if isinstance(e, SessionCall)}
-    assert {"platform_info", "memory_capture", "search", "query_sql", "apply_knowledge"} <= tools
+    assert {"platform_info", "memory_capture", "search", "trino_query", "apply_knowledge"} <= tools
     assert any(isinstance(e, ReadBack) and e.body.method == "PUT" for e in evs)
     checks = collections.Counter(e.body.check for e in evs if isinstance(e, GraderDecision))
     assert checks["captured"] == 4 and checks["promoted"] == 2 and checks["transfer_correct"] == 2
@@ -198,17 +199,26 @@ def test_the_scripted_agent_answers_only_when_the_fact_surfaced():
     assert miss.text == "FINAL ANSWER: INSUFFICIENT INFORMATION" and not miss.tool_calls
     hit = agent.decide(ep, [{"role": "tool", "text": json.dumps({"t": p.fact})}])
     assert (
-        hit.tool_calls[0].name == "query_sql"
+        hit.tool_calls[0].name == "trino_query"
         and hit.tool_calls[0].arguments["sql"] == p.recall.query
     )
-    done = agent.decide(
-        ep, [{"role": "tool", "text": p.fact}, {"role": "tool", "text": '{"rows": [["North"]]}'}]
-    )
+    # The peer's trino_query result: rows keyed by column, enrichment text appended.
+    rows = json.dumps({"columns": [{"name": "region", "type": "VARCHAR"}],
+                       "rows": [{"region": "North"}]}) + '\n{"semantic_context": {}}'  # fmt: skip
+    done = agent.decide(ep, [{"role": "tool", "text": p.fact}, {"role": "tool", "text": rows}])
     assert done.text == "FINAL ANSWER: North"
     abstain = Episode("abstain", SYSTEM["abstain"], p.abstain.prompt, p, 15)
     assert agent.decide(abstain, [{"role": "tool", "text": p.fact}]).text.endswith(
         "INSUFFICIENT INFORMATION"
     )
+
+
+def test_the_scripted_agent_answers_a_protocol_without_a_query_as_an_oracle():
+    p = protocols.load(protocols.LIFECYCLE_DIR).by_id()["bl-keystone-region"]
+    bare = msgspec.structs.replace(p, recall=msgspec.structs.replace(p.recall, query=""))
+    ep = Episode("recall", SYSTEM["recall"], p.recall.prompt, bare, 15)
+    hit = ScriptedAgent().decide(ep, [{"role": "tool", "text": p.fact}])
+    assert hit.text == f"FINAL ANSWER: {p.recall.grading.aliases[0]}" and not hit.tool_calls
 
 
 def test_the_fake_model_waits_its_delay_per_call():
@@ -539,3 +549,19 @@ def test_bench_run_prints_both_wall_times_and_the_speed_up(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out.strip().split("\n")[-1])
     assert report["serial"]["units"] == report["parallel"]["units"] == 2
     assert report["serial"]["model_calls"] > 0 and report["speedup"] > 0
+
+
+def test_the_peers_protocols_on_the_peers_pack_score_full_lifecycle_with_the_scripted_agent(
+    tmp_path, capsys
+):
+    peer = os.path.join(peer_dir(), "bench")
+    ledger = str(tmp_path / "l.sqlite")
+    argv = ["run", "--protocols", os.path.join(peer, "protocols"), "--pack",
+            os.path.join(peer, "seed"), "--ledger", ledger, "--run-id", "peer"]  # fmt: skip
+    assert main(argv) == 0
+    m = metrics(ledger, "peer")
+    assert m["full_lifecycle"] == (30, 30) and m["transfer_rate"] == (20, 20)
+    assert m["update_correctness"] == (10, 10) and m["duplicate_rate"] == (0, 10)
+    run = next(e for e, _ in events(ledger, "peer") if isinstance(e, RunStarted))
+    assert run.body.protocol_set_hash and run.body.record.pack.endswith("seed")
+    assert len(run.body.record.pack_hash) == 64

@@ -54,6 +54,7 @@ class Observer(Protocol):
         is_error: bool,
         latency_ms: float,
         content: tuple[dict[str, Any], ...] = (),
+        structured: Any = None,
     ) -> None: ...
 
 
@@ -177,6 +178,8 @@ class Description(NamedTuple):
     version: str
     stages: tuple[str, ...] = STAGES
     sinks: tuple[str, ...] = ("datahub", "knowledge_page")
+    pack: str = ""  # the seed pack it serves, where it says so
+    pack_hash: str = ""
 
 
 class PlatformClient(Protocol):

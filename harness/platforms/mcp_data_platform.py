@@ -135,6 +135,11 @@ def _mcp_read(tool: str, status: int, body: Any, start: float) -> ReadBack:
     return ReadBack("MCP", f"tools/call {tool}", status, body, (time.perf_counter() - start) * 1000)
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def _parse(text: str) -> Any:
     try:
         return json.loads(text)
@@ -173,9 +178,10 @@ class McpSession:
         err: bool,
         ms: float,
         content: tuple[dict[str, Any], ...] = (),
+        structured: Any = None,
     ) -> None:
         if self._observer is not None:
-            self._observer.session_call(method, tool, args, result, err, ms, content)
+            self._observer.session_call(method, tool, args, result, err, ms, content, structured)
 
     async def _open(self) -> None:
         start = time.perf_counter()
@@ -189,7 +195,8 @@ class McpSession:
             raise InfraError("refused", f"platform_info gave no handle: {info.text[:200]}",
                              retryable=False)  # fmt: skip
         self.handle = str(info.data[HANDLE_FIELD])
-        self.email = str(info.data.get("identity", ""))
+        user = _object(info.data.get("user"))
+        self.email = str(user.get("email") or info.data.get("identity") or "")
         self.info = info.data
 
     async def list_tools(self) -> list[dict[str, Any]]:
@@ -217,7 +224,16 @@ class McpSession:
         text = "\n".join(str(b["text"]) for b in content if "text" in b)
         data = res.structured_content if res.structured_content is not None else _parse(text)
         result = CallResult(text, bool(res.is_error), data, ms, content)
-        self._observe("tools/call", name, arguments, None, result.is_error, ms, content)
+        self._observe(
+            "tools/call",
+            name,
+            arguments,
+            None,
+            result.is_error,
+            ms,
+            content,
+            res.structured_content,
+        )
         return result
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallResult:
@@ -316,14 +332,21 @@ class McpDataPlatform:
         """Open an admin and a pool session; the server's self-reported name and version."""
         async with self.session(None) as admin:
             server, info = admin.server, admin.info
-        if info.get("admin") is False:
+        user = _object(info.get("user"))
+        if "roles" in user and "admin" not in (user.get("roles") or []):
             raise InfraError("refused", "the admin key opens a session without admin rights",
                              retryable=False)  # fmt: skip
         if self.pool_size:
             async with self.session(1):
                 pass
         version = str(server.get("version") or info.get("version") or "")
-        return Description(name=str(server.get("name") or NAME), version=version)
+        pack = _object(info.get("pack"))
+        return Description(
+            name=str(server.get("name") or NAME),
+            version=version,
+            pack=str(pack.get("name") or ""),
+            pack_hash=str(pack.get("hash") or ""),
+        )
 
     async def _insights(self, ev: Evidence, purpose: str, params: dict[str, Any]) -> Any:
         got, seq = await ev.read(

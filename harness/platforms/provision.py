@@ -10,6 +10,7 @@ provisioner hands out starts from a fresh platform state.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import secrets
 import signal
@@ -104,8 +105,10 @@ class EmbeddedProvisioner(Provisioner):
 
     fresh_state = True
 
-    def __init__(self, spec: PlatformSpec, *, pool_size: int) -> None:
+    def __init__(self, spec: PlatformSpec, *, pool_size: int, pack: str = "") -> None:
         super().__init__(spec, pool_size=pool_size)
+        self.pack = os.path.abspath(pack) if pack else ""
+        embedded.check_pack(self.pack)  # a broken pack is refused before anything starts
         # Per-run keys: never recorded, gone with the platform.
         self.admin_key = f"bl-admin-{secrets.token_hex(8)}"
         self.pool_base = f"bl-key-{secrets.token_hex(4)}"
@@ -116,7 +119,7 @@ class EmbeddedProvisioner(Provisioner):
             async with self._child() as url, self._client(url) as client:
                 yield client
             return
-        with embedded.in_thread(self.pool_size, self.admin_key, self.pool_base) as url:
+        with embedded.in_thread(self.pool_size, self.admin_key, self.pool_base, self.pack) as url:
             async with self._client(url) as client:
                 yield client
 
@@ -135,6 +138,7 @@ class EmbeddedProvisioner(Provisioner):
         cmd = [sys.executable, "-m", "refplatform", "serve", "--port", "0",
                "--pool", str(self.pool_size), "--admin-key", self.admin_key,
                "--pool-base", self.pool_base]  # fmt: skip
+        cmd += ["--pack", self.pack] if self.pack else []
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True
         )
@@ -214,8 +218,9 @@ def provisioner(
     pool_base: str = "",
     reset_cmd: str = "",
     k: int = 1,
+    pack: str = "",
 ) -> Provisioner:
-    """The provisioner for a parsed ``--platform``."""
+    """The provisioner for a parsed ``--platform`` (``pack``: the embedded platform's seed)."""
     if spec.kind == "external":
         return ExternalProvisioner(
             spec,
@@ -225,4 +230,4 @@ def provisioner(
             reset_cmd=reset_cmd,
             k=k,
         )
-    return EmbeddedProvisioner(spec, pool_size=pool_size)
+    return EmbeddedProvisioner(spec, pool_size=pool_size, pack=pack)

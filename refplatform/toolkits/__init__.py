@@ -1,0 +1,1 @@
+"""The toolkits refplatform serves, one module per toolkit of the peer (SQL, ...)."""
