@@ -1,10 +1,14 @@
-"""``benchledger bench ledger``: ledger append and verify against raw SQLite, in one run.
+"""``benchledger bench ledger``: ledger append and verify against the raw database, in one run.
 
-Baseline append: the same canonical bytes, blake3-chained, into a plain SQLite table by
-executemany, 1000 rows per transaction. Baseline verify: read those rows back and
-recompute the chain. Ours: the Ledger API (encode, hash, recorder insert) and
-``Ledger.verify``. Batches are interleaved so both sides see the same machine noise.
-Verifies run in child processes so peak RSS is the verifier's own.
+Baseline (``benchmarks/raw_baseline.py``): the same canonical bytes, blake3-chained, into
+a plain table of the same database (SQLite: executemany; PostgreSQL: binary COPY), 1000
+rows per transaction, and a plain read back in key order that recomputes the chain.
+Ours: the Ledger API (encode, hash, recorder insert) and ``Ledger.verify``. With one
+writer, batches are interleaved so both sides see the same machine noise; with
+``--writers N`` (PostgreSQL) N processes append distinct streams at once, first the
+baseline's, then ours. Verifies run in child processes so peak RSS is the verifier's own,
+three times per side, alternately, and the median time of each side counts.
+A PostgreSQL benchmark writes into a fresh schema on the server and drops it afterwards.
 """
 
 from __future__ import annotations
@@ -13,17 +17,17 @@ import json
 import os
 import random
 import resource
-import sqlite3
+import secrets
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator
 
-import blake3
-
-from ledger import Ledger, open_store
-from ledger.chain import EVENT_DOMAIN, genesis
+from benchmarks.raw_baseline import Streams, open_raw, pg_connect, verify_raw
+from ledger import Ledger, StreamWriter, open_store
+from ledger.chain import genesis
 from ledger.events import (
     Body,
     EpisodeFinishedBody,
@@ -40,6 +44,7 @@ from ledger.events import (
 EVENTS_PER_STREAM = 50
 STREAMS_PER_BATCH = 20  # 20 x 50 = 1000 rows per transaction, as the baseline
 SEED = 20261129
+VERIFY_ROUNDS = 3  # each side's verify runs this many times, alternately; the median counts
 _WORDS = [
     "revenue",
     "region",
@@ -137,63 +142,37 @@ def _stream_bodies(rng: random.Random, unit: int) -> list[Body]:
     return bodies
 
 
-def _batches(total: int, rng: random.Random) -> Iterator[list[tuple[str, list[Body]]]]:
-    streams = max(1, total // EVENTS_PER_STREAM)
-    unit = 0
-    while unit < streams:
+def _batches(
+    total: int, rng: random.Random, first: int = 0
+) -> Iterator[list[tuple[str, list[Body]]]]:
+    """Batches of 20 unit streams (``first`` onwards) holding ``total`` events between them."""
+    end = first + max(1, total // EVENTS_PER_STREAM)
+    unit = first
+    while unit < end:
         batch = []
-        for _ in range(min(STREAMS_PER_BATCH, streams - unit)):
+        for _ in range(min(STREAMS_PER_BATCH, end - unit)):
             batch.append((f"p{unit:05d}/0", _stream_bodies(rng, unit)))
             unit += 1
         yield batch
 
 
-def _baseline_open(path: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS raw (stream TEXT, seq INTEGER, prev TEXT, hash TEXT, "
-        "data BLOB, PRIMARY KEY (stream, seq))"
-    )
-    return conn
-
-
-def _baseline_insert(conn: sqlite3.Connection, streams: list[tuple[str, list[bytes]]]) -> None:
-    rows = []
-    for stream, datas in streams:
-        prev = genesis(stream)
-        for seq, data in enumerate(datas):
-            h = blake3.blake3(EVENT_DOMAIN + data).hexdigest()
-            rows.append((stream, seq, prev, h, data))
-            prev = h
-    conn.execute("BEGIN")
-    conn.executemany("INSERT INTO raw VALUES (?,?,?,?,?)", rows)
-    conn.execute("COMMIT")
-
-
-def _baseline_verify(path: str) -> int:
-    conn = sqlite3.connect(path)
-    cur = conn.execute("SELECT stream, seq, prev, hash, data FROM raw ORDER BY stream, seq")
-    n = 0
-    last_stream, last_hash, want_seq = None, "", 0
-    while rows := cur.fetchmany(2000):
-        for stream, seq, prev, h, data in rows:
-            if stream != last_stream:
-                last_stream, last_hash, want_seq = stream, genesis(stream), 0
-            if seq != want_seq or prev != last_hash:
-                raise SystemExit(f"baseline chain broken at {stream} {seq}")
-            if blake3.blake3(EVENT_DOMAIN + data).hexdigest() != h:
-                raise SystemExit(f"baseline hash broken at {stream} {seq}")
-            last_hash, want_seq = h, seq + 1
-            n += 1
-    return n
+def _staged(run_id: str, batch: list[tuple[str, list[Body]]]) -> Streams:
+    """A batch's canonical bytes, as a writer stages them (what the baseline is handed)."""
+    out = []
+    for name, bodies in batch:
+        stream = f"{run_id}/{name}"
+        w = StreamWriter(stream, 0, genesis(stream), time.time_ns)
+        for body in bodies:
+            w.append(body)
+        out.append((stream, [r.data for r in w.staged]))
+    return out
 
 
 def _child_verify(kind: str, location: str, run_id: str) -> None:
     """Runs in a child process: verify, print {events, seconds, peak_rss_mb} as JSON."""
     t0 = time.perf_counter()
     if kind == "baseline":
-        n = _baseline_verify(location)
+        n = verify_raw(location)
     else:
         ledger = Ledger(open_store(location, create=False))
         failure, summary = ledger.verify(run_id, require_seal=True)
@@ -201,13 +180,57 @@ def _child_verify(kind: str, location: str, run_id: str) -> None:
             raise SystemExit(f"verify failed: {failure}")
         n = summary.events
     dt = time.perf_counter() - t0
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"events": n, "seconds": dt, "peak_rss_mb": rss}))
+    print(json.dumps({"events": n, "seconds": dt, "peak_rss_mb": _peak_rss_mb()}))
 
 
-def _spawn_verify(kind: str, location: str, run_id: str) -> dict[str, float]:
+def _peak_rss_mb() -> float:
+    """This process's own peak RSS. Linux's ru_maxrss also counts the parent's RSS at the
+    fork before exec (it survives the exec), so VmHWM is read where it exists."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _child_write(side: str, location: str, run_id: str, first: int, events: int) -> None:
+    """Runs in a child process: one of N concurrent writers of distinct streams.
+
+    Prepares its batches (bodies for ours, canonical bytes for the baseline), says
+    ``ready``, waits for a line on stdin, appends, prints {events, seconds} as JSON.
+    """
+    rng = random.Random(SEED + first)
+    batches = list(_batches(events, rng, first))
+    raw = open_raw(location) if side == "baseline" else None
+    ledger = Ledger(open_store(location)) if side == "ours" else None
+    staged = [_staged(run_id, b) for b in batches] if raw is not None else []
+    print("ready", flush=True)
+    sys.stdin.readline()
+    t0 = time.perf_counter()
+    n = 0
+    if raw is not None:
+        for streams in staged:
+            raw.insert(streams)
+            n += sum(len(d) for _, d in streams)
+    else:
+        assert ledger is not None
+        for batch in batches:
+            writers = []
+            for name, bodies in batch:
+                w = ledger.new_stream(f"{run_id}/{name}")
+                for body in bodies:
+                    w.append(body)
+                writers.append(w)
+            n += ledger.commit(*writers)
+    print(json.dumps({"events": n, "seconds": time.perf_counter() - t0}), flush=True)
+
+
+def _spawn(*argv: str) -> dict[str, float]:
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.ledger_bench", kind, location, run_id],
+        [sys.executable, "-m", "benchmarks.ledger_bench", *argv],
         check=True,
         capture_output=True,
         text=True,
@@ -215,28 +238,74 @@ def _spawn_verify(kind: str, location: str, run_id: str) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_bench(*, events: int, backend: str, ledger: str | None, as_json: bool) -> int:
-    """Build a synthetic sealed run, measure both sides, print the ratios; exit code 0."""
-    workdir = tempfile.mkdtemp(prefix="benchledger-bench-")
-    if backend == "postgres":
-        location = ledger or "postgresql://postgres@127.0.0.1:5432/test?schema=bench"
-    else:
-        location = ledger or os.path.join(workdir, "ledger.sqlite")
-    base_path = os.path.join(workdir, "baseline.sqlite")
-    run_id = f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    rng = random.Random(SEED)
-    log = sys.stderr
-    print(f"bench ledger: {events} events, backend {backend}, seed {SEED}, run {run_id}", file=log)
+def _verify_rounds(raw_location: str, location: str, run_id: str) -> tuple[dict, dict]:
+    """Both verifies, alternately, VERIFY_ROUNDS times each: the median time of each side
+    (load that comes and goes hits both alike) and our highest peak RSS."""
+    runs: dict[str, list[dict[str, float]]] = {"baseline": [], "ours": []}
+    for _ in range(VERIFY_ROUNDS):
+        runs["baseline"].append(_spawn("baseline", raw_location, run_id))
+        runs["ours"].append(_spawn("ours", location, run_id))
+    out = []
+    for side in ("baseline", "ours"):
+        got = sorted(runs[side], key=lambda r: r["seconds"])
+        mid = dict(got[len(got) // 2])
+        mid["peak_rss_mb"] = max(r["peak_rss_mb"] for r in got)
+        out.append(mid)
+    return out[0], out[1]
 
-    led = Ledger(open_store(location))
-    base = _baseline_open(base_path)
-    t_ours = t_base = 0.0
+
+def _concurrent(side: str, location: str, run_id: str, events: int, writers: int) -> float:
+    """Wall seconds for ``writers`` processes to append ``events`` between them."""
+    per = max(1, events // EVENTS_PER_STREAM) // writers
+    argv = [sys.executable, "-m", "benchmarks.ledger_bench", "write", side, location, run_id]
+    procs = [
+        subprocess.Popen(
+            [*argv, str(i * per), str(per * EVENTS_PER_STREAM)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(writers)
+    ]
+    for p in procs:
+        assert p.stdout is not None
+        if p.stdout.readline().strip() != "ready":
+            raise SystemExit(f"bench ledger: a {side} writer failed to start")
     t0 = time.perf_counter()
-    header = led.start_run(run_id, RunStartedBody(suite="bench", config={"events": events}))
-    t_ours += time.perf_counter() - t0
-    written = 1
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    for p in procs:
+        assert p.stdout is not None
+        json.loads(p.stdout.readline())
+        if p.wait() != 0:
+            raise SystemExit(f"bench ledger: a {side} writer failed")
+    return time.perf_counter() - t0
+
+
+def _postgres_location(url: str) -> str:
+    """``url`` with a fresh schema of this benchmark's own (dropped afterwards)."""
+    parts = urllib.parse.urlsplit(url)
+    query = dict(urllib.parse.parse_qsl(parts.query))
+    query["schema"] = f"benchledger_bench_{os.getpid()}_{secrets.token_hex(3)}"
+    return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
+
+
+def _drop_schema(url: str) -> None:
+    schema = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))["schema"]
+    with pg_connect(url) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _interleaved(led: Ledger, raw_location: str, run_id: str, events: int) -> tuple[float, float]:
+    """One writer each, batch by batch in turn: (our seconds, baseline seconds)."""
+    raw = open_raw(raw_location)
+    rng = random.Random(SEED)
+    t_ours = t_base = 0.0
+    written = 0
     next_report = time.monotonic() + 5
-    for batch in _batches(events - 2, rng):
+    for batch in _batches(events, rng):
         t0 = time.perf_counter()
         writers = []
         for name, bodies in batch:
@@ -244,36 +313,74 @@ def run_bench(*, events: int, backend: str, ledger: str | None, as_json: bool) -
             for body in bodies:
                 w.append(body)
             writers.append(w)
-        staged = [(w.stream, [r.data for r in w.staged]) for w in writers]
+        t_ours += time.perf_counter() - t0
+        staged = [(w.stream, [r.data for r in w.staged]) for w in writers]  # untimed
+        t0 = time.perf_counter()
         led.commit(*writers)
         t_ours += time.perf_counter() - t0
         t0 = time.perf_counter()
-        _baseline_insert(base, staged)
+        raw.insert(staged)
         t_base += time.perf_counter() - t0
         written += sum(len(d) for _, d in staged)
         if time.monotonic() > next_report:
             next_report = time.monotonic() + 5
-            print(f"  appended {written}/{events}", file=log)
-    t0 = time.perf_counter()
-    root = led.seal(run_id)
-    t_ours += time.perf_counter() - t0
-    written += 1
-    base.close()
-    led.store.close()
-    del header
+            print(f"  appended {written}/{events}", file=sys.stderr)
+    raw.close()
+    return t_ours, t_base
 
-    print("  verifying (child processes)...", file=log)
-    b = _spawn_verify("baseline", base_path, run_id)
-    o = _spawn_verify("ours", location, run_id)
-    base_append_eps = (written - 2) / t_base
+
+def run_bench(
+    *, events: int, backend: str, ledger: str | None, as_json: bool, writers: int = 1
+) -> int:
+    """Build a synthetic sealed run, measure both sides, print the ratios; exit code 0."""
+    workdir = tempfile.mkdtemp(prefix="benchledger-bench-")
+    if backend == "postgres":
+        location = _postgres_location(ledger or "postgresql://postgres@127.0.0.1:5432/test")
+        raw_location = location
+    else:
+        location = ledger or os.path.join(workdir, "ledger.sqlite")
+        raw_location = os.path.join(workdir, "baseline.sqlite")
+    run_id = f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    print(
+        f"bench ledger: {events} events, backend {backend}, {writers} writer(s), seed {SEED}, "
+        f"run {run_id}",
+        file=sys.stderr,
+    )
+    try:
+        led = Ledger(open_store(location))
+        body = events - 2  # run_started and run_sealed are the other two
+        t0 = time.perf_counter()
+        led.start_run(run_id, RunStartedBody(suite="bench", config={"events": events}))
+        t_start = time.perf_counter() - t0
+        if writers == 1:
+            t_ours, t_base = _interleaved(led, raw_location, run_id, body)
+        else:
+            open_raw(raw_location).close()  # the table exists before the writers race
+            t_base = _concurrent("baseline", raw_location, run_id, body, writers)
+            t_ours = _concurrent("ours", location, run_id, body, writers)
+        t0 = time.perf_counter()
+        root = led.seal(run_id)
+        t_seal = time.perf_counter() - t0
+        info = led.run_info(run_id)
+        led.store.close()
+        written = info.events
+        if writers == 1:  # one writer: the run's whole life, as a run would spend it
+            t_ours += t_start + t_seal
+        print("  verifying (child processes)...", file=sys.stderr)
+        b, o = _verify_rounds(raw_location, location, run_id)
+    finally:
+        if backend == "postgres":
+            _drop_schema(location)
+    appended = written if writers == 1 else written - 2
+    base_append_eps = b["events"] / t_base
     result = {
         "run_id": run_id,
         "events": written,
         "baseline_append_eps": round(base_append_eps),
         "baseline_verify_eps": round(b["events"] / b["seconds"]),
-        "append_eps": round(written / t_ours),
+        "append_eps": round(appended / t_ours),
         "verify_eps": round(o["events"] / o["seconds"]),
-        "append_ratio": round((written / t_ours) / base_append_eps, 3),
+        "append_ratio": round((appended / t_ours) / base_append_eps, 3),
         "verify_ratio": round((o["events"] / o["seconds"]) / (b["events"] / b["seconds"]), 3),
         "verify_peak_rss_mb": round(o["peak_rss_mb"], 1),
     }
@@ -283,14 +390,16 @@ def run_bench(*, events: int, backend: str, ledger: str | None, as_json: bool) -
         for k, v in result.items():
             print(f"{k:>22}  {v}")
         print(f"{'root':>22}  {root}")
-    if ledger is None and backend == "sqlite":
-        for f in os.listdir(workdir):
+    for f in os.listdir(workdir):
+        if ledger is None or os.path.join(workdir, f) != location:
             os.unlink(os.path.join(workdir, f))
+    if not os.listdir(workdir):
         os.rmdir(workdir)
-    else:
-        os.unlink(base_path)
     return 0
 
 
 if __name__ == "__main__":
-    _child_verify(sys.argv[1], sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "write":
+        _child_write(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
+    else:
+        _child_verify(sys.argv[1], sys.argv[2], sys.argv[3])

@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from cli import bench, platform, protocols, replay, reports, run
+from cli import bench, platform, protocols, replay, reports, run, selftest, trust
 from cli import ledger as ledger_commands
 from cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, UsageError
 from ledger import LedgerError, UnknownRun, UnusableInput
@@ -27,7 +27,25 @@ _GROUPS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     reports.register,
     replay.register,
     bench.register,
+    trust.register,
+    selftest.register,
 )
+
+
+def version_line() -> str:
+    """``benchledger --version``: the installed package's version and the formats it writes."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ledger.bundle import FORMAT
+    from ledger.chain import EVENT_DOMAIN
+
+    try:
+        package = version("benchledger")
+    except PackageNotFoundError:  # a source tree on sys.path that was never installed
+        package = "(not installed)"
+    # The event hash domain names the ledger format version ("benchledger:event:v1").
+    ledger_format = EVENT_DOMAIN.rstrip(b"\0").decode().rsplit(":", 1)[1]
+    return f"benchledger {package} (ledger format {ledger_format}, bundles {FORMAT})"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="benchledger",
         description="Benchmark agent-memory platforms on a tamper-evident ledger.",
     )
+    parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in _GROUPS:
         register(sub)

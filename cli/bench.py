@@ -8,13 +8,21 @@ from cli.common import UsageError
 
 
 def cmd_bench_ledger(args: argparse.Namespace) -> int:
-    """Append and verify throughput against raw SQLite."""
+    """Append and verify throughput against the raw database (SQLite or PostgreSQL)."""
     from benchmarks.ledger_bench import run_bench
 
     if args.events < 100:
         raise UsageError("--events must be at least 100")
+    if args.writers < 1 or (args.writers > 1 and args.backend != "postgres"):
+        raise UsageError("--writers N (N > 1) needs --backend postgres; N must be at least 1")
+    if args.events // 50 < args.writers:
+        raise UsageError("--events must give every writer at least one 50-event stream")
     return run_bench(
-        events=args.events, backend=args.backend, ledger=args.ledger, as_json=args.json
+        events=args.events,
+        backend=args.backend,
+        ledger=args.ledger,
+        as_json=args.json,
+        writers=args.writers,
     )
 
 
@@ -30,26 +38,61 @@ def cmd_bench_platform(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_run(args: argparse.Namespace) -> int:
-    """The suite with a fake slow model at concurrency 1 and N."""
+    """The suite with a slow model (fake, or a recorded run re-enacted) at concurrency 1 and N."""
     import protocols
-    from benchmarks.run_bench import run_bench
+    from benchmarks.run_bench import (
+        DEFAULT_TIME_SCALE,
+        recorded_workload,
+        run_bench,
+        run_recorded_bench,
+    )
 
-    if args.delay < 0 or args.concurrency < 2:
+    agent = args.agent or "fake"
+    if agent.startswith("recorded:"):
+        scale = DEFAULT_TIME_SCALE if args.time_scale is None else args.time_scale
+        concurrency = args.concurrency or 16
+        k = 5 if args.k is None else args.k
+        if scale < 0 or concurrency < 2 or k < 1:
+            raise UsageError(
+                "--time-scale must be >= 0, --concurrency at least 2 and --k at least 1"
+            )
+        try:
+            work = recorded_workload(
+                agent, protocols=args.protocols or "", pack=args.pack or "", k=k,
+                time_scale=scale,
+            )  # fmt: skip
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        print(f"time scale {scale:g}: recorded latencies x {scale:g}", flush=True)
+        return run_recorded_bench(work, concurrency=concurrency, as_json=args.json)
+    if agent != "fake" or args.time_scale is not None or args.pack or args.k is not None:
+        raise UsageError(
+            "bench run takes --agent fake (the default; --delay sets its latency) or "
+            "--agent recorded:RUN_DIR (with --k, --pack, --time-scale)"
+        )
+    concurrency = args.concurrency or 8
+    if args.delay < 0 or concurrency < 2:
         raise UsageError("--delay must be >= 0 and --concurrency at least 2")
     path = args.protocols or protocols.LIFECYCLE_DIR
-    return run_bench(
-        protocols=path, delay=args.delay, concurrency=args.concurrency, as_json=args.json
-    )
+    return run_bench(protocols=path, delay=args.delay, concurrency=concurrency, as_json=args.json)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``bench ledger|platform|run``."""
     bench = sub.add_parser("bench", help="performance benchmarks (ratios vs raw baselines)")
     bsub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
-    p = bsub.add_parser("ledger", help="append and verify throughput vs raw SQLite")
+    p = bsub.add_parser("ledger", help="append and verify throughput vs the raw database")
     p.add_argument("--events", type=int, default=100_000)
     p.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
-    p.add_argument("--ledger", metavar="PATH|URL", help="keep the ledger here")
+    p.add_argument(
+        "--ledger",
+        metavar="PATH|URL",
+        help="sqlite: keep the ledger in this file; postgres: the server and database "
+        "(default postgresql://postgres@127.0.0.1:5432/test; a fresh schema, dropped after)",
+    )
+    p.add_argument(
+        "--writers", type=int, default=1, help="postgres: concurrent writer processes (1)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_bench_ledger)
     p = bsub.add_parser("platform", help="refplatform MCP throughput and latency vs raw HTTP")
@@ -58,9 +101,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--in-process", action="store_true", help="serve in a thread, not a child")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_bench_platform)
-    p = bsub.add_parser("run", help="the suite with a fake 300 ms model, concurrency 1 vs 8")
-    p.add_argument("--delay", type=float, default=0.3, help="seconds per model call (0.3)")
-    p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument("--protocols", metavar="PATH", help="default: the committed set")
+    p = bsub.add_parser(
+        "run", help="the suite with a slow model at concurrency 1 vs N (fake, or a recorded run)"
+    )
+    p.add_argument(
+        "--agent",
+        metavar="fake|recorded:RUN_DIR",
+        help="fake (default: the scripted agent's decisions at --delay per call) or "
+        "recorded:RUN_DIR (re-enact a recorded peer run at its recorded latencies)",
+    )
+    p.add_argument("--delay", type=float, default=0.3, help="fake: seconds per model call (0.3)")
+    p.add_argument("--concurrency", type=int, help="units in flight (fake 8, recorded 16)")
+    p.add_argument(
+        "--protocols",
+        metavar="PATH",
+        help="default: the committed set (fake); RUN_DIR/../../protocols (recorded)",
+    )
+    p.add_argument("--k", type=int, help="recorded: passes (5)")
+    p.add_argument("--pack", metavar="PATH", help="recorded: seed pack (RUN_DIR/../../seed)")
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        metavar="F",
+        help="recorded: spend the recorded latencies times F (0.05; 1 = as recorded)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_bench_run)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 
 from harness import settings
 from ledger import Ledger, open_store
@@ -27,10 +30,42 @@ def ledger_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def open_ledger(args: argparse.Namespace, *, create: bool) -> Ledger:
-    """The ledger named by ``--ledger``, else by the settings."""
+def open_ledger(args: argparse.Namespace, *, create: bool, read_only: bool | None = None) -> Ledger:
+    """The ledger named by ``--ledger``, else by the settings.
+
+    A ledger opened without ``create`` is read-only unless ``read_only=False`` says the
+    command writes to an existing ledger: reading never needs write access.
+    """
     location = args.ledger or settings.load().ledger
-    return Ledger(open_store(location, create=create))
+    ro = not create if read_only is None else read_only
+    return Ledger(open_store(location, create=create, read_only=ro))
+
+
+@contextlib.contextmanager
+def new_or_existing_ledger(args: argparse.Namespace) -> Iterator[Ledger]:
+    """``open_ledger(create=True)`` for a command that adds a run; a ledger file this made
+    is removed again when the command fails before any run is in it (nothing written)."""
+    location = args.ledger or settings.load().ledger
+    fresh = "://" not in location and not os.path.exists(location)
+    ledger = open_ledger(args, create=True)
+    try:
+        yield ledger
+    except BaseException:
+        if fresh and not ledger.store.run_ids():
+            ledger.store.close()
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(OSError):
+                    os.unlink(location + suffix)
+        raise
+
+
+def check_output(path: str) -> None:
+    """UsageError now, before any work, when ``path`` cannot be an output file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{path}: is a directory; give the name of a file to write")
+    if not os.path.isdir(folder):
+        raise UsageError(f"{path}: directory {folder} does not exist")
 
 
 def write_output(text: str, output: str | None) -> None:

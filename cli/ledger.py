@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from cli.common import EXIT_FAILED, EXIT_OK, ledger_arg, open_ledger
+from cli import trust
+from cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    ledger_arg,
+    new_or_existing_ledger,
+    open_ledger,
+)
 from ledger.bundle import (
     AUDIT_FORMAT,
     export_run,
@@ -32,6 +40,7 @@ def _print_ok(what: str, s: Summary) -> None:
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify a bundle, an audit bundle, one run or every run; 1 on the first bad one."""
     target = args.target
+    args.trusted = trust.verify_options(args, bundle=bool(target and is_bundle(target)))
     if target and is_bundle(target):
         if read_header(target).format == AUDIT_FORMAT:
             failure, proven, header = verify_audit_bundle(target, root=args.root)
@@ -40,13 +49,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 return EXIT_FAILED
             root = (args.root or header.root).lower()
             print(f"ok audit bundle {target} (run {header.run}): {proven} streams in root {root}")
-            return EXIT_OK
+            return trust.after_bundle_verify(target, header.run, args)
         failure, summary, header = verify_bundle(target, root=args.root)
         if failure:
             _print_failure(f"bundle {target} (run {header.run})", failure)
             return EXIT_FAILED
         _print_ok(f"bundle {target} (run {header.run})", summary)
-        return EXIT_OK
+        return trust.after_bundle_verify(target, header.run, args)
     ledger = open_ledger(args, create=False)
     run_ids = [target] if target else ledger.store.run_ids()
     if not run_ids:
@@ -69,6 +78,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
             status = EXIT_FAILED
         else:
             _print_ok(f"run {run_id}", summary)
+            sealed, root_given = ledger.sealed(run_id), bool(args.root)
+            status = max(status, trust.authenticity(run_id, sealed, args.trusted, root_given))
     for stream in ledger.orphans() if not target else []:
         print(f"FAILED stream {stream!r}: its run header stream is missing")
         status = EXIT_FAILED
@@ -78,6 +89,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a run as a bundle."""
     ledger = open_ledger(args, create=False)
+    if args.withhold or args.withhold_stream:
+        return trust.export_redacted(ledger, args)
     n = export_run(ledger, args.run, args.output)
     info = ledger.run_info(args.run)
     print(f"exported run {args.run}: {n} events to {args.output} (root {info.root or 'unsealed'})")
@@ -86,8 +99,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Add a bundle's events to the ledger (idempotent)."""
-    ledger = open_ledger(args, create=True)
-    added = import_bundle(ledger, args.file)
+    with new_or_existing_ledger(args) as ledger:  # a refused bundle leaves no new file
+        added = import_bundle(ledger, args.file)
     print(f"imported {args.file}: {added} new events")
     return EXIT_OK
 
@@ -113,22 +126,29 @@ def _one_line(value: object, width: int = 100) -> str:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    """Print a run's (or one stream's) events, one line each."""
-    ledger = open_ledger(args, create=False)
+    """Print a run's (or one stream's) events, one line each, once the whole run verified."""
+    from projections.source import open_run
+
+    run = open_run(args.run, lambda: open_ledger(args, create=False), require_seal=False,
+                   allow_partial=True)  # fmt: skip
     stream = args.stream
-    if stream is not None and stream != args.run and not stream.startswith(args.run + "/"):
-        stream = f"{args.run}/{stream}"
-    ledger.run_info(args.run)
+    if stream is not None and stream != run.run_id and not stream.startswith(run.run_id + "/"):
+        stream = f"{run.run_id}/{stream}"
+    shown = [(e, h) for e, h in run.events if stream is None or e.stream == stream]
+    if not shown:
+        names = sorted({e.stream.removeprefix(run.run_id + "/") for e, _ in run.events})
+        raise UsageError(f"run {run.run_id} has no stream {stream!r}; it has: "
+                         f"{', '.join(names[:8])}{', ...' if len(names) > 8 else ''}")  # fmt: skip
+    print(f"verified: {run.verification.line()}")
     current = None
-    for event, h in ledger.events(args.run, stream):
+    for event, h in shown:
         if event.stream != current:
             current = event.stream
             print(f"== {current}")
         refs = ",".join(map(str, event.refs)) or "-"
         kind = type(event).__struct_config__.tag
-        print(f"{event.seq:>5}  {kind:<17} {h[:12]}  refs={refs:<8} {_one_line(event.body)}")  # type: ignore[attr-defined]
-    if current is None:
-        print(f"no events in {stream or args.run}")
+        body = _one_line(getattr(event, "body", None))
+        print(f"{event.seq:>5}  {kind:<17} {h[:12]}  refs={refs:<8} {body}")
     return EXIT_OK
 
 
@@ -137,12 +157,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check a run or bundle has not been altered")
     p.add_argument("target", nargs="?", help="run id, or a bundle FILE.jsonl[.gz]")
     p.add_argument("--root", metavar="HEX", help="the run root you expect (published root)")
+    p.add_argument(
+        "--pubkey",
+        "--trusted-key",
+        action="append",
+        metavar="PATH",
+        help="fail unless a key in this .pub or trusted-keys file signed the seal (repeatable)",
+    )
+    p.add_argument(
+        "--reveal",
+        metavar="FULL_BUNDLE",
+        help="redacted bundle: prove every placeholder matches the full run's event",
+    )
     ledger_arg(p)
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("export", help="write a run as a bundle")
     p.add_argument("run")
     p.add_argument("-o", "--output", required=True, metavar="FILE.jsonl[.gz]")
+    p.add_argument(
+        "--withhold",
+        action="append",
+        metavar="KIND[,KIND]",
+        help="publish these event kinds as placeholders (kind and digest, no body)",
+    )
+    p.add_argument(
+        "--withhold-stream",
+        action="append",
+        metavar="GLOB",
+        help="withhold every event of matching streams (full name or the part after RUN/)",
+    )
     ledger_arg(p)
     p.set_defaults(func=cmd_export)
 
@@ -155,8 +199,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     ledger_arg(p)
     p.set_defaults(func=cmd_runs)
 
-    p = sub.add_parser("log", help="print a run's events")
-    p.add_argument("run")
+    p = sub.add_parser("log", help="print a run's events (after the run verified)")
+    p.add_argument("run", help="run id, or a bundle file")
     p.add_argument("stream", nargs="?", help="one stream (full name or the part after RUN/)")
     ledger_arg(p)
     p.set_defaults(func=cmd_log)

@@ -21,6 +21,7 @@ def cmd_platform_serve(args: argparse.Namespace) -> int:
             admin_key=args.admin_key or settings.load().admin_key or None,
             pool_base=args.pool_base,
             embedder_spec=args.embedder,
+            pack_path=args.pack,
         )
     except PlatformError as exc:
         raise UsageError(exc.message) from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from cli.common import EXIT_OK
+from cli.common import EXIT_OK, UsageError
 
 
 def _is_cases(path: str) -> bool:
@@ -79,7 +79,12 @@ def cmd_protocols_generate(args: argparse.Namespace) -> int:
     """Write benchledger's own protocol set into ``--out``."""
     from protocols.generate import write
 
-    paths = write(args.out)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"--out {args.out} is a file; give the folder to write protocols into")
+    try:
+        paths = write(args.out)
+    except OSError as exc:
+        raise UsageError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from None
     print(f"wrote {len(paths)} protocols to {args.out}")
     return EXIT_OK
 

@@ -5,18 +5,34 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli.common import EXIT_FAILED, EXIT_OK, UsageError, ledger_arg, open_ledger, write_output
+from cli import provenance
+from cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    check_output,
+    ledger_arg,
+    new_or_existing_ledger,
+    open_ledger,
+    write_output,
+)
 from ledger.bundle import export_audit
 from projections.lifecycle import Scorecard
 from projections.source import RunEvents, is_bundle
 
 
-def _run_events(target: str, args: argparse.Namespace) -> RunEvents:
-    from projections.source import from_bundle, from_ledger
+def _run_events(
+    target: str,
+    args: argparse.Namespace,
+    *,
+    require_seal: bool = False,
+    allow_partial: bool = False,
+) -> RunEvents:
+    """The run ``target`` names, verified while it is read (projections.source.open_run)."""
+    from projections.source import open_run
 
-    if is_bundle(target):
-        return from_bundle(target)
-    return from_ledger(open_ledger(args, create=False), target)
+    return open_run(target, lambda: open_ledger(args, create=False), require_seal=require_seal,
+                    allow_partial=allow_partial)  # fmt: skip
 
 
 def _ci_choice(args: argparse.Namespace) -> str:
@@ -29,7 +45,18 @@ def _scorecard(targets: list[str], args: argparse.Namespace) -> Scorecard:
     from projections.fold import fold
     from projections.lifecycle import LifecycleFold, scorecard
 
-    folds = [fold(LifecycleFold(), _run_events(t, args).events) for t in targets]
+    runs = [_run_events(t, args) for t in targets]
+    seen: dict[tuple[str, str], str] = {}
+    for target, run in zip(targets, runs, strict=True):
+        first = seen.setdefault((run.run_id, run.root), target)
+        if first != target or targets.count(target) > 1:
+            raise UsageError(f"run {run.run_id} is given twice ({first}, {target}): merging a "
+                             "run with itself would count its units twice")  # fmt: skip
+    folds = [fold(LifecycleFold(), run.events) for run in runs]
+    for (meta, _), run in zip(folds, runs, strict=True):
+        meta.verified = run.check.line() if run.check else ""
+    for target, (meta, _) in zip(targets, folds, strict=True):
+        provenance.refuse(target, meta.suite, "merge, compare or gate")
     try:
         comparable([m for m, _ in folds], what="passes")
     except Incomparable as exc:
@@ -41,14 +68,35 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Render the scorecard of one run, or of several merged as passes."""
     from projections.report import render
 
+    if args.watch:
+        return _watch(args)
+    if provenance.is_run(args.runs[0], args):  # the provenance lane has its own card
+        return provenance.cmd_report(args, _run_events(args.runs[0], args))
     card = _scorecard(args.runs, args)
     write_output(render(card, args.format), args.output)
     return EXIT_OK
 
 
+def _watch(args: argparse.Namespace) -> int:
+    """``report RUN --watch``: follow one run in a ledger until it is sealed (cli/watch.py)."""
+    from cli.watch import watch
+    from projections.fold import LiveView
+    from projections.lifecycle import LifecycleFold
+
+    if len(args.runs) != 1 or is_bundle(args.runs[0]) or args.output:
+        raise UsageError("--watch follows one run in a ledger (not a bundle; no -o)")
+    if args.interval <= 0:
+        raise UsageError("--interval must be more than 0 seconds")
+    ledger = open_ledger(args, create=False)
+    ledger.run_info(args.runs[0])  # an unknown run: exit 2 now, not a silent wait
+    view = LiveView(ledger.store, LifecycleFold(), run_id=args.runs[0])
+    watch(view, args.format, args.interval, ci=_ci_choice(args))
+    return EXIT_OK
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """Per-metric differences between two runs, paired by protocol."""
-    from projections.compare import Incomparable, compare
+    from projections.compare import Incomparable, compare, differences
     from projections.report import compare_text
 
     a, b = _scorecard([args.run_a], args), _scorecard([args.run_b], args)
@@ -56,25 +104,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         rows = compare(a, b)
     except Incomparable as exc:
         raise UsageError(f"cannot compare: {exc}") from None
-    write_output(compare_text(rows, args.run_a, args.run_b, args.format), args.output)
+    differs = differences(a.meta, b.meta)
+    write_output(compare_text(rows, args.run_a, args.run_b, args.format, differs), args.output)
     return EXIT_OK
 
 
 def _verified(target: str, args: argparse.Namespace) -> RunEvents:
-    """A run's events for the gate, after its hash chain checked out (else LedgerError)."""
-    from ledger import LedgerError
-    from ledger.bundle import verify_bundle
+    """A run's events for the gate, verified as they were read (else LedgerError).
 
-    run = _run_events(target, args)
-    if is_bundle(target):
-        failure = verify_bundle(target)[0]
-    else:
-        failure = open_ledger(args, create=False).verify(run.run_id)[0]
-    if failure is not None:
-        raise LedgerError(
-            f"run {run.run_id} does not verify: {failure}; see `benchledger verify {target}`"
-        )
-    return run
+    An unsealed run's chain is still checked here; the gate itself then refuses it with
+    what is missing (how many planned units finished, and how to resume).
+    """
+    return _run_events(target, args, require_seal=False)
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -84,50 +125,69 @@ def cmd_gate(args: argparse.Namespace) -> int:
     incomplete, all infra errors or coupled, or runs that differ in protocol set, k, agent,
     platform or model. Exit 1 on a regression (with --strict, also on inconclusive).
     """
+    from cli import trust
     from ledger import LedgerError
     from projections.compare import INCONCLUSIVE, REGRESS, Incomparable, gate
     from projections.fold import fold
     from projections.lifecycle import LifecycleFold, scorecard
+    from projections.prereg import item_problems
     from projections.report import gate_text
 
-    if not 0 < args.tolerance < 1:
-        raise UsageError("--tolerance must be in (0, 1), e.g. 0.05 for five points")
-    cards = []
-    for target in (args.baseline, args.candidate):
+    def verified(target: str) -> RunEvents:
         try:
-            run = _verified(target, args)
+            return _verified(target, args)
         except LedgerError as exc:  # damaged, unreadable or unknown: nothing to judge
             raise UsageError(f"cannot gate: {exc}") from None
-        cards.append(scorecard([fold(LifecycleFold(), run.events)]))
+
+    candidate = verified(args.candidate)
+    provenance.refuse(args.candidate, provenance.suite_of(candidate), "gate")
+    baseline = verified(trust.gate_baseline(args, candidate))
+    provenance.refuse("the baseline", provenance.suite_of(baseline), "gate")
+    bar = trust.gate_bar(args, candidate, baseline)  # the pre-registered bar, unless overridden
+    cards = [scorecard([fold(LifecycleFold(), run.events)]) for run in (baseline, candidate)]
     try:
-        rows = gate(cards[0], cards[1], args.tolerance)
+        rows = [g for g in gate(cards[0], cards[1], bar.tolerance) if g.row.name in bar.metrics]
     except Incomparable as exc:
         raise UsageError(f"cannot gate: {exc}") from None
-    sys.stdout.write(gate_text(rows, args.tolerance))
     by: dict[str, list[str]] = {}
     for g in rows:
         by.setdefault(g.verdict, []).append(g.row.name)
-    if REGRESS in by:
-        print(f"gate: FAILED: {', '.join(by[REGRESS])} regressed")
-        return EXIT_FAILED
-    if args.strict and INCONCLUSIVE in by:
-        print(f"gate: FAILED (--strict): {', '.join(by[INCONCLUSIVE])} inconclusive")
-        return EXIT_FAILED
-    counts = ", ".join(f"{len(names)} {verdict}" for verdict, names in sorted(by.items()))
-    hint = " (--strict fails on inconclusive)" if INCONCLUSIVE in by else ""
-    print(f"gate: passed (no regression): {counts}{hint}")
-    return EXIT_OK
+    broken = item_problems(bar.prereg, candidate) if bar.prereg else []
+    status = EXIT_FAILED
+    if broken:
+        verdict = f"gate: FAILED: the run broke its pre-registration: {'; '.join(broken)}"
+    elif REGRESS in by:
+        verdict = f"gate: FAILED: {', '.join(by[REGRESS])} regressed"
+    elif bar.strict and INCONCLUSIVE in by:
+        verdict = f"gate: FAILED (--strict): {', '.join(by[INCONCLUSIVE])} inconclusive"
+    else:
+        counts = ", ".join(f"{len(names)} {verdict}" for verdict, names in sorted(by.items()))
+        hint = " (--strict fails on inconclusive)" if INCONCLUSIVE in by else ""
+        verdict, status = f"gate: passed (no regression): {counts}{hint}", EXIT_OK
+    if bar.source == "overridden":
+        verdict += " [judged by an OVERRIDDEN bar, not the pre-registered one]"
+    if args.format == "json":
+        print(trust.gate_json(bar, rows, baseline, candidate, verdict, status))
+        return status
+    print(bar.describe())
+    sys.stdout.write(gate_text(rows, bar.tolerance))
+    print(verdict)
+    return status
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Trace a metric to its decisions and evidence; optionally write an audit bundle."""
     from projections.audit import UnknownMetric, audit, render
 
-    run = _run_events(args.run, args)
+    if args.bundle:
+        check_output(args.bundle)
+    run = _run_events(args.run, args, allow_partial=True)  # an audit bundle, labelled partial
     try:
         result = audit(run, args.metric)
     except UnknownMetric as exc:
         raise UsageError(str(exc)) from None
+    if run.check is not None:
+        print(f"verified: {run.check.line()}")
     print(render(result))
     if args.bundle:
         if is_bundle(args.run):
@@ -148,10 +208,10 @@ def cmd_import_peer(args: argparse.Namespace) -> int:
     transcripts = args.transcripts
     if transcripts is None:
         transcripts = find_transcripts(args.results)
-    ledger = open_ledger(args, create=True)
-    run_id, root, shape = import_peer(
-        ledger, args.results, transcripts=transcripts, run_id=args.run_id
-    )
+    with new_or_existing_ledger(args) as ledger:  # a refused file leaves no new ledger
+        run_id, root, shape = import_peer(
+            ledger, args.results, transcripts=transcripts, run_id=args.run_id
+        )
     print(f"imported {args.results} ({shape} shape) as run {run_id}, root {root}")
     if transcripts:
         print(f"transcripts: {', '.join(transcripts)}")
@@ -161,6 +221,7 @@ def cmd_import_peer(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add report, compare, gate, audit and import-peer."""
+    from cli import trust
     from projections.lifecycle import METRIC_NAMES
     from projections.report import FORMATS
 
@@ -175,6 +236,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="95%% intervals: auto (Wilson at k=1, protocol-cluster bootstrap at k>1), "
         "wilson (attempts as independent), cluster (alias bootstrap: resample protocols, "
         "fixed seed)",
+    )
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="re-render as units land (labelled LIVE, unsealed) until the run is sealed",
+    )
+    p.add_argument(
+        "--interval", type=float, default=2.0, metavar="S", help="--watch: seconds between polls"
     )
     ledger_arg(p)
     p.set_defaults(func=cmd_report)
@@ -192,19 +261,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fail CI when a candidate run regresses against a baseline",
         description="Exit 0: no regression; 1: a regression (with --strict, also an "
         "inconclusive metric); 2: the runs cannot be gated (damaged, unsealed, incomplete, "
-        "all infra errors, coupled, or different protocol set, k, agent, platform or model).",
+        "all infra errors, coupled, or different protocol set, k, agent, platform or model). "
+        "A run that pre-registered its gate (run --gate-baseline) is judged by that bar only; "
+        "another is refused (exit 2) unless --override, which the output reports; a run "
+        "whose items differ from its pre-registration fails (exit 1).",
     )
     p.add_argument("candidate", metavar="CANDIDATE", help="run id or bundle file")
-    p.add_argument("--baseline", required=True, metavar="BASELINE", help="run id or bundle file")
     p.add_argument(
-        "--tolerance",
-        type=float,
-        default=0.05,
-        help="how much worse still counts as not worse (default 0.05: five points)",
+        "--baseline",
+        metavar="BASELINE",
+        help="run id or bundle file (default: the candidate's pre-registered baseline)",
     )
+    trust.gate_bar_args(p)
     p.add_argument(
         "--strict", action="store_true", help="also fail on inconclusive (too small to decide)"
     )
+    p.add_argument(
+        "--override",
+        action="store_true",
+        help="judge a pre-registered run by the bar given here instead (reported as such)",
+    )
+    p.add_argument("--format", choices=["table", "json"], default="table")
     ledger_arg(p)
     p.set_defaults(func=cmd_gate)
 

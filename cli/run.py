@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
+from cli import provenance, trust
 from cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -16,9 +19,11 @@ from cli.common import (
     open_ledger,
 )
 from harness import settings
+from harness.errors import HarnessError
+from ledger import LedgerError, UnknownRun
 
 
-def _progress() -> tuple[Any, Callable[[], None]]:
+def _progress(suite: str = "lifecycle") -> tuple[Any, Callable[[], None]]:
     """Progress callbacks: a rich bar on a terminal, one line per finished unit otherwise."""
     from harness.driver import Progress
 
@@ -52,6 +57,8 @@ def _progress() -> tuple[Any, Callable[[], None]]:
         status = (
             f"error: {outcome.error}" if outcome.error else ("pass" if outcome.passed else "fail")
         )
+        if suite == provenance.SUITE:
+            status = provenance.unit_status(outcome)
         print(
             f"unit {n}/{total} {outcome.protocol_id} attempt {outcome.attempt}: {status}",
             flush=True,
@@ -63,6 +70,7 @@ def _progress() -> tuple[Any, Callable[[], None]]:
 # Options a resume takes from the run record; given explicitly they must agree with it.
 _RESTORABLE = {
     "protocols": "protocols_path",
+    "cases": "protocols_path",
     "agent": "agent",
     "k": "k",
     "concurrency": "concurrency",
@@ -105,6 +113,20 @@ def _time_scale(args: argparse.Namespace, agent: str) -> float:
     return float(args.time_scale)
 
 
+def _with_command(platform: str, cmd: str | None) -> str:
+    """``--platform server-memory --server-memory-cmd CMD`` as the one platform it names."""
+    from harness.platforms.provision import SERVER_MEMORY_CMD
+
+    if cmd is None:
+        return platform
+    if platform != "server-memory":
+        raise UsageError(
+            "--server-memory-cmd starts server-memory with the given command: use it with "
+            "--platform server-memory (no @VERSION: the command decides the version)"
+        )
+    return SERVER_MEMORY_CMD + cmd
+
+
 def _config(args: argparse.Namespace) -> Any:
     """The run configuration the options ask for (secrets resolved from the settings)."""
     from harness.platforms.provision import parse_platform
@@ -120,12 +142,13 @@ def _config(args: argparse.Namespace) -> Any:
     }
     if value["k"] < 1 or value["concurrency"] < 1:
         raise UsageError("--k and --concurrency must be at least 1")
-    if args.shard:
-        raise UsageError("--shard is not available in this version yet")
+    shard = _shard(args)
+    value["platform"] = _with_command(value["platform"], args.server_memory_cmd)
     try:
         spec = parse_platform(value["platform"])
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    provenance.suite_defaults(args, value, spec.kind == "external")
     conf = settings.load()
     admin_key = args.admin_key or conf.admin_key
     pool_base = args.pool_base or conf.pool_base
@@ -139,7 +162,7 @@ def _config(args: argparse.Namespace) -> Any:
             "--pool-base (or $BENCHLEDGER_POOL_BASE) and --pool-size"
         )
     return RunConfig(
-        protocols_path=value["protocols"] or "",
+        protocols_path=value["cases"] or value["protocols"] or "",
         agent=value["agent"],
         platform=value["platform"],
         admin_key=admin_key,
@@ -160,7 +183,40 @@ def _config(args: argparse.Namespace) -> Any:
         tpm=args.tpm or 0,
         time_scale=_time_scale(args, value["agent"]),
         settings=conf,
+        prereg=trust.prereg_for_run(args),
+        shard=shard,
     )
+
+
+def _shard(args: argparse.Namespace) -> Any:
+    """``--shard i/n`` parsed (None without it); every shard must name the run."""
+    from harness.sharding import parse_shard
+
+    if not args.shard:
+        return None
+    try:
+        shard = parse_shard(args.shard)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not (args.run_id or args.resume):
+        raise UsageError("--shard needs --run-id ID (every shard names the same run) or --resume")
+    return shard
+
+
+def ledger_has_runs(ledger: Any) -> bool:
+    """Whether the ledger holds any run (True when it cannot even say: keep it)."""
+    try:
+        return bool(ledger.store.run_ids())
+    except Exception:
+        return True
+
+
+def ledger_has(ledger: Any, run_id: str) -> bool:
+    """Whether ``run_id`` was written (False when the store cannot even say)."""
+    try:
+        return ledger.store.head(run_id) is not None
+    except Exception:
+        return False
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -174,6 +230,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.record import RunRefused
     from projections.fold import fold
     from projections.lifecycle import LifecycleFold, scorecard
+    from projections.provenance import is_provenance
     from projections.report import table
     from projections.source import from_ledger
 
@@ -186,10 +243,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     quiet_logs()
+    signer = trust.signer_from(args.sign_key)  # a bad key file: exit 2, nothing written
     ledger_location = args.ledger or settings.load().ledger
+    fresh_file = "://" not in ledger_location and not os.path.exists(ledger_location)
     ledger = open_ledger(args, create=True)
-    progress, stop_bar = _progress()
+    ledger.signer = signer
+    progress, stop_bar = _progress(cfg.suite)
     driver = RunDriver(ledger, cfg, progress)
+    shard_opt = f" --shard {cfg.shard}" if cfg.shard else ""
 
     async def main_task() -> RunResult:
         loop = asyncio.get_running_loop()
@@ -201,47 +262,106 @@ def cmd_run(args: argparse.Namespace) -> int:
         finally:
             loop.remove_signal_handler(signal.SIGINT)
 
+    def discard() -> None:
+        """Refused before any run was written: leave no new, empty ledger file behind."""
+        if fresh_file and not ledger_has_runs(ledger):
+            ledger.store.close()
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(OSError):
+                    os.unlink(ledger_location + suffix)
+
     try:
         result = asyncio.run(main_task())
     except RunRefused as exc:
         stop_bar()
+        discard()
         raise UsageError(str(exc)) from None
+    except (LedgerError, HarnessError) as exc:
+        # The ledger stopped taking writes (disk full, database gone) or the platform broke
+        # between passes: stop in one line; what was committed stays and verifies.
+        stop_bar()
+        started = driver.run_id and (cfg.resume or ledger_has(ledger, driver.run_id))
+        if not started or isinstance(exc, UnknownRun):
+            discard()
+            raise
+        print(
+            f"benchledger: run {driver.run_id} stopped: {exc}; every committed episode is kept "
+            f"and verifies; resume with: benchledger run --resume {driver.run_id}{shard_opt} "
+            f"--ledger {ledger_location}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     except asyncio.CancelledError:
         stop_bar()
         print(
             f"\ninterrupted: every finished episode is in the ledger. Resume with:\n"
-            f"  benchledger run --resume {driver.run_id or 'RUN_ID'} --ledger {ledger_location}",
+            f"  benchledger run --resume {driver.run_id or 'RUN_ID'}{shard_opt} "
+            f"--ledger {ledger_location}",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
+    except Exception:  # unusable input found on the way (a protocol or case file): exit 2
+        stop_bar()
+        discard()
+        raise
     stop_bar()
-    card = scorecard([fold(LifecycleFold(), from_ledger(ledger, result.run_id).events)])
-    print()
-    print(table(card), end="")
+    run_events = from_ledger(ledger, result.run_id)
+    lane = is_provenance(run_events.events)
+    lane_passed = True
+    if lane:  # the provenance lane's card, with its overall verdict
+        lane_passed = provenance.show(run_events, ledger)
+    else:
+        card = scorecard([fold(LifecycleFold(), run_events.events)])
+        print()
+        print(table(card), end="")
     for failed in result.failed:
         print(f"infra-failed: {failed.stream}: {failed.error}")
     if result.missing:
         print(
             f"\nrun {result.run_id} is NOT sealed: {len(result.missing)} planned units did not "
             f"finish ({', '.join(result.missing[:5])}); resume with: benchledger run --resume "
-            f"{result.run_id} --ledger {ledger_location}"
+            f"{result.run_id}{shard_opt} --ledger {ledger_location}"
         )
         return EXIT_FAILED
-    print(f"\nrun {result.run_id} sealed, root {result.root}")
+    if result.pending:
+        print(
+            f"\nshard {cfg.shard} of run {result.run_id} is done; the run is not sealed yet: "
+            f"{len(result.pending)} units of other shards have not finished "
+            f"({', '.join(result.pending[:5])}). The last shard to finish seals it; or, once "
+            f"all have: benchledger seal {result.run_id} --ledger {ledger_location}"
+        )
+        return result.status
+    signed = f", signed by key {signer.key_id[:16]}" if signer else ""
+    print(f"\nrun {result.run_id} sealed, root {result.root}{signed}")
     print(
         f"verify with: benchledger verify {result.run_id} --root {result.root} "
         f"--ledger {ledger_location}"
     )
     if result.status != EXIT_OK:
         print(f"run FAILED: every one of its {len(result.outcomes)} units infra-failed")
+    elif lane and not lane_passed:
+        print("run FAILED: the provenance lane's overall verdict did not pass")
+        return EXIT_FAILED
     return result.status
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``run``."""
     p = sub.add_parser("run", help="run the benchmark; every call goes into the ledger")
-    p.add_argument("--suite", default="lifecycle", choices=["lifecycle"])
+    p.add_argument(
+        "--suite",
+        default="lifecycle",
+        choices=["lifecycle", "provenance"],
+        help="lifecycle (default) or provenance (the provenance lane: each case twice, "
+        "on fresh platforms; docs/provenance.md)",
+    )
     p.add_argument("--protocols", metavar="PATH", help="default: the committed lifecycle set")
+    p.add_argument(
+        "--cases",
+        metavar="PATH",
+        help="provenance: a cases .jsonl file or a folder holding cases.jsonl, anywhere "
+        "(default: the committed public/v1 split); keeps holdout sets out of the repository",
+    )
     p.add_argument(
         "--agent",
         help="scripted (default), fake[:DELAY_S], anthropic:MODEL (key: $ANTHROPIC_API_KEY), "
@@ -272,9 +392,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--platform",
-        metavar="embedded|embedded:process|URL",
-        help="embedded (default: in this process), embedded:process (a child process) "
-        "or the URL of a running mcp-data-platform",
+        metavar="embedded|embedded:process|server-memory[@VERSION]|URL",
+        help="embedded (default: in this process), embedded:process (a child process), "
+        "server-memory (@modelcontextprotocol/server-memory over stdio, npm-installed on "
+        "first use; default version 2026.8.31) or the URL of a running mcp-data-platform",
+    )
+    p.add_argument(
+        "--server-memory-cmd",
+        metavar="CMD",
+        help="server-memory: start the server with CMD instead of the npm install "
+        "(e.g. 'node /path/to/server-memory/dist/index.js')",
     )
     p.add_argument(
         "--pack",
@@ -296,7 +423,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=int, help="passes; each is one attempt per protocol (1)")
     p.add_argument("--concurrency", type=int, help="units in flight (4)")
     p.add_argument("--run-id", metavar="ID")
-    p.add_argument("--shard", metavar="i/n", help="(later) run one shard of the units")
+    p.add_argument(
+        "--shard",
+        metavar="i/n",
+        help="run part i of n of the units (by entity) into a shared ledger; needs --run-id "
+        "(docs/scaling.md)",
+    )
     p.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run")
+    trust.sign_key_arg(p)
+    g = p.add_argument_group("pre-registered gate (recorded in run_started before any unit runs)")
+    g.add_argument("--gate-baseline", metavar="RUN", help="the sealed baseline run (id or bundle)")
+    trust.gate_bar_args(g)
+    g.add_argument("--prereg", metavar="FILE", help="a file from `benchledger prereg new`")
     ledger_arg(p)
     p.set_defaults(func=cmd_run)

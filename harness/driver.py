@@ -37,10 +37,13 @@ from harness.record import (
     platform_option,
     read_record,
     redact_command,
+    shard_mismatch,
 )
+from harness.sharding import Shard, identity_blocks, shard_ids
 from harness.suites import Suite, suite_for
 from harness.unit import UnitContext, UnitFailed, UnitOutcome, UnitPlan, identity_label
-from ledger import Ledger, LedgerError
+from ledger import Ledger, LedgerError, RunSealed
+from ledger.errors import UnitsMissing
 from ledger.events import (
     PlannedUnit,
     RunRecord,
@@ -84,12 +87,17 @@ class Progress:
 
 @dataclass
 class RunResult:
-    """How a run ended: its id, root (empty if unsealed), outcomes and the exit status."""
+    """How a run ended: its id, root (empty if unsealed), outcomes and the exit status.
+
+    ``missing``: this process's planned units that did not finish; ``pending``: other
+    shards' units not finished yet (so the run is not sealed, through no fault of ours).
+    """
 
     run_id: str
     root: str
     outcomes: list[UnitOutcome] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> list[UnitOutcome]:
@@ -97,8 +105,10 @@ class RunResult:
 
     @property
     def status(self) -> int:
-        """1 when the run is unsealed or every unit it ran failed for infra reasons, else 0."""
-        if not self.root or (self.outcomes and len(self.failed) == len(self.outcomes)):
+        """1 when own units are missing (or, unsharded, the run is unsealed) or every unit
+        it ran failed for infra reasons, else 0."""
+        unsealed = not self.root and not self.pending
+        if self.missing or unsealed or (self.outcomes and len(self.failed) == len(self.outcomes)):
             return EXIT_FAILED
         return EXIT_OK
 
@@ -167,12 +177,19 @@ class RunDriver:
         return plans
 
     def _resume_plan(
-        self, suite: Suite, items: list[Any], record: RunRecord, run_id: str
+        self,
+        suite: Suite,
+        items: list[Any],
+        record: RunRecord,
+        run_id: str,
+        shard: Shard | None = None,
     ) -> tuple[list[UnitPlan], list[tuple[str, str]]]:
         """Unfinished units as fresh streams and the (stream, new stream) pairs to abandon.
 
-        Reads only: the caller writes the abandonments once every check has passed.
+        Reads only: the caller writes the abandonments once every check has passed. With a
+        ``shard``, only its units, with identities no other shard can take.
         """
+        mine = shard_ids(items, suite.entity, shard) if shard else None
         units = _unit_states(self.ledger, run_id)
         by_key: dict[tuple[str, int], list[str]] = {}
         for stream, info in units.items():
@@ -180,8 +197,11 @@ class RunDriver:
         per = suite.identities_per_unit
         planned_top = len(items) * record.k * per
         next_identity = max(planned_top, highest_identity(self.ledger, run_id)) + 1
+        fresh = identity_blocks(next_identity, per, shard)
         plans, abandon = [], []
         for plan in self.plan(suite, items, record.k, run_id):
+            if mine is not None and plan.unit_id not in mine:
+                continue
             streams = sorted(by_key.get((plan.unit_id, plan.attempt), []))
             if any(units[s]["finished"] for s in streams):
                 continue
@@ -190,9 +210,7 @@ class RunDriver:
                 continue
             new = f"{plan.stream}-r{len(streams)}"
             abandon += [(s, new) for s in streams if not units[s]["terminal"]]
-            ids = tuple(range(next_identity, next_identity + per))
-            next_identity += per
-            plans.append(UnitPlan(plan.item, plan.attempt, new, ids, resumes=streams[-1]))
+            plans.append(UnitPlan(plan.item, plan.attempt, new, next(fresh), resumes=streams[-1]))
         return plans, abandon
 
     # -- pool -------------------------------------------------------------------------------
@@ -276,7 +294,10 @@ class RunDriver:
         stack: AsyncExitStack,
         shared: PlatformClient | None,
         scope: str,
+        reset_first: bool = False,
     ) -> None:
+        """Run ``plans``; a shared platform is reset between passes (and, with
+        ``reset_first``, before the first: a resume after earlier units used it)."""
         sem = asyncio.Semaphore(max(1, self.cfg.concurrency))
         total = len(plans)
         passes = sorted({p.attempt for p in plans})
@@ -297,7 +318,7 @@ class RunDriver:
             return
         assert shared is not None  # a shared platform's client comes from the preflight
         for n, j in enumerate(passes):
-            if n:
+            if n or reset_first:
                 prov.between_passes()
             await asyncio.gather(
                 *(self._unit(sem, suite, agent, shared, p, total) for p in plans if p.attempt == j)
@@ -347,13 +368,26 @@ class RunDriver:
             raise RunRefused("a fresh platform per unit needs an embedded platform")
         if cfg.pack and spec.kind == "external":
             raise RunRefused("--pack seeds the embedded platform; an external one has its own data")
-        if self.ledger.store.head(run_id) is not None:
+        if cfg.reset_cmd and spec.kind != "external":
+            raise RunRefused("--reset-cmd resets an external platform between passes; an "
+                             "embedded one starts fresh for every pass")  # fmt: skip
+        shard = cfg.shard if cfg.shard and cfg.shard.count > 1 else None
+        if shard is not None and cfg.reset_cmd:
+            raise RunRefused(
+                "--reset-cmd resets the platform under every shard at once; sharded passes "
+                "cannot be reset between: drop --reset-cmd (the run is then coupled at k > 1)"
+            )
+        if shard is None and self.ledger.store.head(run_id) is not None:
             raise RunRefused(f"run {run_id} already exists; resume it with --resume {run_id}")
         loaded = suite.load(cfg.protocols_path or suite.default_path())
         units = len(loaded.items) * cfg.k
         pool = self._pool_size(spec, units, suite.identities_per_unit, cfg.k)
         self.run_id = run_id
         plans = self.plan(suite, loaded.items, cfg.k, run_id)
+        mine = plans
+        if shard is not None:
+            ids = shard_ids(loaded.items, suite.entity, shard)
+            mine = [p for p in plans if p.unit_id in ids]
         async with AsyncExitStack() as stack:
             prov = _provisioner(
                 spec, pool_size=pool, admin_key=cfg.admin_key, pool_base=cfg.pool_base,
@@ -377,26 +411,55 @@ class RunDriver:
                 runtime_scope=cfg.runtime_scope,
                 pack=cfg.pack,
                 pack_hash=described.pack_hash,
+                shards=shard.count if shard else 1,
             )
-            self.ledger.start_run(
-                run_id,
-                RunStartedBody(
-                    suite=suite.name,
-                    protocol_set_hash=loaded.set_hash,
-                    protocols=len(loaded.items),
-                    k=cfg.k,
-                    agent=agent.name,
-                    model=agent.model,
-                    platform=described.name + (" (embedded)" if spec.kind != "external" else ""),
-                    platform_version=described.version,
-                    coupled=prov.coupled,
-                    tool_version=TOOL_VERSION,
-                    record=record,
-                ),
+            body = RunStartedBody(
+                suite=suite.name,
+                protocol_set_hash=loaded.set_hash,
+                protocols=len(loaded.items),
+                k=cfg.k,
+                agent=agent.name,
+                model=agent.model,
+                platform=described.name
+                + (" (embedded)" if spec.kind in ("embedded", "process") else ""),
+                platform_version=described.version,
+                coupled=prov.coupled,
+                tool_version=TOOL_VERSION,
+                record=record,
+                prereg=cfg.prereg,
             )
-            self.progress.started(len(plans))
-            await self._run(suite, agent, prov, plans, stack, first, cfg.runtime_scope)
-        return self._seal(run_id, record)
+            if shard is None:
+                self.ledger.start_run(run_id, body)
+            else:
+                self._join(run_id, body, shard, mine)
+            self.progress.started(len(mine))
+            await self._run(suite, agent, prov, mine, stack, first, cfg.runtime_scope)
+        return self._seal(run_id, mine)
+
+    def _join(self, run_id: str, body: RunStartedBody, shard: Shard, mine: list[UnitPlan]) -> None:
+        """Start the sharded run, or join it: RunRefused if its record differs from ours
+        (naming every differing field) or if this shard's units were started already."""
+        try:
+            recorded = self.ledger.join_run(run_id, body)
+        except RunSealed:
+            raise RunRefused(
+                f"run {run_id} is already sealed; shard {shard} has nothing to do"
+            ) from None
+        if recorded is None:
+            return  # this shard started the run
+        wrong = shard_mismatch(recorded, body)
+        if wrong:
+            raise RunRefused(
+                f"shard {shard} cannot join run {run_id}: its configuration differs from the "
+                f"run's record (recorded != this shard's): {'; '.join(wrong)}"
+            )
+        started = {info["key"] for info in _unit_states(self.ledger, run_id).values()}
+        again = [f"{p.unit_id}/{p.attempt}" for p in mine if (p.unit_id, p.attempt) in started]
+        if again:
+            raise RunRefused(
+                f"shard {shard} of run {run_id} has started before ({', '.join(again[:5])}): "
+                f"resume it with --resume {run_id} --shard {shard}"
+            )
 
     async def _resume(self) -> RunResult:
         cfg = self.cfg
@@ -407,20 +470,32 @@ class RunDriver:
                 f"run {run_id} is already sealed (root {info.root}); nothing to resume"
             )
         record = read_record(self.ledger, run_id)
+        shard = cfg.shard if cfg.shard and cfg.shard.count > 1 else None
+        given = shard.count if shard else 1
+        if given != record.shards:
+            how = f"--shard i/{record.shards}" if record.shards > 1 else "no --shard"
+            raise RunRefused(
+                f"run {run_id} runs in {record.shards} shard(s), not {given} (shards: "
+                f"{record.shards} != {given}): resume it with --resume {run_id} and {how}"
+            )
         wrong = contradictions(cfg, record)
         if wrong:
             raise RunRefused(
                 f"resuming run {run_id} with options that contradict its record: "
                 + "; ".join(wrong)
             )
+        if shard is None or "concurrency" not in cfg.given:  # a shard's own, if given
+            cfg.concurrency = record.concurrency  # restored, as every recorded option is
         suite = suite_for(record.suite)
         if hasattr(suite, "capture_timeout_s"):
             suite.capture_timeout_s = record.capture_timeout_s
-        loaded = suite.load(record.protocols_path)
+        # A shard may sit on another machine: its own paths, checked by hash below.
+        local = shard is not None
+        path = cfg.protocols_path if local and cfg.protocols_path else record.protocols_path
+        pack = cfg.pack if local and cfg.pack else record.pack
+        loaded = suite.load(path)
         if loaded.set_hash != record.protocol_set_hash:
-            raise RunRefused(
-                f"the protocol set at {record.protocols_path} changed since run {run_id} started"
-            )
+            raise RunRefused(f"the protocol set at {path} changed since run {run_id} started")
         spec = parse_platform(platform_option(record))
         if spec.kind == "external" and not (cfg.admin_key and cfg.pool_base):
             raise RunRefused(
@@ -438,7 +513,7 @@ class RunDriver:
             )
         except ValueError as exc:
             raise RunRefused(str(exc)) from None
-        plans, abandon = self._resume_plan(suite, loaded.items, record, run_id)
+        plans, abandon = self._resume_plan(suite, loaded.items, record, run_id, shard)
         per = suite.identities_per_unit
         if spec.kind == "external":
             highest = max((max(p.identities) for p in plans), default=0)
@@ -460,12 +535,12 @@ class RunDriver:
         async with AsyncExitStack() as stack:
             prov = _provisioner(
                 spec, pool_size=pool, admin_key=cfg.admin_key, pool_base=cfg.pool_base,
-                reset_cmd=reset_cmd, k=record.k, pack=record.pack,
+                reset_cmd=reset_cmd, k=record.k, pack=pack,
             )  # fmt: skip
             first, described = await self._preflight(prov, stack)
             if record.pack_hash and described.pack_hash != record.pack_hash:
                 raise RunRefused(
-                    f"the seed pack at {record.pack or 'the default'} changed since run {run_id} "
+                    f"the seed pack at {pack or 'the default'} changed since run {run_id} "
                     f"started (hash {described.pack_hash[:12]}, recorded {record.pack_hash[:12]})"
                 )
             # Every check passed: only now mark the interrupted streams.
@@ -474,14 +549,19 @@ class RunDriver:
                 w.append(UnitAbandonedBody(reason="interrupted; re-run on resume", resumed_as=new))
                 self.ledger.commit(w)
             self.progress.started(len(plans))
-            await self._run(suite, agent, prov, plans, stack, first, record.runtime_scope)
-        return self._seal(run_id, record)
+            used = highest_identity(self.ledger, run_id) > 0  # earlier units left state behind
+            await self._run(suite, agent, prov, plans, stack, first, record.runtime_scope,
+                            reset_first=used)  # fmt: skip
+        return self._seal(run_id, plans)
 
-    def _seal(self, run_id: str, record: RunRecord) -> RunResult:
-        """Seal the run if every planned unit finished; otherwise name the missing ones."""
-        units = _unit_states(self.ledger, run_id)
-        done = {info["key"] for info in units.values() if info["finished"]}
-        missing = [f"{u.unit_id}/{u.attempt}" for u in record.units
-                   if (u.unit_id, u.attempt) not in done]  # fmt: skip
-        root = "" if missing else self.ledger.seal(run_id)
-        return RunResult(run_id, root, list(self.outcomes), missing)
+    def _seal(self, run_id: str, ran: list[UnitPlan]) -> RunResult:
+        """Seal the run if every planned unit finished; otherwise name the missing ones:
+        of the units this process ran in ``missing``, other shards' in ``pending``."""
+        try:
+            root, unfinished = self.ledger.seal_complete(run_id), []
+        except UnitsMissing as exc:
+            root, unfinished = "", exc.missing
+        own = {f"{p.unit_id}/{p.attempt}" for p in ran}
+        missing = [u for u in unfinished if u in own]
+        pending = [u for u in unfinished if u not in own]
+        return RunResult(run_id, root, list(self.outcomes), missing, pending)

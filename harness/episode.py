@@ -19,7 +19,9 @@ from ledger.events import (
     SessionCallBody,
 )
 from ledger.ledger import StreamWriter
+from projections.decisions import CAPTURE_TOOLS, SEARCH_TOOLS
 from projections.trace import episode_trace_hash
+from protocols.cases import cited_sources
 from protocols.grading import surfaced
 
 EXTRA_COMPLETIONS = 2  # after the budget is spent, the model gets this many more turns
@@ -109,8 +111,12 @@ async def run_episode(
     fact: str,
     *,
     attempt: int = 0,
+    cites: bool = False,
 ) -> EpisodeResult:
-    """Run one episode to its final answer; events are staged on ``writer`` (not committed)."""
+    """Run one episode to its final answer; events are staged on ``writer`` (not committed).
+
+    ``cites``: the answer ends with a ``SOURCES:`` line, recorded as the episode's sources.
+    """
     rec = Recorder(writer, episode.stage)
     rec.append(
         EpisodeStartedBody(
@@ -174,8 +180,8 @@ async def run_episode(
                     )
                     continue
                 calls += 1
-                search |= call.name == "search"
-                capture |= call.name == "memory_capture"
+                search |= call.name in SEARCH_TOOLS
+                capture |= call.name in CAPTURE_TOOLS
                 res = await session.call_tool(call.name, call.arguments)
                 errors += res.is_error
                 results.append(res.text)
@@ -206,6 +212,7 @@ async def run_episode(
         cache_read_tokens=tokens["cache_read_tokens"],
         cache_creation_tokens=tokens["cache_creation_tokens"],
         capture_attempted=capture,
+        sources=cited_sources(answer) if cites else [],
     )
     # The episode's trace hash covers every body it appended, this outcome included.
     traced = msgspec.structs.replace(outcome, trace_hash=episode_trace_hash([*rec.bodies, outcome]))

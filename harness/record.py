@@ -16,8 +16,9 @@ import msgspec
 
 from harness.errors import HarnessError
 from harness.settings import Settings
+from harness.sharding import Shard
 from ledger import Ledger
-from ledger.events import RunRecord, RunStarted, UnitStarted
+from ledger.events import Preregistration, RunRecord, RunStarted, RunStartedBody, UnitStarted
 
 REDACTED: Final = "<redacted>"
 _SECRET_NAME = re.compile(r"(?i)(key|token|secret|passw|pwd|auth|credential)")
@@ -58,6 +59,8 @@ class RunConfig:
     tpm: int = 0
     time_scale: float = 1.0  # recorded agents: their recorded latencies times this
     settings: Settings | None = field(default=None, repr=False)
+    prereg: Preregistration | None = None  # the gate bar recorded in run_started (new runs)
+    shard: Shard | None = None  # --shard i/n: this process runs part i of n
 
 
 # RunConfig field -> RunRecord field, for options a resume may repeat but not change.
@@ -86,32 +89,53 @@ def redact_command(cmd: str, known: tuple[str, ...] = ()) -> str:
         words = shlex.split(cmd)
     except ValueError:
         return REDACTED  # unbalanced quotes: nothing safe to keep
-    out: list[str] = []
+    found: set[str] = set()
     hide_next = False
     for word in words:
         name, eq, value = word.partition("=")
         if hide_next:
-            out.append(REDACTED)
+            found.add(word)
             hide_next = False
         elif eq and _SECRET_NAME.search(name.lstrip("-")):
-            out.append(f"{name}={REDACTED}")
+            found.add(value)
         elif word.startswith("-") and not eq and _SECRET_NAME.search(word):
-            out.append(word)
             hide_next = True
         elif _SECRET_VALUE.search(value if eq else word):
-            out.append(f"{name}={REDACTED}" if eq else REDACTED)
-        else:
-            out.append(word)
-    return shlex.join(out)
+            found.add(value if eq else word)
+    # Replace the values where they stand, so the command keeps its shell syntax
+    # (redirections, pipes, quoting) and a resume runs the command that was given.
+    for secret in sorted(found - {"", REDACTED}, key=len, reverse=True):
+        cmd = re.sub(rf"(?<![^\s=:'\"]){re.escape(secret)}(?![^\s'\";&|)])", REDACTED, cmd)
+    return cmd
 
 
 def diff(recorded: RunRecord, other: RunRecord) -> list[str]:
     """Every field where ``other`` differs from ``recorded``, as ``field: recorded != other``."""
-    a, b = msgspec.to_builtins(recorded), msgspec.to_builtins(other)
     out = []
-    for key in sorted(set(a) | set(b)):
-        if a.get(key) != b.get(key):
-            out.append(f"{key}: {_short(a.get(key))} != {_short(b.get(key))}")
+    for key in sorted(recorded.__struct_fields__):  # every field: defaults are omitted encoded
+        a = msgspec.to_builtins(getattr(recorded, key))
+        b = msgspec.to_builtins(getattr(other, key))
+        if a != b:
+            out.append(f"{key}: {_short(a)} != {_short(b)}")
+    return out
+
+
+# Record fields each shard sets for itself: the machine it runs on decides them. Paths
+# differ between machines; what they hold is compared by hash (protocol set, pack).
+SHARD_LOCAL: Final = frozenset({"concurrency", "protocols_path", "pack"})
+
+
+def shard_mismatch(recorded: RunStartedBody, joining: RunStartedBody) -> list[str]:
+    """Where a joining shard's run differs from the one recorded, as ``diff`` names it
+    (the record's fields but ``SHARD_LOCAL``; then model, tool version, pre-registration)."""
+    if recorded.record is None or joining.record is None:
+        return ["record: the run was started without a run record"]
+    out = [d for d in diff(recorded.record, joining.record)
+           if d.split(":", 1)[0] not in SHARD_LOCAL]  # fmt: skip
+    for name in ("model", "tool_version", "prereg"):
+        a, b = getattr(recorded, name, None), getattr(joining, name, None)
+        if a != b:
+            out.append(f"{name}: {_short(a)} != {_short(b)}")
     return out
 
 
@@ -124,7 +148,7 @@ def contradictions(config: RunConfig, record: RunRecord) -> list[str]:
     """Options given on resume that contradict the record, as ``--option: given (recorded X)``."""
     out = []
     for name, rec_name in RESTORED.items():
-        if name not in config.given:
+        if name not in config.given or (record.shards > 1 and rec_name in SHARD_LOCAL):
             continue
         given, recorded = getattr(config, name), getattr(record, rec_name)
         if given != recorded:

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 
 DEFAULT_LEDGER = os.path.join(".benchledger", "ledger.sqlite")
+# Where npm-installed platforms (server-memory) are kept, one folder per exact version.
+DEFAULT_NPM_DIR = os.path.join(".benchledger", "npm")
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,12 @@ class Settings:
     anthropic_api_key: str = field(default="", repr=False)
     anthropic_base_url: str = ""
     openai_api_key: str = field(default="", repr=False)
+    npm_dir: str = DEFAULT_NPM_DIR
+    signing_key: str = ""  # path of the Ed25519 private key that signs seals (never the key)
+    key_dir: str = ""  # where `keys new` writes a key pair by default
+    # Seconds an external platform may take to answer any request (0: the client's defaults,
+    # 30 s to connect and 60 s to read); the fault selftest lowers it to provoke timeouts.
+    platform_timeout_s: float = 0.0
 
 
 def load(environ: dict[str, str] | None = None) -> Settings:
@@ -34,4 +42,21 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         anthropic_api_key=env.get("ANTHROPIC_API_KEY", ""),
         anthropic_base_url=env.get("ANTHROPIC_BASE_URL", ""),
         openai_api_key=env.get("OPENAI_API_KEY", ""),
+        npm_dir=env.get("BENCHLEDGER_NPM_DIR") or DEFAULT_NPM_DIR,
+        signing_key=env.get("BENCHLEDGER_SIGNING_KEY", ""),
+        platform_timeout_s=_seconds(env.get("BENCHLEDGER_PLATFORM_TIMEOUT_S", "")),
+        key_dir=env.get("BENCHLEDGER_KEY_DIR")
+        or os.path.join(
+            env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config"),
+            "benchledger",
+        ),
     )
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds, or 0.0 (the default) for anything else."""
+    try:
+        value = float(text)
+    except ValueError:
+        return 0.0
+    return value if 0 < value < float("inf") else 0.0

@@ -190,9 +190,12 @@ class UnitContext:
     # -- episodes --------------------------------------------------------------------------
 
     async def episode(
-        self, episode: Episode, who: int, fact: str, *, commit: bool = True
+        self, episode: Episode, who: int, fact: str, *, commit: bool = True, cites: bool = False
     ) -> EpisodeResult:
-        """Run one episode as pool identity ``who`` (retried whole on infra errors)."""
+        """Run one episode as pool identity ``who`` (retried whole on infra errors).
+
+        ``cites``: record the answer's ``SOURCES:`` refs as the episode's sources.
+        """
         self.stage = episode.stage
         tries = 0
 
@@ -208,6 +211,7 @@ class UnitContext:
                 identity_label(self.platform, who),
                 fact,
                 attempt=attempt,
+                cites=cites,
             )
             if commit:
                 self.commit()

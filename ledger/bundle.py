@@ -27,6 +27,7 @@ from ledger.merkle import inclusion_proof, verify_inclusion
 
 FORMAT = "benchledger-bundle/1"
 AUDIT_FORMAT = "benchledger-audit/1"
+REDACTED_FORMAT = "benchledger-redacted/1"  # some events withheld: ledger/redaction.py
 _BATCH = 1000
 
 
@@ -35,6 +36,7 @@ class BundleHeader(msgspec.Struct, frozen=True, omit_defaults=True):
     run: str
     root: str = ""
     proofs: dict[str, Any] = {}
+    withheld: list[str] = []  # redacted bundles: the rules that chose the withheld events
 
 
 def _open_read(path: str) -> IO[bytes]:
@@ -62,14 +64,15 @@ def _header(path: str, fh: IO[bytes]) -> BundleHeader:
     try:
         first = fh.readline()
     except (OSError, EOFError) as exc:
-        raise UnusableInput(path, f"unreadable ({exc})", line=1) from None
+        what = "not readable gzip data" if isinstance(fh, gzip.GzipFile) else "unreadable"
+        raise UnusableInput(path, f"{what} ({exc})", line=1) from None
     if not first.strip():
         raise UnusableInput(path, "empty file, not a benchledger bundle", line=1)
     try:
         header = msgspec.json.decode(first, type=BundleHeader)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise UnusableInput(path, f"not a benchledger bundle header: {exc}", line=1) from None
-    if header.format not in (FORMAT, AUDIT_FORMAT):
+    if header.format not in (FORMAT, AUDIT_FORMAT, REDACTED_FORMAT):
         raise UnusableInput(
             path,
             f"field format: unsupported bundle format {header.format!r} (want {FORMAT})",
@@ -102,6 +105,10 @@ def verify_bundle(
 ) -> tuple[Failure | None, Summary, BundleHeader]:
     """Check every link of a bundle, its sealed root, and ``root`` when given."""
     header = read_header(path)
+    if header.format == REDACTED_FORMAT:
+        from ledger.redaction import verify_redacted
+
+        return verify_redacted(path, root)[:3]
     checker = RunChecker(header.run, require_seal=bool(root) or bool(header.root))
     failure = checker.check(records(path))
     summary = checker.summary
@@ -128,11 +135,20 @@ def verify_bundle(
 
 @contextmanager
 def atomic_output(path: str) -> Iterator[IO[bytes]]:
-    """Write ``path`` through a temp file renamed into place; nothing partial is left."""
+    """Write ``path`` through a temp file renamed into place; nothing partial is left.
+
+    The file gets the mode a plain ``open`` would give it (0666 less the umask), and an
+    unwritable place (a folder, no permission, a full disk) is UnusableInput, one line.
+    """
     directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UnusableInput(path, "is a directory; give the name of a file to write")
     if not os.path.isdir(directory):
         raise UnusableInput(path, f"directory {directory} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=".benchledger-", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".benchledger-", dir=directory)
+    except OSError as exc:
+        raise UnusableInput(path, f"cannot write in {directory}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as raw:
             if path.endswith(".gz"):
@@ -143,11 +159,21 @@ def atomic_output(path: str) -> Iterator[IO[bytes]]:
                 buf = io.BufferedWriter(raw, buffer_size=1 << 20)
                 yield buf
                 buf.flush()
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 is for the temp file only
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise UnusableInput(path, f"cannot write: {exc.strerror or exc}") from None
         raise
+
+
+def _umask() -> int:
+    """The process umask (read by setting it, then putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def export_run(
@@ -196,6 +222,8 @@ def import_bundle(ledger: Ledger, path: str) -> int:
     Idempotent. A bundle that fails verification or disagrees with stored events is
     refused whole: nothing is written.
     """
+    if read_header(path).format == REDACTED_FORMAT:
+        raise UnusableInput(path, "a redacted bundle withholds events; it cannot be imported")
     failure, summary, header = verify_bundle(path)
     if failure is not None:
         raise LedgerError(f"{path}: bundle failed verification: {failure}; nothing was imported")

@@ -124,7 +124,9 @@ class RunChecker:
         expected_seq = 0
         expected_prev = ""
         is_header = False
-        last: _Item | None = None
+        # The previous event's envelope; its link hash is always expected_prev, so an _Item
+        # is built only where one is needed (a failure, a seal, a stream's end).
+        last: Link | None = None
         events = 0
         for stream_k, seq_k, kind_k, data in it:
             try:
@@ -151,7 +153,7 @@ class RunChecker:
                             "stream mismatch",
                             f"event continues {cur_stream!r} but names {stream!r}",
                         )
-                    self._end_stream(cur_stream, last, expected_seq)
+                    self._end_stream(cur_stream, _Item(last, expected_prev), expected_seq)
                 if stream != run_id and not stream.startswith(prefix):
                     where = stream if cur_stream else run_id
                     if self._seal is not None and self._next_head < len(self._expected_heads):
@@ -184,6 +186,13 @@ class RunChecker:
                         "duplicate seq",
                         f"seq {seq} appears again where seq {expected_seq} belongs",
                     )
+                if self._peek(it, stream, expected_seq) is not None:
+                    raise self._fail(
+                        stream,
+                        expected_seq,
+                        "out of order",
+                        f"seq {seq} comes before seq {expected_seq} (events swapped or reordered)",
+                    )
                 raise self._fail(
                     stream,
                     expected_seq,
@@ -205,23 +214,25 @@ class RunChecker:
                 )
             if link.kind not in _KINDS:
                 raise self._fail(stream, seq, "unknown kind", f"no event kind {link.kind!r}")
-            item = _Item(link, h)
             if link.prev != expected_prev:
-                raise self._blame_link(stream, last, item, self._peek(it, stream, seq + 1), data)
+                before = None if last is None else _Item(last, expected_prev)
+                after = self._peek(it, stream, seq + 1)
+                raise self._blame_link(stream, before, _Item(link, h), after, data)
             if link.kind == "run_sealed":
                 if not is_header:
                     raise self._fail(
                         stream, seq, "misplaced seal", "run_sealed outside the run's header stream"
                     )
-                self._take_seal(stream, item, last, data)
+                before = None if last is None else _Item(last, expected_prev)
+                self._take_seal(stream, _Item(link, h), before, data)
             events += 1
             expected_prev = h
             expected_seq = seq + 1
-            last = item
+            last = link
         self.summary.events = events
         if last is None:
             raise self._fail(run_id, 0, "missing header stream", "the run has no events")
-        self._end_stream(cur_stream, last, expected_seq)
+        self._end_stream(cur_stream, _Item(last, expected_prev), expected_seq)
         self._finish()
 
     def _position_of_unreadable(self, cur_stream: str, expected_seq: int) -> tuple[str, int]:

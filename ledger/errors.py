@@ -83,3 +83,21 @@ class DamagedEvent(LedgerError):
             f"and cannot be read ({self.reason}); run `benchledger verify {self.run_id}` "
             "for the full check"
         )
+
+
+class UnitsMissing(LedgerError):
+    """A run cannot be sealed yet: planned units have not finished.
+
+    ``missing`` names them as ``unit/attempt`` (the run record's plan order).
+    """
+
+    def __init__(self, run_id: str, missing: list[str]) -> None:
+        self.run_id = run_id
+        self.missing = list(missing)
+        more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        shown = ", ".join(missing[:10]) + more
+        super().__init__(
+            f"run {run_id!r} cannot be sealed: {len(missing)} planned units have not finished "
+            f"({shown}); finish them (`benchledger run --resume {run_id}`, with --shard i/n "
+            "for a sharded run), then seal again"
+        )

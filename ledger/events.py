@@ -64,6 +64,22 @@ class RunRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     shards: int = 1
 
 
+class Preregistration(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The bar a run will be judged by, fixed before any unit runs (``run_started.prereg``).
+
+    ``baseline_root`` pins the baseline run by content, ``items`` the protocols by their
+    content hashes (sorted), so neither can be swapped by renaming. See docs/trust.md.
+    """
+
+    baseline_run: str
+    baseline_root: str
+    metrics: list[str]
+    tolerance: float
+    protocol_set_hash: str = ""
+    items: list[str] = []
+    strict: bool = False
+
+
 class RunStartedBody(Body, frozen=True):
     KIND: ClassVar[str] = "run_started"
     suite: str
@@ -78,6 +94,7 @@ class RunStartedBody(Body, frozen=True):
     tool_version: str = ""
     config: dict[str, JSON] = {}
     record: RunRecord | None = None
+    prereg: Preregistration | None = None
 
 
 class UnitStartedBody(Body, frozen=True):
@@ -207,12 +224,29 @@ class StreamHead(msgspec.Struct, frozen=True, array_like=True):
     head: str
 
 
+class SealSignature(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Who sealed a run: an Ed25519 signature over the seal statement (ledger/signing.py).
+
+    ``key`` is the public key's fingerprint, ``public_key`` its 32 raw bytes in hex; the
+    statement signed is the run id, root, counts, ``signed_at`` and ``tool_version``.
+    The private key is never recorded.
+    """
+
+    key: str
+    public_key: str
+    signature: str
+    signed_at: int
+    tool_version: str = ""
+    algorithm: str = "ed25519"
+
+
 class RunSealedBody(Body, frozen=True):
     KIND: ClassVar[str] = "run_sealed"
     root: str
     streams: int
     events: int
     heads: list[StreamHead] = []
+    signature: SealSignature | None = None
 
 
 class Event(msgspec.Struct, frozen=True, tag_field="kind", kw_only=True):

@@ -7,7 +7,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import blake3
 import msgspec
@@ -21,7 +21,14 @@ from ledger.codec import (
     encode_string,
     envelope_bytes,
 )
-from ledger.errors import DamagedEvent, LedgerError, RunSealed, UnknownRun
+from ledger.errors import (
+    AppendConflict,
+    DamagedEvent,
+    LedgerError,
+    RunSealed,
+    UnitsMissing,
+    UnknownRun,
+)
 from ledger.events import (
     TERMINAL_KINDS,
     Body,
@@ -32,11 +39,17 @@ from ledger.events import (
     make_event,
 )
 from ledger.events import RunSealed as RunSealedEvent
+from ledger.events import RunStarted as RunStartedEvent
+from ledger.events import UnitStarted as UnitStartedEvent
 from ledger.merkle import merkle_root
 from ledger.store import Store
 
+if TYPE_CHECKING:
+    from ledger.signing import Signer
+
 Clock = Callable[[], int]
 _hash = blake3.blake3
+_tuple_new = tuple.__new__
 _encode = canonical_json
 _T = TypeVar("_T")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -96,7 +109,8 @@ class StreamWriter:
         data = envelope_bytes(
             self._stream_json, seq, self.head, self._clock(), kind, refs_t, _encode(body)
         )
-        self.staged.append(Record(self.stream, seq, kind, data))
+        # tuple.__new__: a Record without the NamedTuple constructor's Python frame.
+        self.staged.append(_tuple_new(Record, (self.stream, seq, kind, data)))
         if self.keep_log:
             self.log.append((seq, body))
         self.head = _hash(EVENT_DOMAIN + data).hexdigest()
@@ -115,9 +129,12 @@ class RunInfo:
 class Ledger:
     """Events in a Store, written through StreamWriters and read back typed."""
 
-    def __init__(self, store: Store, clock: Clock = time.time_ns) -> None:
+    def __init__(
+        self, store: Store, clock: Clock = time.time_ns, *, signer: Signer | None = None
+    ) -> None:
         self.store = store
         self.clock = clock
+        self.signer = signer  # signs every seal this ledger writes (never stored itself)
 
     # -- writing --------------------------------------------------------------
     def writer(self, stream: str) -> StreamWriter:
@@ -154,8 +171,75 @@ class Ledger:
         self.commit(w)
         return w
 
-    def seal(self, run_id: str) -> str:
-        """Append ``run_sealed`` with the run root over every stream head; return the root."""
+    def join_run(self, run_id: str, body: RunStartedBody) -> RunStartedBody | None:
+        """Start the run with ``body``, or join it: None when this call started it, else
+        the ``run_started`` body another writer recorded first (for the caller to compare).
+
+        Writers racing to start one run cannot both write its seq 0; the loser reads the
+        winner's header instead. A sealed run takes no one (RunSealed).
+        """
+        check_run_id(run_id)
+        w = self.new_stream(run_id)
+        w.append(body)
+        try:
+            self.commit(w)
+            return None
+        except AppendConflict:
+            pass
+        head = self.store.head(run_id)
+        if head is not None and head.kind == "run_sealed":
+            raise RunSealed(run_id)
+        first = self.store.read_stream(run_id)[0]
+        event = _stored(decode_event, first.stream, first.seq, first.data)
+        if not isinstance(event, RunStartedEvent):
+            raise DamagedEvent(run_id, 0, f"the header starts with {type(event).__name__}")
+        return event.body
+
+    def unfinished(self, run_id: str) -> list[str]:
+        """Planned units (the run record's ``units``) with no finished stream, as
+        ``unit/attempt`` in plan order; [] for a run without a record.
+
+        Decodes only ``run_started``, ``unit_started`` and ``unit_finished`` rows.
+        """
+        wanted = ("run_started", "unit_started", "unit_finished")
+        planned: list[tuple[str, int]] = []
+        started: dict[str, tuple[str, int]] = {}
+        done: set[tuple[str, int]] = set()
+        with contextlib.closing(self.store.scan(run_id)) as rows:  # type: ignore[type-var]
+            for stream, seq, kind, data in rows:
+                if kind not in wanted:
+                    continue
+                event = _stored(decode_event, stream, seq, data)
+                if isinstance(event, RunStartedEvent) and event.body.record is not None:
+                    planned = [(u.unit_id, u.attempt) for u in event.body.record.units]
+                elif isinstance(event, UnitStartedEvent):
+                    started[stream] = (event.body.protocol_id, event.body.attempt)
+                elif stream in started:
+                    done.add(started[stream])
+        return [f"{unit}/{attempt}" for unit, attempt in planned if (unit, attempt) not in done]
+
+    def seal_complete(self, run_id: str, *, signer: Signer | None = None) -> str:
+        """Seal the run once every planned unit has finished; return its root.
+
+        UnitsMissing names the planned units that have not. When another writer seals
+        the run first (two shards finishing together), its root is returned.
+        """
+        missing = self.unfinished(run_id)
+        if missing:
+            raise UnitsMissing(run_id, missing)
+        try:
+            return self.seal(run_id, signer=signer)
+        except (AppendConflict, RunSealed):
+            root = self.run_info(run_id).root
+            if not root:
+                raise
+            return root
+
+    def seal(self, run_id: str, *, signer: Signer | None = None) -> str:
+        """Append ``run_sealed`` with the run root over every stream head; return the root.
+
+        With a ``signer`` (or the ledger's), the seal carries its signature over the root.
+        """
         heads = self.store.heads(run_id)
         if not heads or heads[0].stream != run_id:
             raise UnknownRun(run_id, self.store.run_ids())
@@ -175,18 +259,13 @@ class Ledger:
             latest = max(latest, link.at)
         root = merkle_root(leaves)
         header = leaves[0]
-        event = make_event(
-            run_id,
-            header.length,
-            header.head,
-            latest,
-            RunSealedBody(
-                root=root,
-                streams=len(leaves),
-                events=sum(h.length for h in leaves),
-                heads=leaves,
-            ),
+        body = RunSealedBody(
+            root=root, streams=len(leaves), events=sum(h.length for h in leaves), heads=leaves
         )
+        signer = signer or self.signer
+        if signer is not None:
+            body = msgspec.structs.replace(body, signature=signer.sign(run_id, body, self.clock()))
+        event = make_event(run_id, header.length, header.head, latest, body)
         self.store.append([Record(run_id, header.length, "run_sealed", canonical(event))])
         return root
 
@@ -210,6 +289,14 @@ class Ledger:
             root = header.body.root
         events = sum((h.seq or 0) + 1 for h in heads)
         return RunInfo(run_id, len(heads), events, root)
+
+    def sealed(self, run_id: str) -> RunSealedBody | None:
+        """The run's seal (None while unsealed); UnknownRun when absent."""
+        head = self.store.head(run_id)
+        if head is None:
+            raise UnknownRun(run_id, self.store.run_ids())
+        event = _stored(decode_event, head.stream, head.seq, head.data)
+        return event.body if isinstance(event, RunSealedEvent) else None
 
     def events(self, run_id: str, stream: str | None = None) -> Iterator[tuple[Event, str]]:
         """Typed events of a run (or one of its streams) with their link hashes, in order."""

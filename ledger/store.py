@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from eventsourcing.persistence import IntegrityError, PersistenceError, StoredEvent
+from eventsourcing.persistence import IntegrityError, PersistenceError
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
 from ledger.chain import Record
@@ -104,10 +104,6 @@ class Store(ABC):
         return AppendConflict(first.stream or "", first.seq or 0)
 
 
-def _stored(rows: Sequence[Record]) -> list[StoredEvent]:
-    return [StoredEvent(r.stream, r.seq, r.kind, r.data) for r in rows]  # type: ignore[arg-type]
-
-
 class _SqliteRecorder(SQLiteApplicationRecorder):
     """The library's application recorder, inserting a batch with one executemany.
 
@@ -123,23 +119,43 @@ class _SqliteRecorder(SQLiteApplicationRecorder):
 class SqliteStore(Store):
     """A ledger in one SQLite file (WAL mode)."""
 
-    def __init__(self, path: str, *, create: bool = True) -> None:
+    def __init__(self, path: str, *, create: bool = True, read_only: bool = False) -> None:
         self.url = path
+        create = create and not read_only
         if path != ":memory:":
+            if os.path.isdir(path):
+                raise UnusableInput(path, "is a directory, not a ledger file")
             if not create and not os.path.exists(path):
                 raise UnusableInput(path, "no ledger here (no such file)")
             if create:
                 parent = os.path.dirname(os.path.abspath(path))
-                os.makedirs(parent, exist_ok=True)
-        try:
-            self._ds = SQLiteDatastore(path, originator_id_type="text", lock_timeout=30)
-            self._rec = _SqliteRecorder(self._ds, events_table_name=TABLE)
-            if create:
-                self._rec.create_table()
-            with self._ds.transaction(commit=False) as c:
-                c.execute(f"SELECT 1 FROM {TABLE} LIMIT 1")
-        except (PersistenceError, sqlite3.Error) as exc:
-            raise UnusableInput(path, _sqlite_problem(exc)) from None
+                try:
+                    os.makedirs(parent, exist_ok=True)
+                except OSError as exc:
+                    raise UnusableInput(path, f"cannot create its folder: {exc.strerror}") from None
+        if path != ":memory:" and os.path.exists(path):
+            _refuse_foreign(path)
+        names = [path]
+        if read_only and path != ":memory:":
+            # mode=ro never writes; a WAL ledger on a read-only mount (no -shm can be made)
+            # opens only as immutable, which is safe when no writer left a -wal file behind.
+            uri = "file:" + urllib.parse.quote(os.path.abspath(path))
+            names = [uri + "?mode=ro"]
+            if not os.path.exists(path + "-wal"):
+                names.append(uri + "?mode=ro&immutable=1")
+        for n, name in enumerate(names):
+            try:
+                self._ds = SQLiteDatastore(name, originator_id_type="text", lock_timeout=30)
+                self._rec = _SqliteRecorder(self._ds, events_table_name=TABLE)
+                if create:
+                    self._rec.create_table()
+                with self._ds.transaction(commit=False) as c:
+                    c.execute(f"SELECT 1 FROM {TABLE} LIMIT 1")
+                return
+            except (PersistenceError, sqlite3.Error) as exc:
+                if n + 1 < len(names) and "unable to open" in str(exc):
+                    continue
+                raise UnusableInput(path, _sqlite_problem(exc)) from None
 
     def append(self, rows: Sequence[Record]) -> None:
         if not rows:
@@ -245,6 +261,34 @@ class SqliteStore(Store):
             self._ds.close()
 
 
+def _refuse_foreign(path: str) -> None:
+    """Refuse an existing SQLite file that is not a ledger, before anything writes to it.
+
+    Only a definite answer refuses: a file another process holds, or one this user may
+    not open, is left to the real open (which says what is wrong).
+    """
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error:
+        return
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as exc:
+        if "not a database" in str(exc):
+            raise UnusableInput(path, _sqlite_problem(exc)) from None
+        return
+    finally:
+        conn.close()
+    if tables and TABLE not in tables:
+        shown = ", ".join(sorted(tables)[:4])
+        raise UnusableInput(
+            path,
+            f"not a benchledger ledger: an SQLite database of something else (tables {shown}); "
+            "give --ledger a file of its own",
+        )
+
+
 def _as_bytes(value: bytes | memoryview | str | None) -> bytes:
     # A hand-edited row may hold TEXT or NULL: NULL reads as empty bytes, which the
     # ledger then reports as a damaged event instead of crashing on None.
@@ -259,7 +303,25 @@ def _sqlite_problem(exc: Exception) -> str:
         return "not a benchledger ledger (the file is not an SQLite database)"
     if "no such table" in text:
         return "not a benchledger ledger (no events table in this SQLite database)"
+    if "unable to open database file" in text:
+        return "cannot open the ledger file (no permission, or a read-only file system?)"
+    if "readonly database" in text:
+        return f"the ledger cannot be written here ({text})"
+    if "database or disk is full" in text:
+        return "the ledger's disk is full (SQLite: database or disk is full)"
     return f"SQLite error: {text}"
+
+
+# A run's streams as one range of the byte-ordered key (the same bounds as SQLite's):
+# an index range on ledgers whose stream column is COLLATE "C", a filter on older ones.
+_PG_RUN_WHERE = (
+    'originator_id COLLATE "C" >= %s AND originator_id COLLATE "C" < %s AND '
+    "(originator_id = %s OR starts_with(originator_id, %s))"
+)
+
+
+def _pg_run_params(run_id: str) -> tuple[str, str, str, str]:
+    return run_id, run_id + "0", run_id, run_id + "/"
 
 
 class PostgresStore(Store):
@@ -269,7 +331,9 @@ class PostgresStore(Store):
     """
 
     def __init__(self, url: str, *, create: bool = True) -> None:
-        from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+        from eventsourcing.postgres import PostgresDatastore
+
+        from ledger.postgres import PostgresRecorder
 
         self.url = redact_url(url)
         parts = urllib.parse.urlsplit(url)
@@ -277,10 +341,14 @@ class PostgresStore(Store):
         self.schema = query.get("schema", "public")
         if not self.schema.replace("_", "").isalnum():
             raise UnusableInput(self.url, f"schema {self.schema!r} must be letters, digits and _")
+        try:
+            port = parts.port or 5432
+        except ValueError:  # a port that is no number, or outside 0..65535
+            raise UnusableInput(self.url, "the port must be a number in 1..65535") from None
         kwargs = dict(
             dbname=(parts.path or "/").lstrip("/") or "postgres",
             host=parts.hostname or "127.0.0.1",
-            port=parts.port or 5432,
+            port=port,
             user=urllib.parse.unquote(parts.username or "postgres"),
             password=urllib.parse.unquote(parts.password or ""),
         )
@@ -289,23 +357,35 @@ class PostgresStore(Store):
 
             with psycopg.connect(**kwargs, connect_timeout=5, autocommit=True) as conn:  # type: ignore[arg-type]
                 if create:
+                    # Processes creating one ledger at once (shards starting together) take
+                    # turns: concurrent CREATE ... IF NOT EXISTS statements can still collide.
+                    # The lock goes with this connection.
+                    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"bl:{self.schema}",))
                     conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
-            self._ds = PostgresDatastore(
-                **kwargs,  # type: ignore[arg-type]
-                originator_id_type="text",
-                schema=self.schema,
-                pool_size=2,
-                max_overflow=4,
-                connect_timeout=5,
-            )
-            # Open (and fill) the pool here, once: psycopg_pool's open(wait=True) is not
-            # safe to race from many threads, which eventsourcing does when it is lazy.
-            self._ds.pool.open(wait=True, timeout=5)
-            self._rec = PostgresApplicationRecorder(self._ds, events_table_name=TABLE)
-            if create:
-                self._rec.create_table()
+                self._ds = PostgresDatastore(
+                    **kwargs,  # type: ignore[arg-type]
+                    originator_id_type="text",
+                    schema=self.schema,
+                    pool_size=2,
+                    max_overflow=4,
+                    connect_timeout=5,
+                )
+                # Open (and fill) the pool here, once: psycopg_pool's open(wait=True) is not
+                # safe to race from many threads, which eventsourcing does when it is lazy.
+                self._ds.pool.open(wait=True, timeout=5)
+                self._rec = PostgresRecorder(self._ds, events_table_name=TABLE)
+                if create:
+                    self._rec.create_table()
             with self._ds.transaction(commit=False) as c:
                 c.execute(f'SELECT 1 FROM "{self.schema}".{TABLE} LIMIT 1')
+                # Ledgers created before the stream key was byte-ordered read by sorting.
+                c.execute(
+                    "SELECT collation_name FROM information_schema.columns WHERE "
+                    "table_schema = %s AND table_name = %s AND column_name = 'originator_id'",
+                    (self.schema, TABLE),
+                )
+                found = c.fetchone()
+                self._byte_keys = found is not None and found["collation_name"] == "C"
         except Exception as exc:  # psycopg / pool errors of every flavour
             raise UnusableInput(self.url, _pg_problem(exc)) from None
         self._table = f'"{self.schema}".{TABLE}'
@@ -314,7 +394,7 @@ class PostgresStore(Store):
         if not rows:
             return
         try:
-            self._rec.insert_events(_stored(rows))
+            self._rec.insert_events(rows)
         except IntegrityError:
             raise self._conflict(rows) from None
         except PersistenceError as exc:
@@ -326,7 +406,7 @@ class PostgresStore(Store):
             with self._ds.transaction(commit=True) as curs:
                 for batch in batches:
                     if batch:
-                        self._rec._insert_stored_events(curs, _stored(batch))
+                        self._rec._insert_stored_events(curs, batch)
                         n += len(batch)
         except IntegrityError as exc:
             raise UnusableInput(
@@ -349,12 +429,22 @@ class PostgresStore(Store):
             for s in self._rec.select_events(stream, gt=after)
         ]
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
+    def _query(
+        self, sql: str, params: Sequence[Any] = (), *, in_key_order: bool = False
+    ) -> Iterator[tuple[Any, ...]]:
         try:
             with self._ds.get_connection() as conn, conn.transaction():
                 from psycopg.rows import tuple_row
 
-                with conn.cursor(name="benchledger_scan", row_factory=tuple_row) as cur:
+                if in_key_order and self._byte_keys:
+                    # The key index already yields this order; a planner that sees a whole
+                    # table in range would sort it instead (on disk, for a large run).
+                    conn.execute("SET LOCAL enable_sort = off")
+
+                # Binary: bytea arrives as raw bytes, half the hex text's size, no decoding.
+                with conn.cursor(
+                    name="benchledger_scan", row_factory=tuple_row, binary=True
+                ) as cur:
                     cur.itersize = _SCAN_CHUNK
                     cur.execute(sql, params)
                     yield from cur
@@ -362,28 +452,44 @@ class PostgresStore(Store):
             raise UnusableInput(self.url, _pg_problem(exc)) from None
 
     def scan(self, run_id: str | None = None) -> Iterator[Row]:
-        cols = "originator_id, originator_version, topic, state"
+        # COALESCE: a NULLed state column still reads as bytes (the ledger reports it damaged).
+        cols = "originator_id, originator_version, topic, COALESCE(state, ''::bytea)"
         order = 'ORDER BY originator_id COLLATE "C", originator_version'
         if run_id is None:
-            rows = self._query(f"SELECT {cols} FROM {self._table} {order}")
-        else:
-            rows = self._query(
-                f"SELECT {cols} FROM {self._table} WHERE originator_id = %s OR "
-                f"starts_with(originator_id, %s) {order}",
-                (run_id, run_id + "/"),
-            )
-        for s, v, t, d in rows:
-            yield (s, v, t, bytes(d) if d is not None else b"")
+            return self._query(f"SELECT {cols} FROM {self._table} {order}", in_key_order=True)
+        return self._query(
+            f"SELECT {cols} FROM {self._table} WHERE {_PG_RUN_WHERE} {order}",
+            _pg_run_params(run_id),
+            in_key_order=True,
+        )
 
     def heads(self, run_id: str) -> list[Record]:
+        if not self._byte_keys:
+            rows = self._query(
+                'SELECT DISTINCT ON (originator_id COLLATE "C") originator_id, '
+                f"originator_version, topic, COALESCE(state, ''::bytea) FROM {self._table} "
+                f'WHERE {_PG_RUN_WHERE} ORDER BY originator_id COLLATE "C", '
+                "originator_version DESC",
+                _pg_run_params(run_id),
+            )
+            return [Record(*row) for row in rows]
+        # A skip scan of the key index: stream by stream, two index probes each, so a
+        # seal reads one row per stream instead of the whole run.
+        t = self._table
+        lo, hi, run, prefix = _pg_run_params(run_id)
         rows = self._query(
-            f'SELECT DISTINCT ON (originator_id COLLATE "C") originator_id, originator_version, '
-            f"topic, state FROM {self._table} WHERE originator_id = %s OR "
-            'starts_with(originator_id, %s) ORDER BY originator_id COLLATE "C", '
-            "originator_version DESC",
-            (run_id, run_id + "/"),
+            f"WITH RECURSIVE s(id) AS ("
+            f"SELECT min(originator_id) FROM {t} WHERE originator_id >= %s "
+            "AND originator_id < %s UNION ALL "
+            f"SELECT (SELECT min(originator_id) FROM {t} WHERE originator_id > s.id "
+            "AND originator_id < %s) FROM s WHERE s.id IS NOT NULL) "
+            "SELECT s.id, e.originator_version, e.topic, e.state FROM s CROSS JOIN LATERAL ("
+            "SELECT originator_version, topic, COALESCE(state, ''::bytea) AS state "
+            f"FROM {t} WHERE originator_id = s.id ORDER BY originator_version DESC LIMIT 1) e "
+            "WHERE s.id = %s OR starts_with(s.id, %s) ORDER BY s.id",
+            (lo, hi, hi, run, prefix),
         )
-        return [Record(s, v, t, _as_bytes(d)) for s, v, t, d in rows]
+        return [Record(*row) for row in rows]
 
     def run_ids(self) -> list[str]:
         return [
@@ -426,12 +532,16 @@ def redact_url(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
-def open_store(location: str, *, create: bool = True) -> Store:
-    """Open a ledger by path or ``postgresql://`` URL; ``create=False`` refuses a missing one."""
+def open_store(location: str, *, create: bool = True, read_only: bool = False) -> Store:
+    """Open a ledger by path or ``postgresql://`` URL; ``create=False`` refuses a missing one.
+
+    ``read_only`` never writes (an SQLite file is opened ``mode=ro``), so a ledger the user
+    cannot write is still readable.
+    """
     if location.startswith(("postgresql://", "postgres://")):
-        return PostgresStore(location, create=create)
+        return PostgresStore(location, create=create and not read_only)
     if "://" in location:
         raise UnusableInput(
             location, "unknown ledger URL scheme (use a file path or postgresql://)"
         )
-    return SqliteStore(location, create=create)
+    return SqliteStore(location, create=create, read_only=read_only)

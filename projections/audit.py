@@ -12,6 +12,7 @@ from ledger.events import (
     ReadBack,
     SessionCall,
 )
+from ledger.redaction import WithheldEvent
 from projections.fold import fold
 from projections.lifecycle import (
     CI_LABELS,
@@ -22,7 +23,7 @@ from projections.lifecycle import (
     Metric,
     scorecard,
 )
-from projections.report import fmt_num
+from projections.report import fmt_interval, fmt_num, fmt_pct
 from projections.source import RunEvents
 
 
@@ -39,6 +40,7 @@ class Evidence(NamedTuple):
     kind: str
     link: str
     summary: str
+    withheld: bool = False  # a redacted bundle withholds it: kind and digest only
 
 
 class Contribution(NamedTuple):
@@ -57,6 +59,12 @@ class Audit(NamedTuple):
     root: str
     metric: Metric
     contributions: tuple[Contribution, ...]
+    withheld_units: tuple[str, ...] = ()  # decisions withheld: in no rate
+
+    @property
+    def on_withheld(self) -> tuple[Contribution, ...]:
+        """The contributions whose decision rests on withheld evidence."""
+        return tuple(c for c in self.contributions if any(e.withheld for e in c.evidence))
 
     @property
     def streams(self) -> set[str]:
@@ -70,6 +78,8 @@ def _short(value: Any, width: int = 110) -> str:
 
 
 def _describe(event: Event) -> str:
+    if isinstance(event, WithheldEvent):
+        return f"WITHHELD {event.withheld_kind}: body not disclosed, digest {event.hash}"
     if isinstance(event, SessionCall):
         b = event.body
         err = " (error)" if b.is_error else ""
@@ -90,19 +100,28 @@ def _evidence(by_seq: dict[int, tuple[Event, str]], refs: tuple[int, ...]) -> tu
     for r in refs:
         seen.append(r)
         event = by_seq.get(r, (None, ""))[0]
-        if isinstance(event, EpisodeFinished):
+        if isinstance(event, EpisodeFinished) or (
+            isinstance(event, WithheldEvent) and event.withheld_kind == "episode_finished"
+        ):
             seen.extend(x for x in event.refs if x not in seen)
     out = []
     for seq in sorted(set(seen)):
         if seq in by_seq:
             event, link = by_seq[seq]
             kind = type(event).__struct_config__.tag
-            out.append(Evidence(seq, str(kind), link, _describe(event)))
+            if isinstance(event, WithheldEvent):
+                kind = event.withheld_kind
+            withheld = isinstance(event, WithheldEvent)
+            out.append(Evidence(seq, str(kind), link, _describe(event), withheld))
     return tuple(out)
 
 
 def audit(run: RunEvents, metric_name: str) -> Audit:
     """The metric's value and every contributing unit with its decision and evidence."""
+    from projections import provenance_audit  # the provenance lane audits its own metrics
+
+    if provenance_audit.is_provenance(run.events):
+        return provenance_audit.audit(run, metric_name)
     if metric_name not in METRIC_NAMES:
         raise UnknownMetric(metric_name)
     lf = fold(LifecycleFold(), run.events)
@@ -133,22 +152,35 @@ def audit(run: RunEvents, metric_name: str) -> Audit:
             Contribution(unit.stream, unit.protocol_id, unit.attempt, in_num, decision, evidence)
         )
     assert spec is None or len(num_refs) <= metric.num
-    return Audit(run.run_id, run.root or card.meta.root, metric, tuple(out))
+    withheld = tuple(u.stream for u in card.units if u.outcome_withheld)
+    return Audit(run.run_id, run.root or card.meta.root, metric, tuple(out), withheld)
 
 
 def render(a: Audit) -> str:
     """The audit as text: value, then one block per contributing unit."""
     m = a.metric
-    rate = f"{m.rate:.1%}" if m.rate is not None else "n/a"
-    ci = "n/a" if m.ci is None else f"[{m.ci.low:.3f}, {m.ci.high:.3f}] ({CI_LABELS[m.ci_method]})"
+    rate = fmt_pct(m.rate)
+    ci = "n/a"
+    if m.ci is not None:
+        ci = f"{fmt_interval(m.ci.low, m.ci.high)} ({CI_LABELS[m.ci_method]})"
     lines = [
         f"run {a.run_id}  root {a.root or '(unsealed)'}",
         f"{m.name} = {rate}  ({fmt_num(m.num, 3)}/{m.den})  95% CI {ci}"
         + (f"  [{m.label}]" if m.label else ""),
         f"{len(a.contributions)} contributing units "
         f"({sum(c.in_num for c in a.contributions)} in the numerator)",
-        "",
     ]
+    if a.on_withheld:
+        lines.append(
+            f"{len(a.on_withheld)} of {len(a.contributions)} decisions rest on withheld evidence "
+            "(marked WITHHELD; `benchledger verify --reveal FULL` checks it)"
+        )
+    if a.withheld_units:
+        lines.append(
+            f"{len(a.withheld_units)} units' decisions are withheld and in no rate: "
+            + ", ".join(a.withheld_units)
+        )
+    lines.append("")
     for c in a.contributions:
         mark = "num+den" if c.in_num else "den    "
         lines.append(f"{mark}  {c.protocol_id} attempt {c.attempt}  ({c.stream})")
@@ -162,6 +194,8 @@ def render(a: Audit) -> str:
                 lines.append(f"    answer:   {_short(d.answer)}")
             if d.expected is not None:
                 lines.append(f"    expected: {_short(d.expected)}")
+        if any(e.withheld for e in c.evidence):
+            lines.append("    rests on withheld evidence")
         for e in c.evidence:
             lines.append(f"    evidence seq {e.seq} {e.kind} {e.link[:12]}  {e.summary}")
     return "\n".join(lines)

@@ -50,8 +50,8 @@ class Incomparable(ValueError):
     """Two runs (or passes) that must not be compared, merged or gated; the message says why."""
 
 
-def comparable(metas: Sequence[RunMeta], *, what: str = "runs") -> None:
-    """Refuse runs that differ in protocol set, agent or platform."""
+def comparable(metas: Sequence[RunMeta], *, what: str = "runs", across: Sequence[str] = ()) -> None:
+    """Refuse runs that differ in protocol set, agent or platform (but the fields ``across``)."""
     first = metas[0]
     for other in metas[1:]:
         for field, label in (
@@ -59,6 +59,8 @@ def comparable(metas: Sequence[RunMeta], *, what: str = "runs") -> None:
             ("agent", "agent"),
             ("platform", "platform"),
         ):
+            if field in across:
+                continue
             a, b = getattr(first, field), getattr(other, field)
             if a != b:
                 raise Incomparable(
@@ -205,9 +207,21 @@ def _pass_k_row(a: Scorecard, b: Scorecard, shared: list[str]) -> Row:
     )
 
 
+def differences(a: RunMeta, b: RunMeta) -> list[str]:
+    """What ``compare`` lets differ between A and B, named so a reader sees it (the platform)."""
+    pa = f"{a.platform or '-'} {a.platform_version}".strip()
+    pb = f"{b.platform or '-'} {b.platform_version}".strip()
+    return [] if pa == pb else [f"platform: A = {pa}, B = {pb}"]
+
+
 def compare(a: Scorecard, b: Scorecard, names: Sequence[str] | None = None) -> list[Row]:
-    """Per metric: B - A with an interval paired by protocol (and McNemar when k = 1)."""
-    comparable([a.meta, b.meta])
+    """Per metric: B - A with an interval paired by protocol (and McNemar when k = 1).
+
+    Two platforms may be compared (that is what comparing them is for: show
+    ``differences``); the protocol set and the agent must agree. Merging passes and the
+    gate still refuse a platform difference.
+    """
+    comparable([a.meta, b.meta], across=("platform",))
     shared = sorted(set(a.per_protocol()) & set(b.per_protocol()))
     rows = []
     for name in names or [s.name for s in METRICS] + ["pass_k"]:

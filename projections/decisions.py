@@ -10,7 +10,9 @@ Answer checks grade ``episode_finished.final_answer``; mechanical checks read th
 (``purpose`` says which read it was): ``capture``/``update`` (``ids`` newest first,
 ``statuses``), ``approve`` (``approved``), ``apply`` (``ok``, ``message``),
 ``insight_status`` (``status``), ``changeset`` (``lists``), ``sink`` (``shows``),
-``original_status`` (``status``).
+``original_status`` (``status``). A platform that cannot do a step records a
+``not_applicable`` read (``what``: a stage or a step, ``why``) where the step would be:
+a stage not applicable is decided ``None`` with that reason, never passed silently.
 """
 
 from __future__ import annotations
@@ -18,12 +20,24 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
-from ledger.events import Body, EpisodeFinishedBody, GraderDecisionBody, ReadBackBody
+from ledger.events import (
+    Body,
+    EpisodeFinishedBody,
+    EpisodeStartedBody,
+    GraderDecisionBody,
+    ReadBackBody,
+    SessionCallBody,
+)
 from projections import lifecycle as lc
 from protocols import grading
 from protocols.schema import Grading, Protocol
 
 LIVE: Final = ("pending", "approved", "applied")
+NOT_APPLICABLE: Final = "not_applicable"  # the purpose of a platform's "cannot do this" read
+# The tools whose call is a capture attempt, resp. a memory search, in each platform dialect
+# the harness speaks (mcp-data-platform; @modelcontextprotocol/server-memory).
+CAPTURE_TOOLS: Final = frozenset({"memory_capture", "create_entities", "add_observations"})
+SEARCH_TOOLS: Final = frozenset({"search", "search_nodes", "open_nodes", "read_graph"})
 STAGES: Final = (
     "teach", "capture", "recall", "promote", "transfer", "update", "update_recall", "abstain",
 )  # fmt: skip
@@ -101,7 +115,7 @@ def decide_stage(protocol: Protocol, stage: str, events: Events) -> list[Decisio
         ep = _finished(events, stage)
         if ep is None:
             return []
-        return list(_episode_decisions(p, stage, ep))
+        return list(_episode_decisions(p, stage, ep, _tools(events, stage, ep[0])))
     if stage == "capture":
         return _capture(events)
     if stage == "promote":
@@ -111,14 +125,43 @@ def decide_stage(protocol: Protocol, stage: str, events: Events) -> list[Decisio
     raise ValueError(f"unknown lifecycle stage {stage!r}")
 
 
+def _tools(events: Events, stage: str, finished: int) -> tuple[list[str], list[str]]:
+    """(tools listed, tools called) in the stage's last episode try, in order."""
+    listed: list[str] = []
+    called: list[str] = []
+    for seq, b in events:
+        if seq >= finished:
+            break
+        if isinstance(b, EpisodeStartedBody) and b.episode == stage:
+            listed, called = [], []  # a retried episode: only its last try counts
+        elif isinstance(b, SessionCallBody) and b.episode == stage:
+            if b.method == "tools/list" and isinstance(b.result, dict):
+                listed = [str(t) for t in b.result.get("tools") or []]
+            elif b.method == "tools/call":
+                called.append(b.tool)
+    return listed, called
+
+
+def _capture_said(attempted: bool, tools: tuple[list[str], list[str]]) -> str:
+    """Which capture tool was (not) called, in the platform's own dialect."""
+    listed, called = tools
+    if attempted:
+        tool = next((t for t in called if t in CAPTURE_TOOLS), "memory_capture")
+        return f"{tool} was called"
+    offered = [t for t in listed if t in CAPTURE_TOOLS]
+    if not offered or offered == ["memory_capture"]:
+        return "memory_capture was not called"
+    return f"no capture tool ({', '.join(offered)}) was called"
+
+
 def _episode_decisions(
-    p: Protocol, stage: str, ep: tuple[int, EpisodeFinishedBody]
-) -> Iterator[Decision]:
+    p: Protocol, stage: str, ep: tuple[int, EpisodeFinishedBody],
+    tools: tuple[list[str], list[str]] = ([], []),
+) -> Iterator[Decision]:  # fmt: skip
     seq, e = ep
     if stage == "teach":
         yield _decision(stage, lc.CAPTURE_ATTEMPTED, e.capture_attempted,
-                        "memory_capture was called" if e.capture_attempted
-                        else "memory_capture was not called", [seq])  # fmt: skip
+                        _capture_said(e.capture_attempted, tools), [seq])  # fmt: skip
         used = f"{e.tool_calls} of {p.budget_tool_calls} tool calls used"
         yield _decision(stage, lc.TEACH_BUDGET_EXHAUSTED, e.budget_exhausted, used, [seq])
     elif stage == "recall":
@@ -163,11 +206,22 @@ def _capture(events: Events) -> list[Decision]:
     return [_decision("capture", lc.CAPTURED, found is not None, reason, refs)]
 
 
+def _not_applicable(events: Events, stage: str) -> dict[str, str]:
+    """What the platform said it cannot do in ``stage``: ``{stage or step: why}``."""
+    return {
+        str(obs.get("what")): str(obs.get("why", ""))
+        for obs in (_observed(r) for r in _reads(events, stage, NOT_APPLICABLE))
+    }
+
+
 def _promote(p: Protocol, events: Events) -> list[Decision]:
+    refs = [s for s, b in events if isinstance(b, ReadBackBody) and b.stage == "promote"]
+    na = _not_applicable(events, "promote")
+    if "promote" in na:
+        return [_decision("promote", lc.PROMOTED, None, f"not applicable: {na['promote']}", refs)]
     approve = _reads(events, "promote", "approve")
     if not approve:
         return []
-    refs = [s for s, b in events if isinstance(b, ReadBackBody) and b.stage == "promote"]
     if not _observed(approve[-1]).get("approved"):
         reason = "the platform refused the approval"
         return [_decision("promote", lc.PROMOTED, False, reason, refs)]
@@ -177,13 +231,18 @@ def _promote(p: Protocol, events: Events) -> list[Decision]:
         return [_decision("promote", lc.PROMOTED, False, reason, refs)]
     status = _last(events, "promote", "insight_status")
     applied = status.get("status") == "applied"
-    listed = bool(_last(events, "promote", "changeset").get("lists"))
+    listed = "changeset" in na or bool(_last(events, "promote", "changeset").get("lists"))
     sink = _reads(events, "promote", "sink")
     shown = bool(sink) and bool(_observed(sink[-1]).get("shows"))
+    changeset = (
+        "no changeset to check (not applicable)"
+        if "changeset" in na
+        else f"a live changeset {'lists' if listed else 'does not list'} it"
+    )
+    where = _observed(sink[-1]).get("sink") if sink else None
     reason = (
-        f"insight {'is' if applied else 'is not'} applied; a live changeset "
-        f"{'lists' if listed else 'does not list'} it; the {p.sink} sink "
-        f"{'shows' if shown else 'does not show'} the fact"
+        f"insight {'is' if applied else 'is not'} applied; {changeset}; "
+        f"the {where or p.sink + ' sink'} {'shows' if shown else 'does not show'} the fact"
     )
     return [_decision("promote", lc.PROMOTED, applied and listed and shown, reason, refs)]
 

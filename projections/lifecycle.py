@@ -22,6 +22,7 @@ from ledger.events import (
     UnitFinished,
     UnitStarted,
 )
+from ledger.redaction import WithheldEvent
 from projections.stats import (
     BOOTSTRAP_REPS,
     BOOTSTRAP_SEED,
@@ -55,6 +56,10 @@ CHECKS: Final = (
 PEER_NAMES: Final = {RECALL_SEARCH_CALLED: "recall_surfaced"}
 
 Ref = tuple[str, int]
+# Withheld in a redacted bundle, these hide a unit's outcome, so no rate can count it.
+OUTCOME_KINDS: Final = frozenset(
+    {"unit_started", "grader_decision", "infra_error", "unit_finished", "unit_abandoned"}
+)
 
 
 class Decision(NamedTuple):
@@ -105,6 +110,12 @@ class Unit:
     abandoned: bool = False
     infra_errors: int = 0
     tokens: dict[str, int] = field(default_factory=dict)
+    withheld: list[tuple[int, str]] = field(default_factory=list)  # (seq, kind), redacted
+
+    @property
+    def outcome_withheld(self) -> bool:
+        """A redacted bundle withholds one of its decisions (or its start or end)."""
+        return any(kind in OUTCOME_KINDS for _, kind in self.withheld)
 
     def verdict(self, check: str) -> bool | None:
         d = self.decisions.get(check)
@@ -116,13 +127,18 @@ class Unit:
 
     @property
     def graded(self) -> bool:
-        """Finished without an infrastructure error (and not abandoned)."""
-        return self.finished is not None and not self.error and not self.abandoned
+        """Finished without an infrastructure error (and not abandoned, nor withheld)."""
+        return (
+            self.finished is not None
+            and not self.error
+            and not self.abandoned
+            and not self.outcome_withheld
+        )
 
     @property
     def counted(self) -> bool:
         """Counts toward pass^k: finished (an error counts as a failure), not abandoned."""
-        return self.finished is not None and not self.abandoned
+        return self.finished is not None and not self.abandoned and not self.outcome_withheld
 
     def passed(self) -> bool:
         """Full-lifecycle pass: every applicable stage passed (DESIGN §6)."""
@@ -267,6 +283,8 @@ class RunMeta:
     root: str = ""
     config: dict[str, Any] = field(default_factory=dict)
     planned: tuple[tuple[str, int], ...] = ()  # the run record's planned (unit, attempt) keys
+    verified: str = ""  # what reading it verified, against which root (projections.source)
+    withheld: list[str] = field(default_factory=list)  # header-stream kinds withheld
 
     @property
     def sealed(self) -> bool:
@@ -327,6 +345,11 @@ class LifecycleFold:
             unit.error = event.body.error
         elif isinstance(event, UnitAbandoned):
             self._unit(event.stream).abandoned = True
+        elif isinstance(event, WithheldEvent):
+            if "/" in event.stream:
+                self._unit(event.stream).withheld.append((event.seq, event.withheld_kind))
+            else:
+                self.meta.withheld.append(event.withheld_kind)
 
     def result(self) -> tuple[RunMeta, list[Unit]]:
         return self.meta, [u for _, u in sorted(self.units.items())]
@@ -479,7 +502,9 @@ def scorecard(folds: Iterable[tuple[RunMeta, list[Unit]]], *, ci: str = "auto") 
     for u in units:
         for key, value in u.tokens.items():
             tokens[key] = tokens.get(key, 0) + value
-    failures = sum(1 for u in units if u.finished is not None and u.error and not u.abandoned)
-    incomplete = sum(1 for u in units if u.finished is None and not u.abandoned)
+    failures = sum(1 for u in units if u.counted and u.error)
+    incomplete = sum(
+        1 for u in units if u.finished is None and not u.abandoned and not u.outcome_withheld
+    )
     return Scorecard(metas[0], metas, units, metrics, max(1, k), failures, incomplete, tokens,
                      short, clustered)  # fmt: skip

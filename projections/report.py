@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import html
 import json
+import re
+from collections.abc import Sequence
 from typing import Any, Final
 
+from projections import disclosure
 from projections.compare import GateRow, Row
 from projections.lifecycle import (
     CHECKS,
     CI_CLUSTER,
     CI_LABELS,
     CI_WILSON,
+    DUPLICATED,
     METRICS,
+    TEACH_BUDGET_EXHAUSTED,
     Metric,
     Scorecard,
+    Unit,
+    lifecycle_passed,
 )
 
 FORMATS: Final = ("table", "markdown", "json", "html")
+NOT_APPLICABLE: Final = "not applicable"  # how a decision for a stage the platform lacks begins
 FUNNEL: Final = (
     ("teach", None),
     ("capture", "capture_rate"),
@@ -28,19 +36,64 @@ FUNNEL: Final = (
 _DESCRIPTIONS: Final = {m.name: m.description for m in METRICS} | {
     "pass_k": "every attempt of a protocol passed the full lifecycle (unbiased pass^k)"
 }
+# Checks whose good outcome is ``false``, by the name of that outcome: the per-protocol
+# table heads their columns so, and a fully passing unit shows no ✗.
+GOOD_WHEN_FALSE: Final = {
+    TEACH_BUDGET_EXHAUSTED: "within teach budget",
+    DUPLICATED: "no duplicate",
+}
+
+
+def _decides_pass(check: str) -> bool:
+    """Whether the check's bad outcome alone fails an otherwise passing unit."""
+    good = {c: c not in GOOD_WHEN_FALSE for c in CHECKS}
+    return not lifecycle_passed(lambda c: (not good[c]) if c == check else good[c])
+
+
+# The checks that decide a unit's pass show ✓ or ✗; the others are diagnostics (what the
+# agent did, e.g. whether the fact surfaced in a tool result), shown as yes or no, so a
+# passing unit never carries a ✗.
+DECIDES_PASS: Final = frozenset(c for c in CHECKS if _decides_pass(c))
+
+
+def _unsigned_zero(text: str) -> str:
+    """``-0.000`` (a tiny negative rounded away) reads as a real negative: print it as 0."""
+    if text.startswith("-") and not any(c in "123456789" for c in text):
+        return text[1:]
+    return text
 
 
 def fmt_num(x: float, digits: int = 2) -> str:
-    """A count as an integer; a fractional numerator (pass^k) with ``digits`` decimals."""
-    return str(int(x)) if float(x).is_integer() else f"{x:.{digits}f}"
+    """A count as an integer; a fractional numerator (pass^k) with ``digits`` decimals.
+
+    Rounded first, so float noise (29.999999999999996 for 30) prints as the count it is.
+    """
+    r = round(float(x), digits)
+    return str(int(r)) if r.is_integer() else _unsigned_zero(f"{r:.{digits}f}")
+
+
+def fmt_pct(x: float | None) -> str:
+    """A rate or an interval bound for display: a percentage with one decimal (JSON keeps all)."""
+    return "n/a" if x is None else _unsigned_zero(f"{x:.1%}")
+
+
+def fmt_signed(x: float, digits: int = 3) -> str:
+    """A difference for display, signed, never ``-0.000``."""
+    text = f"{x:+.{digits}f}"
+    return f"{0:+.{digits}f}" if float(text) == 0 else text
+
+
+def fmt_interval(low: float, high: float) -> str:
+    """A rate's 95% interval in the rate's own notation: ``[88.6%, 100.0%]``."""
+    return f"[{fmt_pct(low)}, {fmt_pct(high)}]"
 
 
 def _rate(m: Metric) -> str:
-    return f"{m.rate:6.1%}" if m.rate is not None else "   n/a"
+    return f"{fmt_pct(m.rate):>6}"
 
 
 def _ci(m: Metric) -> str:
-    return f"[{m.ci.low:.3f}, {m.ci.high:.3f}]" if m.ci is not None else ""
+    return fmt_interval(m.ci.low, m.ci.high) if m.ci is not None else ""
 
 
 def _ci_note(m: Metric, card: Scorecard) -> str:
@@ -54,7 +107,9 @@ def _interval_method(card: Scorecard) -> str:
 
 
 def _note(m: Metric, card: Scorecard) -> str:
-    return "; ".join(x for x in (m.label, _ci_note(m, card)) if x)
+    units = disclosure.disclosure(card).units
+    withheld = f"excludes {disclosure.units_text(len(units))} withheld" if units else ""
+    return "; ".join(x for x in (m.label, _ci_note(m, card), withheld) if x)
 
 
 def intervals_line(card: Scorecard) -> str:
@@ -87,6 +142,7 @@ def header_lines(card: Scorecard) -> list[tuple[str, str]]:
     return [
         ("run" if len(card.runs) == 1 else "runs", runs),
         ("run root" if len(card.runs) == 1 else "run roots", roots),
+        *[("verified", r.verified) for r in card.runs if r.verified],
         ("protocol set", m.protocol_set_hash or "(not recorded)"),
         ("agent", m.agent or "-"),
         ("model", m.model or "-"),
@@ -99,7 +155,33 @@ def header_lines(card: Scorecard) -> list[tuple[str, str]]:
         ),
         ("tokens", token_text),
         ("intervals", "95%, " + intervals_line(card)),
+        *_withheld_line(card),
+        *_not_applicable_line(card),
     ]
+
+
+def _withheld_line(card: Scorecard) -> list[tuple[str, str]]:
+    """A redacted run's header row saying what is withheld (nothing for a full run)."""
+    d = disclosure.disclosure(card)
+    return [("withheld", disclosure.summary_line(d))] if d.any else []
+
+
+def not_applicable(card: Scorecard) -> dict[tuple[str, str], int]:
+    """Stages the platform could not run: (stage, the platform's reason) -> units."""
+    out: dict[tuple[str, str], int] = {}
+    for u in card.units:
+        for d in u.decisions.values():
+            if d.verdict is None and d.reason.startswith(NOT_APPLICABLE):
+                key = (d.stage, d.reason.removeprefix(NOT_APPLICABLE).lstrip(": "))
+                out[key] = out.get(key, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def _not_applicable_line(card: Scorecard) -> list[tuple[str, str]]:
+    """A header row per run naming the stages its platform could not run, and why."""
+    found = not_applicable(card)
+    text = "; ".join(f"{stage} in {n} unit(s): {why}" for (stage, why), n in found.items())
+    return [("n/a stages", text)] if found else []
 
 
 def _metrics(card: Scorecard) -> list[Metric]:
@@ -113,7 +195,8 @@ def table(card: Scorecard) -> str:
     lines.append(f"{'metric':<30} {'num/den':>11} {'rate':>7}  {'95% CI':<16}  note")
     for m in _metrics(card):
         frac = f"{fmt_num(m.num)}/{m.den}"
-        lines.append(f"{m.name:<30} {frac:>11} {_rate(m):>7}  {_ci(m):<16}  {_note(m, card)}")
+        row = f"{m.name:<30} {frac:>11} {_rate(m):>7}  {_ci(m):<16}  {_note(m, card)}"
+        lines.append(row.rstrip())
     return "\n".join(lines) + "\n"
 
 
@@ -128,9 +211,9 @@ def markdown(card: Scorecard) -> str:
     ]
     out += ["", "| metric | num/den | rate | 95% CI | note |", "| --- | ---: | ---: | --- | --- |"]
     for m in _metrics(card):
-        rate = f"{m.rate:.1%}" if m.rate is not None else "n/a"
         out.append(
-            f"| {m.name} | {fmt_num(m.num)}/{m.den} | {rate} | {_ci(m)} | {_note(m, card)} |"
+            f"| {m.name} | {fmt_num(m.num)}/{m.den} | {fmt_pct(m.rate)} | {_ci(m)} "
+            f"| {_note(m, card)} |"
         )
     return "\n".join(out) + "\n"
 
@@ -152,6 +235,7 @@ def as_json(card: Scorecard) -> dict[str, Any]:
             {
                 "run_id": r.run_id,
                 "root": r.root,
+                "verified": r.verified,
                 "protocol_set_hash": r.protocol_set_hash,
                 "agent": r.agent,
                 "model": r.model,
@@ -172,6 +256,11 @@ def as_json(card: Scorecard) -> dict[str, Any]:
         "harness_failures": card.harness_failures,
         "incomplete": card.incomplete,
         "tokens": card.tokens,
+        "not_applicable": [
+            {"stage": stage, "reason": why, "units": n}
+            for (stage, why), n in not_applicable(card).items()
+        ],
+        **_withheld_json(card),
         "protocols": {
             pid: [
                 {
@@ -188,30 +277,48 @@ def as_json(card: Scorecard) -> dict[str, Any]:
     }
 
 
+def _withheld_json(card: Scorecard) -> dict[str, Any]:
+    d = disclosure.disclosure(card)
+    return {"withheld": disclosure.as_json(d)} if d.any else {}
+
+
 def _bar_chart(card: Scorecard) -> str:
     """Inline SVG: each metric's rate as a dot with its interval as a line."""
     ms = [m for m in _metrics(card) if m.den and m.ci is not None]
-    row, left, width = 22, 230, 420
-    height = row * len(ms) + 30
+    lower = {s.name for s in METRICS if not s.higher_is_better}
+    values = [
+        f"{fmt_pct(m.rate)} ({fmt_num(m.num)}/{m.den})"
+        + (", lower is better" if m.name in lower else "")
+        for m in ms
+    ]
+    # SVG text never wraps or grows its box, so the margins are sized from the longest
+    # label at a generous 8 px per 12 px character (the render test measures the result).
+    left = 24 + 8 * max((len(m.name) for m in ms), default=0)
+    right = 24 + 8 * max((len(v) for v in values), default=0)
+    row, width = 24, 600
+    height = row * len(ms) + 36
     parts = [
-        f'<svg width="{left + width + 90}" height="{height}" role="img" '
+        f'<svg width="{left + width + right}" height="{height}" role="img" '
         'aria-label="metric rates with 95% intervals">'
     ]
     for tick in (0, 0.25, 0.5, 0.75, 1.0):
         x = left + tick * width
-        parts.append(f'<line x1="{x}" y1="10" x2="{x}" y2="{height - 15}" class="grid"/>')
-        parts.append(f'<text x="{x}" y="{height - 2}" class="tick">{tick:.0%}</text>')
-    for i, m in enumerate(ms):
-        y = 20 + i * row
+        parts.append(f'<line x1="{x}" y1="10" x2="{x}" y2="{height - 20}" class="grid"/>')
+        parts.append(f'<text x="{x}" y="{height - 4}" class="tick">{tick:.0%}</text>')
+    for i, (m, value) in enumerate(zip(ms, values, strict=True)):
+        y = 22 + i * row
         assert m.ci is not None
         lo, hi, r = (left + v * width for v in (m.ci.low, m.ci.high, m.rate or 0))
-        parts.append(f'<text x="{left - 8}" y="{y + 4}" class="label">{html.escape(m.name)}</text>')
-        parts.append(f'<line x1="{lo:.1f}" y1="{y}" x2="{hi:.1f}" y2="{y}" class="ci"/>')
-        parts.append(f'<circle cx="{r:.1f}" cy="{y}" r="4" class="dot"/>')
         parts.append(
-            f'<text x="{left + width + 8}" y="{y + 4}" class="value">'
-            f"{m.rate:.1%} ({fmt_num(m.num)}/{m.den})</text>"
+            f"<g><title>{html.escape(m.name)}: {value}, 95% CI "
+            f"{fmt_interval(m.ci.low, m.ci.high)}</title>"
         )
+        parts.append(
+            f'<text x="{left - 10}" y="{y + 4}" class="label">{html.escape(m.name)}</text>'
+        )
+        parts.append(f'<line x1="{lo:.1f}" y1="{y}" x2="{hi:.1f}" y2="{y}" class="ci"/>')
+        parts.append(f'<circle cx="{r:.1f}" cy="{y}" r="4.5" class="dot"/>')
+        parts.append(f'<text x="{left + width + 12}" y="{y + 4}" class="value">{value}</text></g>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -239,59 +346,132 @@ def _funnel(card: Scorecard) -> str:
     return "".join(rows)
 
 
-def _mark(v: bool | None) -> str:
-    return {True: '<td class="ok">✓</td>', False: '<td class="bad">✗</td>'}.get(v, "<td>–</td>")  # type: ignore[arg-type]
+def _check_head(check: str) -> str:
+    """A check's column, named for its good outcome (so ✓ always reads as good)."""
+    name = html.escape(GOOD_WHEN_FALSE.get(check, check.replace("_", " ")))
+    kind = "" if check in DECIDES_PASS else ' class="diag"'
+    return f'<th{kind} title="{html.escape(check)}">{name}</th>'
+
+
+def _mark(check: str, v: bool | None) -> str:
+    """✓/✗ (a check that decides the pass) or yes/no (a diagnostic) for the good/bad outcome."""
+    if v is None:
+        return '<td class="na">–</td>'
+    good = v is not (check in GOOD_WHEN_FALSE)
+    title = f"{check} = {str(v).lower()}"
+    if check not in DECIDES_PASS:
+        word, cls = ("yes", "diag") if good else ("no", "diag no")
+        return f'<td class="{cls}" title="{title}">{word}</td>'
+    return (
+        f'<td class="ok" title="{title}">✓</td>'
+        if good
+        else f'<td class="bad" title="{title}">✗</td>'
+    )
+
+
+def _run_of(unit: Unit, card: Scorecard) -> str:
+    """The run a unit came from (its stream is ``RUN/<protocol>/<attempt>``)."""
+    for r in card.runs:
+        if unit.stream.startswith(r.run_id + "/"):
+            return r.run_id
+    return unit.stream.rsplit("/", 2)[0]
+
+
+def _status(unit: Unit) -> str:
+    if unit.error:
+        return '<td class="bad">infra error</td>'
+    return '<td class="ok">pass</td>' if unit.passed() else '<td class="bad">fail</td>'
 
 
 def _metric_row(m: Metric, card: Scorecard) -> str:
     esc = html.escape
-    rate = f"{m.rate:.1%}" if m.rate is not None else "n/a"
     extra = _note(m, card)
     note = esc(_DESCRIPTIONS.get(m.name, "")) + (" — " + esc(extra) if extra else "")
+    note = re.sub(r"`([^`]+)`", r"<code>\1</code>", note)  # the labels' Markdown code spans
     return (
-        f"<tr><td>{esc(m.name)}</td><td>{fmt_num(m.num)}/{m.den}</td><td>{rate}</td>"
-        f"<td>{_ci(m)}</td><td>{note}</td></tr>"
+        f'<tr><td class="name">{esc(m.name)}</td><td class="num">{fmt_num(m.num)}/{m.den}</td>'
+        f'<td class="num">{fmt_pct(m.rate)}</td>'
+        f'<td class="num"><span class="interval">{_ci(m)}</span></td><td>{note}</td></tr>'
     )
+
+
+def _head_value(key: str, value: str, card: Scorecard) -> str:
+    """A header value for HTML: merged runs and their roots one per line."""
+    if key == "runs":
+        return "<br>".join(html.escape(r.run_id) for r in card.runs)
+    if key == "run roots":
+        return "<br>".join(html.escape(r.root or "(unsealed)") for r in card.runs)
+    return html.escape(value)
 
 
 def page(card: Scorecard) -> str:
     """A self-contained HTML page: no scripts, no fonts, nothing fetched at view time."""
     esc = html.escape
     head = "".join(
-        f"<tr><th>{esc(k)}</th><td><code>{esc(v)}</code></td></tr>" for k, v in header_lines(card)
+        f"<tr><th>{esc(k)}</th><td><code>{_head_value(k, v, card)}</code></td></tr>"
+        for k, v in header_lines(card)
     )
     metric_rows = "".join(_metric_row(m, card) for m in _metrics(card))
     shown = [c for c in CHECKS if any(c in u.decisions for u in card.units)]
+    # Merged runs all number their attempts from 1: only the run tells their rows apart.
+    merged = len(card.runs) > 1
     proto_rows = []
     for pid, units in card.per_protocol().items():
         for u in units:
-            cells = "".join(_mark(u.verdict(c)) for c in shown)
-            status = "infra error" if u.error else ("pass" if u.passed() else "fail")
+            run = f'<td class="name">{esc(_run_of(u, card))}</td>' if merged else ""
+            cells = "".join(_mark(c, u.verdict(c)) for c in shown)
             proto_rows.append(
-                f"<tr><td>{esc(pid)}</td><td>{u.attempt}</td>{cells}<td>{esc(status)}</td></tr>"
+                f'<tr class="unit"><td class="name">{esc(pid)}</td>{run}'
+                f'<td class="num">{u.attempt}</td>{cells}{_status(u)}</tr>'
             )
-    check_heads = "".join(f"<th>{esc(c.replace('_', ' '))}</th>" for c in shown)
+    check_heads = "".join(_check_head(c) for c in shown)
+    run_head = "<th>run</th>" if merged else ""
+    negative = "; ".join(
+        f"<em>{esc(name)}</em> is {esc(check)} = false"
+        for check, name in GOOD_WHEN_FALSE.items()
+        if check in shown
+    )
+    legend = (
+        "Checks that decide a unit's pass: ✓ passed, ✗ failed. Diagnostics (grey heads) "
+        "say what the agent did, yes or no, and decide nothing. – not applicable."
+        + (f" Columns are named for the good outcome: {negative}." if negative else "")
+    )
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>benchledger scorecard {esc(card.meta.run_id)}</title>
 <style>
-body{{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#222;max-width:1100px}}
-table{{border-collapse:collapse;margin:1em 0}}
-td,th{{border:1px solid #ccc;padding:3px 7px;text-align:left}}
-.grid{{stroke:#ddd}}.tick,.value,.label{{font-size:11px}}.label{{text-anchor:end}}
-.ci{{stroke:#3465a4;stroke-width:3}}.dot{{fill:#a40000}}
-.frow{{display:flex;align-items:center;gap:8px;margin:3px 0}}.fname{{width:130px}}
-.fbar{{display:inline-block;height:14px;background:#3465a4}}.ok{{color:#2a7}}.bad{{color:#c00}}
+body{{font:14px/1.45 system-ui,sans-serif;margin:24px auto;padding:0 24px;color:#222;
+max-width:1400px}}
+table{{border-collapse:collapse;margin:.6em 0 1.2em}}
+td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}}
+th{{background:#f4f4f4}}.head th{{white-space:nowrap}}.head code{{overflow-wrap:anywhere}}
+.full{{width:100%}}.scroll{{overflow-x:auto}}
+.name,.num,.interval{{white-space:nowrap}}.num{{text-align:right}}
+.outcomes td{{text-align:center;vertical-align:middle}}.outcomes td.name{{text-align:left}}
+.outcomes th{{font-size:12px;text-align:center;vertical-align:bottom}}
+.outcomes th:first-child{{text-align:left}}.outcomes td:last-child{{white-space:nowrap}}
+.grid{{stroke:#ddd}}.tick,.value,.label{{font-size:12px}}.tick{{text-anchor:middle}}
+.label{{text-anchor:end}}.ci{{stroke:#3465a4;stroke-width:3}}.dot{{fill:#a40000}}
+.frow{{display:flex;align-items:center;gap:8px;margin:3px 0}}
+.fname{{flex:none;width:140px;white-space:nowrap}}
+.fbar{{display:inline-block;height:14px;background:#3465a4}}
+.ok{{color:#1a7f37}}.bad{{color:#c00;font-weight:bold}}.na{{color:#999}}
+td.diag{{color:#777;font-size:12px}}td.diag.no{{color:#a15c00}}th.diag{{color:#666;font-weight:normal}}
 </style></head><body>
 <h1>benchledger lifecycle scorecard</h1>
-<table>{head}</table>
+<table class="head">{head}</table>
 <h2>Lifecycle funnel</h2>{_funnel(card)}
-<h2>Rates with 95% intervals</h2><p>{esc(intervals_line(card))}</p>{_bar_chart(card)}
+<h2>Rates with 95% intervals</h2><p>{esc(intervals_line(card))}</p>
+<div class="scroll">{_bar_chart(card)}</div>
 <h2>Metrics</h2>
-<table><tr><th>metric</th><th>num/den</th><th>rate</th><th>95% CI</th><th>definition</th></tr>
-{metric_rows}</table>
+<div class="scroll"><table class="full metrics"><tr><th>metric</th><th>num/den</th><th>rate</th>
+<th>95% CI</th><th>definition</th></tr>
+{metric_rows}</table></div>
 <h2>Per-protocol outcomes</h2>
-<table><tr><th>protocol</th><th>attempt</th>{check_heads}<th>unit</th></tr>{"".join(proto_rows)}</table>
+<p>{legend}</p>
+<div class="scroll"><table class="full outcomes"><tr><th>protocol</th>{run_head}<th>attempt</th>
+{check_heads}<th>unit</th></tr>{"".join(proto_rows)}</table></div>
 </body></html>
 """
 
@@ -312,8 +492,8 @@ def render(card: Scorecard, fmt: str) -> str:
 def _diff_cells(r: Row) -> tuple[str, str, str]:
     if r.ci is None:
         return "skipped", f"({r.note or 'empty denominator'})", ""
-    diff = f"{(r.diff or 0):+.3f}"
-    ci = f"[{r.ci.low:+.3f}, {r.ci.high:+.3f}]"
+    diff = fmt_signed(r.diff or 0)
+    ci = f"[{fmt_signed(r.ci.low)}, {fmt_signed(r.ci.high)}]"
     return diff, ci, "" if r.mcnemar_p is None else f"{r.mcnemar_p:.3g}"
 
 
@@ -321,13 +501,19 @@ def _resolves(r: Row) -> str:
     return "" if r.resolution is None else f"±{r.resolution:.3f}"
 
 
-def compare_text(rows: list[Row], a: str, b: str, fmt: str = "table") -> str:
-    """The paired comparison of runs A and B: difference, interval, method, resolution."""
+def compare_text(
+    rows: list[Row], a: str, b: str, fmt: str = "table", differs: Sequence[str] = ()
+) -> str:
+    """The paired comparison of runs A and B: difference, interval, method, resolution.
+
+    ``differs`` names what differs between the runs (``compare.differences``: the platform).
+    """
     methods = sorted({r.method for r in rows if r.method})
     if fmt == "json":
         body = {
             "a": a,
             "b": b,
+            "differs": list(differs),
             "metrics": {
                 r.name: {
                     "a": [r.a_num, r.a_den],
@@ -350,13 +536,15 @@ def compare_text(rows: list[Row], a: str, b: str, fmt: str = "table") -> str:
         lines = [
             f"- **A**: `{a}`",
             f"- **B**: `{b}`",
+            *(f"- **differs**: {d}" for d in differs),
             f"- **intervals**: 95%, {'; '.join(methods) or '-'}",
             "",
             "| metric | A | B | B - A | 95% CI | resolves | McNemar p | note |",
             "| --- | ---: | ---: | ---: | --- | ---: | ---: | --- |",
         ]
     else:
-        lines = [f"A = {a}", f"B = {b}", f"intervals: 95%, {'; '.join(methods) or '-'}", ""]
+        lines = [f"A = {a}", f"B = {b}", *(f"differs: {d}" for d in differs)]
+        lines += [f"intervals: 95%, {'; '.join(methods) or '-'}", ""]
         lines.append(
             f"{'metric':<30} {'A':>9} {'B':>9} {'B - A':>8}  {'95% CI':<18} "
             f"{'resolves':>8} {'McNemar p':>9}  note"
@@ -389,7 +577,9 @@ def gate_text(rows: list[GateRow], tolerance: float) -> str:
     for g in rows:
         r = g.row
         fa, fb = f"{fmt_num(r.a_num)}/{r.a_den}", f"{fmt_num(r.b_num)}/{r.b_den}"
-        ci = "" if g.better is None else f"[{g.better.low:+.3f}, {g.better.high:+.3f}]"
+        ci = (
+            "" if g.better is None else f"[{fmt_signed(g.better.low)}, {fmt_signed(g.better.high)}]"
+        )
         lines.append(
             f"{r.name:<20} {fa:>9} {fb:>9} {ci:<18} {_resolves(r):>8}  {g.verdict:<12} {g.reason}"
         )

@@ -7,10 +7,13 @@ Every problem is reported with its file and line, all in one pass.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Final
 
+import blake3
 import msgspec
 
+from ledger.codec import canonical_json
 from protocols.errors import InvalidInput, Problem
 
 CATEGORIES: Final = ("pack_axiom", "vault_recall", "teaching", "mixed")
@@ -19,6 +22,10 @@ CASES_FILE: Final = "cases.jsonl"
 _FIELDS: Final = ("id", "category", "prime", "prompt", "expected_sources")
 # The source kind a category is about must be among its expected sources.
 _CATEGORY_KIND: Final = {"pack_axiom": "pack", "vault_recall": "vault", "teaching": "teaching"}
+SET_DOMAIN: Final = b"benchledger:case-set:v1\x00"
+# The answer convention: after ``FINAL ANSWER:``, a ``SOURCES:`` line lists the refs relied on.
+_SOURCES_LINE: Final = re.compile(r"(?im)^[\s*_>#-]*sources\s*:[*_]*\s*(.*)$")
+_NO_SOURCES: Final = frozenset({"", "none", "n/a", "-", "nothing"})
 
 
 class Case(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -82,6 +89,37 @@ def _check(row: Any, file: str, line: int) -> list[Problem]:
             bad("prime", "vault and teaching sources need prime prompts to create them")
         )
     return problems
+
+
+def case_set_hash(cases: tuple[Case, ...] | list[Case]) -> str:
+    """blake3 of the canonical JSON of the cases sorted by id, domain-separated, hex."""
+    data = canonical_json(msgspec.to_builtins(sorted(cases, key=lambda c: c.id)))
+    return blake3.blake3(SET_DOMAIN + data).hexdigest()
+
+
+def _split_refs(text: str) -> list[str]:
+    # Commas and semicolons separate refs, except inside brackets: a dataset URN is
+    # ``urn:li:dataset:(urn:li:dataPlatform:trino,memory.bench.orders,PROD)``.
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth = max(0, depth - 1)
+        elif ch in ",;" and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip().rstrip(".").strip().strip("`'\"<>").strip() for p in parts]
+
+
+def cited_sources(answer: str) -> list[str]:
+    """The refs on the last ``SOURCES:`` line of an answer, in order, each once ([] if none)."""
+    lines = _SOURCES_LINE.findall(answer)
+    if not lines:
+        return []
+    refs = [r for r in _split_refs(lines[-1]) if r.lower() not in _NO_SOURCES]
+    return list(dict.fromkeys(refs))
 
 
 def resolve(path: str) -> str:

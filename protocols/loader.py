@@ -229,6 +229,10 @@ def load(path: str) -> ProtocolSet:
     skipped: list[str] = []
     folder = os.path.isdir(path)
     files = files_of(path)
+    if not folder and path.lower().endswith(".jsonl"):
+        raise InvalidInput([Problem(path, None, "", "a JSON-lines file is a provenance case file, "
+                                    "not a protocol set (protocols are .yaml or .json files; "
+                                    "cases run with --suite provenance --cases)")])  # fmt: skip
     for file in files:
         try:
             doc = read(file)

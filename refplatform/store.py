@@ -11,9 +11,11 @@ write inside the same transaction: a failing call writes nothing.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -89,6 +91,20 @@ def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def _refuse_foreign(path: str) -> None:
+    """PlatformError when ``path`` is an SQLite file of something else (read-only look)."""
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    finally:
+        conn.close()
+    if tables and "meta" not in tables:
+        what = "a benchledger ledger" if "benchledger_events" in tables else "another database"
+        raise PlatformError(f"{path}: is {what}, not a platform state file; give --db a file "
+                            "of its own")  # fmt: skip
+
+
 class Store:
     """The SQLite connection, its one re-entrant lock, the clock and the id counters."""
 
@@ -99,6 +115,8 @@ class Store:
         self.lock: Any = threading.RLock()
         self._depth = 0
         try:
+            if path != ":memory:" and os.path.isfile(path):
+                _refuse_foreign(path)  # never write our tables into another's file
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             self._db.row_factory = sqlite3.Row
             self._db.executescript(_SCHEMA)

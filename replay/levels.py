@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from ledger import Ledger, UnusableInput
 from projections.decisions import decide_unit
+from projections.provenance_decisions import decide_case
 from replay.full import Runtime, replay_full
 from replay.protocol_set import resolve
 from replay.rederive import Decider, rederive
@@ -40,7 +41,8 @@ def replay(
         return Report(level, target, failure=failure)
     found = resolve(run.header, protocols)
     if level == "rederive":
-        report = rederive(run, found.by_id, decide=decide or decide_unit, target=target)
+        default = decide_case if run.header.suite == "provenance" else decide_unit
+        report = rederive(run, found.by_id, decide=decide or default, target=target)
     else:
         report = replay_full(run, found.by_id, tools=tools, runtime=runtime, target=target)
     report.notes = found.notes + report.notes

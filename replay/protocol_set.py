@@ -9,11 +9,12 @@ re-derivation is for. A unit whose protocol is missing makes the input unusable.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import protocols
 from ledger import UnusableInput
 from ledger.events import RunStartedBody
+from protocols.cases import case_set_hash, load_cases
 from protocols.hashing import set_hash
 from protocols.schema import Protocol
 
@@ -21,9 +22,9 @@ RECIPES = ("benchledger", "peer")
 
 
 class ProtocolSet(NamedTuple):
-    """The protocols by id, where they came from, and notes for the report."""
+    """The protocols (a provenance run's cases) by id, where they came from, and notes."""
 
-    by_id: dict[str, Protocol]
+    by_id: dict[str, Any]
     path: str
     notes: list[str]
 
@@ -32,8 +33,31 @@ def _hashes(items: tuple[Protocol, ...]) -> dict[str, str]:
     return {recipe: set_hash(items, recipe) for recipe in RECIPES}
 
 
+def _cases(header: RunStartedBody, given: str | None) -> ProtocolSet:
+    """A provenance run's cases: ``given``, else the recorded path (holdouts live elsewhere)."""
+    record = header.record
+    recorded_hash = header.protocol_set_hash or (record.protocol_set_hash if record else "")
+    path = given or (record.protocols_path if record else "") or protocols.CASES_PUBLIC_V1
+    if not os.path.exists(path):
+        raise UnusableInput(
+            "--protocols",
+            f"the run's cases at {path} are not on this machine; pass the case file with "
+            "--protocols PATH",
+        )
+    loaded = load_cases(path).cases
+    notes = []
+    if recorded_hash and case_set_hash(loaded) != recorded_hash:
+        notes.append(
+            f"the cases at {path} are not the recorded ones (set hash {recorded_hash[:12]}): "
+            "differences may come from changed cases"
+        )
+    return ProtocolSet({c.id: c for c in loaded}, path, notes)
+
+
 def resolve(header: RunStartedBody, given: str | None = None) -> ProtocolSet:
     """The run's protocols (``given`` wins); UnusableInput when none can be found."""
+    if header.suite == "provenance":
+        return _cases(header, given)
     record = header.record
     recorded_hash = header.protocol_set_hash or (record.protocol_set_hash if record else "")
     candidates = [given] if given else []

@@ -23,6 +23,7 @@ from ledger.events import (
     make_event,
 )
 from projections import lifecycle as lc
+from projections import provenance as pv
 from projections.decisions import Decision, decide_unit
 from projections.fold import fold
 from projections.trace import check_hashes
@@ -30,9 +31,10 @@ from protocols.schema import Protocol
 from replay.report import Mismatch, Report
 from replay.source import Run, Unit
 
-# How a unit's decisions are computed; injectable so a test (or a what-if) can change a
-# grader and see which recorded results it would alter.
-Decider = Callable[[Protocol, Sequence[tuple[int, Body]]], list[Decision]]
+# How a unit's decisions are computed (from its protocol, or a provenance run's case);
+# injectable so a test (or a what-if) can change a grader and see which recorded results
+# it would alter.
+Decider = Callable[[Any, Sequence[tuple[int, Body]]], list[Decision]]
 
 OURS: Final = "benchledger"
 # The checks graded from an answer: the only ones an imported peer run can re-derive
@@ -230,19 +232,34 @@ def _card(events: Iterable[Event]) -> lc.Scorecard:
     return lc.scorecard([fold(lc.LifecycleFold(), ((e, "") for e in events))])
 
 
+def _provenance_card(events: Iterable[Event]) -> dict[str, lc.Metric]:
+    return pv.scorecard(fold(pv.ProvenanceFold(), ((e, "") for e in events))).metrics
+
+
 def _metrics(run: Run, rederived: list[Event]) -> tuple[list[Mismatch], int]:
     """The scorecard from the recorded decisions against the one from re-derived decisions."""
     header = [e for e, _ in run.events.events if e.stream == run.run_id]
+    if run.header.suite == pv.SUITE:
+        mine = _provenance_card(e for e, _ in run.events.events)
+        theirs = _provenance_card([*header, *rederived])
+        return _differ(run, mine, theirs), len(mine)
     recorded = _card(e for e, _ in run.events.events)
     again = _card([*header, *rederived])
+    return _differ(run, recorded.metrics, again.metrics), len(recorded.metrics)
+
+
+def _differ(
+    run: Run, recorded: dict[str, lc.Metric], again: dict[str, lc.Metric]
+) -> list[Mismatch]:
+    """Each recorded metric's num/den against the re-derived one's."""
     out = []
-    for name, metric in recorded.metrics.items():
-        other = again.metrics.get(name)
+    for name, metric in recorded.items():
+        other = again.get(name)
         a = _fraction(metric.num, metric.den)
         b = _fraction(other.num, other.den) if other is not None else None
         if a != b:
             out.append(Mismatch(run.run_id, -1, f"metric {name}", "num/den", a, b))
-    return out, len(recorded.metrics)
+    return out
 
 
 def _fraction(num: Any, den: int) -> str:

@@ -141,3 +141,14 @@ def test_bench_ledger_prints_the_documented_json_keys(tmp_path, capsys):
 
 def test_bench_ledger_refuses_a_tiny_event_count(capsys):
     assert main(["bench", "ledger", "--events", "5"]) == 2
+
+
+def test_version_prints_the_package_version_and_the_ledger_format(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0
+    assert out.startswith(f"benchledger {version('benchledger')} ")
+    assert "ledger format v1" in out and "benchledger-bundle/1" in out

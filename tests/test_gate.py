@@ -238,7 +238,7 @@ def test_a_tampered_but_decodable_row_fails_verification_and_is_exit_2(path, cap
         )
     conn.close()
     code, _, err = gate(capsys, path, "cand", "base")
-    refused(code, err, "cannot gate: run cand does not verify", "stream 'cand/p001/1' seq 3")
+    refused(code, err, "cannot gate: run cand", "does not verify", "stream 'cand/p001/1' seq 3")
 
 
 def test_an_unknown_run_and_a_bad_tolerance_are_exit_2(path, capsys):

@@ -72,13 +72,65 @@ def test_every_command_in_the_readme_table_exists():
 
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    rows = re.findall(r"^\| `benchledger ([a-z-]+)(?: ([a-z]+))?", _read("README.md"), re.M)
+    rows = re.findall(r"^\| `benchledger ([a-z][a-z-]*)(?: ([a-z]+))?", _read("README.md"), re.M)
     assert len(rows) >= 15
     for name, action in rows:
         assert name in commands, name
         sub = commands[name]._subparsers
         if sub is not None and action:
             assert action in sub._group_actions[0].choices, (name, action)
+
+
+def _parser_for(words: list[str]):
+    """The (sub)parser a README table row's command words name."""
+    from cli import build_parser
+
+    parser = build_parser()
+    if not words or words[0].startswith("-"):
+        return parser
+    parser = parser._subparsers._group_actions[0].choices[words[0]]  # type: ignore[union-attr]
+    sub = parser._subparsers
+    if sub is not None and len(words) > 1 and words[1] in sub._group_actions[0].choices:
+        parser = sub._group_actions[0].choices[words[1]]
+    return parser
+
+
+def test_every_flag_and_choice_in_the_readme_table_is_in_the_commands_help():
+    rows = re.findall(r"^\| `benchledger ([^`]+)` \|", _read("README.md"), re.M)
+    assert len(rows) >= 20
+    for row in rows:
+        words = row.replace("\\|", "|").replace("[", " ").replace("]", " ").split()
+        parser = _parser_for(words)
+        options = parser._option_string_actions
+        for i, word in enumerate(words):
+            if not re.fullmatch(r"--?[a-z][a-z-]*", word):
+                continue
+            assert word in options, f"README row `benchledger {row}`: {word} is not an option"
+            choices = options[word].choices
+            value = words[i + 1] if i + 1 < len(words) else ""
+            if choices and re.fullmatch(r"[a-z|]+", value):
+                assert set(value.split("|")) <= set(choices), (row, word, value)
+
+
+def test_every_benchledger_command_in_the_readme_code_blocks_parses():
+    import shlex
+
+    from cli import build_parser
+
+    parser = build_parser()
+    blocks = re.findall(r"```console\n(.*?)```", _read("README.md"), re.S)
+    commands = [
+        part.strip()
+        for block in blocks
+        for line in block.splitlines()
+        for part in line.split("&&")
+        if "benchledger " in part
+    ]
+    assert len(commands) >= 4
+    for command in commands:
+        words = [w for w in shlex.split(command) if not re.fullmatch(r"[A-Z_]+=\S*", w)]
+        assert words[0] == "benchledger", command
+        parser.parse_args(words[1:])  # an unknown option or choice exits 2
 
 
 def test_the_main_job_is_the_benchmark_run():

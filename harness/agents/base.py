@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Protocol
 
 from harness.models.transport import ModelObserver
+from protocols.cases import Case
 from protocols.schema import Protocol as LifecycleProtocol
 
 
@@ -34,12 +35,13 @@ class Turn(NamedTuple):
 
 
 class Episode(NamedTuple):
-    """What an episode is about. Model agents use the prompts; the scripted agent the protocol."""
+    """What an episode is about. Model agents use the prompts; the scripted agent the protocol
+    (a provenance case for the provenance lane)."""
 
     stage: str
     system_prompt: str
     user_prompt: str
-    protocol: LifecycleProtocol
+    protocol: LifecycleProtocol | Case
     budget: int
 
 

@@ -29,7 +29,7 @@ def scripted_decision(request: CanonicalRequest, hint: Any) -> ModelResponse:
             f"the fake model decides from the episode, got hint {type(hint).__name__}: "
             "call it through ModelAgent, which passes the episode as hint"
         )
-    turn = _SCRIPT.decide(hint, request.messages)
+    turn = _SCRIPT.decide(hint, request.messages, {t.name for t in request.tools})
     calls = [ModelToolCall(c.id, c.name, c.arguments) for c in turn.tool_calls]
     return ModelResponse(text=turn.text, tool_calls=calls)
 

@@ -9,25 +9,43 @@ otherwise (the peer's protocols carry no query) with the protocol's expected ans
 as an oracle that knows the data but not the definition. Otherwise, and always for
 abstain, it answers INSUFFICIENT INFORMATION. Its scores measure capture, surfacing
 and promotion, never reasoning.
+
+When the session lists ``search_nodes`` it speaks @modelcontextprotocol/server-memory's
+knowledge-graph tools instead: teach writes the fact as an observation on the protocol's
+entity (``create_entities``, or ``add_observations`` when the entity exists), update
+deletes the old observation and adds the corrected one, and the questions search by
+keyword (``search_nodes`` matches a contiguous substring, so a whole question finds
+nothing): the fact's quoted term, else the entity's name. There is no SQL there, so a
+surfaced fact is answered with the oracle.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Collection
 from typing import Any, Final
 
 from harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
+from harness.agents.scripted_cases import case_turn
 from harness.models.transport import ModelObserver
+from harness.platforms.server_memory import dataset_name
+from protocols.cases import Case
 from protocols.grading import ABSTAIN_ANSWER, surfaced
 from protocols.schema import Grading, Question
 
 CAPTURE_TYPE: Final = "schema_entity"
 CAPTURE_CATEGORY: Final = "business_context"
+GRAPH_DIALECT: Final = "search_nodes"  # listed by a session: speak server-memory's tools
+ENTITY_TYPE: Final = "dataset"
+_QUOTED = re.compile(r"'([^']+)'")
 
 
 def _question(episode: Episode) -> tuple[Question | None, str]:
     """The stage's question and the fact that must surface before it can be answered."""
     p = episode.protocol
+    if isinstance(p, Case):  # provenance cases are answered by ``case_turn``
+        return None, ""
     if episode.stage == "recall":
         return p.recall, p.fact
     if episode.stage == "transfer":
@@ -57,6 +75,12 @@ def first_value(result_text: str) -> str | None:
     return None if value is None else str(value)
 
 
+def keyword(fact: str, entity_urn: str) -> str:
+    """What to search a knowledge graph for: the fact's quoted term, else the entity's name."""
+    m = _QUOTED.search(fact)
+    return m.group(1) if m else dataset_name(entity_urn)
+
+
 def oracle(g: Grading) -> str:
     """The answer a grader expects: the numeric value, or the first alias."""
     if g.kind == "numeric" and g.value is not None:
@@ -80,13 +104,19 @@ class ScriptedAgent:
         tools: list[dict[str, Any]],
         observer: ModelObserver | None = None,
     ) -> Turn:
-        return self.decide(episode, messages)
+        return self.decide(episode, messages, {t["name"] for t in tools})
 
-    def decide(self, episode: Episode, messages: list[dict[str, Any]]) -> Turn:
-        """The next turn, from the episode and the tool results so far (pure)."""
+    def decide(
+        self, episode: Episode, messages: list[dict[str, Any]], tools: Collection[str] = ()
+    ) -> Turn:
+        """The next turn, from the episode, the tool results so far and the tools' names (pure)."""
+        p = episode.protocol
+        if isinstance(p, Case):
+            return case_turn(episode, messages)
         results = [m for m in messages if m["role"] == "tool"]
         n = len(results)
-        p = episode.protocol
+        if GRAPH_DIALECT in tools:
+            return self._graph_turn(episode, results)
         if episode.stage in ("teach", "update"):
             if n == 0:
                 fact = p.update.fact if episode.stage == "update" and p.update else p.fact
@@ -112,3 +142,37 @@ class ScriptedAgent:
         if value is None:
             return Turn(f"FINAL ANSWER: {ABSTAIN_ANSWER}")
         return Turn(f"FINAL ANSWER: {value}")
+
+    def _graph_turn(self, episode: Episode, results: list[dict[str, Any]]) -> Turn:
+        """The next turn in server-memory's dialect (see the module docstring)."""
+        n = len(results)
+        p = episode.protocol
+        assert not isinstance(p, Case)  # decide() answers provenance cases first
+        entity = dataset_name(p.entity_urn)
+        if episode.stage == "teach":
+            if n == 0:
+                new = {"name": entity, "entityType": ENTITY_TYPE, "observations": [p.fact]}
+                return Turn("", (ToolCall("call-1", "create_entities", {"entities": [new]}),))
+            if n == 1 and not results[0].get("is_error") and first_json(results[0]["text"]) == []:
+                # The entity already existed, so create_entities wrote nothing: add to it.
+                adds = [{"entityName": entity, "contents": [p.fact]}]
+                return Turn("", (ToolCall("call-2", "add_observations", {"observations": adds}),))
+            saved = not results[-1].get("is_error")
+            return Turn("Saved the definition." if saved else "I could not save the definition.")
+        if episode.stage == "update" and p.update is not None:
+            if n == 0:
+                old = [{"entityName": entity, "observations": [p.fact]}]
+                return Turn("", (ToolCall("call-1", "delete_observations", {"deletions": old}),))
+            if n == 1:
+                adds = [{"entityName": entity, "contents": [p.update.fact]}]
+                return Turn("", (ToolCall("call-2", "add_observations", {"observations": adds}),))
+            saved = not any(r.get("is_error") for r in results)
+            return Turn("Updated the definition." if saved else "I could not update it.")
+        question, fact = _question(episode)
+        if n == 0:
+            query = {"query": keyword(fact, p.entity_urn)}
+            return Turn("", (ToolCall("call-1", "search_nodes", query),))
+        found = not results[0].get("is_error") and surfaced(fact, results[0]["text"])
+        if question is None or not found:
+            return Turn(f"FINAL ANSWER: {ABSTAIN_ANSWER}")
+        return Turn(f"FINAL ANSWER: {oracle(question.grading)}")

@@ -121,6 +121,7 @@ class Target(NamedTuple):
     sink: str  # "datahub" (the entity's description) or "knowledge_page"
     fact: str
     page: Page | None = None
+    correction: str = ""  # update protocols: the corrected fact (an adapter may look for it)
 
 
 class PollPolicy(NamedTuple):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import ssl
 import time
 import urllib.parse
 from collections.abc import AsyncIterator
@@ -44,6 +45,7 @@ PAGES = "/api/v1/portal/knowledge-pages"
 CLOCK_SLACK_S = 5.0  # "since" filters look this far back, for clock skew with the platform
 LIVE = ("pending", "approved", "applied")
 PAGE_BATCH = 100  # the portal's page size when the harness lists knowledge pages
+MEMORY_SCAN_LIMIT = 1000  # records read_ref looks through for a memory id
 NAME = "mcp-data-platform"
 
 
@@ -99,7 +101,9 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-def _cause(group: BaseExceptionGroup, doing: str) -> BaseException:
+def _cause(
+    group: BaseExceptionGroup, doing: str, statuses: list[int] | None = None
+) -> BaseException:
     """What really ended a session, out of the SDK's nested task-group errors."""
     leaves = _leaves(group)
     for leaf in leaves:
@@ -108,12 +112,36 @@ def _cause(group: BaseExceptionGroup, doing: str) -> BaseException:
     for leaf in leaves:  # an exception of the caller's own code passes through as it is
         if not isinstance(leaf, httpx2.HTTPError | MCPError | TimeoutError):
             return leaf
-    return translate(leaves[0], doing)
+    return translate(leaves[0], doing, statuses)
 
 
-def translate(exc: BaseException, doing: str) -> InfraError:
-    """Map an httpx2 / MCP / timeout failure to an InfraError saying whether to retry."""
+# JSON-RPC error codes the MCP client makes up for a broken answer.
+_PARSE_ERROR, _INVALID_REQUEST = -32700, -32600
+
+
+def translate(exc: BaseException, doing: str, statuses: list[int] | None = None) -> InfraError:
+    """Map an httpx2 / MCP / timeout failure to an InfraError saying whether to retry.
+
+    The MCP client turns a failed POST into a JSON-RPC error without its HTTP status;
+    ``statuses`` (the session's failed POST statuses, newest last) puts it back.
+    """
     leaf = _leaf(exc)
+    status = statuses.pop() if statuses else 0
+    if isinstance(leaf, MCPError) and status:
+        if status >= 500:
+            return InfraError("http_5xx", f"{doing}: HTTP {status}", retryable=True)
+        if status in (401, 403):
+            return InfraError("refused", f"{doing}: HTTP {status}: the key was refused",
+                              retryable=False)  # fmt: skip
+        if status == 404:
+            return InfraError("refused", f"{doing}: HTTP 404: no MCP endpoint at this URL",
+                              retryable=False)  # fmt: skip
+    if isinstance(leaf, MCPError) and leaf.error.code == _PARSE_ERROR:
+        said = " ".join(leaf.message.split())  # pydantic's report spans lines: keep one
+        return InfraError("bad_answer", f"{doing}: {said[:200]}", retryable=True)
+    if isinstance(leaf, MCPError) and "content type" in leaf.message:
+        return InfraError("refused", f"{doing}: not an MCP server ({leaf.message})",
+                          retryable=False)  # fmt: skip
     if isinstance(leaf, InfraError):
         return leaf
     if isinstance(leaf, httpx2.TimeoutException | TimeoutError):
@@ -161,9 +189,12 @@ def hide_handle(schema: dict[str, Any]) -> dict[str, Any]:
 class McpSession:
     """One MCP session as one identity, with the platform handle injected into calls."""
 
-    def __init__(self, session: ClientSession, observer: Observer | None) -> None:
+    def __init__(
+        self, session: ClientSession, observer: Observer | None, statuses: list[int] | None = None
+    ) -> None:
         self._session = session
         self._observer = observer
+        self._statuses = statuses if statuses is not None else []
         self.handle = ""
         self.email = ""
         self.server: dict[str, str] = {}
@@ -241,7 +272,14 @@ class McpSession:
         try:
             return await self._raw_call(name, arguments)
         except Exception as exc:
-            raise translate(exc, f"tools/call {name}") from None
+            raise translate(exc, f"tools/call {name}", self._statuses) from None
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """The default verifying TLS context, made once: a client per session would otherwise
+    load the CA bundle every time (about 30 ms of CPU each, on the event loop)."""
+    return ssl.create_default_context()
 
 
 class McpDataPlatform:
@@ -256,20 +294,32 @@ class McpDataPlatform:
         pool_size: int,
         timeout_s: float = 30.0,
         transport: httpx2.AsyncBaseTransport | None = None,
+        read_timeout_s: float | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.pool_size = pool_size
         self._admin_key = admin_key
         self._pool_base = pool_base
-        self._timeout = httpx2.Timeout(timeout_s, read=max(timeout_s, 60.0))
+        read = read_timeout_s if read_timeout_s is not None else max(timeout_s, 60.0)
+        self._timeout = httpx2.Timeout(timeout_s, read=read)
         self._transport = transport
         self._admin_http = self._client(admin_key)
 
-    def _client(self, key: str) -> httpx2.AsyncClient:
+    def _client(self, key: str, statuses: list[int] | None = None) -> httpx2.AsyncClient:
+        hooks: dict[str, list[Any]] = {}
+        if statuses is not None:
+
+            async def failed(response: httpx2.Response) -> None:
+                if response.request.method == "POST" and response.status_code >= 400:
+                    statuses.append(response.status_code)
+
+            hooks["response"] = [failed]
         return httpx2.AsyncClient(
             headers={"Authorization": f"Bearer {key}"},
             timeout=self._timeout,
             transport=self._transport,
+            event_hooks=hooks,
+            verify=_tls_context(),
         )
 
     def email(self, pool_index: int) -> str:
@@ -287,22 +337,25 @@ class McpDataPlatform:
         self, pool_index: int | None, observer: Observer | None = None
     ) -> AsyncIterator[McpSession]:
         """A fresh MCP session as pool identity ``pool_index`` (None = admin)."""
+        statuses: list[int] = []  # failed POSTs' HTTP statuses, which the MCP client drops
         try:
             async with AsyncExitStack() as stack:
                 try:
-                    http = await stack.enter_async_context(self._client(self.key(pool_index)))
+                    http = await stack.enter_async_context(
+                        self._client(self.key(pool_index), statuses)
+                    )
                     read, write = await stack.enter_async_context(
                         streamable_http_client(f"{self.base_url}/mcp", http_client=http)
                     )
                     client = await stack.enter_async_context(ClientSession(read, write))
-                    session = McpSession(client, observer)
+                    session = McpSession(client, observer, statuses)
                     await session._open()
                 except Exception as exc:
-                    raise translate(exc, "opening an MCP session") from None
+                    raise translate(exc, "opening an MCP session", statuses) from None
                 yield session
         except BaseExceptionGroup as group:
             # The SDK's task groups wrap whatever ended the session; surface the cause.
-            raise _cause(group, "MCP session") from None
+            raise _cause(group, "MCP session", statuses) from None
 
     async def rest(
         self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None
@@ -324,21 +377,53 @@ class McpDataPlatform:
         if response.status_code in (401, 403):
             raise InfraError("refused", f"{method} {path}: HTTP {response.status_code} "
                              "(check the admin key)", retryable=False)  # fmt: skip
-        return ReadBack(method, path, response.status_code, _parse(response.text), ms)
+        parsed = _parse(response.text)
+        if response.status_code == 200 and parsed is None and response.text.strip():
+            # Not an answer of this API (an HTML page, a cut-off body): never graded as one.
+            raise InfraError("bad_answer", f"{method} {path}: HTTP 200 with a body that is not "
+                             "JSON", retryable=True)  # fmt: skip
+        return ReadBack(method, path, response.status_code, parsed, ms)
 
     # -- the lifecycle steps (PlatformClient) ----------------------------------------------
 
     async def describe(self) -> Description:
-        """Open an admin and a pool session; the server's self-reported name and version."""
-        async with self.session(None) as admin:
-            server, info = admin.server, admin.info
+        """The preflight: the platform is reachable and speaks MCP, the admin key opens an
+        admin session and reads the admin REST API, and the first pool identity exists.
+        Returns the server's self-reported name and version."""
+        hint = " (give the platform's base URL, without /mcp)" if self.base_url.endswith(
+            "/mcp") else ""  # fmt: skip
+        try:
+            async with self.session(None) as admin:
+                server, info = admin.server, admin.info
+        except InfraError as exc:
+            raise InfraError(exc.kind, f"the admin session: {exc.message}{hint}",
+                             retryable=exc.retryable) from None  # fmt: skip
         user = _object(info.get("user"))
         if "roles" in user and "admin" not in (user.get("roles") or []):
             raise InfraError("refused", "the admin key opens a session without admin rights",
                              retryable=False)  # fmt: skip
+        # The admin REST API answers this key with a list: a refused key, a page that is not
+        # this API or no list is the wrong platform. A 5xx or a timeout is not refused here:
+        # it may pass, and the run records each one as an infra error.
+        got = None
+        try:
+            got = await self.rest("GET", CHANGESETS, params={"per_page": 1})
+        except InfraError as exc:
+            if not exc.retryable or exc.kind == "bad_answer":
+                raise InfraError(exc.kind, f"the admin REST API: {exc.message}",
+                                 retryable=False) from None  # fmt: skip
+        if got is not None and (got.status != 200 or not isinstance(got.body, dict)
+                                or "data" not in got.body):  # fmt: skip
+            raise InfraError("refused", f"the admin REST API: GET {CHANGESETS} answered HTTP "
+                             f"{got.status} without a list", retryable=False)  # fmt: skip
         if self.pool_size:
-            async with self.session(1):
-                pass
+            try:
+                async with self.session(1):
+                    pass
+            except InfraError as exc:
+                raise InfraError(exc.kind, f"pool identity 001 ({self.email(1)}, key "
+                                 f"<pool-base>-001): {exc.message} (check --pool-base)",
+                                 retryable=exc.retryable) from None  # fmt: skip
         version = str(server.get("version") or info.get("version") or "")
         pack = _object(info.get("pack"))
         return Description(
@@ -545,27 +630,87 @@ class McpDataPlatform:
         )  # fmt: skip
 
     async def read_ref(self, ev: Evidence, ref: str) -> RefCheck:
-        if ref.startswith("urn:li:"):
-            rec = ev.observer("ref")
+        """Resolve a cited ref, one read-back (purpose ``ref``) per lookup, each observed as
+        ``{ref, kind, record, exists}``: a ``urn:li:`` ref is fetched (pack: the catalog),
+        a knowledge page read over the portal (pack), a memory or insight id read back over
+        the admin API (vault: an insight) or found in the admin's memory listing (vault: a
+        memory, which the admin API does not serve). A bare id tries insight, page, memory."""
+        refs: list[int] = []
+        rec = ev.observer("ref")
 
-            async def read() -> tuple[bool, str]:
-                async with self.session(None, rec) as admin:
-                    got = await admin.call_tool("datahub_get_entity", {"urn": ref})
-                return not got.is_error, got.text[:200]
-
-            ok, detail = await ev.retrying("ref", read)
-            return RefCheck(ref, "pack", ok, detail, list(rec.seqs))
-        if ref.startswith("kp:"):
-            slug = urllib.parse.quote(ref[3:])
+        async def look(kind: str, record: str, read: Any, exists: Any) -> bool:
             seen, seq = await ev.read(
-                "ref", lambda: self.rest("GET", f"{PAGES}/{slug}"),
-                lambda rb: {"exists": rb.status == 200},
+                "ref", read,
+                lambda rb: {"ref": ref, "kind": kind, "record": record, "exists": exists(rb)},
             )  # fmt: skip
-            return RefCheck(ref, "pack", seen["exists"], "", [seq] if seq is not None else [])
-        seen, seq = await self._status(ev, "ref", ref)
-        exists = seen["status"] is not None
-        return RefCheck(ref, "vault" if exists else "unknown", exists, str(seen["status"] or ""),
-                        [seq] if seq is not None else [])  # fmt: skip
+            refs.extend([*rec.seqs, *([seq] if seq is not None else [])])
+            rec.seqs.clear()
+            return bool(seen["exists"])
+
+        def found(rb: ReadBack) -> bool:
+            body = _object(rb.body)
+            doc = _object(body.get("document"))
+            # DataHub answers any glossary-term URN with a {urn, name} shell: only a
+            # definition shows the term is really in the catalog.
+            shell = doc.get("kind") == "glossary_term" and not doc.get("content")
+            return rb.status == 200 and body.get("found") is True and not shell
+
+        def ok(rb: ReadBack) -> bool:
+            return rb.status == 200
+
+        if ref.startswith("urn:li:"):
+            hit = await look("pack", "catalog", lambda: self._fetch(ref, rec), found)
+            return RefCheck(ref, "pack" if hit else "unknown", hit, "catalog", refs)
+        bare = ref
+        for prefix in ("mcp:knowledge_page:", "mcp:insight:", "mcp:memory:"):
+            bare = bare.removeprefix(prefix)
+        if not bare.strip():
+            return RefCheck(ref, "unknown", False, "not a ref", refs)
+        quoted = urllib.parse.quote(bare, safe="")
+        page = functools.partial(self.rest, "GET", f"{PAGES}/{quoted}")
+        if ref.startswith("mcp:knowledge_page:"):
+            hit = await look("pack", "page", page, ok)
+            return RefCheck(ref, "pack" if hit else "unknown", hit, "page", refs)
+        insight = functools.partial(self.rest, "GET", f"{INSIGHTS}/{quoted}")
+        if not ref.startswith("mcp:memory:") and await look("vault", "insight", insight, ok):
+            return RefCheck(ref, "vault", True, "insight", refs)
+        if ref == bare and await look("pack", "page", page, ok):
+            return RefCheck(ref, "pack", True, "page", refs)
+        if not ref.startswith("mcp:insight:") and await look(
+            "vault", "memory", lambda: self._memory(bare, rec), ok
+        ):
+            return RefCheck(ref, "vault", True, "memory", refs)
+        return RefCheck(ref, "unknown", False, "", refs)
+
+    async def _fetch(self, reference: str, rec: Observer) -> ReadBack:
+        """``fetch`` as the admin, answered as a read-back (``MCP``; 200, or 422 on an error)."""
+        start = time.perf_counter()
+        async with self.session(None, rec) as admin:
+            got = await admin.call_tool("fetch", {"reference": reference})
+        body = _object(got.data) if not got.is_error else {"text": got.text[:200]}
+        return _mcp_read("fetch", 422 if got.is_error else 200, body, start)
+
+    async def _memory(self, record_id: str, rec: Observer) -> ReadBack:
+        """A memory record by id from the admin's ``memory_manage list`` (the admin REST
+        serves insights only; the listing is by persona, which the pool shares)."""
+        start = time.perf_counter()
+        scanned = 0
+        async with self.session(None, rec) as admin:
+            for offset in range(0, MEMORY_SCAN_LIMIT, PAGE_BATCH):
+                args = {"command": "list", "limit": PAGE_BATCH, "offset": offset}
+                got = await admin.call_tool("memory_manage", args)
+                if got.is_error:
+                    return _mcp_read("memory_manage", 422, {"text": got.text[:200]}, start)
+                data = _object(got.data)
+                rows = [r for r in data.get("records") or [] if isinstance(r, dict)]
+                scanned += len(rows)
+                hit = next((r for r in rows if r.get("id") == record_id), None)
+                if hit is not None:
+                    record = {k: hit.get(k) for k in ("id", "dimension", "category", "status")}
+                    return _mcp_read("memory_manage", 200, {"record": record}, start)
+                if not rows or offset + PAGE_BATCH >= int(data.get("total") or 0):
+                    break
+        return _mcp_read("memory_manage", 404, {"scanned": scanned}, start)
 
     async def aclose(self) -> None:
         await self._admin_http.aclose()

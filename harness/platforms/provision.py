@@ -3,32 +3,48 @@
 ``embedded`` (alias ``embedded:thread``) serves a fresh refplatform in this process;
 ``embedded:process`` serves it as a child process (``python -m refplatform serve``),
 so it runs on another core; an ``http(s)://`` URL is an external platform, shared by
-every pass, with ``--reset-cmd`` run between passes. Every runtime an embedded
+every pass, with ``--reset-cmd`` run between passes; ``server-memory[@VERSION]`` runs
+@modelcontextprotocol/server-memory over stdio, installed with npm on first use (or
+the command ``--server-memory-cmd`` gives). Every runtime an embedded or stdio
 provisioner hands out starts from a fresh platform state.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import secrets
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import NamedTuple
 
+import msgspec
+
+from harness import settings
 from harness.errors import HarnessError
 from harness.platforms import embedded
 from harness.platforms.base import Description, PlatformClient
 from harness.platforms.mcp_data_platform import McpDataPlatform
+from harness.platforms.server_memory import PACKAGE, ServerMemory
+from harness.record import redact_command
 from ledger.events import PlatformRecord
 
 KINDS = ("embedded", "embedded:thread", "embedded:process")
 STARTUP_TIMEOUT_S = 60.0
+# The server-memory release `--platform server-memory` runs (npm 2026.8.31 reports 0.6.3).
+SERVER_MEMORY_VERSION = "2026.8.31"
+SERVER_MEMORY_CMD = "server-memory-cmd:"  # how a --server-memory-cmd platform is recorded
+NPM_TIMEOUT_S = 600.0
+_EXACT_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
 class PlatformStartFailed(HarnessError):
@@ -57,14 +73,41 @@ class PlatformSpec(NamedTuple):
 
 
 def parse_platform(text: str) -> PlatformSpec:
-    """``embedded[:thread|:process]`` or an http(s):// URL; ValueError says what is accepted."""
+    """``embedded[:thread|:process]``, ``server-memory[@VERSION]`` or an http(s):// URL.
+
+    ValueError says what is accepted. ``npm:@modelcontextprotocol/server-memory@VERSION``
+    and ``server-memory-cmd:CMD`` are how a run record names a server-memory platform;
+    they are accepted too, so a resume reaches the same platform.
+    """
     if text in ("embedded", "embedded:thread"):
         return PlatformSpec("embedded")
     if text == "embedded:process":
         return PlatformSpec("process")
     if text.startswith(("http://", "https://")):
         return PlatformSpec("external", text.rstrip("/"))
-    raise ValueError(f"--platform {text!r}: use embedded, embedded:process or an http(s):// URL")
+    if text == "server-memory" or text.startswith(("server-memory@", f"npm:{PACKAGE}@")):
+        version = text.rpartition("@")[2] if "@" in text else SERVER_MEMORY_VERSION
+        if not _EXACT_VERSION.match(version):
+            raise ValueError(
+                f"--platform {text!r}: pin an exact npm version, e.g. "
+                f"server-memory@{SERVER_MEMORY_VERSION} (see `npm view {PACKAGE} versions`)"
+            )
+        return PlatformSpec("stdio", f"npm:{PACKAGE}@{version}")
+    if text.startswith(SERVER_MEMORY_CMD):
+        try:
+            argv = shlex.split(text.removeprefix(SERVER_MEMORY_CMD))
+        except ValueError as exc:
+            raise ValueError(f"--server-memory-cmd: {exc}") from None
+        if not argv or any("<redacted>" in a for a in argv):
+            raise ValueError(
+                "--server-memory-cmd: give the command that starts the server (a recorded "
+                "command with redacted secrets must be given again)"
+            )
+        return PlatformSpec("stdio", text)
+    raise ValueError(
+        f"--platform {text!r}: use embedded, embedded:process, server-memory[@VERSION] or "
+        "an http(s):// URL"
+    )
 
 
 class Provisioner(ABC):
@@ -192,6 +235,9 @@ class ExternalProvisioner(Provisioner):
             admin_key=self.admin_key,
             pool_base=self.pool_base,
             pool_size=self.pool_size,
+            # $BENCHLEDGER_PLATFORM_TIMEOUT_S, when set, bounds every request to the platform.
+            timeout_s=settings.load().platform_timeout_s or 30.0,
+            read_timeout_s=settings.load().platform_timeout_s or None,
         )
         try:
             yield client
@@ -210,6 +256,114 @@ class ExternalProvisioner(Provisioner):
         return self.k > 1 and not self.reset_cmd
 
 
+def install_server_memory(version: str, npm_dir: str) -> str:
+    """The server's entry script, installed with npm into ``npm_dir/server-memory-VERSION``.
+
+    Installed once; later runs reuse the folder. The install goes to a scratch folder
+    first and is renamed into place, so an interrupted install is never mistaken for one.
+    """
+    home = os.path.join(os.path.abspath(npm_dir), f"server-memory-{version}")
+    entry = _installed_entry(home, version)
+    if entry:
+        return entry
+    npm = shutil.which("npm")
+    if npm is None:
+        raise PlatformStartFailed(
+            f"--platform server-memory installs {PACKAGE}@{version} with npm, which is not on "
+            "PATH: install Node.js 18+ with npm, or give --server-memory-cmd CMD"
+        )
+    os.makedirs(os.path.dirname(home), exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=f".server-memory-{version}-", dir=os.path.dirname(home))
+    try:
+        cmd = [npm, "install", "--prefix", scratch, "--ignore-scripts", "--no-audit",
+               "--no-fund", "--loglevel=error", f"{PACKAGE}@{version}"]  # fmt: skip
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise PlatformStartFailed(
+                f"npm install {PACKAGE}@{version} took over {NPM_TIMEOUT_S:g}s: check the "
+                "npm registry is reachable (npm config get registry)"
+            ) from None
+        if done.returncode != 0:
+            raise PlatformStartFailed(
+                f"npm install {PACKAGE}@{version} exited {done.returncode}: "
+                f"{done.stderr.strip()[:300]!r}"
+            )
+        if not _installed_entry(scratch, version):
+            raise PlatformStartFailed(f"npm installed no {PACKAGE}@{version} into {scratch}")
+        try:
+            os.rename(scratch, home)
+        except OSError:
+            if not _installed_entry(home, version):  # else another run installed it first
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return _installed_entry(home, version)
+
+
+def _installed_entry(prefix: str, version: str) -> str:
+    """The entry script of the package installed under ``prefix``, if it is ``version``."""
+    root = os.path.join(prefix, "node_modules", *PACKAGE.split("/"))
+    try:
+        with open(os.path.join(root, "package.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return ""
+    bins = meta.get("bin")
+    script = next(iter(bins.values()), "") if isinstance(bins, dict) else str(bins or "")
+    entry = os.path.join(root, script)
+    return entry if meta.get("version") == version and script and os.path.isfile(entry) else ""
+
+
+class ServerMemoryProvisioner(Provisioner):
+    """@modelcontextprotocol/server-memory over stdio; each runtime gets a fresh folder."""
+
+    fresh_state = True
+
+    def __init__(self, spec: PlatformSpec, *, pool_size: int, npm_dir: str = "") -> None:
+        super().__init__(spec, pool_size=pool_size)
+        self.npm_dir = npm_dir or settings.load().npm_dir
+        self._argv: tuple[str, ...] = ()
+        self._installing = asyncio.Lock()
+
+    def _resolve(self) -> tuple[str, ...]:
+        if self.spec.url.startswith(SERVER_MEMORY_CMD):
+            return tuple(shlex.split(self.spec.url.removeprefix(SERVER_MEMORY_CMD)))
+        node = shutil.which("node")
+        if node is None:
+            raise PlatformStartFailed(
+                "--platform server-memory runs on Node.js, and `node` is not on PATH: install "
+                "Node.js 18+ with npm, or give --server-memory-cmd CMD"
+            )
+        return (node, install_server_memory(self.spec.url.rpartition("@")[2], self.npm_dir))
+
+    async def argv(self) -> tuple[str, ...]:
+        """The command that starts one server (installing the package on first use)."""
+        async with self._installing:
+            if not self._argv:
+                self._argv = await asyncio.to_thread(self._resolve)
+        return self._argv
+
+    @asynccontextmanager
+    async def runtime(self) -> AsyncIterator[PlatformClient]:
+        argv = await self.argv()
+        # MEMORY_FILE_PATH must be absolute: a relative one resolves in the package's folder.
+        folder = tempfile.mkdtemp(prefix="benchledger-server-memory-")
+        try:
+            async with ServerMemory.running(argv, folder, pool_size=self.pool_size) as client:
+                yield client
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def record(self, described: Description) -> PlatformRecord:
+        """The npm package and version (or the given command, redacted) and the server's own."""
+        rec = super().record(described)
+        if self.spec.url.startswith(SERVER_MEMORY_CMD):
+            cmd = redact_command(self.spec.url.removeprefix(SERVER_MEMORY_CMD))
+            rec = PlatformRecord(**{**msgspec.structs.asdict(rec), "url": SERVER_MEMORY_CMD + cmd})
+        return rec
+
+
 def provisioner(
     spec: PlatformSpec,
     *,
@@ -221,6 +375,10 @@ def provisioner(
     pack: str = "",
 ) -> Provisioner:
     """The provisioner for a parsed ``--platform`` (``pack``: the embedded platform's seed)."""
+    if spec.kind == "stdio":
+        if pack:
+            raise ValueError("--pack seeds the embedded platform; server-memory starts empty")
+        return ServerMemoryProvisioner(spec, pool_size=pool_size)
     if spec.kind == "external":
         return ExternalProvisioner(
             spec,

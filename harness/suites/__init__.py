@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from harness.suites.base import Loaded, Suite
 from harness.suites.lifecycle import LifecycleSuite
+from harness.suites.provenance import ProvenanceSuite
 
-SUITES = {"lifecycle": LifecycleSuite}
+SUITES: dict[str, Callable[[], Suite]] = {
+    "lifecycle": LifecycleSuite,
+    "provenance": ProvenanceSuite,
+}
 
 
 def suite_for(name: str) -> Suite:
@@ -16,4 +22,4 @@ def suite_for(name: str) -> Suite:
         raise ValueError(f"--suite {name!r}: use one of {', '.join(SUITES)}") from None
 
 
-__all__ = ["SUITES", "LifecycleSuite", "Loaded", "Suite", "suite_for"]
+__all__ = ["SUITES", "LifecycleSuite", "Loaded", "ProvenanceSuite", "Suite", "suite_for"]

@@ -26,7 +26,7 @@ def target(p: Protocol) -> Target:
     page = None
     if p.page is not None:
         page = Page(p.page.slug, p.page.title, p.page.summary, p.page.body)
-    return Target(p.entity_urn, p.sink, p.fact, page)
+    return Target(p.entity_urn, p.sink, p.fact, page, p.update.fact if p.update else "")
 
 
 class LifecycleSuite:

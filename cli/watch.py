@@ -1,0 +1,54 @@
+"""``report RUN --watch``: the scorecard re-rendered as units land, until the run is sealed.
+
+The lifecycle fold is fed from the ledger's notification log (``LiveView``): each frame
+applies only the events committed since the last one, so a watch costs one small read
+per poll however large the run. Every frame before the seal is labelled LIVE and
+unsealed: its numbers cover the units finished so far, not the run.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+from projections.fold import LiveView
+from projections.lifecycle import LifecycleFold, scorecard
+from projections.report import render
+
+
+def live_frames(
+    view: LiveView[LifecycleFold], fmt: str, wait: Callable[[], None], *, ci: str = "auto"
+) -> Iterator[str]:
+    """A labelled scorecard whenever the run has new events; the last one once it is sealed.
+
+    ``wait`` is called between polls that found nothing new (the CLI sleeps there).
+    """
+    while True:
+        if not view.catch_up():
+            wait()
+            continue
+        meta, units = view.projection.result()
+        if not meta.run_id:  # the header has not landed yet
+            continue
+        done = sum(1 for u in units if u.finished is not None and not u.abandoned)
+        card = scorecard([(meta, units)], ci=ci)
+        if meta.root:
+            label = f"run {meta.run_id}: sealed, root {meta.root} ({done} units, final)"
+        else:
+            label = (
+                f"LIVE run {meta.run_id}: unsealed, {done} of {meta.planned_units} planned units "
+                f"finished as of {time.strftime('%H:%M:%S')} (partial: not the run's result)"
+            )
+        yield f"{label}\n\n{render(card, fmt)}"
+        if meta.root:
+            return
+
+
+def watch(view: LiveView[LifecycleFold], fmt: str, interval: float, *, ci: str = "auto") -> None:
+    """Print frames to stdout (clearing a terminal between them) until the seal lands."""
+    clear = "\x1b[2J\x1b[H" if sys.stdout.isatty() else ""
+    for n, frame in enumerate(live_frames(view, fmt, lambda: time.sleep(interval), ci=ci)):
+        sys.stdout.write(clear or ("\n" + "-" * 72 + "\n" if n else ""))
+        sys.stdout.write(frame)
+        sys.stdout.flush()

@@ -1,0 +1,81 @@
+"""The provenance lane (DESIGN §7): does every answer point back to a real source?
+
+One unit is one replicate of one case, as one fresh pool identity: each prime prompt is
+a teach episode (``prime_1``, ``prime_2``, ...), then the scored prompt is answered in a
+fresh session (episode ``answer``) ending with ``FINAL ANSWER:`` and a ``SOURCES:`` line,
+recorded as the episode's sources. The harness then resolves every cited ref through
+the platform adapter (``read_ref``), and the one decision function
+(``projections.provenance_decisions``) judges the citations, exactly as re-derivation will.
+Run with ``k = 2`` and a fresh platform per unit, each case is answered twice on fresh
+runtimes; the metrics (``projections.provenance``) compare the two.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import protocols
+from harness.agents.base import Episode
+from harness.suites.base import Loaded
+from harness.unit import UnitContext
+from projections.provenance_decisions import (
+    MAX_SOURCES,
+    RESOLVE,
+    SCORED,
+    decide_case,
+    prime_stage,
+    scored,
+)
+from protocols.cases import Case, case_set_hash, load_cases
+from protocols.grading import ABSTAIN_ANSWER
+
+BUDGET: Final = 6  # tool calls per episode
+DEFAULT_K: Final = 2  # replicates per case: M1 compares them
+_COMMON: Final = (
+    "You are a data analyst working with a memory platform through its tools. "
+    "You have a limited number of tool calls in this session."
+)
+PRIME_PROMPT: Final = (
+    _COMMON + " Save what the user asks you to keep with memory_capture: a definition or "
+    "business rule as type business_knowledge (it goes to review), a personal note or "
+    "preference as type episodic_event or personal_preference."
+)
+ANSWER_PROMPT: Final = (
+    _COMMON + " Answer from what the platform holds: search it (its memory, insights, "
+    "catalog and knowledge pages) and read what you need. End your reply with a line "
+    "'FINAL ANSWER: <answer>' followed by a line 'SOURCES: <ref>, <ref>' listing the ref "
+    "of every search hit, or the URN or id of every record, your answer relies on (a "
+    "search hit's `ref` field, verbatim). If nothing you can find grounds an answer, reply "
+    f"'FINAL ANSWER: {ABSTAIN_ANSWER}' and no SOURCES line."
+)
+
+
+class ProvenanceSuite:
+    name = "provenance"
+    identities_per_unit = 1  # one fresh identity per replicate: its memories are its own
+
+    def default_path(self) -> str:
+        return protocols.CASES_PUBLIC_V1
+
+    def load(self, path: str) -> Loaded:
+        cases = load_cases(path).cases
+        return Loaded(list(cases), case_set_hash(cases), path)
+
+    def entity(self, item: Any) -> str:
+        return f"case:{item.id}"
+
+    async def run_unit(self, ctx: UnitContext) -> None:
+        case: Case = ctx.plan.item
+        who = ctx.plan.identities[0]
+        for n, prompt in enumerate(case.prime, 1):
+            ep = Episode(prime_stage(n), PRIME_PROMPT, prompt, case, BUDGET)
+            await ctx.episode(ep, who, "")
+        ep = Episode(SCORED, ANSWER_PROMPT, case.prompt, case, BUDGET)
+        await ctx.episode(ep, who, "", cites=True)
+        ctx.stage = RESOLVE
+        finished = scored(ctx.log)
+        cited = finished[1].sources if finished is not None else []
+        for ref in cited[:MAX_SOURCES]:
+            await ctx.platform.read_ref(ctx, ref)
+        ctx.decisions(decide_case(case, ctx.log))
+        ctx.commit()
