@@ -101,10 +101,11 @@ def _agent_params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _time_scale(args: argparse.Namespace, agent: str) -> float:
-    """``--time-scale`` (1.0 unless given); UsageError unless >= 0 and the agent is recorded."""
+    """``--time-scale`` (1.0 unless given); UsageError if < 0 or the agent is not recorded."""
     if args.time_scale is None:
         return 1.0
-    if not agent.startswith("recorded:"):
+    # On resume the agent comes from the run record, which the driver checks.
+    if not agent.startswith("recorded:") and not args.resume:
         raise UsageError(
             "--time-scale scales a recorded agent's latencies: use --agent recorded:DIR"
         )

@@ -182,7 +182,7 @@ def test_a_comparison_across_platforms_renders_and_names_the_difference(runs, ca
     assert main(["compare", "ref", "sm", "--ledger", runs]) == 0
     out = capsys.readouterr().out
     assert "differs: platform: A = mcp-data-platform (embedded)" in out
-    assert "B = memory-server (embedded) 0.6.3" in out
+    assert "B = memory-server 0.6.3" in out
     assert "transfer_rate" in out and "in one run's denominator only" in out
     # Merging passes and gating still refuse two platforms.
     assert main(["report", "ref", "sm", "--ledger", runs]) == 2
