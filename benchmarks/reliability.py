@@ -73,7 +73,7 @@ ROOT: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS: Final = os.path.join(ROOT, "tests", "data", "bad")
 SCENARIOS: Final = ("kill", "faults", "disk", "postgres", "bad", "load")
 FAULT_RATE: Final = 0.1
-FAULT_TIMEOUT_S: Final = 3.0  # the client's timeout while faults are injected
+FAULT_TIMEOUT_S: Final = 5.0  # the client's timeout while faults are injected
 _UNIT_LINE = re.compile(r"^unit (\d+)/(\d+) ")
 
 
@@ -86,7 +86,8 @@ class Row:
     survived: str
     ok: bool | None  # None: skipped (the reason is in ``survived``)
     seconds: float = 0.0
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # why it failed
+    notes: list[str] = field(default_factory=list)  # what to know even when it passed
 
     @property
     def result(self) -> str:
@@ -225,7 +226,8 @@ def _one_line(err: str) -> list[str]:
     lines = [ln for ln in err.splitlines() if ln.strip()]
     out = []
     if len(lines) != 1:
-        out.append(f"stderr has {len(lines)} lines, not one: {err.strip()[-300:]!r}")
+        shown = err.strip() if len(err) < 1500 else err.strip()[:1200] + " ... " + err[-300:]
+        out.append(f"stderr has {len(lines)} lines, not one: {shown!r}")
     if "Traceback" in err:
         out.append("a traceback on stderr")
     return out
@@ -335,13 +337,12 @@ def kill_sweep(cfg: Config) -> Row:
 
 # -- platform faults -----------------------------------------------------------------------
 
-# How each injected fault reads in the infra_error it must become.
-_SURFACES: Final = {
-    "http_5xx": ("http_5xx",),
-    "timeout": ("timeout",),
-    "drop": ("transport",),
-    "truncate": ("transport", "bad_answer"),
-}
+# How injected faults read in the infra_errors they must become: (faults, recorded kinds).
+_SURFACES: Final = (
+    (("http_5xx",), ("http_5xx",)),
+    (("timeout",), ("timeout",)),
+    (("drop", "truncate"), ("transport", "bad_answer")),
+)
 
 
 @contextlib.contextmanager
@@ -412,15 +413,21 @@ def platform_faults(cfg: Config) -> Row:
     problems += units.exactly_once()
     faults = tally.by_kind()
     seen = collections.Counter(b.error for b in errors)
-    if len(errors) != len(tally.faults):
+    notes: list[str] = []
+    if len(errors) < len(tally.faults):
         problems.append(
-            f"{len(tally.faults)} faults injected, {len(errors)} infra_error events "
+            f"{len(tally.faults)} faults injected, only {len(errors)} infra_error events "
             f"(by kind injected {faults}, recorded {dict(seen)})"
         )
-    for kind, n in faults.items():
-        recorded = sum(seen[k] for k in _SURFACES[kind])
-        if recorded < n and kind in ("http_5xx", "timeout"):
-            problems.append(f"{n} {kind} faults, only {recorded} recorded as such")
+    elif len(errors) > len(tally.faults):  # a slow machine: real timeouts besides ours
+        notes.append(
+            f"{len(errors) - len(tally.faults)} infra errors besides the injected "
+            f"faults (recorded {dict(seen)})"
+        )
+    for injected, recorded_as in _SURFACES:
+        n, recorded = sum(faults[k] for k in injected), sum(seen[k] for k in recorded_as)
+        if recorded < n:
+            problems.append(f"{n} {'/'.join(injected)} faults, only {recorded} recorded as such")
     card = scorecard([fold(LifecycleFold(), events)])
     failed = set(units.errors)
     if card.harness_failures != len(failed):
@@ -431,14 +438,9 @@ def platform_faults(cfg: Config) -> Row:
     listed = {o.stream for o in result.failed}
     if listed != failed:
         problems.append("the failed units listed at the end differ from the ledger's")
-    problems += (
-        [
-            f"infra-failed (excluded, listed): {s}: {e[:120]}"
-            for s, e in sorted(units.errors.items())
-        ]
-        if not problems
-        else []
-    )
+    notes += [
+        f"infra-failed (excluded, listed): {s}: {e[:120]}" for s, e in sorted(units.errors.items())
+    ]
     kinds = ", ".join(f"{n} {k}" for k, n in faults.items())
     return Row(
         "platform faults",
@@ -447,8 +449,9 @@ def platform_faults(cfg: Config) -> Row:
         f"sealed and verifies; {len(errors)} infra_error events for {len(tally.faults)} faults, "
         f"each a recorded retry; {len(failed)} unit(s) exhausted their retries: excluded from "
         "every rate and listed",
-        not [p for p in problems if not p.startswith("infra-failed (excluded")],
+        not problems,
         problems=problems,
+        notes=notes,
     )
 
 
@@ -954,6 +957,7 @@ def table(rows: Sequence[Row]) -> str:
     for r in rows:
         out.append(f"| {r.scenario} | {r.tried} | {r.survived} | {r.result} | {r.seconds:.0f} s |")
     for r in rows:
+        out += [f"{r.scenario}: {n}" for n in r.notes]
         for p in r.problems[:20]:
             out.append(f"{r.scenario}: {p}")
         if len(r.problems) > 20:

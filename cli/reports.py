@@ -105,7 +105,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except Incomparable as exc:
         raise UsageError(f"cannot compare: {exc}") from None
     differs = differences(a.meta, b.meta)
-    write_output(compare_text(rows, args.run_a, args.run_b, args.format, differs), args.output)
+    verified = [a.meta.verified, b.meta.verified]
+    text = compare_text(rows, args.run_a, args.run_b, args.format, differs, verified)
+    write_output(text, args.output)
     return EXIT_OK
 
 
@@ -170,6 +172,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
         print(trust.gate_json(bar, rows, baseline, candidate, verdict, status))
         return status
     print(bar.describe())
+    for who, run in (("baseline", baseline), ("candidate", candidate)):
+        if run.check is not None:
+            print(f"verified {who}: {run.check.line()}")
     sys.stdout.write(gate_text(rows, bar.tolerance))
     print(verdict)
     return status

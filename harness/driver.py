@@ -13,7 +13,7 @@ import asyncio
 import datetime as dt
 import math
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -133,6 +133,20 @@ def _agent_options(cfg: RunConfig, recorded: dict[str, Any] | None = None) -> di
     params = {**(recorded or {}), **cfg.agent_params}
     return {"params": params, "settings": cfg.settings, "base_url": cfg.base_url,
             "rpm": cfg.rpm, "tpm": cfg.tpm, "time_scale": cfg.time_scale}  # fmt: skip
+
+
+async def _together(units: list[Coroutine[Any, Any, None]]) -> None:
+    """Run ``units`` concurrently. When one fails (the ledger refused a write) or the run is
+    cancelled, stop the others and wait for them, so none fails on its own later (at
+    shutdown, where its error would be printed apart from the one line that says why)."""
+    tasks = [asyncio.ensure_future(u) for u in units]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _provisioner(spec: PlatformSpec, **kw: Any) -> Provisioner:
@@ -314,14 +328,14 @@ class RunDriver:
             for p in plans:
                 key = p.stream if scope == "unit" else p.attempt
                 tasks.append(self._unit(sem, suite, agent, await client_for(key), p, total))
-            await asyncio.gather(*tasks)
+            await _together(tasks)
             return
         assert shared is not None  # a shared platform's client comes from the preflight
         for n, j in enumerate(passes):
             if n or reset_first:
                 prov.between_passes()
-            await asyncio.gather(
-                *(self._unit(sem, suite, agent, shared, p, total) for p in plans if p.attempt == j)
+            await _together(
+                [self._unit(sem, suite, agent, shared, p, total) for p in plans if p.attempt == j]
             )
 
     async def _preflight(

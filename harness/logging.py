@@ -26,6 +26,9 @@ def quiet_logs() -> None:
     # The MCP client logs each failed request as an error (with a traceback) and then hands
     # the failure to the caller, where it becomes an infra_error event: say it once, there.
     logging.getLogger("mcp.client").setLevel(logging.CRITICAL)
+    # Likewise the embedded platform's MCP server (it shares this process): its failures reach
+    # the harness as HTTP errors, and a stopped run's client leaving mid-request is none.
+    logging.getLogger("mcp.server").setLevel(logging.CRITICAL)
     # The embedded platform's server errors reach the harness as HTTP 500 answers (recorded
     # as infra errors); stopping it under open session streams is no error at all. A filter,
     # because uvicorn resets its loggers' levels each time a server is configured.

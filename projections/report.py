@@ -502,11 +502,17 @@ def _resolves(r: Row) -> str:
 
 
 def compare_text(
-    rows: list[Row], a: str, b: str, fmt: str = "table", differs: Sequence[str] = ()
+    rows: list[Row],
+    a: str,
+    b: str,
+    fmt: str = "table",
+    differs: Sequence[str] = (),
+    verified: Sequence[str] = (),
 ) -> str:
     """The paired comparison of runs A and B: difference, interval, method, resolution.
 
-    ``differs`` names what differs between the runs (``compare.differences``: the platform).
+    ``differs`` names what differs between the runs (``compare.differences``: the platform);
+    ``verified`` says, for A and B, what reading them verified against which root.
     """
     methods = sorted({r.method for r in rows if r.method})
     if fmt == "json":
@@ -514,6 +520,7 @@ def compare_text(
             "a": a,
             "b": b,
             "differs": list(differs),
+            "verified": list(verified),
             "metrics": {
                 r.name: {
                     "a": [r.a_num, r.a_den],
@@ -537,6 +544,7 @@ def compare_text(
             f"- **A**: `{a}`",
             f"- **B**: `{b}`",
             *(f"- **differs**: {d}" for d in differs),
+            *(f"- **verified {x}**: {v}" for x, v in zip("AB", verified, strict=False)),
             f"- **intervals**: 95%, {'; '.join(methods) or '-'}",
             "",
             "| metric | A | B | B - A | 95% CI | resolves | McNemar p | note |",
@@ -544,6 +552,7 @@ def compare_text(
         ]
     else:
         lines = [f"A = {a}", f"B = {b}", *(f"differs: {d}" for d in differs)]
+        lines += [f"verified {x}: {v}" for x, v in zip("AB", verified, strict=False)]
         lines += [f"intervals: 95%, {'; '.join(methods) or '-'}", ""]
         lines.append(
             f"{'metric':<30} {'A':>9} {'B':>9} {'B - A':>8}  {'95% CI':<18} "
