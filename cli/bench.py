@@ -123,7 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--time-scale",
         type=float,
         metavar="F",
-        help="recorded: spend the recorded latencies times F (0.05; 1 = as recorded)",
+        help="recorded: spend the recorded latencies times F (0.25; 1 = as recorded)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_bench_run)

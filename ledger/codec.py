@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from ledger.events import AnyEvent, Event
@@ -46,8 +48,8 @@ def envelope_bytes(
 ) -> bytes:
     """Canonical bytes assembled from pre-encoded parts; equal to ``canonical(event)``.
 
-    The writer's hot path: the envelope's sorted key order is fixed
-    (at, body, kind, prev, refs, seq, stream), so only the body needs the encoder.
+    For bodies already encoded (tests build damaged or foreign events with it): the
+    envelope's sorted key order is fixed (at, body, kind, prev, refs, seq, stream).
     ``stream_json`` is the stream name already JSON-encoded; ``kind`` and ``prev`` are
     plain ASCII (a tag and a hex hash) and need no escaping.
     """
@@ -56,6 +58,29 @@ def envelope_bytes(
 
 
 _ENVELOPE = b'{"at":%d,"body":%s,"kind":"%s","prev":"%s","refs":%s,"seq":%d,"stream":%s}'
+
+
+class _Envelope(msgspec.Struct, gc=False):
+    """An event as the writer encodes it: one encoder call for envelope and body."""
+
+    at: int
+    body: Any
+    kind: str
+    prev: str
+    refs: tuple[int, ...]
+    seq: int
+    stream: str
+
+
+def envelope(
+    stream: str, seq: int, prev: str, at: int, kind: str, refs: tuple[int, ...], body: Any
+) -> bytes:
+    """Canonical bytes of an event from its parts; equal to ``canonical(event)``.
+
+    The writer's hot path: one sorted-key encode of envelope and body together (about
+    a microsecond less per event than encoding the body and assembling around it).
+    """
+    return _encoder.encode(_Envelope(at, body, kind, prev, refs, seq, stream))
 
 
 def encode_string(text: str) -> bytes:

@@ -18,8 +18,7 @@ from ledger.codec import (
     canonical_json,
     decode_event,
     decode_link,
-    encode_string,
-    envelope_bytes,
+    envelope,
 )
 from ledger.errors import (
     AppendConflict,
@@ -91,7 +90,6 @@ class StreamWriter:
         self.next_seq = next_seq
         self.head = head
         self._clock = clock
-        self._stream_json = encode_string(stream)
         self.staged: list[Record] = []
         # With keep_log, every body appended through this writer, typed, with its seq: what
         # a unit's decisions and trace hash are computed from (staged bytes leave at commit).
@@ -106,9 +104,7 @@ class StreamWriter:
             if not 0 <= r < seq:
                 raise ValueError(f"{self.stream}: ref {r} is not an earlier seq (next is {seq})")
         kind = body.KIND
-        data = envelope_bytes(
-            self._stream_json, seq, self.head, self._clock(), kind, refs_t, _encode(body)
-        )
+        data = envelope(self.stream, seq, self.head, self._clock(), kind, refs_t, body)
         # tuple.__new__: a Record without the NamedTuple constructor's Python frame.
         self.staged.append(_tuple_new(Record, (self.stream, seq, kind, data)))
         if self.keep_log:

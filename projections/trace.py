@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final, NamedTuple
 
 import blake3
+import msgspec
 
 from ledger.codec import canonical_json
 from ledger.events import (
@@ -71,6 +72,11 @@ class Ids:
         self.ids: dict[str, str] = {}
         self.emails: dict[str, str] = {}
         self.agents: dict[str, str] = {}
+        # Text already normalized in this trace: a model request repeats the whole
+        # conversation so far, so most text comes back many times. The cache is exact:
+        # the first pass numbered every id in the text, so a second pass gives the same.
+        self.texts: dict[str, Any] = {}
+        self.containers: dict[bytes, Any] = {}
 
     def id(self, token: str) -> str:
         """``<id:n>`` for the n-th distinct id seen."""
@@ -85,16 +91,35 @@ class Ids:
         return self.agents.setdefault(token, f"<agent:{len(self.agents) + 1}>")
 
 
+_key = msgspec.json.Encoder().encode  # a container's identity for the cache: its JSON bytes
+
+
 def _is_volatile(key: str) -> bool:
     return key in VOLATILE_KEYS or key.endswith(VOLATILE_SUFFIX)
 
 
 def normalize(value: Any, ids: Ids) -> Any:
     """``value`` with volatile keys dropped, ids numbered, floats rounded, JSON text parsed."""
-    if isinstance(value, dict):
-        return {str(k): normalize(v, ids) for k, v in value.items() if not _is_volatile(str(k))}
-    if isinstance(value, list | tuple):
-        return [normalize(v, ids) for v in value]
+    if isinstance(value, dict | list | tuple):
+        # A model request repeats the conversation so far, so most containers come back
+        # many times: their form is looked up by their JSON bytes (a C encoder, far cheaper
+        # than walking them). Exact for the reason the text cache is.
+        try:
+            key: bytes | None = _key(value)
+        except (TypeError, ValueError, OverflowError):  # not JSON: walk it every time
+            key = None
+        seen = ids.containers.get(key) if key is not None else None
+        if seen is not None:
+            return seen
+        if isinstance(value, dict):
+            out: Any = {
+                str(k): normalize(v, ids) for k, v in value.items() if not _is_volatile(str(k))
+            }
+        else:
+            out = [normalize(v, ids) for v in value]
+        if key is not None:
+            ids.containers[key] = out
+        return out
     if isinstance(value, float):
         return round(value, FLOAT_DIGITS)
     if isinstance(value, str):
@@ -106,6 +131,14 @@ def normalize_text(text: str, ids: Ids) -> Any:
     """Text as its stable form: a JSON object or array is normalized as a structure (tool
     results are JSON documents in text blocks); other text has handles removed, times
     masked, ids, emails and pool identity names numbered."""
+    done = ids.texts.get(text)
+    if done is not None:
+        return done
+    ids.texts[text] = out = _normalize_text(text, ids)
+    return out
+
+
+def _normalize_text(text: str, ids: Ids) -> Any:
     head = text.lstrip()[:1]
     if head in ("{", "["):
         try:

@@ -136,6 +136,18 @@ def quiet_logs() -> None:
         "sse_starlette",
     ):
         logging.getLogger(name).setLevel(logging.WARNING)
+    error_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _NotAStopError) for f in error_log.filters):
+        error_log.addFilter(_NotAStopError())
+
+
+class _NotAStopError(logging.Filter):
+    """Drop uvicorn's report of the ASGI lifespan task cancelled at Ctrl-C: a normal stop,
+    which would otherwise print a traceback after the server already said it stopped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, asyncio.CancelledError | KeyboardInterrupt)
 
 
 class LoopbackServer:

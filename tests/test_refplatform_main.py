@@ -58,6 +58,37 @@ def test_python_m_refplatform_serve_prints_its_url_first_serves_and_stops_on_ctr
     assert out.endswith("refplatform stopped\n") and "Traceback" not in err
 
 
+def test_ctrl_c_after_a_run_stops_the_server_without_a_traceback_or_error_lines(tmp_path):
+    """Seen after a recorded re-enactment: uvicorn logged the lifespan task's cancellation."""
+    bench = os.path.join(peer_dir(), "bench")
+    pack = os.path.join(bench, "seed")
+    serve = [sys.executable, "-m", "refplatform", "serve", "--port", "0", "--pool", "8",
+             "--admin-key", "adm-k", "--pool-base", "pk", "--pack", pack]  # fmt: skip
+    proc = subprocess.Popen(
+        serve, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
+    )
+    try:
+        url = FIRST_LINE.match(proc.stdout.readline()).group(1)  # type: ignore[union-attr]
+        protocols = tmp_path / "protocols"
+        protocols.mkdir()
+        for name in ("lc-core-market.yaml", "lc-holiday-total.yaml"):
+            with open(os.path.join(bench, "protocols", name), encoding="utf-8") as fh:
+                (protocols / name).write_text(fh.read())
+        recorded = os.path.join(bench, "results", "s5-anthropic-k5")
+        argv = [sys.executable, "-m", "cli", "run", "--protocols", str(protocols),
+                "--agent", f"recorded:{recorded}", "--time-scale", "0", "--concurrency", "2",
+                "--platform", url, "--admin-key", "adm-k", "--pool-base", "pk",
+                "--pool-size", "8", "--ledger", str(tmp_path / "l.sqlite")]  # fmt: skip
+        run = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=300)
+        assert run.returncode == 0, run.stderr
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert out.endswith("refplatform stopped\n")
+    assert "Traceback" not in err and "ERROR" not in err, err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
