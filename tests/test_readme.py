@@ -135,3 +135,62 @@ def test_every_benchledger_command_in_the_readme_code_blocks_parses():
 
 def test_the_main_job_is_the_benchmark_run():
     assert _block("<!-- quickstart:main -->").strip().endswith("benchledger run")
+
+
+# -- every command of the README's code blocks runs ----------------------------------------------
+
+
+def _block_commands(marker: str) -> list[tuple[dict[str, str], list[str]]]:
+    """The ``benchledger`` commands of the block under ``marker``: (env assignments, argv)."""
+    import shlex
+
+    out = []
+    for line in _block(marker).splitlines():
+        words = shlex.split(line)
+        env = dict(w.split("=", 1) for w in words if re.fullmatch(r"[A-Z_]+=\S*", w))
+        argv = [w for w in words if not re.fullmatch(r"[A-Z_]+=\S*", w)]
+        assert argv[0] == "benchledger", line
+        out.append((env, argv[1:]))
+    return out
+
+
+def test_the_model_runs_in_the_readme_run_against_local_fake_providers(
+    tmp_path, monkeypatch, capsys
+):
+    """Each README model command, as written, with the provider a loopback fake: Anthropic's
+    through ``ANTHROPIC_BASE_URL`` (as the SDK reads it), the OpenAI-compatible one on the
+    README's own 127.0.0.1:8000. Two protocols, into a temporary ledger."""
+    import pytest
+
+    from cli import main
+    from refplatform.errors import PlatformError
+    from refplatform.server import LoopbackServer
+    from tests.fakes.anthropic_api import FakeAnthropic
+    from tests.fakes.openai_api import FakeOpenAI
+    from tests.test_model_transports import brain_for, subset
+    from tests.test_runner import metrics
+
+    (a_env, a_argv), (_, o_argv) = _block_commands("<!-- model-runs -->")
+    path = subset(tmp_path, ["bl-keystone-region", "bl-margin-region"])
+    anthropic = FakeAnthropic(brain_for(path)).start()
+    openai = FakeOpenAI(brain_for(path))
+    try:
+        openai._server = LoopbackServer(openai.app(), port=8000)
+    except PlatformError:
+        anthropic.stop()
+        pytest.skip("port 8000, which the README's OpenAI-compatible command names, is taken")
+    openai._server.start()
+    try:
+        for name, value in a_env.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", anthropic.url)
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        for run_id, argv in (("readme-a", a_argv), ("readme-o", o_argv)):
+            ledger = str(tmp_path / f"{run_id}.sqlite")
+            args = [*argv, "--protocols", path, "--ledger", ledger, "--run-id", run_id]
+            assert main(args) == 0, run_id
+            assert metrics(ledger, run_id)["full_lifecycle"] == (2, 2)
+        assert anthropic.answered > 0 and openai.answered > 0
+    finally:
+        anthropic.stop()
+        openai.stop()
