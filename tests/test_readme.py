@@ -194,3 +194,39 @@ def test_the_model_runs_in_the_readme_run_against_local_fake_providers(
     finally:
         anthropic.stop()
         openai.stop()
+
+
+def test_every_figure_in_docs_performance_carries_its_date_and_the_command_that_measured_it():
+    """Each figures table: a date in every measured column, and a console block above it
+    (nearest first) holding a benchledger command that parses."""
+    import shlex
+
+    from cli import build_parser
+
+    parser = build_parser()
+    lines = _read(os.path.join("docs", "performance.md")).splitlines()
+    commands: list[str] = []
+    in_block, tables = False, 0
+    for number, line in enumerate(lines, 1):
+        if line.startswith("```console"):
+            in_block, commands = True, []
+            continue
+        if in_block:
+            if line.startswith("```"):
+                in_block = False
+            elif "benchledger " in line:
+                commands.append(line[line.index("benchledger ") :].strip())
+            continue
+        if not line.startswith("| figure"):
+            continue
+        tables += 1
+        where = f"docs/performance.md:{number}"
+        assert commands, f"{where}: no benchledger command above this table"
+        for command in commands:
+            parser.parse_args(shlex.split(command)[1:])  # an unknown option exits 2
+        cells = [c.strip() for c in line.strip("|").split("|")][1:]
+        measured = [c for c in cells if c != "target"]
+        assert measured, where
+        for cell in measured:
+            assert re.search(r"\b20\d\d-\d\d-\d\d\b", cell), f"{where}: {cell!r} has no date"
+    assert tables >= 6
