@@ -419,8 +419,8 @@ def _header(
     )
 
 
-def _pass_results(listing: str, n: int, line: str) -> str:
-    """Where line ``n`` of a ``passes.txt`` points: a pass's results file.
+def find_pass_file(listing: str, line: str) -> str | None:
+    """Where a ``passes.txt`` line points (a pass's results file), or None if nowhere.
 
     The peer writes these paths relative to its repository root; they are looked up
     beside ``passes.txt``, under each folder above it, and as ``FOLDER/FILE`` beside it.
@@ -436,12 +436,18 @@ def _pass_results(listing: str, n: int, line: str) -> str:
         folder = parent
     parts = line.replace("\\", "/").rstrip("/").split("/")
     candidates.append(os.path.join(here, *parts[-2:]))
-    for candidate in candidates:
-        if os.path.isfile(candidate):
-            return os.path.normpath(candidate)
-    raise UnusableInput(
-        listing, f"{line!r} names no pass results file here or in a folder above", line=n
-    )
+    found = next((c for c in candidates if os.path.isfile(c)), None)
+    return None if found is None else os.path.normpath(found)
+
+
+def _pass_results(listing: str, n: int, line: str) -> str:
+    """Where line ``n`` of a ``passes.txt`` points; UnusableInput naming the line if nowhere."""
+    found = find_pass_file(listing, line)
+    if found is None:
+        raise UnusableInput(
+            listing, f"{line!r} names no pass results file here or in a folder above", line=n
+        )
+    return found
 
 
 def find_transcripts(results: str) -> list[str]:

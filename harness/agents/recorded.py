@@ -29,6 +29,7 @@ from typing import Any
 from harness.agents.base import UnitInfo
 from harness.agents.model import ModelAgent
 from harness.models.recorded import USAGE_KEYS, RecordedEpisode, RecordedTransport, Sleep
+from harness.peer_import import find_pass_file
 
 PASSES = "passes.txt"
 
@@ -42,24 +43,14 @@ def _read_json(path: str, what: str) -> Any:
 
 
 def _pass_file(listing: str, line: str) -> str:
-    """Where a ``passes.txt`` line points (the peer writes them relative to its repo root)."""
-    here = os.path.dirname(os.path.abspath(listing))
-    candidates = [line] if os.path.isabs(line) else []
-    folder = here
-    while True:
-        candidates.append(os.path.join(folder, line))
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
-    candidates.append(os.path.join(here, *line.replace("\\", "/").rstrip("/").split("/")[-2:]))
-    found = next((c for c in candidates if os.path.isfile(c)), None)
+    """Where a ``passes.txt`` line points; ValueError saying what to copy if nowhere."""
+    found = find_pass_file(listing, line)
     if found is None:
         raise ValueError(
             f"recorded run: {listing} names {line!r}, which is not a file beside it or below "
             "any folder above it: copy the whole result folder"
         )
-    return os.path.normpath(found)
+    return found
 
 
 def results_files(run_dir: str) -> list[str]:
