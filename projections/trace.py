@@ -106,7 +106,7 @@ def normalize(value: Any, ids: Ids) -> Any:
         # than walking them). Exact for the reason the text cache is.
         try:
             key: bytes | None = _key(value)
-        except (TypeError, ValueError, OverflowError):  # not JSON: walk it every time
+        except (TypeError, ValueError, OverflowError, msgspec.EncodeError):  # not JSON: walk it
             key = None
         seen = ids.containers.get(key) if key is not None else None
         if seen is not None:
