@@ -386,23 +386,31 @@ class ServerMemory:
 
     # -- the lifecycle steps (PlatformClient) ------------------------------------------------
 
+    async def _observations(
+        self, ev: Evidence, stage: str, rec: Observer, identity: int, target: Target, fact: str
+    ) -> tuple[list[str], int | None]:
+        """One recorded read of ``identity``'s graph: the ids of its observations of ``fact``
+        on the target's entity (all read as pending: the file has no review states)."""
+
+        def observe(rb: ReadBack) -> dict[str, Any]:
+            ids = captures(rb.body, identity, target.entity_urn, fact)
+            return {"ids": ids, "statuses": dict.fromkeys(ids, "pending")}
+
+        seen, seq = await ev.read(
+            stage, lambda: self._read(identity, rec, "read_graph", {}), observe
+        )
+        return seen["ids"], seq
+
     async def check_capture(
         self, ev: Evidence, *, identity: int, target: Target, since: float, poll: PollPolicy
     ) -> CaptureCheck:
         """One read of the teacher's graph: the server writes synchronously, so a capture
         is in the file when the teach session closed or never (no polling)."""
         rec = ev.observer("capture")
-
-        def observe(rb: ReadBack) -> dict[str, Any]:
-            ids = captures(rb.body, identity, target.entity_urn, target.fact)
-            return {"ids": ids, "statuses": dict.fromkeys(ids, "pending")}
-
-        seen, seq = await ev.read(
-            "capture", lambda: self._read(identity, rec, "read_graph", {}), observe
-        )
+        ids, seq = await self._observations(ev, "capture", rec, identity, target, target.fact)
         refs = [*rec.seqs, *([seq] if seq is not None else [])]
-        if seen["ids"]:
-            return CaptureCheck(seen["ids"][0], f"observation {seen['ids'][0]} found", refs)
+        if ids:
+            return CaptureCheck(ids[0], f"observation {ids[0]} found", refs)
         return CaptureCheck(None, "no observation with the fact on the protocol's entity", refs)
 
     async def promote(self, ev: Evidence, *, capture: str, target: Target) -> Promotion:
@@ -489,16 +497,9 @@ class ServerMemory:
     ) -> UpdateCheck:
         """The correction is an observation on the entity; the original must be gone."""
         rec = ev.observer("update")
-
-        def landed(rb: ReadBack) -> dict[str, Any]:
-            ids = captures(rb.body, identity, target.entity_urn, target.correction)
-            return {"ids": ids, "statuses": dict.fromkeys(ids, "pending")}
-
-        seen, seq = await ev.read(
-            "update", lambda: self._read(identity, rec, "read_graph", {}), landed
-        )
+        ids, seq = await self._observations(ev, "update", rec, identity, target, target.correction)
         refs = [seq] if seq is not None else []
-        new = [i for i in seen["ids"] if i != original]
+        new = [i for i in ids if i != original]
         if not new:
             return UpdateCheck(None, "no observation with the correction on the entity", refs)
 
