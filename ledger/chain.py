@@ -21,6 +21,8 @@ from ledger.merkle import merkle_root
 
 EVENT_DOMAIN = b"benchledger:event:v1\x00"
 _KINDS = frozenset(KINDS)
+_PLAIN_KINDS = _KINDS - {"run_sealed"}  # kinds an event may have on the fast path
+_NO_STREAM = object()  # equal to no stream key, not even a bundle line's None
 GENESIS_DOMAIN = b"benchledger:genesis:v1\x00"
 
 
@@ -127,7 +129,8 @@ class RunChecker:
         # The previous event's envelope; its link hash is always expected_prev, so an _Item
         # is built only where one is needed (a failure, a seal, a stream's end).
         last: Link | None = None
-        events = 0
+        plain_kinds = _PLAIN_KINDS
+        unit_stream: object = _NO_STREAM  # the current stream when it is a unit stream
         for stream_k, seq_k, kind_k, data in it:
             try:
                 link = decode(data)
@@ -137,13 +140,32 @@ class RunChecker:
                 else:
                     where, at = self._position_of_unreadable(cur_stream, expected_seq)
                 raise self._fail(where, at, "undecodable event", str(exc)) from None
+            h = hasher(domain + data).hexdigest()
+            # The common case, checked in one expression: the next event of the same unit
+            # stream, keys agreeing with the bytes, linked, of a known kind that is not a
+            # seal, with no refs. Anything else (a stream's first event, the header stream,
+            # whose unit_stream never matches, a bundle line, every failure) takes the full
+            # path below.
+            if (
+                seq_k == expected_seq
+                and stream_k == unit_stream
+                and link.prev == expected_prev
+                and link.seq == seq_k
+                and link.stream == stream_k
+                and link.kind == kind_k
+                and kind_k in plain_kinds
+                and not link.refs
+            ):
+                expected_prev = h
+                expected_seq += 1
+                last = link
+                continue
             if stream_k is None:
                 stream = link.stream
             else:
                 stream = stream_k
                 if link.stream != stream_k or link.seq != seq_k or link.kind != kind_k:
                     self._key_mismatch(stream_k, seq_k or 0, kind_k, link)
-            h = hasher(domain + data).hexdigest()
             if stream != cur_stream:
                 if last is not None:
                     if link.seq == expected_seq and link.prev == expected_prev:
@@ -176,6 +198,7 @@ class RunChecker:
                 expected_seq = 0
                 expected_prev = genesis(stream)
                 is_header = stream == run_id
+                unit_stream = _NO_STREAM if is_header else stream
                 last = None
             seq = link.seq
             if seq != expected_seq:
@@ -225,11 +248,9 @@ class RunChecker:
                     )
                 before = None if last is None else _Item(last, expected_prev)
                 self._take_seal(stream, _Item(link, h), before, data)
-            events += 1
             expected_prev = h
             expected_seq = seq + 1
             last = link
-        self.summary.events = events
         if last is None:
             raise self._fail(run_id, 0, "missing header stream", "the run has no events")
         self._end_stream(cur_stream, _Item(last, expected_prev), expected_seq)
@@ -412,6 +433,7 @@ class RunChecker:
 
     def _end_stream(self, stream: str, last: _Item, length: int) -> None:
         self.summary.streams += 1
+        self.summary.events += length
         if last.link.kind != "run_sealed":
             self.summary.max_at = max(self.summary.max_at, last.link.at)
         if stream == self.run_id:
@@ -460,7 +482,12 @@ class RunChecker:
     def _finish(self) -> None:
         s = self.summary
         s.heads = self._leaf_heads
-        s.computed_root = merkle_root(self._leaf_heads)
+        if self._seal is not None and self._leaf_heads == self._expected_heads:
+            # _take_seal already computed the root of exactly these heads and found it
+            # equal to the sealed one; a second Merkle pass would repeat the same hashes.
+            s.computed_root = self._seal.body.root
+        else:
+            s.computed_root = merkle_root(self._leaf_heads)
         if self._seal is None:
             if self.require_seal:
                 raise self._fail(self.run_id, 0, "not sealed", "the run has no run_sealed event")

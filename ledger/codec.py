@@ -18,15 +18,17 @@ class Link(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
 
     ``gc=False``: its fields hold no containers that could form a cycle, and one Link
     per verified event is decoded, so the collector need not track them (~15% faster).
+    Fields in the canonical (sorted) key order: msgspec then finds each key at the
+    position it expects first.
     """
 
-    stream: str
-    seq: int
-    prev: str
     at: int
-    kind: str
-    refs: tuple[int, ...]
     body: msgspec.Raw
+    kind: str
+    prev: str
+    refs: tuple[int, ...]
+    seq: int
+    stream: str
 
 
 _link_decoder = msgspec.json.Decoder(Link)
@@ -60,8 +62,14 @@ def envelope_bytes(
 _ENVELOPE = b'{"at":%d,"body":%s,"kind":"%s","prev":"%s","refs":%s,"seq":%d,"stream":%s}'
 
 
-class _Envelope(msgspec.Struct, gc=False):
-    """An event as the writer encodes it: one encoder call for envelope and body."""
+class Envelope(msgspec.Struct, gc=False):
+    """An event as the writer encodes it: ``canonical_json(Envelope(...))`` is the event's
+    canonical bytes, equal to ``canonical(event)``.
+
+    The writer's hot path: one sorted-key encode of envelope and body together (about
+    a microsecond less per event than encoding the body and assembling around it).
+    Fields in the canonical key order, which sorting would give anyway.
+    """
 
     at: int
     body: Any
@@ -70,17 +78,6 @@ class _Envelope(msgspec.Struct, gc=False):
     refs: tuple[int, ...]
     seq: int
     stream: str
-
-
-def envelope(
-    stream: str, seq: int, prev: str, at: int, kind: str, refs: tuple[int, ...], body: Any
-) -> bytes:
-    """Canonical bytes of an event from its parts; equal to ``canonical(event)``.
-
-    The writer's hot path: one sorted-key encode of envelope and body together (about
-    a microsecond less per event than encoding the body and assembling around it).
-    """
-    return _encoder.encode(_Envelope(at, body, kind, prev, refs, seq, stream))
 
 
 def encode_string(text: str) -> bytes:

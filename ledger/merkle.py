@@ -40,11 +40,20 @@ def _split(n: int) -> int:
 
 
 def _root(leaves: Sequence[bytes]) -> bytes:
-    n = len(leaves)
-    if n == 1:
-        return leaves[0]
-    k = _split(n)
-    return _node(_root(leaves[:k]), _root(leaves[k:]))
+    """The root over ``leaves`` (at least one), level by level.
+
+    Pairing neighbours and carrying an odd last node up unchanged builds the same tree
+    as RFC 9162's split at the largest power of two below n, without the recursion.
+    """
+    level = list(leaves)
+    node = blake3.blake3
+    while len(level) > 1:
+        pairs = zip(level[::2], level[1::2], strict=False)  # an odd last node has no pair
+        up = [node(b"\x01" + left + right).digest() for left, right in pairs]
+        if len(level) & 1:
+            up.append(level[-1])
+        level = up
+    return level[0]
 
 
 def merkle_root(heads: Sequence[StreamHead]) -> str:

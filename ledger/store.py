@@ -195,17 +195,16 @@ class SqliteStore(Store):
             for s in self._rec.select_events(stream, gt=after)
         ]
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
+    def _query(self, *queries: Any) -> Iterator[tuple[Any, ...]]:
+        """Rows of each ``sql, params`` pair of ``queries`` in turn, in one read transaction."""
         try:
             with self._ds.transaction(commit=False) as c:
                 cur: sqlite3.Cursor = c.sqlite_cursor
                 cur.row_factory = None  # plain tuples: the hot path of verify
-                cur.execute(sql, params)
-                while True:
-                    chunk = cur.fetchmany(_SCAN_CHUNK)
-                    if not chunk:
-                        return
-                    yield from chunk
+                for sql, params in zip(queries[::2], queries[1::2], strict=True):
+                    cur.execute(sql, params)
+                    while chunk := cur.fetchmany(_SCAN_CHUNK):
+                        yield from chunk
         except (PersistenceError, sqlite3.Error) as exc:
             raise UnusableInput(self.url, _sqlite_problem(exc)) from None
 
@@ -215,13 +214,18 @@ class SqliteStore(Store):
         rows: Iterator[tuple[Any, ...]]
         if run_id is None:
             rows = self._query(
-                f"SELECT {cols} FROM {TABLE} ORDER BY originator_id, originator_version"
+                f"SELECT {cols} FROM {TABLE} ORDER BY originator_id, originator_version", ()
             )
         else:
+            # The scan of verify: two ranges of the key index read in one transaction, the
+            # header stream then every "run/..." stream ("0" follows "/"), so no row
+            # needs the per-row filter that drops other runs such as "run-2".
             rows = self._query(
-                f"SELECT {cols} FROM {TABLE} WHERE {_SQLITE_RUN_WHERE} "
+                f"SELECT {cols} FROM {TABLE} WHERE originator_id = ? ORDER BY originator_version",
+                (run_id,),
+                f"SELECT {cols} FROM {TABLE} WHERE originator_id >= ? AND originator_id < ? "
                 "ORDER BY originator_id, originator_version",
-                _sqlite_run_params(run_id),
+                (run_id + "/", run_id + "0"),
             )
         return rows
 
@@ -243,7 +247,8 @@ class SqliteStore(Store):
             r[0]
             for r in self._query(
                 f"SELECT DISTINCT originator_id FROM {TABLE} WHERE instr(originator_id, '/') = 0 "
-                "ORDER BY originator_id"
+                "ORDER BY originator_id",
+                (),
             )
         ]
 

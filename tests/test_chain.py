@@ -146,3 +146,68 @@ def test_run_ids_are_checked(bad):
 
     with pytest.raises(ValueError):
         check_run_id(bad)
+
+
+def _chained(stream: str, events: list[tuple[str, tuple[int, ...]]]) -> list[bytes]:
+    """A stream's events re-chained from scratch: every link intact, whatever they say."""
+    out, prev = [], genesis(stream)
+    for seq, (kind, refs) in enumerate(events):
+        data = envelope_bytes(
+            msgspec.json.encode(stream), seq, prev, 1000 + seq, kind, refs, b'{"x":1}'
+        )
+        out.append(data)
+        prev = link_hash(data)
+    return out
+
+
+_UNIT = [("unit_started", ()), ("session_call", ()), ("model_call", ()), ("unit_finished", ())]
+
+
+def _rows(streams: dict[str, list[tuple[str, tuple[int, ...]]]], *, keys: bool) -> list[Record]:
+    """Ledger rows (key columns agreeing with the bytes) or bundle lines (no keys)."""
+    return [
+        Record(s, seq, msgspec.json.decode(d)["kind"], d) if keys else Record(None, None, None, d)
+        for s, evs in streams.items()
+        for seq, d in enumerate(_chained(s, evs))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kind", "refs", "problem"),
+    [
+        ("run_sealed", (), "misplaced seal"),
+        ("no_such_kind", (), "unknown kind"),
+        ("session_call", (3,), "bad ref"),
+        ("session_call", (2,), "bad ref"),
+    ],
+    ids=["seal-in-a-unit", "unknown-kind", "ref-forward", "ref-to-itself"],
+)
+@pytest.mark.parametrize("keys", [True, False], ids=["ledger-rows", "bundle-lines"])
+def test_a_linked_event_mid_stream_is_still_checked_for_what_it_says(kind, refs, problem, keys):
+    """Links intact, so only the event's own fields can fail it: in a ledger (rows with
+    key columns, the checker's fast path) exactly as in a bundle."""
+    unit = list(_UNIT)
+    unit[2] = (kind, refs)
+    rows = _rows({"run-m": [("run_started", ())], "run-m/p00/0": unit}, keys=keys)
+    failure = RunChecker("run-m").check(rows)
+    assert failure is not None
+    assert (failure.stream, failure.seq, failure.problem) == ("run-m/p00/0", 2, problem)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "where", "problem"),
+    [
+        ("kind", "model_call", ("run-m/p00/0", 1), "kind mismatch"),
+        ("kind", "run_sealed", ("run-m/p00/0", 1), "kind mismatch"),
+        ("stream", "run-m/p00/0x", ("run-m/p00/0x", 3), "stream mismatch"),
+    ],
+    ids=["kind-to-another", "kind-to-seal", "last-row-to-a-name-that-sorts-next"],
+)
+def test_a_row_whose_key_columns_disagree_with_its_bytes_is_named(column, value, where, problem):
+    rows = _rows({"run-m": [("run_started", ())], "run-m/p00/0": _UNIT}, keys=True)
+    target = 2 if column == "kind" else 4  # session_call at seq 1; the unit's last row
+    r = rows[target]
+    rows[target] = r._replace(**{column: value})
+    failure = RunChecker("run-m").check(rows)
+    assert failure is not None
+    assert (failure.stream, failure.seq, failure.problem) == (*where, problem)

@@ -106,13 +106,14 @@ class TestStoreContract:
         led = _ledger(any_store)
         build_run(led, "run-a", units=3)
         build_run(led, "run-a-2", units=2)
+        build_run(led, "run-a0", units=1)  # "0" follows "/": the edge of the run's range
         build_run(led, "run-b", units=1)
         streams = [r[0] for r in any_store.scan("run-a")]
         assert streams == sorted(streams)
         assert set(streams) == {"run-a", "run-a/p00/0", "run-a/p01/1", "run-a/p02/0"}
         seqs = [r[1] for r in any_store.scan("run-a") if r[0] == "run-a/p01/1"]
         assert seqs == list(range(len(seqs)))
-        assert any_store.run_ids() == ["run-a", "run-a-2", "run-b"]
+        assert any_store.run_ids() == ["run-a", "run-a-2", "run-a0", "run-b"]
         assert [h.stream for h in any_store.heads("run-a-2")] == [
             "run-a-2",
             "run-a-2/p00/0",
