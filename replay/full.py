@@ -34,6 +34,7 @@ from projections.trace import episode_trace_hash, episodes, trace, unit_trace_ha
 from protocols.schema import Protocol
 from replay.clock import ReplayClock
 from replay.log_platform import LogPlatform
+from replay.log_server_memory import LogServerMemory
 from replay.report import Mismatch, Report, first_difference
 from replay.source import Run, Unit
 from replay.tape import RequestDivergence, Tape, TapeTransport, ToolDivergence, describe
@@ -96,15 +97,26 @@ async def replay_full_async(
         suite.capture_timeout_s = record.capture_timeout_s
     pool = max((i for u in units for i in _identities(u)), default=0) + POOL_MARGIN
     replayed: list[Replayed] = []
+    stdio = record.platform.kind == "stdio"  # server-memory: its own adapter, its own I/O
     if tools == "log":
         for unit in units:
             tape = Tape(unit.stream, unit.pairs)
-            logged = LogPlatform(tape, pool_size=pool)
+            logged: LogPlatform | LogServerMemory = (
+                LogServerMemory(tape, pool_size=pool)
+                if stdio
+                else LogPlatform(tape, pool_size=pool)
+            )
             try:
                 replayed.append(await _unit(unit, protocols, suite, record, logged, tape, 0.0))
             finally:
                 await logged.aclose()
     else:
+        if stdio and runtime is None:
+            raise UnusableInput(
+                target or run.run_id,
+                "the run is on server-memory, and a live replay re-drives units on the "
+                "embedded mcp-data-platform: use --tools log",
+            )
         make = runtime or EmbeddedProvisioner(PlatformSpec("embedded"), pool_size=pool).runtime
         for group in _scopes(record, units):
             async with make() as client:

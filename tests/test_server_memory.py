@@ -54,6 +54,8 @@ from projections.fold import fold
 from projections.lifecycle import LifecycleFold, scorecard
 from projections.report import table
 from projections.source import from_ledger
+from replay.full import replay_full
+from replay.source import verified
 from tests.test_runner import subset
 
 ORDERS = "urn:li:dataset:(urn:li:dataPlatform:trino,memory.bench.orders,PROD)"
@@ -160,6 +162,35 @@ def test_verify_and_rederive_pass_on_a_server_memory_run(runs, capsys):
     assert main(["verify", "sm", "--ledger", runs]) == 0
     assert main(["replay", "sm", "--level", "rederive", "--ledger", runs]) == 0
     assert "all equal" in capsys.readouterr().out
+
+
+def test_a_full_replay_from_the_log_re_drives_every_unit_and_finds_them_equal(runs, capsys):
+    assert main(["replay", "sm", "--level", "full", "--ledger", runs]) == 0
+    assert "compared 24 episodes, 6 units, all equal" in capsys.readouterr().out
+
+
+def test_a_full_replay_names_a_graph_read_the_recording_does_not_hold(runs):
+    """The log adapter checks each call against the tape: drop the teacher's graph read at
+    capture and the replayed adapter, which still makes it, diverges right there."""
+    run, failure = verified("sm", lambda: Ledger(open_store(runs, create=False)))
+    assert run is not None and failure is None
+    unit = run.units[0]
+    read = next(
+        i for i, e in enumerate(unit.events)
+        if isinstance(e, SessionCall) and e.body.tool == "read_graph"
+    )  # fmt: skip
+    dropped = unit.events[read]
+    del unit.events[read]
+    report = replay_full(run, BY_ID, target="sm")
+    assert report.first is not None and report.first.stream == unit.stream
+    assert not report.ok
+    assert all(m.stream == unit.stream for m in report.mismatches), "other units are equal"
+    assert dropped.seq <= report.first.seq
+
+
+def test_a_live_replay_of_a_server_memory_run_is_refused_naming_the_log_option(runs, capsys):
+    assert main(["replay", "sm", "--level", "full", "--tools", "live", "--ledger", runs]) == 2
+    assert "use --tools log" in capsys.readouterr().err
 
 
 def test_the_report_says_which_stages_did_not_apply_and_why(runs, capsys):

@@ -356,18 +356,26 @@ class ServerMemory:
 
     # -- reads, recorded as read-backs -------------------------------------------------------
 
+    @asynccontextmanager
+    async def _graph(
+        self, who: int | None, rec: Observer
+    ) -> AsyncIterator[StdioSession | SharedSession]:
+        """A recorded session on one graph file: an identity's own (a fresh process on
+        it), or the shared graph (None). Unlike a pool session, reads are not merged."""
+        if who is None:
+            yield SharedSession(self._shared, rec)
+            return
+        async with self._own(who, rec) as own:
+            yield own
+
     async def _read(
         self, who: int | None, rec: Observer, tool: str, args: dict[str, Any]
     ) -> ReadBack:
         """One read of an identity's own file (or the shared graph, None) over MCP."""
         start = time.perf_counter()
-        if who is None:
-            got = await SharedSession(self._shared, rec).call_tool(tool, args)
-            where = SHARED_FILE
-        else:
-            async with self._own(who, rec) as own:
-                got = await own.call_tool(tool, args)
-            where = self.email(who)
+        async with self._graph(who, rec) as graph:
+            got = await graph.call_tool(tool, args)
+        where = SHARED_FILE if who is None else self.email(who)
         body = got.data if isinstance(got.data, dict) else {"text": got.text[:2000]}
         ms = (time.perf_counter() - start) * 1000
         return ReadBack("MCP", f"tools/call {tool} @ {where}", 422 if got.is_error else 200,
@@ -481,13 +489,13 @@ class ServerMemory:
     async def _copy(self, entity: str, entity_type: str, text: str, rec: Observer) -> ReadBack:
         """Write the observation onto the same-named entity of the shared graph (made if new)."""
         start = time.perf_counter()
-        shared = SharedSession(self._shared, rec)
         new = {"name": entity, "entityType": entity_type or "entity", "observations": []}
-        made = await shared.call_tool("create_entities", {"entities": [new]})
-        got = made
-        if not made.is_error:
-            adds = [{"entityName": entity, "contents": [text]}]
-            got = await shared.call_tool("add_observations", {"observations": adds})
+        async with self._graph(None, rec) as shared:
+            made = await shared.call_tool("create_entities", {"entities": [new]})
+            got = made
+            if not made.is_error:
+                adds = [{"entityName": entity, "contents": [text]}]
+                got = await shared.call_tool("add_observations", {"observations": adds})
         ms = (time.perf_counter() - start) * 1000
         return ReadBack("MCP", f"tools/call add_observations @ {SHARED_FILE}",
                         422 if got.is_error else 200, {"text": got.text[:2000]}, ms)  # fmt: skip
