@@ -195,13 +195,13 @@ class SqliteStore(Store):
             for s in self._rec.select_events(stream, gt=after)
         ]
 
-    def _query(self, *queries: Any) -> Iterator[tuple[Any, ...]]:
-        """Rows of each ``sql, params`` pair of ``queries`` in turn, in one read transaction."""
+    def _query(self, *queries: tuple[str, Sequence[Any]]) -> Iterator[tuple[Any, ...]]:
+        """Rows of each ``(sql, params)`` query in turn, in one read transaction."""
         try:
             with self._ds.transaction(commit=False) as c:
                 cur: sqlite3.Cursor = c.sqlite_cursor
                 cur.row_factory = None  # plain tuples: the hot path of verify
-                for sql, params in zip(queries[::2], queries[1::2], strict=True):
+                for sql, params in queries:
                     cur.execute(sql, params)
                     while chunk := cur.fetchmany(_SCAN_CHUNK):
                         yield from chunk
@@ -214,19 +214,20 @@ class SqliteStore(Store):
         rows: Iterator[tuple[Any, ...]]
         if run_id is None:
             rows = self._query(
-                f"SELECT {cols} FROM {TABLE} ORDER BY originator_id, originator_version", ()
+                (f"SELECT {cols} FROM {TABLE} ORDER BY originator_id, originator_version", ())
             )
         else:
             # The scan of verify: two ranges of the key index read in one transaction, the
             # header stream then every "run/..." stream ("0" follows "/"), so no row
             # needs the per-row filter that drops other runs such as "run-2".
-            rows = self._query(
-                f"SELECT {cols} FROM {TABLE} WHERE originator_id = ? ORDER BY originator_version",
-                (run_id,),
-                f"SELECT {cols} FROM {TABLE} WHERE originator_id >= ? AND originator_id < ? "
-                "ORDER BY originator_id, originator_version",
-                (run_id + "/", run_id + "0"),
+            header = (
+                f"SELECT {cols} FROM {TABLE} WHERE originator_id = ? ORDER BY originator_version"
             )
+            units = (
+                f"SELECT {cols} FROM {TABLE} WHERE originator_id >= ? AND originator_id < ? "
+                "ORDER BY originator_id, originator_version"
+            )
+            rows = self._query((header, (run_id,)), (units, (run_id + "/", run_id + "0")))
         return rows
 
     def heads(self, run_id: str) -> list[Record]:
@@ -234,11 +235,13 @@ class SqliteStore(Store):
         return [
             Record(s, v, t, d)
             for s, v, t, d in self._query(
-                "SELECT originator_id, MAX(originator_version), topic, "
-                "COALESCE(CAST(state AS BLOB), X'') "
-                f"FROM {TABLE} "
-                f"WHERE {_SQLITE_RUN_WHERE} GROUP BY originator_id ORDER BY originator_id",
-                _sqlite_run_params(run_id),
+                (
+                    "SELECT originator_id, MAX(originator_version), topic, "
+                    "COALESCE(CAST(state AS BLOB), X'') "
+                    f"FROM {TABLE} "
+                    f"WHERE {_SQLITE_RUN_WHERE} GROUP BY originator_id ORDER BY originator_id",
+                    _sqlite_run_params(run_id),
+                )
             )
         ]
 
@@ -246,9 +249,11 @@ class SqliteStore(Store):
         return [
             r[0]
             for r in self._query(
-                f"SELECT DISTINCT originator_id FROM {TABLE} WHERE instr(originator_id, '/') = 0 "
-                "ORDER BY originator_id",
-                (),
+                (
+                    f"SELECT DISTINCT originator_id FROM {TABLE} "
+                    "WHERE instr(originator_id, '/') = 0 ORDER BY originator_id",
+                    (),
+                )
             )
         ]
 
