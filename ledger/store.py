@@ -34,19 +34,6 @@ class Notification(NamedTuple):
     record: Record
 
 
-# Streams of a run are the run id itself and every "run/..." name. The range keeps
-# SQLite on the primary-key index in key order (no sort); the filter drops "run-2" etc.
-_SQLITE_RUN_WHERE = (
-    "originator_id >= ? AND originator_id < ? AND "
-    "(originator_id = ? OR substr(originator_id, 1, ?) = ?)"
-)
-
-
-def _sqlite_run_params(run_id: str) -> tuple[str, str, str, int, str]:
-    # "0" is the character after "/", so [run, run + "0") holds every "run/..." name.
-    return run_id, run_id + "0", run_id, len(run_id) + 1, run_id + "/"
-
-
 class Store(ABC):
     """Rows of ``(stream, seq, kind, canonical bytes)`` in a recorder."""
 
@@ -231,18 +218,30 @@ class SqliteStore(Store):
         return rows
 
     def heads(self, run_id: str) -> list[Record]:
-        # SQLite returns the bare columns of the row holding MAX(): each stream's last row.
+        # A skip scan of the key index, as PostgreSQL's: the header's last row, then stream
+        # by stream through the "run/..." range ("0" follows "/"), finding the next name and
+        # its last version by index probes. A GROUP BY over the range would visit every
+        # row of the run (and read each one's state) to keep one per stream.
+        cols = "originator_id, originator_version, topic, COALESCE(CAST(state AS BLOB), X'')"
+        header = (
+            f"SELECT {cols} FROM {TABLE} WHERE originator_id = ? "
+            "ORDER BY originator_version DESC LIMIT 1"
+        )
+        units = (
+            "WITH RECURSIVE s(id) AS ("
+            f"SELECT min(originator_id) FROM {TABLE} WHERE originator_id >= ?1 "
+            "AND originator_id < ?2 UNION ALL "
+            f"SELECT (SELECT min(originator_id) FROM {TABLE} WHERE originator_id > s.id "
+            "AND originator_id < ?2) FROM s WHERE s.id IS NOT NULL) "
+            "SELECT e.originator_id, e.originator_version, e.topic, "
+            f"COALESCE(CAST(e.state AS BLOB), X'') FROM s JOIN {TABLE} e "
+            "ON e.originator_id = s.id AND e.originator_version = ("
+            f"SELECT max(originator_version) FROM {TABLE} WHERE originator_id = s.id) "
+            "ORDER BY s.id"
+        )
         return [
-            Record(s, v, t, d)
-            for s, v, t, d in self._query(
-                (
-                    "SELECT originator_id, MAX(originator_version), topic, "
-                    "COALESCE(CAST(state AS BLOB), X'') "
-                    f"FROM {TABLE} "
-                    f"WHERE {_SQLITE_RUN_WHERE} GROUP BY originator_id ORDER BY originator_id",
-                    _sqlite_run_params(run_id),
-                )
-            )
+            Record(*row)
+            for row in self._query((header, (run_id,)), (units, (run_id + "/", run_id + "0")))
         ]
 
     def run_ids(self) -> list[str]:

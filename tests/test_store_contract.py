@@ -120,6 +120,17 @@ class TestStoreContract:
             "run-a-2/p01/1",
         ]
 
+    @pytest.mark.parametrize("run_id", ["run-a", "run-a-2", "run-a0"])
+    def test_heads_are_the_last_row_of_every_stream_of_the_run(self, any_store, run_id):
+        led = _ledger(any_store)
+        build_run(led, "run-a", units=3)
+        build_run(led, "run-a-2", units=2)
+        build_run(led, "run-a0", units=1)
+        last: dict[str, tuple] = {}
+        for row in any_store.scan(run_id):
+            last[row[0]] = tuple(row)
+        assert [tuple(h) for h in any_store.heads(run_id)] == [last[s] for s in sorted(last)]
+
     def test_a_built_run_verifies_and_lists_its_root(self, any_store):
         led = _ledger(any_store)
         root = build_run(led, "run-v", units=5)
