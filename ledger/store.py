@@ -91,6 +91,85 @@ class Store(ABC):
         return AppendConflict(first.stream or "", first.seq or 0)
 
 
+class _RecorderStore(Store):
+    """What both backends share: writes and stream reads through eventsourcing's
+    application recorder, its errors translated to ledger errors naming the ledger."""
+
+    _ds: Any
+    _rec: Any
+
+    @abstractmethod
+    def _problem(self, exc: Exception) -> str:
+        """One line saying what a driver or library error means for this ledger."""
+
+    @abstractmethod
+    def _insert(self, cursor: Any, rows: Sequence[Record]) -> None:
+        """Insert ``rows`` inside the open transaction of ``cursor``."""
+
+    def _unusable(self, exc: Exception) -> UnusableInput:
+        return UnusableInput(self.url, self._problem(exc))
+
+    def append(self, rows: Sequence[Record]) -> None:
+        if not rows:
+            return
+        try:
+            self._rec.insert_events(rows)
+        except IntegrityError:
+            raise self._conflict(rows) from None
+        except PersistenceError as exc:
+            raise self._unusable(exc) from None
+
+    def append_all(self, batches: Iterable[Sequence[Record]]) -> int:
+        n = 0
+        try:
+            with self._ds.transaction(commit=True) as cursor:
+                for batch in batches:
+                    if batch:
+                        self._insert(cursor, batch)
+                        n += len(batch)
+        except IntegrityError as exc:
+            raise UnusableInput(
+                self.url, f"import conflicted with a concurrent writer: {exc}"
+            ) from None
+        except PersistenceError as exc:
+            raise self._unusable(exc) from None
+        return n
+
+    def head(self, stream: str) -> Record | None:
+        try:
+            rows = self._rec.select_events(stream, desc=True, limit=1)
+        except PersistenceError as exc:
+            raise self._unusable(exc) from None
+        if not rows:
+            return None
+        s = rows[0]
+        return Record(stream, s.originator_version, s.topic, _as_bytes(s.state))
+
+    def read_stream(self, stream: str, after: int = -1) -> list[Record]:
+        try:
+            rows = self._rec.select_events(stream, gt=after)
+        except PersistenceError as exc:
+            raise self._unusable(exc) from None
+        return [Record(stream, s.originator_version, s.topic, _as_bytes(s.state)) for s in rows]
+
+    def notifications(self, start: int, limit: int) -> list[Notification]:
+        try:
+            found = self._rec.select_notifications(start, limit)
+        except PersistenceError as exc:
+            raise self._unusable(exc) from None
+        return [
+            Notification(
+                n.id,
+                Record(str(n.originator_id), n.originator_version, n.topic, _as_bytes(n.state)),
+            )
+            for n in found
+        ]
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._ds.close()
+
+
 class _SqliteRecorder(SQLiteApplicationRecorder):
     """The library's application recorder, inserting a batch with one executemany.
 
@@ -103,7 +182,7 @@ class _SqliteRecorder(SQLiteApplicationRecorder):
         c.executemany(self.insert_events_statement, stored_events)
 
 
-class SqliteStore(Store):
+class SqliteStore(_RecorderStore):
     """A ledger in one SQLite file (WAL mode)."""
 
     def __init__(self, path: str, *, create: bool = True, read_only: bool = False) -> None:
@@ -144,43 +223,11 @@ class SqliteStore(Store):
                     continue
                 raise UnusableInput(path, _sqlite_problem(exc)) from None
 
-    def append(self, rows: Sequence[Record]) -> None:
-        if not rows:
-            return
-        try:
-            self._rec.insert_events(rows)  # type: ignore[arg-type]
-        except IntegrityError:
-            raise self._conflict(rows) from None
-        except PersistenceError as exc:
-            raise UnusableInput(self.url, _sqlite_problem(exc)) from None
+    def _problem(self, exc: Exception) -> str:
+        return _sqlite_problem(exc)
 
-    def append_all(self, batches: Iterable[Sequence[Record]]) -> int:
-        n = 0
-        try:
-            with self._ds.transaction(commit=True) as c:
-                for batch in batches:
-                    self._rec._insert_events(c, batch)
-                    n += len(batch)
-        except IntegrityError as exc:
-            raise UnusableInput(
-                self.url, f"import conflicted with a concurrent writer: {exc}"
-            ) from None
-        except PersistenceError as exc:
-            raise UnusableInput(self.url, _sqlite_problem(exc)) from None
-        return n
-
-    def head(self, stream: str) -> Record | None:
-        rows = self._rec.select_events(stream, desc=True, limit=1)
-        if not rows:
-            return None
-        s = rows[0]
-        return Record(stream, s.originator_version, s.topic, _as_bytes(s.state))
-
-    def read_stream(self, stream: str, after: int = -1) -> list[Record]:
-        return [
-            Record(stream, s.originator_version, s.topic, _as_bytes(s.state))
-            for s in self._rec.select_events(stream, gt=after)
-        ]
+    def _insert(self, cursor: Any, rows: Sequence[Record]) -> None:
+        self._rec._insert_events(cursor, rows)
 
     def _query(self, *queries: tuple[str, Sequence[Any]]) -> Iterator[tuple[Any, ...]]:
         """Rows of each ``(sql, params)`` query in turn, in one read transaction."""
@@ -193,7 +240,7 @@ class SqliteStore(Store):
                     while chunk := cur.fetchmany(_SCAN_CHUNK):
                         yield from chunk
         except (PersistenceError, sqlite3.Error) as exc:
-            raise UnusableInput(self.url, _sqlite_problem(exc)) from None
+            raise self._unusable(exc) from None
 
     def scan(self, run_id: str | None = None) -> Iterator[Row]:
         # CAST: a hand-edited row may hold TEXT, COALESCE: or NULL; readers must still see bytes.
@@ -255,19 +302,6 @@ class SqliteStore(Store):
                 )
             )
         ]
-
-    def notifications(self, start: int, limit: int) -> list[Notification]:
-        return [
-            Notification(
-                n.id,
-                Record(str(n.originator_id), n.originator_version, n.topic, _as_bytes(n.state)),
-            )
-            for n in self._rec.select_notifications(start, limit)
-        ]
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._ds.close()
 
 
 def _refuse_foreign(path: str) -> None:
@@ -333,7 +367,7 @@ def _pg_run_params(run_id: str) -> tuple[str, str, str, str]:
     return run_id, run_id + "0", run_id, run_id + "/"
 
 
-class PostgresStore(Store):
+class PostgresStore(_RecorderStore):
     """A ledger in a PostgreSQL database, for many workers sharing one ledger.
 
     URL: ``postgresql://user[:password]@host[:port]/dbname[?schema=NAME]``.
@@ -396,47 +430,14 @@ class PostgresStore(Store):
                 found = c.fetchone()
                 self._byte_keys = found is not None and found["collation_name"] == "C"
         except Exception as exc:  # psycopg / pool errors of every flavour
-            raise UnusableInput(self.url, _pg_problem(exc)) from None
+            raise self._unusable(exc) from None
         self._table = f'"{self.schema}".{TABLE}'
 
-    def append(self, rows: Sequence[Record]) -> None:
-        if not rows:
-            return
-        try:
-            self._rec.insert_events(rows)
-        except IntegrityError:
-            raise self._conflict(rows) from None
-        except PersistenceError as exc:
-            raise UnusableInput(self.url, _pg_problem(exc)) from None
+    def _problem(self, exc: Exception) -> str:
+        return _pg_problem(exc)
 
-    def append_all(self, batches: Iterable[Sequence[Record]]) -> int:
-        n = 0
-        try:
-            with self._ds.transaction(commit=True) as curs:
-                for batch in batches:
-                    if batch:
-                        self._rec._insert_stored_events(curs, batch)
-                        n += len(batch)
-        except IntegrityError as exc:
-            raise UnusableInput(
-                self.url, f"import conflicted with a concurrent writer: {exc}"
-            ) from None
-        except PersistenceError as exc:
-            raise UnusableInput(self.url, _pg_problem(exc)) from None
-        return n
-
-    def head(self, stream: str) -> Record | None:
-        rows = self._rec.select_events(stream, desc=True, limit=1)
-        if not rows:
-            return None
-        s = rows[0]
-        return Record(stream, s.originator_version, s.topic, _as_bytes(s.state))
-
-    def read_stream(self, stream: str, after: int = -1) -> list[Record]:
-        return [
-            Record(stream, s.originator_version, s.topic, _as_bytes(s.state))
-            for s in self._rec.select_events(stream, gt=after)
-        ]
+    def _insert(self, cursor: Any, rows: Sequence[Record]) -> None:
+        self._rec._insert_stored_events(cursor, rows)
 
     def _query(
         self, sql: str, params: Sequence[Any] = (), *, in_key_order: bool = False
@@ -458,7 +459,7 @@ class PostgresStore(Store):
                     cur.execute(sql, params)
                     yield from cur
         except PersistenceError as exc:
-            raise UnusableInput(self.url, _pg_problem(exc)) from None
+            raise self._unusable(exc) from None
 
     def scan(self, run_id: str | None = None) -> Iterator[Row]:
         # COALESCE: a NULLed state column still reads as bytes (the ledger reports it damaged).
@@ -509,24 +510,13 @@ class PostgresStore(Store):
             )
         ]
 
-    def notifications(self, start: int, limit: int) -> list[Notification]:
-        return [
-            Notification(
-                n.id,
-                Record(str(n.originator_id), n.originator_version, n.topic, _as_bytes(n.state)),
-            )
-            for n in self._rec.select_notifications(start, limit)
-        ]
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self._ds.close()
-
 
 def _pg_problem(exc: Exception) -> str:
     text = " ".join(str(exc).split())
     if "does not exist" in text and TABLE in text:
         return "not a benchledger ledger (no events table in this database)"
+    if "does not exist" in text and text.startswith("schema "):
+        return f"not a benchledger ledger (no events table in this database: the {text})"
     if "connect" in text.lower() or "timeout" in text.lower():
         return f"cannot reach PostgreSQL: {text}"
     return f"PostgreSQL error: {text}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
 
 import pytest
@@ -9,6 +11,8 @@ import pytest
 from ledger import AppendConflict, Ledger, UnusableInput
 from ledger.chain import Record
 from ledger.events import SessionCallBody, UnitFinishedBody
+from ledger.store import TABLE, SqliteStore
+from tests.conftest import drop_schema
 from tests.sample import build_run, counter_clock
 
 
@@ -130,6 +134,31 @@ class TestStoreContract:
         for row in any_store.scan(run_id):
             last[row[0]] = tuple(row)
         assert [tuple(h) for h in any_store.heads(run_id)] == [last[s] for s in sorted(last)]
+
+    @pytest.mark.parametrize(
+        "call",
+        [
+            pytest.param(lambda s: s.head("r/a/0"), id="head"),
+            pytest.param(lambda s: s.read_stream("r/a/0"), id="read_stream"),
+            pytest.param(lambda s: s.notifications(1, 10), id="notifications"),
+            pytest.param(lambda s: s.append([Record("r/b/0", 0, "x", b"{}")]), id="append"),
+            pytest.param(lambda s: s.append_all([[Record("r/b/0", 0, "x", b"{}")]]), id="all"),
+        ],
+    )
+    def test_a_ledger_whose_table_vanished_is_named_not_a_driver_error(self, any_store, call):
+        led = _ledger(any_store)
+        w = led.new_stream("r/a/0")
+        w.append(UnitFinishedBody())
+        led.commit(w)
+        if isinstance(any_store, SqliteStore):
+            with contextlib.closing(sqlite3.connect(any_store.url)) as conn:
+                conn.execute(f"DROP TABLE {TABLE}")
+        else:
+            drop_schema(any_store.url)
+        with pytest.raises(UnusableInput) as err:
+            call(any_store)
+        assert err.value.where == any_store.url
+        assert "no events table" in err.value.problem
 
     def test_a_built_run_verifies_and_lists_its_root(self, any_store):
         led = _ledger(any_store)
