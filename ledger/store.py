@@ -23,6 +23,14 @@ from ledger.errors import AppendConflict, UnusableInput
 
 TABLE = "benchledger_events"
 _SCAN_CHUNK = 2000
+# SQLite's row columns. CAST: a hand-edited row may hold TEXT, COALESCE: or NULL; readers
+# must still see bytes.
+_SQLITE_COLS = "originator_id, originator_version, topic, COALESCE(CAST(state AS BLOB), X'')"
+
+
+def _unit_range(run_id: str) -> tuple[str, str]:
+    """The key range ``[lo, hi)`` holding every ``run/...`` stream: "0" follows "/"."""
+    return run_id + "/", run_id + "0"
 
 
 # What scan yields: plain tuples in column order, the same shape as Record.
@@ -243,8 +251,7 @@ class SqliteStore(_RecorderStore):
             raise self._unusable(exc) from None
 
     def scan(self, run_id: str | None = None) -> Iterator[Row]:
-        # CAST: a hand-edited row may hold TEXT, COALESCE: or NULL; readers must still see bytes.
-        cols = "originator_id, originator_version, topic, COALESCE(CAST(state AS BLOB), X'')"
+        cols = _SQLITE_COLS
         rows: Iterator[tuple[Any, ...]]
         if run_id is None:
             rows = self._query(
@@ -252,8 +259,8 @@ class SqliteStore(_RecorderStore):
             )
         else:
             # The scan of verify: two ranges of the key index read in one transaction, the
-            # header stream then every "run/..." stream ("0" follows "/"), so no row
-            # needs the per-row filter that drops other runs such as "run-2".
+            # header stream then every "run/..." stream, so no row needs a per-row filter
+            # to drop other runs such as "run-2".
             header = (
                 f"SELECT {cols} FROM {TABLE} WHERE originator_id = ? ORDER BY originator_version"
             )
@@ -261,15 +268,15 @@ class SqliteStore(_RecorderStore):
                 f"SELECT {cols} FROM {TABLE} WHERE originator_id >= ? AND originator_id < ? "
                 "ORDER BY originator_id, originator_version"
             )
-            rows = self._query((header, (run_id,)), (units, (run_id + "/", run_id + "0")))
+            rows = self._query((header, (run_id,)), (units, _unit_range(run_id)))
         return rows
 
     def heads(self, run_id: str) -> list[Record]:
         # A skip scan of the key index, as PostgreSQL's: the header's last row, then stream
-        # by stream through the "run/..." range ("0" follows "/"), finding the next name and
-        # its last version by index probes. A GROUP BY over the range would visit every
-        # row of the run (and read each one's state) to keep one per stream.
-        cols = "originator_id, originator_version, topic, COALESCE(CAST(state AS BLOB), X'')"
+        # by stream through the "run/..." range, finding the next name and its last
+        # version by index probes. A GROUP BY over the range would visit every row of the
+        # run (and read each one's state) to keep one per stream.
+        cols = _SQLITE_COLS
         header = (
             f"SELECT {cols} FROM {TABLE} WHERE originator_id = ? "
             "ORDER BY originator_version DESC LIMIT 1"
@@ -280,15 +287,13 @@ class SqliteStore(_RecorderStore):
             "AND originator_id < ?2 UNION ALL "
             f"SELECT (SELECT min(originator_id) FROM {TABLE} WHERE originator_id > s.id "
             "AND originator_id < ?2) FROM s WHERE s.id IS NOT NULL) "
-            "SELECT e.originator_id, e.originator_version, e.topic, "
-            f"COALESCE(CAST(e.state AS BLOB), X'') FROM s JOIN {TABLE} e "
+            f"SELECT {cols} FROM s JOIN {TABLE} e "
             "ON e.originator_id = s.id AND e.originator_version = ("
             f"SELECT max(originator_version) FROM {TABLE} WHERE originator_id = s.id) "
             "ORDER BY s.id"
         )
         return [
-            Record(*row)
-            for row in self._query((header, (run_id,)), (units, (run_id + "/", run_id + "0")))
+            Record(*row) for row in self._query((header, (run_id,)), (units, _unit_range(run_id)))
         ]
 
     def run_ids(self) -> list[str]:
