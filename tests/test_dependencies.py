@@ -1,0 +1,117 @@
+"""Every module our packages import at run time is the standard library, ours, or a
+declared dependency: a plain ``pip install .`` (no extras) must be enough to run.
+
+A test extra that happens to bring a runtime import (scipy brought numpy) would hide a
+broken install; this reads the imports from the source, so it does not depend on what
+happens to be installed beside the project.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import sys
+import tomllib
+from importlib.metadata import packages_distributions
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OURS = (
+    "ledger",
+    "protocols",
+    "projections",
+    "replay",
+    "harness",
+    "refplatform",
+    "benchmarks",
+    "cli",
+)
+# Loaded only by pytest itself (the pytest11 entry point), so pytest is there when it is.
+PYTEST_ONLY = {"replay/pytest_plugin.py"}
+# Installed with a declared dependency's own extra: psycopg[binary,pool].
+EXTRA_OF_DECLARED = {"psycopg_pool": "psycopg", "psycopg_binary": "psycopg"}
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _declared() -> set[str]:
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as fh:
+        project = tomllib.load(fh)["project"]
+    return {
+        _normalise(re.split(r"[\s\[<>=!~;]", dep, maxsplit=1)[0]) for dep in project["dependencies"]
+    }
+
+
+def _runtime_imports() -> dict[str, str]:
+    """Top-level module name -> the first ``file:line`` importing it, over our packages."""
+    found: dict[str, str] = {}
+    for package in OURS:
+        for folder, dirs, files in os.walk(os.path.join(REPO, package)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if not name.endswith(".py"):
+                    continue
+                path = os.path.join(folder, name)
+                rel = os.path.relpath(path, REPO).replace(os.sep, "/")
+                if rel in PYTEST_ONLY:
+                    continue
+                with open(path, encoding="utf-8") as fh:
+                    tree = ast.parse(fh.read(), rel)
+                for node in ast.walk(tree):
+                    if isinstance(node, ast.Import):
+                        names = [a.name for a in node.names]
+                    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                        names = [node.module]
+                    else:
+                        continue
+                    for module in names:
+                        found.setdefault(module.split(".")[0], f"{rel}:{node.lineno}")
+    return found
+
+
+def test_the_dependency_scan_sees_our_known_imports():
+    imports = _runtime_imports()
+    # Guards the scan itself: a walk that found nothing would pass the test below vacuously.
+    assert {"msgspec", "blake3", "duckdb", "eventsourcing"} <= set(imports)
+
+
+def test_every_runtime_import_is_the_standard_library_ours_or_a_declared_dependency():
+    declared = _declared()
+    providers = packages_distributions()
+    missing = []
+    for module, where in sorted(_runtime_imports().items()):
+        if module in sys.stdlib_module_names or module in OURS or module == "__future__":
+            continue
+        dists = {_normalise(d) for d in providers.get(module, [])}
+        if module in EXTRA_OF_DECLARED:
+            dists.add(EXTRA_OF_DECLARED[module])
+        if not dists & declared:
+            missing.append(
+                f"{where}: imports {module} (from {sorted(dists) or 'nothing installed'})"
+            )
+    assert not missing, "declare these in pyproject.toml [project] dependencies:\n  " + (
+        "\n  ".join(missing)
+    )
+
+
+def test_the_sql_engine_s_indirect_need_for_numpy_is_declared():
+    # DuckDB's Python UDFs (refplatform/toolkits/sql.py create_function) import numpy on
+    # first registration; our code never imports it, so the scan above cannot see it.
+    assert "numpy" in _declared()
+
+
+@pytest.mark.parametrize(
+    ("dependency", "name"),
+    [
+        ("psycopg[binary,pool]>=3.3.9", "psycopg"),
+        ("PyYAML>=6.0", "pyyaml"),
+        ("mcp-types>=2", "mcp-types"),
+    ],
+    ids=["extras", "case", "dash"],
+)
+def test_declared_names_are_normalised_as_pip_does(dependency, name):
+    assert _normalise(re.split(r"[\s\[<>=!~;]", dependency, maxsplit=1)[0]) == name
