@@ -10,23 +10,34 @@ baseline's, then ours. Verifies run in child processes so peak RSS is the verifi
 in five rounds of one verify per side back to back; ``verify_ratio`` is the median of the
 rounds' ratios (``verify_eps`` and ``baseline_verify_eps``: each side's median).
 A PostgreSQL benchmark writes into a fresh schema on the server and drops it afterwards.
+
+Its data lives in one folder of its own under ``--workdir`` (default the system temp
+folder), removed on every exit: success, an error, a child process that died, Ctrl-C
+and SIGTERM (both raise KeyboardInterrupt here). ``--events`` is capped at
+``MAX_EVENTS``, and a run is refused before it starts when the free space under the
+workdir is below ``disk_needed``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import resource
 import secrets
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
+from typing import Any, Final
 
-from benchmarks.raw_baseline import Streams, open_raw, pg_connect, verify_raw
+from benchmarks.raw_baseline import RawTable, Streams, open_raw, pg_connect, verify_raw
 from ledger import Ledger, StreamWriter, open_store
 from ledger.chain import genesis
 from ledger.events import (
@@ -46,6 +57,12 @@ EVENTS_PER_STREAM = 50
 STREAMS_PER_BATCH = 20  # 20 x 50 = 1000 rows per transaction, as the baseline
 SEED = 20261129
 VERIFY_ROUNDS = 5  # rounds of one verify per side; the median of the rounds' ratios counts
+MAX_EVENTS: Final = 5_000_000  # ~9 GB of SQLite on disk, ~25 min on the 2-core machine
+# Bytes on disk per event, per SQLite database: 800-820 measured for the ledger and 880-900
+# for the baseline (5,000 to 100,000 events, after the seal), WAL files checkpointed away.
+BYTES_PER_EVENT: Final = 950
+DISK_MARGIN: Final = 1.25  # SQLite's WAL, free pages and temp files on top of that
+DISK_SLACK: Final = 64 * 2**20  # a small run's fixed part (schema, WAL pages, -shm)
 _WORDS = [
     "revenue",
     "region",
@@ -70,6 +87,97 @@ _WORDS = [
     "segment",
     "total",
 ]
+
+
+class BenchFailed(Exception):
+    """A part of the benchmark failed (a child process died, a verify failed): one line."""
+
+
+def disk_needed(events: int, sides: int) -> int:
+    """Bytes ``sides`` SQLite databases of ``events`` events each take, with a margin."""
+    if sides < 1:
+        return 0
+    return int(events * BYTES_PER_EVENT * sides * DISK_MARGIN) + DISK_SLACK
+
+
+def _size(n: float) -> str:
+    return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
+
+
+def space_problem(where: str, events: int, sides: int, free: int) -> str:
+    """Why ``free`` bytes under ``where`` cannot hold the run ("" when they can)."""
+    need = disk_needed(events, sides)
+    if free >= need:
+        return ""
+    return (
+        f"{where} has {_size(free)} free, but {events} events need about {_size(need)} "
+        f"there ({sides} SQLite database(s) at ~{BYTES_PER_EVENT} bytes an event, plus "
+        "a margin): free some space, give fewer --events, or another --workdir"
+    )
+
+
+def check_room(*, events: int, backend: str, workdir: str, ledger: str | None) -> None:
+    """ValueError (one line) unless ``events`` is at most ``MAX_EVENTS`` and the workdir (and a
+    kept SQLite ledger's folder) exist with room for what the run writes there."""
+    if events > MAX_EVENTS:
+        raise ValueError(
+            f"--events {events}: at most {MAX_EVENTS} (about "
+            f"{_size(disk_needed(MAX_EVENTS, 2))} of disk for SQLite); give fewer"
+        )
+    if not os.path.isdir(workdir):
+        raise ValueError(f"--workdir {workdir}: no such folder; give an existing one")
+    if backend != "sqlite":
+        return  # PostgreSQL: both sides live on the server, whose disk is not ours to see
+    # The baseline goes to the workdir, ours too unless --ledger keeps it elsewhere.
+    places = [("--workdir " + workdir, workdir)]
+    if ledger is None:
+        places.append(places[0])
+    else:
+        folder = os.path.dirname(os.path.abspath(ledger))
+        if not os.path.isdir(folder):
+            raise ValueError(f"--ledger {ledger}: folder {folder} does not exist")
+        places.append((f"--ledger's folder {folder}", folder))
+    by_disk: dict[int, list[tuple[str, str]]] = {}
+    for label, folder in places:
+        by_disk.setdefault(os.stat(folder).st_dev, []).append((label, folder))
+    for on_disk in by_disk.values():
+        label, folder = on_disk[0]
+        problem = space_problem(label, events, len(on_disk), shutil.disk_usage(folder).free)
+        if problem:
+            raise ValueError(problem)
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt while the benchmark runs, so its cleanup runs
+    on both (also when SIGINT came in ignored, as a background job's may)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def _shielded() -> Iterator[None]:
+    """A second Ctrl-C (or SIGTERM) must not cut the cleanup short: both are ignored in it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 def _text(rng: random.Random, n: int) -> str:
@@ -229,13 +337,21 @@ def _child_write(side: str, location: str, run_id: str, first: int, events: int)
     print(json.dumps({"events": n, "seconds": time.perf_counter() - t0}), flush=True)
 
 
+def _died(what: str, code: int, stderr: str) -> BenchFailed:
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+    said = (stderr or "").strip().splitlines()
+    return BenchFailed(f"{what} {how}" + (f": {said[-1]}" if said else ""))
+
+
 def _spawn(*argv: str) -> dict[str, float]:
+    # On an exception here (Ctrl-C included) subprocess.run kills the child and waits for it.
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks.ledger_bench", *argv],
-        check=True,
         capture_output=True,
         text=True,
     )
+    if out.returncode != 0:
+        raise _died(f"the {argv[0]} verify process", out.returncode, out.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -268,30 +384,37 @@ def _concurrent(side: str, location: str, run_id: str, events: int, writers: int
     """Wall seconds for ``writers`` processes to append ``events`` between them."""
     per = max(1, events // EVENTS_PER_STREAM) // writers
     argv = [sys.executable, "-m", "benchmarks.ledger_bench", "write", side, location, run_id]
-    procs = [
-        subprocess.Popen(
-            [*argv, str(i * per), str(per * EVENTS_PER_STREAM)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(writers)
-    ]
-    for p in procs:
-        assert p.stdout is not None
-        if p.stdout.readline().strip() != "ready":
-            raise SystemExit(f"bench ledger: a {side} writer failed to start")
-    t0 = time.perf_counter()
-    for p in procs:
-        assert p.stdin is not None
-        p.stdin.write("go\n")
-        p.stdin.flush()
-    for p in procs:
-        assert p.stdout is not None
-        json.loads(p.stdout.readline())
-        if p.wait() != 0:
-            raise SystemExit(f"bench ledger: a {side} writer failed")
-    return time.perf_counter() - t0
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for i in range(writers):
+            procs.append(subprocess.Popen(
+                [*argv, str(i * per), str(per * EVENTS_PER_STREAM)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True,
+            ))  # fmt: skip
+        for p in procs:
+            assert p.stdout is not None and p.stderr is not None
+            if p.stdout.readline().strip() != "ready":
+                raise _died(f"a {side} writer process", p.wait(), p.stderr.read())
+        t0 = time.perf_counter()
+        for p in procs:
+            assert p.stdin is not None and p.stderr is not None
+            try:
+                p.stdin.write("go\n")
+                p.stdin.flush()
+            except OSError:  # it died after saying ready
+                raise _died(f"a {side} writer process", p.wait(), p.stderr.read()) from None
+        for p in procs:
+            assert p.stdout is not None and p.stderr is not None
+            line = p.stdout.readline()
+            if p.wait() != 0 or not line:
+                raise _died(f"a {side} writer process", p.returncode, p.stderr.read())
+        return time.perf_counter() - t0
+    finally:
+        for p in procs:  # on any failure or interrupt: no writer outlives the benchmark
+            if p.poll() is None:
+                p.kill()
+                p.wait()
 
 
 def _postgres_location(url: str) -> str:
@@ -311,6 +434,13 @@ def _drop_schema(url: str) -> None:
 def _interleaved(led: Ledger, raw_location: str, run_id: str, events: int) -> tuple[float, float]:
     """One writer each, batch by batch in turn: (our seconds, baseline seconds)."""
     raw = open_raw(raw_location)
+    try:
+        return _alternate(led, raw, run_id, events)
+    finally:
+        raw.close()
+
+
+def _alternate(led: Ledger, raw: RawTable, run_id: str, events: int) -> tuple[float, float]:
     rng = random.Random(SEED)
     t_ours = t_base = 0.0
     written = 0
@@ -335,52 +465,101 @@ def _interleaved(led: Ledger, raw_location: str, run_id: str, events: int) -> tu
         if time.monotonic() > next_report:
             next_report = time.monotonic() + 5
             print(f"  appended {written}/{events}", file=sys.stderr)
-    raw.close()
     return t_ours, t_base
 
 
 def run_bench(
-    *, events: int, backend: str, ledger: str | None, as_json: bool, writers: int = 1
+    *,
+    events: int,
+    backend: str,
+    ledger: str | None,
+    as_json: bool,
+    writers: int = 1,
+    workdir: str | None = None,
 ) -> int:
-    """Build a synthetic sealed run, measure both sides, print the ratios; exit code 0."""
-    workdir = tempfile.mkdtemp(prefix="benchledger-bench-")
+    """Build a synthetic sealed run, measure both sides, print the ratios; exit code 0.
+
+    Everything it writes goes into a folder of its own under ``workdir`` (the system temp
+    folder if None), removed on every exit; so is a fresh SQLite ``ledger`` file it made
+    when the run did not finish. BenchFailed when a child process fails or dies.
+    """
+    with _interruptible():
+        work = tempfile.mkdtemp(prefix="benchledger-bench-", dir=workdir)
+        state: dict[str, Any] = {"led": None, "done": False}
+        keep = ledger if backend == "sqlite" and ledger and not os.path.exists(ledger) else None
+        try:
+            return _measure(events, backend, ledger, as_json, writers, work, state)
+        finally:
+            with _shielded():
+                _clean(work, state, drop=backend == "postgres",
+                       fresh=None if state["done"] else keep)  # fmt: skip
+
+
+def _clean(work: str, state: dict[str, Any], *, drop: bool, fresh: str | None) -> None:
+    """Close what is open and remove what the run wrote: its folder, its PostgreSQL schema,
+    and ``fresh`` (a --ledger file it made for a run that did not finish)."""
+    led = state["led"]
+    if led is not None:
+        with contextlib.suppress(Exception):
+            led.store.close()
+    if drop and state.get("location"):
+        with contextlib.suppress(Exception):  # the server may be what failed
+            _drop_schema(state["location"])
+    shutil.rmtree(work, ignore_errors=True)
+    if fresh is not None:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                os.unlink(fresh + suffix)
+
+
+def _measure(
+    events: int,
+    backend: str,
+    ledger: str | None,
+    as_json: bool,
+    writers: int,
+    work: str,
+    state: dict[str, Any],
+) -> int:
+    """The benchmark proper, writing under ``work``; ``state`` tells the cleanup what is open."""
     if backend == "postgres":
         location = _postgres_location(ledger or "postgresql://postgres@127.0.0.1:5432/test")
         raw_location = location
     else:
-        location = ledger or os.path.join(workdir, "ledger.sqlite")
-        raw_location = os.path.join(workdir, "baseline.sqlite")
+        location = ledger or os.path.join(work, "ledger.sqlite")
+        raw_location = os.path.join(work, "baseline.sqlite")
+    state["location"] = location
     run_id = f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    led = state["led"] = Ledger(open_store(location))
+    body = events - 2  # run_started and run_sealed are the other two
+    t0 = time.perf_counter()
+    led.start_run(run_id, RunStartedBody(suite="bench", config={"events": events}))
+    t_start = time.perf_counter() - t0
+    # Said once the data is being written: a caller waiting for this line knows it started.
     print(
         f"bench ledger: {events} events, backend {backend}, {writers} writer(s), seed {SEED}, "
-        f"run {run_id}",
+        f"run {run_id}, data in {work}",
         file=sys.stderr,
+        flush=True,
     )
-    try:
-        led = Ledger(open_store(location))
-        body = events - 2  # run_started and run_sealed are the other two
-        t0 = time.perf_counter()
-        led.start_run(run_id, RunStartedBody(suite="bench", config={"events": events}))
-        t_start = time.perf_counter() - t0
-        if writers == 1:
-            t_ours, t_base = _interleaved(led, raw_location, run_id, body)
-        else:
-            open_raw(raw_location).close()  # the table exists before the writers race
-            t_base = _concurrent("baseline", raw_location, run_id, body, writers)
-            t_ours = _concurrent("ours", location, run_id, body, writers)
-        t0 = time.perf_counter()
-        root = led.seal(run_id)
-        t_seal = time.perf_counter() - t0
-        info = led.run_info(run_id)
-        led.store.close()
-        written = info.events
-        if writers == 1:  # one writer: the run's whole life, as a run would spend it
-            t_ours += t_start + t_seal
-        print("  verifying (child processes)...", file=sys.stderr)
-        b, o, verify_ratio = _verify_rounds(raw_location, location, run_id)
-    finally:
-        if backend == "postgres":
-            _drop_schema(location)
+    if writers == 1:
+        t_ours, t_base = _interleaved(led, raw_location, run_id, body)
+    else:
+        open_raw(raw_location).close()  # the table exists before the writers race
+        t_base = _concurrent("baseline", raw_location, run_id, body, writers)
+        t_ours = _concurrent("ours", location, run_id, body, writers)
+    t0 = time.perf_counter()
+    root = led.seal(run_id)
+    t_seal = time.perf_counter() - t0
+    info = led.run_info(run_id)
+    led.store.close()
+    state["led"] = None
+    written = info.events
+    if writers == 1:  # one writer: the run's whole life, as a run would spend it
+        t_ours += t_start + t_seal
+    print("  verifying (child processes)...", file=sys.stderr, flush=True)
+    b, o, verify_ratio = _verify_rounds(raw_location, location, run_id)
+    state["done"] = True
     appended = written if writers == 1 else written - 2
     base_append_eps = b["events"] / t_base
     result = {
@@ -400,11 +579,6 @@ def run_bench(
         for k, v in result.items():
             print(f"{k:>22}  {v}")
         print(f"{'root':>22}  {root}")
-    for f in os.listdir(workdir):
-        if ledger is None or os.path.join(workdir, f) != location:
-            os.unlink(os.path.join(workdir, f))
-    if not os.listdir(workdir):
-        os.rmdir(workdir)
     return 0
 
 

@@ -18,6 +18,9 @@ what was tried and what survived (docs/reliability.md):
   mid-run: the same three promises;
 - **bad inputs** — the corpus under tests/data/bad/ (cases.yaml): each case gets its
   documented exit code and one line naming the problem, no traceback, nothing written;
+- **resource bounds** — benchmarks/bounds.py's attacks on a ``platform serve`` child (a
+  600 MB body, SQL that was super-linear, spinning and ballooning queries, MCP sessions
+  past the cap): each refused naming its bound, the server's peak memory under a ceiling;
 - **load** — ``--concurrency 32`` over the suite (k=3 in full mode): no errors, the ledger
   verifies; units/s and the p99 episode latency are reported.
 
@@ -71,7 +74,7 @@ from projections.source import open_run
 
 ROOT: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS: Final = os.path.join(ROOT, "tests", "data", "bad")
-SCENARIOS: Final = ("kill", "faults", "disk", "postgres", "bad", "load")
+SCENARIOS: Final = ("kill", "faults", "disk", "postgres", "bad", "bounds", "load")
 FAULT_RATE: Final = 0.1
 FAULT_TIMEOUT_S: Final = 5.0  # the client's timeout while faults are injected
 _UNIT_LINE = re.compile(r"^unit (\d+)/(\d+) ")
@@ -730,7 +733,8 @@ class Corpus:
         self.ledger = os.path.join(self.fixtures, "ledger.sqlite")
         with contextlib.closing(open_store(self.ledger)) as store:
             for bundle in ("good.jsonl", "open.jsonl"):
-                import_bundle(Ledger(store), os.path.join(CORPUS, "bundles", bundle))
+                path = os.path.join(CORPUS, "bundles", bundle)
+                import_bundle(Ledger(store), path, allow_unsealed=True)  # open.jsonl is unsealed
         self.platform = RunningPlatform(pool_size=8)
         self._stack.callback(self.platform.stop)
         self._before = _digest(self.fixtures)
@@ -757,6 +761,7 @@ class Corpus:
             "tmp": scratch,
             "ledger": self.ledger,
             "refplatform": self.platform.url,
+            "refplatform_port": str(self.platform.port),  # a port in use
             "admin_key": self.platform.admin_key,
             "pool_base": self.platform.pool_base,
             "platform": broken,
@@ -856,6 +861,40 @@ def _judge(case: Case, code: int, out: str, err: str) -> list[str]:
     return wrong
 
 
+# -- resource bounds -----------------------------------------------------------------------
+
+
+def resource_bounds(cfg: Config) -> Row:
+    """The attacks of benchmarks/bounds.py on a ``platform serve`` child: each bound holds."""
+    from benchmarks import bounds
+
+    sessions = bounds.MAX_SESSIONS + 20
+    served = bounds.Served()
+    try:
+        outcomes = bounds.attacks(served, sessions=sessions)
+    finally:
+        served.stop()
+    server_kb = max(o.server_kb for o in outcomes)
+    worker_kb = max(o.workers_kb for o in outcomes)
+    problems = [f"{o.attack}: {o.answer}" for o in outcomes if not o.ok]
+    for who, kb in (("the server", server_kb), ("a SQL worker", worker_kb)):
+        if kb >= bounds.CEILING_KB:
+            problems.append(f"{who} reached {kb // 1024} MB (ceiling {bounds.CEILING_KB >> 10} MB)")
+    slowest = max(o.seconds for o in outcomes if o.attack != "sessions")
+    return Row(
+        "resource bounds",
+        "a 600 MB REST body (declared, chunked); SQL of 20k and 200k spaces and 20k open "
+        "parentheses; 2 spinning and 3 ballooning queries; "
+        f"{sessions} MCP sessions left open (platform serve)",
+        f"{sum(o.ok for o in outcomes)}/{len(outcomes)} held: each refused at its bound (413, "
+        "read-only, length, depth, deadline, memory, result size; 503 past "
+        f"{bounds.MAX_SESSIONS} sessions) within {slowest:.1f} s, a plain query answered "
+        f"after them; peak RSS {server_kb >> 10} MB server, {worker_kb >> 10} MB SQL worker",
+        not problems,
+        problems=problems,
+    )
+
+
 # -- load ----------------------------------------------------------------------------------
 
 
@@ -922,6 +961,7 @@ _RUNNERS: Final[dict[str, Callable[[Config], Row]]] = {
     "disk": disk_full,
     "postgres": postgres_killed,
     "bad": bad_inputs,
+    "bounds": resource_bounds,
     "load": load,
 }
 

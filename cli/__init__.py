@@ -64,9 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: run one command, map errors to one line and an exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    func: Callable[[argparse.Namespace], int] = args.func
     try:
+        # Inside the map: an option's ``type=`` check (cli.common.whole, number) raises
+        # UsageError, one line like every other unusable input.
+        args = parser.parse_args(argv)
+        func: Callable[[argparse.Namespace], int] = args.func
         return func(args)
     except InvalidInput as exc:
         for problem in exc.problems:

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import tempfile
 
-from cli.common import UsageError
+from cli.common import EXIT_FAILED, UsageError, number, whole
+from ledger.store import reach_postgres
+
+POSTGRES_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 def cmd_bench_ledger(args: argparse.Namespace) -> int:
     """Append and verify throughput against the raw database (SQLite or PostgreSQL)."""
-    from benchmarks.ledger_bench import run_bench
+    from benchmarks.ledger_bench import BenchFailed, check_room, run_bench
 
     if args.events < 100:
         raise UsageError("--events must be at least 100")
@@ -17,13 +22,27 @@ def cmd_bench_ledger(args: argparse.Namespace) -> int:
         raise UsageError("--writers N (N > 1) needs --backend postgres; N must be at least 1")
     if args.events // 50 < args.writers:
         raise UsageError("--events must give every writer at least one 50-event stream")
-    return run_bench(
-        events=args.events,
-        backend=args.backend,
-        ledger=args.ledger,
-        as_json=args.json,
-        writers=args.writers,
-    )
+    location = args.ledger
+    if args.backend == "postgres":
+        location = location or POSTGRES_DEFAULT
+        reach_postgres(location)  # a malformed URL or a server that is not there: one line
+    workdir = args.workdir or tempfile.gettempdir()
+    try:  # the cap, the workdir and its free space, before anything is written
+        check_room(events=args.events, backend=args.backend, workdir=workdir, ledger=location)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        return run_bench(
+            events=args.events,
+            backend=args.backend,
+            ledger=location,
+            as_json=args.json,
+            writers=args.writers,
+            workdir=workdir,
+        )
+    except BenchFailed as exc:
+        print(f"benchledger: bench ledger: {exc}; its data was removed", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def cmd_bench_platform(args: argparse.Namespace) -> int:
@@ -82,13 +101,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     bench = sub.add_parser("bench", help="performance benchmarks (ratios vs raw baselines)")
     bsub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
     p = bsub.add_parser("ledger", help="append and verify throughput vs the raw database")
-    p.add_argument("--events", type=int, default=100_000)
+    p.add_argument(
+        "--events",
+        type=int,
+        default=100_000,
+        help="events in the synthetic run (100000; at most 5000000, ~0.9 KB of disk per "
+        "event and side on SQLite)",
+    )
+    p.add_argument(
+        "--workdir",
+        metavar="DIR",
+        help="write the run's databases in a folder of its own under DIR (default: the system "
+        "temp folder); it is removed on every exit, Ctrl-C and SIGTERM included",
+    )
     p.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     p.add_argument(
         "--ledger",
         metavar="PATH|URL",
         help="sqlite: keep the ledger in this file; postgres: the server and database "
-        "(default postgresql://postgres@127.0.0.1:5432/test; a fresh schema, dropped after)",
+        f"(default {POSTGRES_DEFAULT}; a fresh schema, dropped after)",
     )
     p.add_argument(
         "--writers", type=int, default=1, help="postgres: concurrent writer processes (1)"
@@ -110,18 +141,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fake (default: the scripted agent's decisions at --delay per call) or "
         "recorded:RUN_DIR (re-enact a recorded peer run at its recorded latencies)",
     )
-    p.add_argument("--delay", type=float, default=0.3, help="fake: seconds per model call (0.3)")
-    p.add_argument("--concurrency", type=int, help="units in flight (fake 8, recorded 16)")
+    p.add_argument(
+        "--delay", type=number("--delay"), default=0.3, help="fake: seconds per model call (0.3)"
+    )
+    p.add_argument(
+        "--concurrency",
+        type=whole("--concurrency"),
+        help="units in flight (fake 8, recorded 16)",
+    )
     p.add_argument(
         "--protocols",
         metavar="PATH",
         help="default: the committed set (fake); RUN_DIR/../../protocols (recorded)",
     )
-    p.add_argument("--k", type=int, help="recorded: passes (5)")
+    p.add_argument("--k", type=whole("--k"), help="recorded: passes (5)")
     p.add_argument("--pack", metavar="PATH", help="recorded: seed pack (RUN_DIR/../../seed)")
     p.add_argument(
         "--time-scale",
-        type=float,
+        type=number("--time-scale"),
         metavar="F",
         help="recorded: spend the recorded latencies times F (0.25; 1 = as recorded)",
     )

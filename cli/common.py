@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from harness import settings
 from ledger import Ledger, open_store
@@ -17,6 +18,53 @@ EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 class UsageError(Exception):
     """Unusable command-line input: one line, exit 2."""
+
+
+def whole(option: str, *, at_least: int = 1) -> Callable[[str], int]:
+    """An argparse ``type=``: the text as a whole number >= ``at_least``, else UsageError.
+
+    UsageError, not argparse's own error, so the answer is the usual one line naming the
+    option (``main`` parses inside its error map), not the usage text.
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise UsageError(f"{option} must be a whole number, not {text!r}") from None
+        if value < at_least:
+            raise UsageError(f"{option} must be at least {at_least}, not {value}")
+        return value
+
+    return parse
+
+
+def number(
+    option: str, *, at_least: float = 0.0, at_most: float | None = None, above: bool = False
+) -> Callable[[str], float]:
+    """An argparse ``type=``: the text as a finite number in range, else UsageError (one line).
+
+    ``above`` excludes ``at_least`` itself. NaN and infinity are refused: they pass every
+    ``<`` test unnoticed, and a wait of ``inf`` seconds is a hang.
+    """
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise UsageError(f"{option} must be a number, not {text!r}") from None
+        if not math.isfinite(value):
+            raise UsageError(f"{option} must be a finite number, not {text!r}")
+        low = value <= at_least if above else value < at_least
+        if low or (at_most is not None and value > at_most):
+            if at_most is not None:
+                bound = f"between {at_least:g} and {at_most:g}"
+            else:
+                bound = f"more than {at_least:g}" if above else f"at least {at_least:g}"
+            raise UsageError(f"{option} must be {bound}, not {text}")
+        return value
+
+    return parse
 
 
 def ledger_arg(p: argparse.ArgumentParser) -> None:

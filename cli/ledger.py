@@ -22,7 +22,7 @@ from ledger.bundle import (
     verify_bundle,
 )
 from ledger.chain import Failure, Summary
-from projections.source import is_bundle
+from projections.source import Completeness, completeness_of, from_bundle, from_ledger, is_bundle
 
 
 def _print_failure(what: str, failure: Failure) -> None:
@@ -35,6 +35,23 @@ def _print_failure(what: str, failure: Failure) -> None:
 def _print_ok(what: str, s: Summary) -> None:
     root = s.sealed_root or f"(unsealed; heads root {s.computed_root})"
     print(f"ok {what}: {s.streams} streams, {s.events} events, root {root}")
+
+
+def _accept_unsealed(what: str, s: Summary, done: Completeness, allowed: bool) -> bool:
+    """An intact but unsealed run is partial: say what is missing; accepted only if allowed."""
+    missing = done.missing_text()
+    if not done.short:
+        missing += f" (seal it: benchledger seal {done.run_id})"
+    if allowed:
+        _print_ok(what, s)
+        print(f"UNSEALED: {done.counts()}; {missing} (accepted as partial: --allow-unsealed)")
+        return True
+    print(
+        f"FAILED {what}: UNSEALED: {done.counts()}; {missing}; the chain is intact ({s.streams} "
+        f"streams, {s.events} events) but an unsealed run is partial: pass --allow-unsealed "
+        "to accept it as such"
+    )
+    return False
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -54,7 +71,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if failure:
             _print_failure(f"bundle {target} (run {header.run})", failure)
             return EXIT_FAILED
-        _print_ok(f"bundle {target} (run {header.run})", summary)
+        what = f"bundle {target} (run {header.run})"
+        if not summary.sealed_root:
+            done = completeness_of(from_bundle(target))
+            if not _accept_unsealed(what, summary, done, args.allow_unsealed):
+                return EXIT_FAILED
+        else:
+            _print_ok(what, summary)
         return trust.after_bundle_verify(target, header.run, args)
     ledger = open_ledger(args, create=False)
     run_ids = [target] if target else ledger.store.run_ids()
@@ -76,10 +99,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if failure:
             _print_failure(f"run {run_id}", failure)
             status = EXIT_FAILED
+            continue
+        sealed = ledger.sealed(run_id)
+        if sealed is None:
+            done = completeness_of(from_ledger(ledger, run_id))
+            if not _accept_unsealed(f"run {run_id}", summary, done, args.allow_unsealed):
+                status = EXIT_FAILED
+                continue
         else:
             _print_ok(f"run {run_id}", summary)
-            sealed, root_given = ledger.sealed(run_id), bool(args.root)
-            status = max(status, trust.authenticity(run_id, sealed, args.trusted, root_given))
+        status = max(status, trust.authenticity(run_id, sealed, args.trusted, bool(args.root)))
     for stream in ledger.orphans() if not target else []:
         print(f"FAILED stream {stream!r}: its run header stream is missing")
         status = EXIT_FAILED
@@ -98,23 +127,50 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Add a bundle's events to the ledger (idempotent)."""
+    """Add a bundle's run to the ledger, which must not hold it (unless as that sealed whole,
+    then nothing is done); an unsealed one only with --allow-unsealed, marked imported."""
     with new_or_existing_ledger(args) as ledger:  # a refused bundle leaves no new file
-        added = import_bundle(ledger, args.file)
-    print(f"imported {args.file}: {added} new events")
+        done = import_bundle(ledger, args.file, allow_unsealed=args.allow_unsealed)
+    if done.already:
+        print(f"imported {args.file}: 0 new events: run {done.run_id} is already here, sealed "
+              f"with the same root {done.root}; nothing to import")  # fmt: skip
+    elif done.root:
+        print(f"imported {args.file}: {done.added} new events: run {done.run_id}, sealed, root "
+              f"{done.root}")  # fmt: skip
+    else:
+        print(f"imported {args.file}: {done.added} new events: run {done.run_id}, UNSEALED, "
+              "marked as imported: it cannot be resumed, joined or sealed here")  # fmt: skip
     return EXIT_OK
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    """List the ledger's runs: streams, events, sealed root."""
-    ledger = open_ledger(args, create=False)
-    runs = ledger.runs()
-    if not runs:
+    """List the ledger's runs, newest first: start, agent, platform, units, seal, subset."""
+    import json
+
+    from projections.runs import run_rows
+
+    rows = run_rows(open_ledger(args, create=False))
+    if args.json:
+        print(json.dumps([r.as_json() for r in rows], indent=2))
+        return EXIT_OK
+    if not rows:
         print("no runs")
         return EXIT_OK
-    print(f"{'run':<40} {'streams':>8} {'events':>9}  root")
-    for r in runs:
-        print(f"{r.run_id:<40} {r.streams:>8} {r.events:>9}  {r.root or '(unsealed)'}")
+    head = ("run", "started (UTC)", "agent", "platform", "units", "seal", "streams", "events",
+            "root", "subset")  # fmt: skip
+    table = [head] + [
+        (r.run_id, r.started, r.agent or "-", r.platform or "-",
+         f"{r.units_finished}/{r.units_planned}",
+         ("sealed, signed" if r.signed else "sealed, unsigned") if r.sealed else "UNSEALED",
+         str(r.streams), str(r.events), r.root or "-", f"SUBSET: {r.subset}" if r.subset else "-")
+        for r in rows
+    ]  # fmt: skip
+    widths = [max(len(line[i]) for line in table) for i in range(len(head))]
+    numbers = {head.index("streams"), head.index("events")}
+    for line in table:
+        cells = [c.rjust(w) if i in numbers else c.ljust(w)
+                 for i, (c, w) in enumerate(zip(line, widths, strict=True))]  # fmt: skip
+        print("  ".join(cells).rstrip())
     return EXIT_OK
 
 
@@ -127,7 +183,7 @@ def _one_line(value: object, width: int = 100) -> str:
 
 def cmd_log(args: argparse.Namespace) -> int:
     """Print a run's (or one stream's) events, one line each, once the whole run verified."""
-    from projections.source import open_run
+    from projections.source import banner_of, open_run
 
     run = open_run(args.run, lambda: open_ledger(args, create=False), require_seal=False,
                    allow_partial=True)  # fmt: skip
@@ -139,6 +195,9 @@ def cmd_log(args: argparse.Namespace) -> int:
         names = sorted({e.stream.removeprefix(run.run_id + "/") for e, _ in run.events})
         raise UsageError(f"run {run.run_id} has no stream {stream!r}; it has: "
                          f"{', '.join(names[:8])}{', ...' if len(names) > 8 else ''}")  # fmt: skip
+    banner = banner_of(run)  # an unsealed or incomplete run says so first
+    if banner:
+        print(banner)
     print(f"verified: {run.verification.line()}")
     current = None
     for event, h in shown:
@@ -169,6 +228,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FULL_BUNDLE",
         help="redacted bundle: prove every placeholder matches the full run's event",
     )
+    p.add_argument(
+        "--allow-unsealed",
+        action="store_true",
+        help="accept an intact but unsealed (partial) run, saying how many planned units are "
+        "missing; without it an unsealed run fails (exit 1)",
+    )
     ledger_arg(p)
     p.set_defaults(func=cmd_verify)
 
@@ -190,12 +255,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     ledger_arg(p)
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("import", help="add a bundle's events to a ledger (idempotent)")
+    p = sub.add_parser("import", help="add a bundle's run to a ledger that does not hold it")
     p.add_argument("file")
+    p.add_argument(
+        "--allow-unsealed",
+        action="store_true",
+        help="import an unsealed run too, marked as imported: it is never resumed, joined or "
+        "sealed here",
+    )
     ledger_arg(p)
     p.set_defaults(func=cmd_import)
 
-    p = sub.add_parser("runs", help="list runs")
+    p = sub.add_parser("runs", help="list runs, newest first")
+    p.add_argument("--json", action="store_true", help="a JSON list, one object per run")
     ledger_arg(p)
     p.set_defaults(func=cmd_runs)
 

@@ -75,17 +75,36 @@ def cmd_protocols_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_protocols_generate(args: argparse.Namespace) -> int:
-    """Write benchledger's own protocol set into ``--out``."""
-    from protocols.generate import write
+def _listing(names: list[str], most: int = 5) -> str:
+    return ", ".join(names[:most]) + (f", ... ({len(names)} in all)" if len(names) > most else "")
 
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise UsageError(f"--out {args.out} is a file; give the folder to write protocols into")
+
+def cmd_protocols_generate(args: argparse.Namespace) -> int:
+    """Write benchledger's own protocol set and seed pack into ``--out``, nothing outside it."""
+    from protocols.generate import PACK_DIR, PROTOCOLS_DIR, write
+
+    out = args.out
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError(f"--out {out} is a file; give the folder to write protocols into")
+    present = sorted(os.listdir(out)) if os.path.isdir(out) else []
+    if present and not args.force:
+        raise UsageError(
+            f"--out {out} is not empty (it holds {_listing(present)}); generate writes "
+            f"{PROTOCOLS_DIR}/ and {PACK_DIR}/ in it: give a new or empty folder, or --force "
+            f"to make those two hold exactly the generated files (other entries stay)"
+        )
     try:
-        paths = write(args.out)
+        done = write(out, prune=bool(args.force))
     except OSError as exc:
-        raise UsageError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from None
-    print(f"wrote {len(paths)} protocols to {args.out}")
+        raise UsageError(f"--out {out}: cannot write: {exc.strerror or exc}") from None
+    lifecycle, pack = os.path.join(out, PROTOCOLS_DIR), os.path.join(out, PACK_DIR)
+    print(f"wrote {len(done.protocols)} protocols to {lifecycle} and the seed pack "
+          f"({len(done.pack)} files) to {pack}")  # fmt: skip
+    if present:
+        replaced = _listing(done.replaced) if done.replaced else "none"
+        removed = _listing(done.removed) if done.removed else "none"
+        print(f"--force: changed files: {replaced}; removed (not generated): {removed}")
+    print(f"use them with: benchledger run --protocols {lifecycle} --pack {pack}")
     return EXIT_OK
 
 
@@ -110,6 +129,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = psub.add_parser("list", help="one line per protocol (or case)")
     p.add_argument("path", nargs="?", default=protocols.LIFECYCLE_DIR, help=path_help)
     p.set_defaults(func=cmd_protocols_list)
-    p = psub.add_parser("generate", help="write benchledger's own protocol set")
-    p.add_argument("--out", required=True, metavar="DIR")
+    p = psub.add_parser("generate", help="write benchledger's own protocol set and seed pack")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="writes DIR/lifecycle (the protocols) and DIR/pack (the seed pack), nothing "
+        "else; DIR must be new or empty unless --force",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="a non-empty DIR: make DIR/lifecycle and DIR/pack hold exactly the generated "
+        "files (others there are removed and named; other entries of DIR stay); "
+        "--out protocols/data --force regenerates the committed set",
+    )
     p.set_defaults(func=cmd_protocols_generate)

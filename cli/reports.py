@@ -13,12 +13,13 @@ from cli.common import (
     check_output,
     ledger_arg,
     new_or_existing_ledger,
+    number,
     open_ledger,
     write_output,
 )
 from ledger.bundle import export_audit
 from projections.lifecycle import Scorecard
-from projections.source import RunEvents, is_bundle
+from projections.source import RunEvents, banner_of, is_bundle
 
 
 def _run_events(
@@ -85,8 +86,6 @@ def _watch(args: argparse.Namespace) -> int:
 
     if len(args.runs) != 1 or is_bundle(args.runs[0]) or args.output:
         raise UsageError("--watch follows one run in a ledger (not a bundle; no -o)")
-    if args.interval <= 0:
-        raise UsageError("--interval must be more than 0 seconds")
     ledger = open_ledger(args, create=False)
     ledger.run_info(args.runs[0])  # an unknown run: exit 2 now, not a silent wait
     view = LiveView(ledger.store, LifecycleFold(), run_id=args.runs[0])
@@ -97,7 +96,7 @@ def _watch(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Per-metric differences between two runs, paired by protocol."""
     from projections.compare import Incomparable, compare, differences
-    from projections.report import compare_text
+    from projections.report import compare_text, run_completeness
 
     a, b = _scorecard([args.run_a], args), _scorecard([args.run_b], args)
     try:
@@ -106,7 +105,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot compare: {exc}") from None
     differs = differences(a.meta, b.meta)
     verified = [a.meta.verified, b.meta.verified]
-    text = compare_text(rows, args.run_a, args.run_b, args.format, differs, verified)
+    progress = [*run_completeness(a), *run_completeness(b)]
+    text = compare_text(rows, args.run_a, args.run_b, args.format, differs, verified, progress)
     write_output(text, args.output)
     return EXIT_OK
 
@@ -191,9 +191,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
         result = audit(run, args.metric)
     except UnknownMetric as exc:
         raise UsageError(str(exc)) from None
+    banner = banner_of(run)  # an unsealed or incomplete run says so first
+    if banner:
+        print(banner)
     if run.check is not None:
         print(f"verified: {run.check.line()}")
-    print(render(result))
+    print(render(result, full=args.full))
     if args.bundle:
         if is_bundle(args.run):
             raise UsageError("--bundle needs the run in a ledger (import the bundle first)")
@@ -248,7 +251,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="re-render as units land (labelled LIVE, unsealed) until the run is sealed",
     )
     p.add_argument(
-        "--interval", type=float, default=2.0, metavar="S", help="--watch: seconds between polls"
+        "--interval",
+        type=number("--interval", above=True),
+        default=2.0,
+        metavar="S",
+        help="--watch: seconds between polls",
     )
     ledger_arg(p)
     p.set_defaults(func=cmd_report)
@@ -293,6 +300,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("audit", help="trace a metric to its decision and evidence events")
     p.add_argument("run", metavar="RUN", help="run id or bundle file")
     p.add_argument("metric", metavar="METRIC", help=", ".join(METRIC_NAMES))
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="print each recorded value whole (tool results, arguments, answers); by default "
+        "long ones are shortened, marked '… (+N chars)'",
+    )
     p.add_argument("--bundle", metavar="OUT", help="write a self-contained audit bundle")
     ledger_arg(p)
     p.set_defaults(func=cmd_audit)
@@ -304,7 +317,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--transcripts",
         action="append",
         metavar="DIR",
-        help="transcript folder; repeat once per pass (attempt order) for merged files",
+        help="transcript folder; repeat once per pass for merged files, in attempt order or "
+        "each named for its pass (its passes.txt entry, or pass-N)",
     )
     p.add_argument("--run-id", metavar="ID")
     ledger_arg(p)

@@ -16,7 +16,9 @@ from cli.common import (
     EXIT_OK,
     UsageError,
     ledger_arg,
+    number,
     open_ledger,
+    whole,
 )
 from harness import settings
 from harness.errors import HarnessError
@@ -79,6 +81,8 @@ _RESTORABLE = {
     "reset_cmd": "reset_cmd",
     "platform_scope": "runtime_scope",
     "pack": "pack",
+    "protocol": "protocol",
+    "limit": "limit",
 }
 _DEFAULTS = {"agent": "scripted", "platform": "embedded", "k": 1, "concurrency": 4,
              "platform_scope": "pass"}  # fmt: skip
@@ -88,20 +92,13 @@ _SAMPLING = {"max_tokens": "max_tokens", "temperature": "temperature", "top_p": 
 
 
 def _agent_params(args: argparse.Namespace) -> dict[str, Any]:
-    """The sampling parameters the options set (UsageError on an impossible value)."""
-    params = {key: getattr(args, opt) for opt, key in _SAMPLING.items()
-              if getattr(args, opt) is not None}  # fmt: skip
-    for name in ("max_tokens", "top_k", "rpm", "tpm"):
-        value = params.get(name, getattr(args, name, None))
-        if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    if params.get("temperature", 0) < 0 or not 0 <= params.get("top_p", 0) <= 1:
-        raise UsageError("--temperature must be at least 0 and --top-p between 0 and 1")
-    return params
+    """The sampling parameters the options set (their ranges are checked as they parse)."""
+    return {key: getattr(args, opt) for opt, key in _SAMPLING.items()
+            if getattr(args, opt) is not None}  # fmt: skip
 
 
 def _time_scale(args: argparse.Namespace, agent: str) -> float:
-    """``--time-scale`` (1.0 unless given); UsageError if < 0 or the agent is not recorded."""
+    """``--time-scale`` (1.0 unless given; >= 0 as it parses); UsageError unless recorded."""
     if args.time_scale is None:
         return 1.0
     # On resume the agent comes from the run record, which the driver checks.
@@ -109,8 +106,6 @@ def _time_scale(args: argparse.Namespace, agent: str) -> float:
         raise UsageError(
             "--time-scale scales a recorded agent's latencies: use --agent recorded:DIR"
         )
-    if args.time_scale < 0:
-        raise UsageError("--time-scale must be at least 0 (0 = no waiting)")
     return float(args.time_scale)
 
 
@@ -141,14 +136,17 @@ def _config(args: argparse.Namespace) -> Any:
         o: getattr(args, o) if getattr(args, o) is not None else _DEFAULTS.get(o)
         for o in _RESTORABLE
     }
-    if value["k"] < 1 or value["concurrency"] < 1:
-        raise UsageError("--k and --concurrency must be at least 1")
+    if args.retry_infra and not args.resume:
+        raise UsageError("--retry-infra re-runs an unsealed run's infra-failed units: use it "
+                         "with --resume RUN_ID")  # fmt: skip
     shard = _shard(args)
     value["platform"] = _with_command(value["platform"], args.server_memory_cmd)
     try:
         spec = parse_platform(value["platform"])
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if spec.kind == "external":  # as parse_platform normalised it: URL/mcp names URL
+        value["platform"] = spec.url
     provenance.suite_defaults(args, value, spec.kind == "external")
     conf = settings.load()
     admin_key = args.admin_key or conf.admin_key
@@ -186,6 +184,9 @@ def _config(args: argparse.Namespace) -> Any:
         settings=conf,
         prereg=trust.prereg_for_run(args),
         shard=shard,
+        protocol=list(dict.fromkeys(value["protocol"] or ())),  # each id once, as given
+        limit=value["limit"] or 0,
+        retry_infra=args.retry_infra,
     )
 
 
@@ -377,17 +378,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the model server: anthropic (default $ANTHROPIC_BASE_URL, else the API's own); "
         "openai, when the spec has no @BASE_URL",
     )
-    m.add_argument("--rpm", type=int, metavar="N", help="at most N model requests per minute")
-    m.add_argument("--tpm", type=int, metavar="N", help="at most N model tokens per minute")
     m.add_argument(
-        "--max-tokens", type=int, metavar="N", help="reply token limit (anthropic default 4096)"
+        "--rpm", type=whole("--rpm"), metavar="N", help="at most N model requests per minute"
     )
-    m.add_argument("--temperature", type=float, metavar="F")
-    m.add_argument("--top-p", type=float, metavar="F")
-    m.add_argument("--top-k", type=int, metavar="N")
+    m.add_argument(
+        "--tpm", type=whole("--tpm"), metavar="N", help="at most N model tokens per minute"
+    )
+    m.add_argument(
+        "--max-tokens",
+        type=whole("--max-tokens"),
+        metavar="N",
+        help="reply token limit (anthropic default 4096)",
+    )
+    m.add_argument("--temperature", type=number("--temperature"), metavar="F")
+    m.add_argument("--top-p", type=number("--top-p", at_most=1), metavar="F")
+    m.add_argument("--top-k", type=whole("--top-k"), metavar="N")
     m.add_argument(
         "--time-scale",
-        type=float,
+        type=number("--time-scale"),
         metavar="F",
         help="recorded agents: spend the recorded latencies times F (1.0; 0 = no waiting)",
     )
@@ -419,10 +427,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--pool-base", metavar="B", help="external: keys are B-001..B-N (or $BENCHLEDGER_POOL_BASE)"
     )
-    p.add_argument("--pool-size", type=int, metavar="N", help="external platform: pool size")
+    p.add_argument(
+        "--pool-size", type=whole("--pool-size"), metavar="N", help="external platform: pool size"
+    )
     p.add_argument("--reset-cmd", metavar="CMD", help="external platform: run between passes")
-    p.add_argument("--k", type=int, help="passes; each is one attempt per protocol (1)")
-    p.add_argument("--concurrency", type=int, help="units in flight (4)")
+    p.add_argument("--k", type=whole("--k"), help="passes; each is one attempt per protocol (1)")
+    p.add_argument("--concurrency", type=whole("--concurrency"), help="units in flight (4)")
     p.add_argument("--run-id", metavar="ID")
     p.add_argument(
         "--shard",
@@ -430,7 +440,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run part i of n of the units (by entity) into a shared ledger; needs --run-id "
         "(docs/scaling.md)",
     )
+    p.add_argument(
+        "--protocol",
+        action="append",
+        metavar="ID",
+        help="run only this protocol (provenance: case) of the set; repeatable. The run is "
+        "recorded and labelled as a subset, and the gate will not compare it with a full run",
+    )
+    p.add_argument(
+        "--limit",
+        type=whole("--limit"),
+        metavar="N",
+        help="run only the first N protocols (or cases) of those selected",
+    )
     p.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run")
+    p.add_argument(
+        "--retry-infra",
+        action="store_true",
+        help="with --resume: also re-run the units whose every attempt ended in an "
+        "infrastructure error, as new attempts (the failed ones stay in the log)",
+    )
     trust.sign_key_arg(p)
     g = p.add_argument_group("pre-registered gate (recorded in run_started before any unit runs)")
     g.add_argument("--gate-baseline", metavar="RUN", help="the sealed baseline run (id or bundle)")

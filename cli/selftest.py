@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     gsub = group.add_subparsers(dest="selftest", required=True, metavar="SUITE")
     p = gsub.add_parser(
         "reliability",
-        help="kill sweep, platform faults, disk full, PostgreSQL killed, bad inputs, load",
+        help="kill sweep, platform faults, disk full, PostgreSQL killed, bad inputs, "
+        "resource bounds, load",
         description="Exit 0 when every scenario passed (a skipped one, e.g. PostgreSQL when "
         "none is named, does not fail), 1 otherwise. docs/reliability.md has the full table.",
     )

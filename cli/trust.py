@@ -56,10 +56,13 @@ def signer_from(path: str | None) -> Signer | None:
 
 def trusted_keys(args: argparse.Namespace) -> list[bytes] | None:
     """The raw public keys named by ``--pubkey`` (None when none was given)."""
+    paths = getattr(args, "pubkey", None)
+    if not paths:
+        return None
+    # Imported only now: key files need cryptography, which verify without --pubkey does not.
     from ledger.keys import load_public_keys
 
-    paths = getattr(args, "pubkey", None)
-    return load_public_keys(paths) if paths else None
+    return load_public_keys(paths)
 
 
 def verify_options(args: argparse.Namespace, *, bundle: bool) -> list[bytes] | None:
@@ -114,17 +117,32 @@ def authenticity(
 
 def after_bundle_verify(target: str, run_id: str, args: argparse.Namespace) -> int:
     """A verified bundle: withheld events, ``--reveal``, then who sealed it."""
-    from ledger.bundle import REDACTED_FORMAT, read_header, verify_bundle
-    from ledger.redaction import reveal, seal_of, verify_redacted
+    from ledger.bundle import (
+        REDACTED_FORMAT,
+        read_header,
+        reveal,
+        seal_of,
+        verify_bundle,
+        verify_redacted,
+    )
 
     header = read_header(target)
     status = EXIT_OK
+    unbound = 0
     if header.format == REDACTED_FORMAT:
-        withheld = verify_redacted(target)[3]
+        _, summary, _, withheld = verify_redacted(target)
+        unbound = summary.unbound
         print(
             f"withheld: {withheld} events ({', '.join(header.withheld)}), each by its digest, "
             "and the chain checks through every one"
+            + ("" if unbound else " (each one's stream, seq, kind, time and refs proven)")
         )
+        if unbound:
+            print(
+                f"UNBOUND: {unbound} withheld events are event format 1 placeholders: no hash "
+                "binds their kind, time or refs, so those are the publisher's claim until "
+                "--reveal FULL checks them"
+            )
     reveal_path = getattr(args, "reveal", None)
     if reveal_path:
         if header.format != REDACTED_FORMAT:
@@ -139,6 +157,14 @@ def after_bundle_verify(target: str, run_id: str, args: argparse.Namespace) -> i
             status = EXIT_FAILED
         else:
             print(f"revealed: all {matched} withheld events match their placeholders")
+            unbound = 0
+    if unbound and args.trusted is not None:
+        print(
+            f"FAILED run {run_id}: not authenticated: the seal covers the chain, but nothing "
+            f"binds the kind, time or refs of {unbound} withheld events (event format 1); "
+            "check them with --reveal FULL"
+        )
+        return EXIT_FAILED
     seal = seal_of(target)
     auth = authenticity(run_id, seal.body if seal else None, args.trusted, bool(args.root))
     return max(status, auth)
@@ -208,8 +234,8 @@ def cmd_seal(args: argparse.Namespace) -> int:
 
 def export_redacted(ledger: Ledger, args: argparse.Namespace) -> int:
     """``export RUN --withhold KIND[,KIND] --withhold-stream GLOB``: a redacted bundle."""
+    from ledger.bundle import export_redacted as write
     from ledger.redaction import Selection
-    from ledger.redaction import export_redacted as write
 
     kinds = frozenset(k.strip() for spec in args.withhold or () for k in spec.split(",") if k)
     try:
@@ -221,6 +247,11 @@ def export_redacted(ledger: Ledger, args: argparse.Namespace) -> int:
     counts = ", ".join(f"{c} {k}" for k, c in sorted(withheld.items())) or "none matched"
     print(f"exported run {args.run}: {n} lines to {args.output} (root {root})")
     print(f"withheld {sum(withheld.values())} events ({counts}); each line keeps its digest")
+    if ledger.event_format(args.run) == 1:
+        print(
+            f"note: run {args.run} is in event format 1: no hash binds a placeholder's kind, "
+            "time or refs, so verify calls them UNBOUND; runs recorded now are format 2"
+        )
     return EXIT_OK
 
 

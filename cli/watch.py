@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from projections.fold import LiveView
 from projections.lifecycle import LifecycleFold, scorecard
 from projections.report import render
+from projections.source import completeness
 
 
 def live_frames(
@@ -31,14 +32,14 @@ def live_frames(
         meta, units = view.projection.result()
         if not meta.run_id:  # the header has not landed yet
             continue
-        done = sum(1 for u in units if u.finished is not None and not u.abandoned)
+        done = completeness(meta, units)  # the count a static report's banner shows
         card = scorecard([(meta, units)], ci=ci)
         if meta.root:
-            label = f"run {meta.run_id}: sealed, root {meta.root} ({done} units, final)"
+            label = f"run {meta.run_id}: sealed, root {meta.root} ({done.finished} units, final)"
         else:
             label = (
-                f"LIVE run {meta.run_id}: unsealed, {done} of {meta.planned_units} planned units "
-                f"finished as of {time.strftime('%H:%M:%S')} (partial: not the run's result)"
+                f"LIVE run {meta.run_id}: unsealed, {done.counts()} as of "
+                f"{time.strftime('%H:%M:%S')} (partial: not the run's result)"
             )
         yield f"{label}\n\n{render(card, fmt)}"
         if meta.root:

@@ -21,6 +21,7 @@ from typing import Any, Final
 from harness import agents
 from harness.agents.base import Agent, UnitInfo
 from harness.errors import HarnessError, InfraError
+from harness.models.errors import PreflightFailed
 from harness.platforms.base import Clock, Description, PlatformClient
 from harness.platforms.provision import (
     PlatformSpec,
@@ -29,21 +30,21 @@ from harness.platforms.provision import (
     provisioner,
 )
 from harness.record import (
-    REDACTED,
     RunConfig,
     RunRefused,
     contradictions,
     highest_identity,
     platform_option,
     read_record,
-    redact_command,
+    reset_record,
+    resume_reset_cmd,
     shard_mismatch,
 )
 from harness.sharding import Shard, identity_blocks, shard_ids
 from harness.suites import Suite, suite_for
 from harness.unit import UnitContext, UnitFailed, UnitOutcome, UnitPlan, identity_label
 from ledger import Ledger, LedgerError, RunSealed
-from ledger.errors import UnitsMissing
+from ledger.errors import ImportedRun, UnitsMissing
 from ledger.events import (
     PlannedUnit,
     RunRecord,
@@ -63,6 +64,11 @@ TOOL_VERSION: Final = "benchledger 0.1.0"
 MAX_POOL: Final = 999
 
 EXIT_OK, EXIT_FAILED = 0, 1
+# How the fault barrier starts a unit's error: a bug of ours, not the infrastructure's, so
+# ``--retry-infra`` leaves it alone (every other unit error is an infrastructure failure).
+INTERNAL_ERROR: Final = "internal error in "
+INTERRUPTED: Final = "interrupted; re-run on resume"
+RETRIED: Final = "infra-failed; re-run by --retry-infra"
 
 
 def pool_needed(units: int, per_unit: int = 2) -> tuple[int, int]:
@@ -114,18 +120,38 @@ class RunResult:
 
 
 def _unit_states(ledger: Ledger, run_id: str) -> dict[str, dict[str, Any]]:
-    """Per unit stream: its (item, attempt), and whether it finished or ended at all."""
+    """Per unit stream: its (item, attempt), whether it finished (with which error), was
+    abandoned (interrupted, or retried after finishing) or ended at all."""
     units: dict[str, dict[str, Any]] = {}
     for event, _ in ledger.events(run_id):
         if isinstance(event, UnitStarted):
             b = event.body
             units[event.stream] = {"key": (b.protocol_id, b.attempt), "terminal": False,
-                                   "finished": False}  # fmt: skip
+                                   "finished": False, "abandoned": False, "error": ""}  # fmt: skip
         elif isinstance(event, UnitFinished) and event.stream in units:
-            units[event.stream].update(terminal=True, finished=True)
+            units[event.stream].update(terminal=True, finished=True, error=event.body.error)
         elif isinstance(event, UnitAbandoned) and event.stream in units:
-            units[event.stream]["terminal"] = True
+            units[event.stream].update(terminal=True, abandoned=True)
     return units
+
+
+def _infra_failed(state: dict[str, Any]) -> bool:
+    """A finished unit stream that ended in an infrastructure error (not a bug of ours)."""
+    error = str(state["error"])
+    return bool(error) and not error.startswith(INTERNAL_ERROR)
+
+
+def _select(items: list[Any], only: list[str], limit: int, what: str, path: str) -> list[Any]:
+    """The items a subset run runs: those ``only`` names (all if none), in set order, then
+    the first ``limit`` of them (all if 0); RunRefused naming an id the set lacks."""
+    ids = [str(item.id) for item in items]
+    for wanted in only:
+        if wanted not in ids:
+            has = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+            raise RunRefused(f"--protocol {wanted}: no {what} with that id in {path} (it has "
+                             f"{has})")  # fmt: skip
+    chosen = [item for item in items if not only or str(item.id) in only]
+    return chosen[:limit] if limit else chosen
 
 
 def _agent_options(cfg: RunConfig, recorded: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -147,6 +173,19 @@ async def _together(units: list[Coroutine[Any, Any, None]]) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+def _noun(suite: Suite) -> str:
+    return "case" if suite.name == "provenance" else "protocol"
+
+
+async def _model_preflight(agent: Agent) -> None:
+    """One minimal model request (``agents.preflight``); RunRefused, with nothing written,
+    when the endpoint cannot serve the run, so it fails in one line, not unit by unit."""
+    try:
+        await agents.preflight(agent)
+    except PreflightFailed as exc:
+        raise RunRefused(str(exc)) from None
 
 
 def _provisioner(spec: PlatformSpec, **kw: Any) -> Provisioner:
@@ -197,11 +236,14 @@ class RunDriver:
         record: RunRecord,
         run_id: str,
         shard: Shard | None = None,
-    ) -> tuple[list[UnitPlan], list[tuple[str, str]]]:
-        """Unfinished units as fresh streams and the (stream, new stream) pairs to abandon.
+        retry_infra: bool = False,
+    ) -> tuple[list[UnitPlan], list[tuple[str, str, str]]]:
+        """Unfinished units as fresh streams and the (stream, new stream, why) to abandon.
 
         Reads only: the caller writes the abandonments once every check has passed. With a
-        ``shard``, only its units, with identities no other shard can take.
+        ``shard``, only its units, with identities no other shard can take. With
+        ``retry_infra``, a unit whose every finished attempt ended in an infrastructure
+        error runs again too, and those attempts are abandoned (kept, no longer counted).
         """
         mine = shard_ids(items, suite.entity, shard) if shard else None
         units = _unit_states(self.ledger, run_id)
@@ -217,14 +259,17 @@ class RunDriver:
             if mine is not None and plan.unit_id not in mine:
                 continue
             streams = sorted(by_key.get((plan.unit_id, plan.attempt), []))
-            if any(units[s]["finished"] for s in streams):
+            done = [s for s in streams if units[s]["finished"] and not units[s]["abandoned"]]
+            if done and not (retry_infra and all(_infra_failed(units[s]) for s in done)):
                 continue
             if not streams:
                 plans.append(plan)
                 continue
             new = f"{plan.stream}-r{len(streams)}"
-            abandon += [(s, new) for s in streams if not units[s]["terminal"]]
-            plans.append(UnitPlan(plan.item, plan.attempt, new, next(fresh), resumes=streams[-1]))
+            abandon += [(s, new, INTERRUPTED) for s in streams if not units[s]["terminal"]]
+            abandon += [(s, new, RETRIED) for s in done]
+            resumes = (done or streams)[-1]
+            plans.append(UnitPlan(plan.item, plan.attempt, new, next(fresh), resumes=resumes))
         return plans, abandon
 
     # -- pool -------------------------------------------------------------------------------
@@ -293,7 +338,7 @@ class RunDriver:
         except InfraError as exc:  # an adapter's failure outside its retries
             error = f"{ctx.stage}: {exc}"
         except Exception as exc:  # the fault barrier: one unit's bug never ends the run
-            error = f"internal error in {ctx.stage or 'the unit'}: {type(exc).__name__}: {exc}"
+            error = f"{INTERNAL_ERROR}{ctx.stage or 'the unit'}: {type(exc).__name__}: {exc}"
         trace = unit_trace_hash(body for _, body in ctx.log)
         ctx.w.append(UnitFinishedBody(outcome=dict(ctx.outcome), error=error, trace_hash=trace))
         ctx.commit()
@@ -394,20 +439,24 @@ class RunDriver:
         if shard is None and self.ledger.store.head(run_id) is not None:
             raise RunRefused(f"run {run_id} already exists; resume it with --resume {run_id}")
         loaded = suite.load(cfg.protocols_path or suite.default_path())
-        units = len(loaded.items) * cfg.k
+        items = _select(loaded.items, cfg.protocol, cfg.limit, _noun(suite), loaded.path)
+        subset = bool(cfg.protocol or cfg.limit)
+        units = len(items) * cfg.k
         pool = self._pool_size(spec, units, suite.identities_per_unit, cfg.k)
         self.run_id = run_id
-        plans = self.plan(suite, loaded.items, cfg.k, run_id)
+        plans = self.plan(suite, items, cfg.k, run_id)
         mine = plans
         if shard is not None:
-            ids = shard_ids(loaded.items, suite.entity, shard)
+            ids = shard_ids(items, suite.entity, shard)
             mine = [p for p in plans if p.unit_id in ids]
+        await _model_preflight(agent)
         async with AsyncExitStack() as stack:
             prov = _provisioner(
                 spec, pool_size=pool, admin_key=cfg.admin_key, pool_base=cfg.pool_base,
                 reset_cmd=cfg.reset_cmd, k=cfg.k, pack=cfg.pack,
             )  # fmt: skip
             first, described = await self._preflight(prov, stack)
+            reset = reset_record(cfg.reset_cmd, (cfg.admin_key, cfg.pool_base))
             record = RunRecord(
                 suite=suite.name,
                 platform=prov.record(described),
@@ -419,18 +468,23 @@ class RunDriver:
                 # The effective params (defaults included), never a key: resume rebuilds from them.
                 agent_params=dict(getattr(agent, "params", None) or {}),
                 pool_size=pool if spec.kind == "external" else 0,
-                reset_cmd=redact_command(cfg.reset_cmd, (cfg.admin_key, cfg.pool_base)),
+                reset_program=reset.program,  # never the command: it may carry secrets
+                reset_digest=reset.digest,
+                reset_salt=reset.salt,
                 concurrency=cfg.concurrency,
                 capture_timeout_s=cfg.capture_timeout_s,
                 runtime_scope=cfg.runtime_scope,
                 pack=cfg.pack,
                 pack_hash=described.pack_hash,
                 shards=shard.count if shard else 1,
+                only=list(cfg.protocol),
+                limit=cfg.limit,
+                set_items=len(loaded.items) if subset else 0,
             )
             body = RunStartedBody(
                 suite=suite.name,
                 protocol_set_hash=loaded.set_hash,
-                protocols=len(loaded.items),
+                protocols=len(items),
                 k=cfg.k,
                 agent=agent.name,
                 model=agent.model,
@@ -459,6 +513,8 @@ class RunDriver:
             raise RunRefused(
                 f"run {run_id} is already sealed; shard {shard} has nothing to do"
             ) from None
+        except ImportedRun as exc:  # another ledger's units: never joined as ours
+            raise RunRefused(str(exc)) from None
         if recorded is None:
             return  # this shard started the run
         wrong = shard_mismatch(recorded, body)
@@ -479,11 +535,17 @@ class RunDriver:
         cfg = self.cfg
         run_id = cfg.resume
         info = self.ledger.run_info(run_id)
+        if info.root and cfg.retry_infra:
+            raise RunRefused(self._sealed_retry(run_id, info.root))
         if info.root:
             raise RunRefused(
                 f"run {run_id} is already sealed (root {info.root}); nothing to resume"
             )
         record = read_record(self.ledger, run_id)
+        try:
+            self.ledger.check_own(run_id)  # an imported run's units are another ledger's
+        except ImportedRun as exc:
+            raise RunRefused(str(exc)) from None
         shard = cfg.shard if cfg.shard and cfg.shard.count > 1 else None
         given = shard.count if shard else 1
         if given != record.shards:
@@ -510,24 +572,21 @@ class RunDriver:
         loaded = suite.load(path)
         if loaded.set_hash != record.protocol_set_hash:
             raise RunRefused(f"the protocol set at {path} changed since run {run_id} started")
+        items = _select(loaded.items, record.only, record.limit, _noun(suite), path)
         spec = parse_platform(platform_option(record))
         if spec.kind == "external" and not (cfg.admin_key and cfg.pool_base):
             raise RunRefused(
                 f"run {run_id} ran against {spec.url}: resuming needs --admin-key (or "
                 "$BENCHLEDGER_ADMIN_KEY) and --pool-base again (keys are never recorded)"
             )
-        reset_cmd = cfg.reset_cmd if "reset_cmd" in cfg.given else record.reset_cmd
-        if REDACTED in reset_cmd:
-            raise RunRefused(
-                "the recorded --reset-cmd had secrets redacted: give --reset-cmd again"
-            )
+        reset_cmd = resume_reset_cmd(cfg, record, run_id)
         try:
             agent = self._agent or agents.from_spec(
                 record.agent, **_agent_options(cfg, record.agent_params)
             )
         except ValueError as exc:
             raise RunRefused(str(exc)) from None
-        plans, abandon = self._resume_plan(suite, loaded.items, record, run_id, shard)
+        plans, abandon = self._resume_plan(suite, items, record, run_id, shard, cfg.retry_infra)
         per = suite.identities_per_unit
         if spec.kind == "external":
             highest = max((max(p.identities) for p in plans), default=0)
@@ -539,13 +598,14 @@ class RunDriver:
             pool = record.pool_size
         else:
             top = max((max(p.identities) for p in plans), default=0)
-            pool = max(top, len(loaded.items) * record.k * per)
+            pool = max(top, len(items) * record.k * per)
             if pool > MAX_POOL:
                 raise RunRefused(
                     f"resuming needs pool identities up to {pool}; the embedded platform "
                     f"holds at most {MAX_POOL}"
                 )
         self.run_id = run_id
+        await _model_preflight(agent)
         async with AsyncExitStack() as stack:
             prov = _provisioner(
                 spec, pool_size=pool, admin_key=cfg.admin_key, pool_base=cfg.pool_base,
@@ -557,16 +617,30 @@ class RunDriver:
                     f"the seed pack at {pack or 'the default'} changed since run {run_id} "
                     f"started (hash {described.pack_hash[:12]}, recorded {record.pack_hash[:12]})"
                 )
-            # Every check passed: only now mark the interrupted streams.
-            for stream, new in abandon:
+            # Every check passed: only now mark the interrupted (and retried) streams.
+            for stream, new, why in abandon:
                 w = self.ledger.writer(stream)
-                w.append(UnitAbandonedBody(reason="interrupted; re-run on resume", resumed_as=new))
+                w.append(UnitAbandonedBody(reason=why, resumed_as=new))
                 self.ledger.commit(w)
             self.progress.started(len(plans))
             used = highest_identity(self.ledger, run_id) > 0  # earlier units left state behind
             await self._run(suite, agent, prov, plans, stack, first, record.runtime_scope,
                             reset_first=used)  # fmt: skip
         return self._seal(run_id, plans)
+
+    def _sealed_retry(self, run_id: str, root: str) -> str:
+        """Why ``--retry-infra`` refuses a sealed run, and how to re-run its failed units."""
+        failed = sorted({s["key"][0] for s in _unit_states(self.ledger, run_id).values()
+                         if s["finished"] and not s["abandoned"] and _infra_failed(s)})  # fmt: skip
+        why = (f"run {run_id} is sealed (root {root}) and a sealed run is final: --retry-infra "
+               "cannot add attempts to it")  # fmt: skip
+        if not failed:
+            return why + " (it has no infra-failed units either)"
+        again = " ".join(f"--protocol {p}" for p in failed[:5]) + (" ..." if failed[5:] else "")
+        return (
+            f"{why}; run its {len(failed)} infra-failed protocol(s) again as a new run: "
+            f"benchledger run {again} (with the run's other options)"
+        )
 
     def _seal(self, run_id: str, ran: list[UnitPlan]) -> RunResult:
         """Seal the run if every planned unit finished; otherwise name the missing ones:

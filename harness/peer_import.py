@@ -13,7 +13,9 @@ Shapes: the current one; the same without ``update_captured`` (files written bef
 that field existed: an update unit's correction landed exactly when ``update_correct``
 is not null, and the import records that as a derived ``update_captured`` decision);
 and the older v1.102 one (no intervals, cache tokens or capture split). A merged
-multi-pass file finds its per-pass transcripts through the ``passes.txt`` beside it.
+multi-pass file finds its per-pass transcripts through the ``passes.txt`` beside it;
+transcript folders given by hand must match the passes one to one, or a pass would
+carry another pass's transcripts.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import datetime as dt
 import itertools
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -172,12 +175,11 @@ def _start_ns(f: _Fields, manifest: dict[str, Any]) -> int:
 
 
 def _transcript(
-    dirs: list[str], attempt: int, pid: str, stage: str, email: str
+    folder: str | None, pid: str, stage: str, email: str
 ) -> tuple[str, tuple[SessionCallBody, ...]]:
     """The episode's first user prompt and its tool calls; nothing when there is no file."""
-    if not dirs:
+    if folder is None:
         return "", ()
-    folder = dirs[attempt - 1] if len(dirs) > 1 else dirs[0]  # _plan checked the count
     path = os.path.join(folder, f"{pid}-{stage}-{email}.json")
     if not os.path.isfile(path):
         return "", ()
@@ -265,16 +267,14 @@ def _plan_unit(
     run: str,
     i: int,
     record: dict[str, Any],
-    dirs: list[str],
+    folders: dict[int, str],
     derive_update: bool = False,
 ) -> _Unit:
     where = f"runs[{i}]"
     pid: str = record["protocol_id"]  # shape_of checked it is text
     if not pid or "/" in pid:
         raise f.refuse(f"{where}.protocol_id must be non-empty text without '/', not {pid!r}")
-    attempt = f.positive(record, "attempt", where)
-    if attempt is None:
-        raise f.refuse(f"{where}.attempt must be a positive whole number")
+    attempt = _attempt(f, i, record)
     identities: dict[str, str] = {}
     episodes: list[_Episode] = []
     answers: dict[str, str] = {}
@@ -283,7 +283,7 @@ def _plan_unit(
         stage: str = ep["stage"]  # shape_of checked it is text
         email = f.text(ep, "email", ew)
         identities[f.text(ep, "identity", ew)] = email
-        prompt, calls = _transcript(dirs, attempt, pid, stage, email)
+        prompt, calls = _transcript(folders.get(attempt), pid, stage, email)
         answers[stage] = f.text(ep, "final_answer", ew)
         finished = EpisodeFinishedBody(
             episode=stage,
@@ -349,20 +349,114 @@ def derives_update_captured(records: list[dict[str, Any]]) -> bool:
     return not any("update_captured" in r for r in records) and any(map(_is_update_unit, records))
 
 
+def _attempt(f: _Fields, i: int, record: dict[str, Any]) -> int:
+    attempt = f.positive(record, "attempt", f"runs[{i}]")
+    if attempt is None:
+        raise f.refuse(f"runs[{i}].attempt must be a positive whole number")
+    return attempt
+
+
+_PASS_NAME: Final = re.compile(r"(?<![a-z0-9])pass[-_ ]?0*([1-9][0-9]*)(?![0-9])", re.IGNORECASE)
+
+
+def _listed_passes(results: str) -> dict[str, int]:
+    """Each pass's transcript folder (real path) -> its pass, from the ``passes.txt`` beside."""
+    listing = os.path.join(os.path.dirname(os.path.abspath(results)), "passes.txt")
+    try:
+        with open(listing, encoding="utf-8") as fh:
+            lines = [raw.strip() for raw in fh if raw.strip()]
+    except (OSError, UnicodeDecodeError):
+        return {}  # no listing: folders can still be named pass-N
+    out: dict[str, int] = {}
+    for n, line in enumerate(lines, 1):
+        found = find_pass_file(listing, line)
+        if found is not None:
+            out.setdefault(os.path.realpath(found + ".transcripts"), n)
+    return out
+
+
+def _named_pass(f: _Fields, folder: str, listed: dict[str, int]) -> int | None:
+    """The pass a transcript folder is named for, or None when its name says none.
+
+    Named: the ``.transcripts`` folder of ``passes.txt`` line N (the peer's layout), or
+    one ``pass-N``/``passN`` in its name (or, for ``*.transcripts``, its parent's name).
+    """
+    given = os.path.abspath(folder)
+    name = os.path.basename(given.rstrip(os.sep))
+    claims = {int(n) for n in _PASS_NAME.findall(name)}
+    if not claims and name.endswith(".transcripts"):
+        claims = {int(n) for n in _PASS_NAME.findall(os.path.basename(os.path.dirname(given)))}
+    by_name = claims.pop() if len(claims) == 1 else None
+    by_listing = listed.get(os.path.realpath(folder))
+    if by_name is not None and by_listing is not None and by_name != by_listing:
+        raise UnusableInput(
+            f.path,
+            f"transcript folder {folder} is named for pass {by_name} but passes.txt lists "
+            f"it as pass {by_listing}",
+        )
+    return by_listing if by_listing is not None else by_name
+
+
+def _match_transcripts(
+    f: _Fields, records: list[dict[str, Any]], dirs: list[str]
+) -> dict[int, str]:
+    """Each pass's transcript folder by attempt; refused unless they match one to one.
+
+    A folder copied onto a pass it is not would seal wrong evidence into the run, so
+    the count must equal the passes; folders each named for their pass may come in any
+    order, others are taken in attempt order.
+    """
+    if not dirs:
+        return {}
+    passes = max(_attempt(f, i, r) for i, r in enumerate(records))
+    if len(dirs) != passes:
+        plural = "pass" if passes == 1 else "passes"
+        given = "folder was" if len(dirs) == 1 else "folders were"
+        raise UnusableInput(
+            f.path,
+            f"the results have {passes} {plural} but {len(dirs)} transcript {given} given: "
+            "give one --transcripts folder per pass, in attempt order or each named for "
+            "its pass",
+        )
+    if passes == 1:
+        return {1: dirs[0]}  # a pass's own file records attempt 1 whatever its pass was
+    listed = _listed_passes(f.path)
+    named = [_named_pass(f, d, listed) for d in dirs]
+    picked = [n for n in named if n is not None]
+    if len(picked) == len(dirs):
+        by_pass: dict[int, str] = {}
+        for folder, n in zip(dirs, picked, strict=True):
+            if n > passes:
+                raise UnusableInput(
+                    f.path,
+                    f"transcript folder {folder} is named for pass {n} but the results "
+                    f"have {passes} passes",
+                )
+            if n in by_pass:
+                raise UnusableInput(
+                    f.path,
+                    f"transcript folders {by_pass[n]} and {folder} are both named for pass {n}",
+                )
+            by_pass[n] = folder
+        return by_pass
+    for j, (folder, claim) in enumerate(zip(dirs, named, strict=True), 1):
+        if claim is not None and claim != j:
+            raise UnusableInput(
+                f.path,
+                f"transcript folder {j} of {passes} ({folder}) is named for pass {claim}: give "
+                "the folders in attempt order, or each named for its pass",
+            )
+    return dict(enumerate(dirs, 1))
+
+
 def _plan(f: _Fields, run: str, records: list[dict[str, Any]], dirs: list[str]) -> list[_Unit]:
     """Every record checked and built, transcripts read: all refusals happen here."""
     units: list[_Unit] = []
     seen: dict[str, int] = {}
     derive = derives_update_captured(records)
-    if len(dirs) > 1:
-        most = max(r["attempt"] for r in records)
-        if most > len(dirs):
-            raise f.refuse(
-                f"a run record has attempt {most} but {len(dirs)} transcript folders were "
-                "given: give one --transcripts folder per pass, in attempt order"
-            )
+    folders = _match_transcripts(f, records, dirs)
     for i, record in enumerate(records):
-        unit = _plan_unit(f, run, i, record, dirs, derive)
+        unit = _plan_unit(f, run, i, record, folders, derive)
         if unit.stream in seen:
             raise f.refuse(
                 f"two run records for {unit.protocol_id} attempt {unit.attempt} "
@@ -505,8 +599,9 @@ def import_peer(
 ) -> tuple[str, str, str]:
     """Import a peer results file as a sealed run; return (run id, root, shape).
 
-    ``transcripts``: one folder, or one per pass in attempt order; None finds them
-    (``find_transcripts``), ``[]`` imports without. Refused input (UnusableInput) and an
+    ``transcripts``: one folder per pass, in attempt order or each named for its pass
+    (``_match_transcripts``); None finds them (``find_transcripts``), ``[]`` imports
+    without. Refused input (UnusableInput) and an
     existing run id (LedgerError) write nothing.
     """
     try:

@@ -7,11 +7,15 @@ its record and refuses, naming the field, any option that contradicts it.
 
 from __future__ import annotations
 
+import hmac
+import os
 import re
+import secrets
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
+import blake3
 import msgspec
 
 from harness.errors import HarnessError
@@ -25,6 +29,8 @@ _SECRET_NAME = re.compile(r"(?i)(key|token|secret|passw|pwd|auth|credential)")
 _SECRET_VALUE = re.compile(r"(?i)^(sk-|ghp_|xox[bp]-|eyJ)|^[A-Za-z0-9_\-]{32,}$")
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]+):[^@/\s]+@")
 _IDENTITY = re.compile(r"^pool:(\d+)\b")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")  # VAR=value before a program
+_RESET_DOMAIN = b"benchledger:reset-cmd:v1\x00"
 
 
 class RunRefused(HarnessError):
@@ -61,6 +67,9 @@ class RunConfig:
     settings: Settings | None = field(default=None, repr=False)
     prereg: Preregistration | None = None  # the gate bar recorded in run_started (new runs)
     shard: Shard | None = None  # --shard i/n: this process runs part i of n
+    protocol: list[str] = field(default_factory=list)  # --protocol ID...: a subset run's ids
+    limit: int = 0  # --limit N: the first N (of those) only; 0 = all
+    retry_infra: bool = False  # resume: re-run units whose every attempt infra-failed
 
 
 # RunConfig field -> RunRecord field, for options a resume may repeat but not change.
@@ -74,6 +83,8 @@ RESTORED: Final = {
     "suite": "suite",
     "runtime_scope": "runtime_scope",
     "pack": "pack",
+    "protocol": "only",
+    "limit": "limit",
 }
 
 
@@ -106,6 +117,70 @@ def redact_command(cmd: str, known: tuple[str, ...] = ()) -> str:
     # (redirections, pipes, quoting) and a resume runs the command that was given.
     for secret in sorted(found - {"", REDACTED}, key=len, reverse=True):
         cmd = re.sub(rf"(?<![^\s=:'\"]){re.escape(secret)}(?![^\s'\";&|)])", REDACTED, cmd)
+    return cmd
+
+
+class ResetRecord(NamedTuple):
+    """How a run records ``--reset-cmd``: the program's name, a digest, the digest's salt."""
+
+    program: str
+    digest: str
+    salt: str
+
+
+def reset_record(cmd: str, known: tuple[str, ...] = ()) -> ResetRecord:
+    """``cmd`` as a run records it: never the command itself, which may carry credentials
+    no pattern recognises (a header, ``--user name:password``), only the program's name and
+    a salted digest a resume checks the command given again against. The random salt (in
+    the record) stops a table of precomputed digests; a command with little entropy can
+    still be guessed from its digest by hashing candidates (docs/trust.md)."""
+    if not cmd:
+        return ResetRecord("", "", "")
+    salt = secrets.token_hex(32)
+    return ResetRecord(reset_program(cmd, known), reset_digest(cmd, salt), salt)
+
+
+def reset_digest(cmd: str, salt: str) -> str:
+    """blake3 of the command, keyed by the run's 32-byte salt (hex)."""
+    return blake3.blake3(_RESET_DOMAIN + cmd.encode(), key=bytes.fromhex(salt)).hexdigest()
+
+
+def reset_program(cmd: str, known: tuple[str, ...] = ()) -> str:
+    """The name of the program ``cmd`` runs (its path's last part, after any ``VAR=value``
+    assignments); "" when it cannot be told or looks secret itself."""
+    try:
+        words = shlex.split(cmd)
+    except ValueError:
+        return ""
+    for word in words:
+        if _ASSIGNMENT.match(word):
+            continue
+        name = os.path.basename(word)
+        return name if redact_command(name, known) == name else ""
+    return ""
+
+
+def resume_reset_cmd(config: RunConfig, record: RunRecord, run_id: str) -> str:
+    """The reset command a resume runs between passes: the one given again, which must
+    match the recorded digest; RunRefused, naming the program, when it is missing or
+    differs. A run recorded before digests gives its ``reset_cmd`` unless one is given."""
+    given = config.reset_cmd if "reset_cmd" in config.given else ""
+    if record.reset_digest:
+        program = f"`{record.reset_program or 'the command'} ...`"
+        if not given:
+            raise RunRefused(
+                f"run {run_id} resets its platform between passes with {program}, recorded "
+                "only as a digest (it may carry secrets): give --reset-cmd again, the same command"
+            )
+        if not hmac.compare_digest(reset_digest(given, record.reset_salt), record.reset_digest):
+            raise RunRefused(
+                f"run {run_id}: this --reset-cmd is not the reset command the run recorded "
+                f"({program}: its salted digest differs): give the same command"
+            )
+        return given
+    cmd = given or record.reset_cmd
+    if REDACTED in cmd:
+        raise RunRefused("the recorded --reset-cmd had secrets redacted: give --reset-cmd again")
     return cmd
 
 
@@ -152,10 +227,15 @@ def contradictions(config: RunConfig, record: RunRecord) -> list[str]:
             continue
         given, recorded = getattr(config, name), getattr(record, rec_name)
         if given != recorded:
+            given, recorded = _option_value(given), _option_value(recorded)
             out.append(f"--{name.replace('_', '-')} {given} (the run recorded {recorded})")
     if "platform" in config.given and config.platform.rstrip("/") != _platform_label(record):
         out.append(f"--platform {config.platform} (the run recorded {_platform_label(record)})")
-    if "reset_cmd" in config.given and redact_command(config.reset_cmd) != record.reset_cmd:
+    if (
+        "reset_cmd" in config.given
+        and not record.reset_digest  # checked against the digest (resume_reset_cmd)
+        and redact_command(config.reset_cmd) != record.reset_cmd
+    ):
         out.append("--reset-cmd (differs from the recorded one)")
     if "agent_params" in config.given:
         for name, given in sorted(config.agent_params.items()):
@@ -163,6 +243,11 @@ def contradictions(config: RunConfig, record: RunRecord) -> list[str]:
                 recorded = record.agent_params.get(name, "nothing")
                 out.append(f"--{name.replace('_', '-')} {given} (the run recorded {recorded})")
     return out
+
+
+def _option_value(value: Any) -> Any:
+    """A repeatable option's values as given on the command line (``a, b``; ``none``)."""
+    return ", ".join(value) or "none" if isinstance(value, list) else value
 
 
 def _platform_label(record: RunRecord) -> str:

@@ -3,7 +3,7 @@
 Imports nothing else of benchledger.
 """
 
-from ledger.chain import Failure, Record, genesis, link_hash
+from ledger.chain import Failure, Fault, Record, genesis, link_hash
 from ledger.errors import (
     AppendConflict,
     BundleConflict,
@@ -21,6 +21,7 @@ __all__ = [
     "BundleConflict",
     "DamagedEvent",
     "Failure",
+    "Fault",
     "Ledger",
     "LedgerError",
     "Record",

@@ -3,6 +3,12 @@
 Line 1 is the header ``{"format":"benchledger-bundle/1","root":...,"run":...}``; every
 further line is one event's canonical bytes, ordered by stream name then seq. Readers
 stream the file, so verifying a bundle takes constant memory.
+
+Three kinds of bundle, all checked by the one chain checker (ledger/chain.py): a full run
+(``benchledger-bundle/1``), an audit bundle holding only some streams with their inclusion
+proofs (``benchledger-audit/1``, checked ``partial``), and a redacted bundle whose withheld
+events are placeholders (``benchledger-redacted/1``; what a placeholder is and what may be
+withheld: ledger/redaction.py).
 """
 
 from __future__ import annotations
@@ -17,18 +23,25 @@ from typing import IO, Any
 
 import msgspec
 
-from ledger.chain import Failure, Record, RunChecker, Summary, genesis, link_hash
+from ledger.chain import Failure, Fault, Record, RunChecker, Summary, link_hash
 from ledger.codec import canonical_json, decode_link
-from ledger.errors import BundleConflict, LedgerError, UnusableInput
+from ledger.errors import LedgerError, UnusableInput
+from ledger.events import NEVER_WITHHELD
 from ledger.events import RunSealed as RunSealedEvent
-from ledger.events import StreamHead
-from ledger.ledger import Ledger, check_run_id
+from ledger.ledger import Imported, Ledger, check_run_id
 from ledger.merkle import inclusion_proof, verify_inclusion
+from ledger.redaction import (
+    Placeholder,
+    Selection,
+    placeholder_bytes,
+    read_placeholder,
+    rule_of,
+)
 
 FORMAT = "benchledger-bundle/1"
 AUDIT_FORMAT = "benchledger-audit/1"
 REDACTED_FORMAT = "benchledger-redacted/1"  # some events withheld: ledger/redaction.py
-_BATCH = 1000
+FORMATS = (FORMAT, AUDIT_FORMAT, REDACTED_FORMAT)
 
 
 class BundleHeader(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -72,7 +85,7 @@ def _header(path: str, fh: IO[bytes]) -> BundleHeader:
         header = msgspec.json.decode(first, type=BundleHeader)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise UnusableInput(path, f"not a benchledger bundle header: {exc}", line=1) from None
-    if header.format not in (FORMAT, AUDIT_FORMAT, REDACTED_FORMAT):
+    if header.format not in FORMATS:
         raise UnusableInput(
             path,
             f"field format: unsupported bundle format {header.format!r} (want {FORMAT})",
@@ -103,34 +116,37 @@ def records(path: str) -> Iterator[Record]:
 def verify_bundle(
     path: str, root: str | None = None
 ) -> tuple[Failure | None, Summary, BundleHeader]:
-    """Check every link of a bundle, its sealed root, and ``root`` when given."""
+    """Check every link of a bundle, its seal, and ``root`` when given.
+
+    A redacted bundle is checked through its placeholders (``verify_redacted``); an audit
+    bundle is checked as a whole run here (it fails: streams are missing), and as what it
+    is by ``verify_audit_bundle``.
+    """
     header = read_header(path)
     if header.format == REDACTED_FORMAT:
-        from ledger.redaction import verify_redacted
-
         return verify_redacted(path, root)[:3]
     checker = RunChecker(header.run, require_seal=bool(root) or bool(header.root))
     failure = checker.check(records(path))
-    summary = checker.summary
-    if failure is None and header.root and summary.sealed_root != header.root:
-        failure = Failure(
-            header.run,
-            -1,
-            "root mismatch",
-            "bundle header root differs from the seal",
-            expected=header.root,
-            found=summary.sealed_root,
-        )
-    if failure is None and root and root.lower() != summary.sealed_root:
-        failure = Failure(
-            header.run,
-            -1,
-            "root mismatch",
-            "the run's sealed root is not the root you expected",
-            expected=root.lower(),
-            found=summary.sealed_root,
-        )
-    return failure, summary, header
+    return _roots(failure, checker.summary, header, root), checker.summary, header
+
+
+def _roots(
+    failure: Failure | None, summary: Summary, header: BundleHeader, root: str | None
+) -> Failure | None:
+    """The first failure, else whether the header's root and ``root`` are the seal's."""
+    if failure is not None:
+        return failure
+    for want, what in ((header.root, "the bundle header's root"), (root, "the root you expected")):
+        if want and want.lower() != summary.sealed_root:
+            return Failure(
+                header.run,
+                -1,
+                Fault.ROOT_MISMATCH,
+                f"the sealed root is not {what}",
+                expected=want.lower(),
+                found=summary.sealed_root,
+            )
+    return None
 
 
 @contextmanager
@@ -216,11 +232,11 @@ def export_audit(ledger: Ledger, run_id: str, streams: set[str], path: str) -> i
     return export_run(ledger, run_id, path, proofs=proofs, streams=wanted)
 
 
-def import_bundle(ledger: Ledger, path: str) -> int:
-    """Add a verified bundle's events that the ledger lacks; return how many were added.
+def import_bundle(ledger: Ledger, path: str, *, allow_unsealed: bool = False) -> Imported:
+    """Add a verified bundle's run, which the ledger must not hold (``Ledger.import_run``
+    says what is taken and what is refused); nothing is written unless all of it is.
 
-    Idempotent. A bundle that fails verification or disagrees with stored events is
-    refused whole: nothing is written.
+    A bundle that fails verification, a redacted and an audit bundle are refused whole.
     """
     if read_header(path).format == REDACTED_FORMAT:
         raise UnusableInput(path, "a redacted bundle withholds events; it cannot be imported")
@@ -229,119 +245,179 @@ def import_bundle(ledger: Ledger, path: str) -> int:
         raise LedgerError(f"{path}: bundle failed verification: {failure}; nothing was imported")
     if header.format == AUDIT_FORMAT:
         raise UnusableInput(path, "an audit bundle holds only some streams; it cannot be imported")
-    sealed_len = {h.stream: h.length for h in summary.heads}
-    stored = {r.stream: (r.seq or 0) + 1 for r in ledger.store.heads(header.run)}
-    # Pass 1: compare the overlap with what is stored, before writing anything.
-    current: str | None = None
-    stored_rows: list[Record] = []
-    for rec in records(path):
-        link = decode_link(rec.data)
-        if link.stream != current:
-            current = link.stream
-            have = stored.get(current, 0)
-            if have > sealed_len.get(current, have) + (1 if current == header.run else 0):
-                raise BundleConflict(
-                    current, sealed_len[current], "(stored events past the seal)", "(sealed end)"
-                )
-            stored_rows = ledger.store.read_stream(current) if have else []
-        if link.seq < len(stored_rows):
-            mine = bytes(stored_rows[link.seq].data)
-            if mine != rec.data:
-                raise BundleConflict(link.stream, link.seq, link_hash(mine), link_hash(rec.data))
-
-    def batches() -> Iterator[list[Record]]:
-        batch: list[Record] = []
-        for rec in records(path):
-            link = decode_link(rec.data)
-            if link.seq >= stored.get(link.stream, 0):
-                batch.append(Record(link.stream, link.seq, link.kind, rec.data))
-                if len(batch) >= _BATCH:
-                    yield batch
-                    batch = []
-        if batch:
-            yield batch
-
-    return ledger.store.append_all(batches())
-
-
-def _check_stream(stream: str, rows: list[bytes]) -> StreamHead:
-    """One stream's chain on its own (dense seqs from 0, prev links, refs); its Merkle leaf."""
-    prev = genesis(stream)
-    for seq, data in enumerate(rows):
-        try:
-            ev = decode_link(data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise _Bad(Failure(stream, seq, "undecodable event", str(exc))) from None
-        if ev.stream != stream or ev.seq != seq:
-            raise _Bad(Failure(stream, seq, "gap", f"expected seq {seq}, found seq {ev.seq}"))
-        if ev.prev != prev:
-            detail = "prev is not the hash of the event before"
-            raise _Bad(Failure(stream, seq, "broken link", detail, expected=prev, found=ev.prev))
-        if any(not 0 <= r < seq for r in ev.refs):
-            raise _Bad(Failure(stream, seq, "bad ref", "a ref is not an earlier seq"))
-        prev = link_hash(data)
-    if not rows:
-        raise _Bad(Failure(stream, 0, "empty stream", "the bundle holds no events of it"))
-    return StreamHead(stream, len(rows), prev)
-
-
-class _Bad(Exception):
-    def __init__(self, failure: Failure) -> None:
-        self.failure = failure
-
-
-def _prove(name: str, rows: list[bytes], proof: Any, run: str, root: str) -> None:
-    if not isinstance(proof, dict):
-        raise _Bad(Failure(name, 0, "no proof", "the bundle carries no inclusion proof for it"))
-    if name == run and decode_link(rows[-1]).kind == "run_sealed":
-        _check_stream(name, rows)
-        sealed = msgspec.json.decode(rows[-1], type=RunSealedEvent)
-        if sealed.body.root != root:
-            detail = "run_sealed names another root"
-            raise _Bad(Failure(name, len(rows) - 1, "root mismatch", detail,
-                               expected=root, found=sealed.body.root))  # fmt: skip
-        rows = rows[:-1]  # the header's leaf is its head just before run_sealed
-    head = _check_stream(name, rows)
-    try:
-        ok = verify_inclusion(head, int(proof["index"]), int(proof["size"]), list(proof["path"]),
-                              root)  # fmt: skip
-    except (KeyError, TypeError, ValueError):
-        ok = False
-    if not ok:
-        detail = "the stream's head is not included in the run root"
-        raise _Bad(Failure(name, head.length - 1, "not in root", detail,
-                           expected=root, found=head.head))  # fmt: skip
+    return ledger.import_run(
+        path, header.run, summary, lambda: records(path), allow_unsealed=allow_unsealed
+    )
 
 
 def verify_audit_bundle(
     path: str, root: str | None = None
 ) -> tuple[Failure | None, int, BundleHeader]:
-    """Check an audit bundle offline: each cited stream's chain and its inclusion proof.
+    """Check an audit bundle offline; returns (first failure or None, streams proven, header).
 
-    Returns (first failure or None, streams proven, header).
+    The one chain checker reads it ``partial``: the header stream whole, ending in the
+    run's one seal, and every stream it holds whole, each matching the seal's length and
+    head for it. Each stream's head must also be proven, by its inclusion proof, in the
+    root of that same seal, which must be the header's root and ``root`` when given.
     """
+    failure, summary, header = _verify_audit(path, root)
+    return failure, (len(summary.heads) if failure is None else 0), header
+
+
+def _verify_audit(path: str, root: str | None) -> tuple[Failure | None, Summary, BundleHeader]:
     header = read_header(path)
     if header.format != AUDIT_FORMAT:
         raise UnusableInput(path, "field format: not an audit bundle", line=1)
-    want = (root or header.root).lower()
-    streams: dict[str, list[bytes]] = {}
-    for n, rec in enumerate(records(path), start=2):
+    checker = RunChecker(header.run, partial=True)
+    summary = checker.summary
+    failure = _roots(checker.check(records(path)), summary, header, root)
+    if failure is not None:
+        return failure, summary, header
+    for head in summary.heads:
+        proof = header.proofs.get(head.stream)
+        if not isinstance(proof, dict):
+            return (
+                Failure(head.stream, 0, Fault.NO_PROOF, "the bundle carries no inclusion proof"),
+                summary,
+                header,
+            )
         try:
-            name = decode_link(rec.data).stream
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            return Failure(header.run, -1, "undecodable event", f"line {n}: {exc}"), 0, header
-        streams.setdefault(name, []).append(bytes(rec.data))
-    proven = 0
+            index, size, steps = int(proof["index"]), int(proof["size"]), list(proof["path"])
+            ok = verify_inclusion(head, index, size, steps, summary.sealed_root)
+        except (KeyError, TypeError, ValueError):
+            ok = False
+        if not ok:
+            return (
+                Failure(
+                    head.stream,
+                    head.length - 1,
+                    Fault.NOT_IN_ROOT,
+                    "the stream's head is not included in the sealed root",
+                    expected=summary.sealed_root,
+                    found=head.head,
+                ),
+                summary,
+                header,
+            )
+    return None, summary, header
+
+
+# -- redacted bundles ----------------------------------------------------------------------
+
+
+def export_redacted(
+    ledger: Ledger, run_id: str, path: str, selection: Selection
+) -> tuple[int, dict[str, int]]:
+    """Write sealed ``run_id`` with the selected events as placeholders.
+
+    Returns (lines written, withheld events per kind). Refuses (UnusableInput, nothing
+    written) an unsealed run or a stream glob that matches no stream of the run. A run in
+    event format 1 gets format-1 placeholders, whose envelope no hash binds.
+    """
+    info = ledger.run_info(run_id)
+    if not info.root:
+        raise UnusableInput(
+            run_id, "run is not sealed; a redacted bundle is checked against the sealed root"
+        )
+    names = [h.stream for h in ledger.store.heads(run_id) if h.stream is not None]
+    for glob in selection.streams:
+        if not any(Selection(streams=(glob,))._stream_matches(run_id, s) for s in names):
+            raise UnusableInput(glob, f"--withhold-stream matches no stream of run {run_id}")
+    header = BundleHeader(
+        format=REDACTED_FORMAT, run=run_id, root=info.root, withheld=selection.rules()
+    )
+    n = 0
+    withheld: dict[str, int] = {}
+    with atomic_output(path) as out:
+        out.write(canonical_json(header) + b"\n")
+        for stream, _seq, kind, data in ledger.store.scan(run_id):
+            raw = bytes(data)
+            if selection.selects(run_id, stream, kind):
+                raw = placeholder_bytes(raw)
+                withheld[kind] = withheld.get(kind, 0) + 1
+            out.write(raw + b"\n")
+            n += 1
+    return n, withheld
+
+
+def verify_redacted(
+    path: str, root: str | None = None
+) -> tuple[Failure | None, Summary, BundleHeader, int]:
+    """Check a redacted bundle: the chain through every placeholder, the heads, the root,
+    and that its placeholders are exactly what its header's rules withhold.
+
+    Returns (first failure or None, summary, header, placeholders seen). In event format 2
+    every placeholder's envelope is proven; ``summary.unbound`` counts format-1 ones.
+    """
+    header = read_header(path)
+    if header.format != REDACTED_FORMAT:
+        raise UnusableInput(path, "field format: not a redacted bundle", line=1)
     try:
-        if root and header.root and want != header.root:
-            detail = "the bundle names another root"
-            raise _Bad(Failure(header.run, -1, "root mismatch", detail,
-                               expected=want, found=header.root))  # fmt: skip
-        if header.run not in streams:
-            raise _Bad(Failure(header.run, 0, "missing header stream", "no run_sealed to check"))
-        for name, rows in sorted(streams.items()):
-            _prove(name, rows, header.proofs.get(name), header.run, want)
-            proven += 1
-    except _Bad as bad:
-        return bad.failure, proven, header
-    return None, proven, header
+        rule = rule_of(header.run, header.withheld)
+    except ValueError as exc:
+        never = any(r.removeprefix("kind:") in NEVER_WITHHELD for r in header.withheld)
+        problem = Fault.NOT_WITHHOLDABLE if never else Fault.BAD_RULE
+        return Failure(header.run, -1, problem, f"bundle header: {exc}"), Summary(), header, 0
+    checker = RunChecker(header.run, require_seal=True, redacted=True, rule=rule)
+    summary = checker.summary
+    failure = _roots(checker.check(records(path)), summary, header, root)
+    return failure, summary, header, summary.withheld
+
+
+def seal_of(path: str) -> RunSealedEvent | None:
+    """The seal of a bundle (any format) that verifies: the one run_sealed, last in its
+    header stream, whose root every link, head and proof was checked against; else None."""
+    header = read_header(path)
+    if header.format == AUDIT_FORMAT:
+        failure, summary, _ = _verify_audit(path, None)
+    elif header.format == REDACTED_FORMAT:
+        failure, summary, _, _ = verify_redacted(path)
+    else:
+        failure, summary, _ = verify_bundle(path)
+    return summary.seal if failure is None else None
+
+
+def reveal(redacted: str, full: str) -> tuple[Failure | None, int]:
+    """Prove each placeholder of ``redacted`` matches the event it stands for in ``full``.
+
+    Both bundles are read in step (same run, same order). Returns (first mismatch or
+    None, placeholders matched). The caller verifies both bundles against one root.
+    """
+    matched = 0
+    full_lines = iter(records(full))
+    for rec in records(redacted):
+        data = rec.data
+        nxt = next(full_lines, None)
+        ph = read_placeholder(data)
+        where = _where(data, ph)
+        if nxt is None:
+            return Failure(*where, Fault.REVEAL_MISMATCH, "the full bundle ends early"), matched
+        if ph is None:
+            if data != nxt.data:
+                return Failure(*where, Fault.REVEAL_MISMATCH, "a shown event differs"), matched
+            continue
+        if read_placeholder(nxt.data) is not None:
+            detail = "the full bundle withholds this event too"
+            return Failure(*where, Fault.REVEAL_MISMATCH, detail), matched
+        if placeholder_bytes(nxt.data) != data:
+            return Failure(
+                *where,
+                Fault.REVEAL_MISMATCH,
+                "the full event does not match its placeholder",
+                expected=ph.hash,
+                found=link_hash(nxt.data),
+            ), matched
+        matched += 1
+    if next(full_lines, None) is not None:
+        return Failure("", -1, Fault.REVEAL_MISMATCH, "the full bundle has more lines"), matched
+    return None, matched
+
+
+def _where(data: bytes, ph: Placeholder | None) -> tuple[str, int]:
+    if ph is not None:
+        return ph.stream, ph.seq
+    try:
+        link = decode_link(data)
+    except msgspec.DecodeError:
+        return "", -1
+    return link.stream, link.seq

@@ -101,3 +101,31 @@ class UnitsMissing(LedgerError):
             f"({shown}); finish them (`benchledger run --resume {run_id}`, with --shard i/n "
             "for a sharded run), then seal again"
         )
+
+
+class ImportRefused(UnusableInput):
+    """``import`` refused a bundle whole, before writing anything: ``reason`` says why
+    (its run is already here and not as this sealed whole, or it is not sealed)."""
+
+    def __init__(self, path: str, run_id: str, reason: str) -> None:
+        self.run_id = run_id
+        self.reason = reason
+        super().__init__(path, f"run {run_id!r} {reason}; nothing was imported")
+
+
+class ImportedRun(UnusableInput):
+    """The run arrived by ``import --allow-unsealed``: another ledger wrote its units, so
+    this one never resumes, joins or seals it (that would pass them off as its own)."""
+
+    def __init__(self, run_id: str, bundle: str, units: list[str]) -> None:
+        self.run_id = run_id
+        self.bundle = bundle
+        self.units = list(units)
+        shown = ", ".join(units[:5]) + (f" and {len(units) - 5} more" if len(units) > 5 else "")
+        problem = (
+            f"run {run_id!r} arrived by import (from {bundle}): its units ({shown or 'none'}) "
+            "were written by another ledger, and this one never resumes, joins or seals them "
+            "as its own; finish and seal the run where it ran, or start a new run here"
+        )
+        self.where, self.problem, self.line = run_id, problem, None
+        LedgerError.__init__(self, problem)

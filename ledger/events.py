@@ -1,8 +1,9 @@
 """Every event kind: frozen, tagged msgspec Structs sharing one envelope.
 
-The envelope (``stream, seq, prev, at, kind, refs, body``) is final. Bodies grow by
-adding fields with defaults at the end; bodies omit default-valued fields when encoded,
-so an old event's canonical bytes never change when a body gains a field.
+The envelope is ``stream, seq, prev, at, kind, refs, body`` plus, from event format 2 on,
+``v`` (the event format; absent in format 1, so a format-1 event's bytes are unchanged).
+Bodies grow by adding fields with defaults at the end; bodies omit default-valued fields
+when encoded, so an old event's canonical bytes never change when a body gains a field.
 """
 
 from __future__ import annotations
@@ -12,6 +13,12 @@ from typing import Any, ClassVar, Union
 import msgspec
 
 JSON = Any  # any JSON value: msgspec encodes dict/list/str/int/float/bool/None
+
+# The event format new runs are written in (docs/ledger-format.md). Format 1 hashes an
+# event's whole bytes; format 2 hashes them with the body replaced by the body's digest, so
+# a withheld event still proves its envelope. A run keeps the format of its run_started.
+EVENT_FORMAT = 2
+EVENT_FORMATS = (1, 2)
 
 
 class Body(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=False):
@@ -43,7 +50,8 @@ class RunRecord(msgspec.Struct, frozen=True, omit_defaults=True):
 
     Resume restores a run from it, shards join it, seal finds missing units in
     ``units``, compare and gate check comparability with it. Secrets never enter it:
-    ``reset_cmd`` is stored redacted and keys are absent by construction.
+    the reset command is stored as its program name and a salted digest (runs recorded
+    before that hold it redacted in ``reset_cmd``) and keys are absent by construction.
     """
 
     suite: str
@@ -62,6 +70,18 @@ class RunRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     capture_timeout_s: float = 10.0
     runtime_scope: str = "pass"
     shards: int = 1
+    # A subset run (``run --protocol ID``, ``--limit N``): the ids asked for, the limit, and
+    # how many items the whole set holds. All default (so omitted) for a run of the whole set.
+    only: list[str] = []
+    limit: int = 0
+    set_items: int = 0
+    # ``--reset-cmd`` as recorded from this version on (``reset_cmd`` stays empty): the
+    # program's name and a salted digest of the whole command, which a resume checks the
+    # command given again against; the command itself, with whatever secrets it carries,
+    # is never recorded (harness/record.py ``reset_record``).
+    reset_program: str = ""
+    reset_digest: str = ""
+    reset_salt: str = ""
 
 
 class Preregistration(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -216,6 +236,19 @@ class UnitAbandonedBody(Body, frozen=True):
     resumed_as: str = ""
 
 
+class RunImportedBody(Body, frozen=True):
+    """Appended by ``import --allow-unsealed`` to the header stream of the unsealed run it
+    brought in: the run was written by another ledger. It is never resumed, joined or
+    sealed here (its units would be sealed as this ledger's own), and it says so wherever
+    it is exported to. ``root`` is the heads root of what was imported."""
+
+    KIND: ClassVar[str] = "run_imported"
+    bundle: str  # the bundle file's name, without its folder
+    root: str
+    streams: int
+    events: int
+
+
 class StreamHead(msgspec.Struct, frozen=True, array_like=True):
     """One Merkle leaf's data: a stream, its length and the link hash of its last event."""
 
@@ -250,13 +283,22 @@ class RunSealedBody(Body, frozen=True):
 
 
 class Event(msgspec.Struct, frozen=True, tag_field="kind", kw_only=True):
-    """The envelope. ``kind`` is the tag; the hash is derived, never stored (see chain.py)."""
+    """The envelope. ``kind`` is the tag; the hash is derived, never stored (see chain.py).
+
+    ``v`` is the event format, encoded only from format 2 on (UNSET: format 1).
+    """
 
     stream: str
     seq: int
     prev: str
     at: int
     refs: tuple[int, ...] = ()
+    v: int | msgspec.UnsetType = msgspec.UNSET
+
+    @property
+    def format(self) -> int:
+        """The event format this event was written in (1 or 2)."""
+        return 1 if self.v is msgspec.UNSET else int(self.v)
 
 
 class RunStarted(Event, frozen=True, tag="run_started"):
@@ -307,6 +349,10 @@ class RunSealed(Event, frozen=True, tag="run_sealed"):
     body: RunSealedBody
 
 
+class RunImported(Event, frozen=True, tag="run_imported"):
+    body: RunImportedBody
+
+
 AnyEvent = Union[  # noqa: UP007 - msgspec needs a runtime Union object
     RunStarted,
     UnitStarted,
@@ -320,6 +366,7 @@ AnyEvent = Union[  # noqa: UP007 - msgspec needs a runtime Union object
     UnitFinished,
     UnitAbandoned,
     RunSealed,
+    RunImported,
 ]
 
 EVENT_TYPES: tuple[type[Event], ...] = AnyEvent.__args__  # type: ignore[attr-defined]
@@ -331,11 +378,34 @@ KINDS: tuple[str, ...] = tuple(t.__struct_config__.tag for t in EVENT_TYPES)  # 
 # A stream that ends in one of these is complete; a sealed run's unit streams must.
 TERMINAL_KINDS = frozenset({"unit_finished", "unit_abandoned", "run_sealed"})
 
+# The kinds a redacted bundle may withhold: evidence (tool calls, model calls, read-backs),
+# which event format 2 hashes over its envelope plus a digest of its body. Every other kind
+# is never withheld, and hashed whole: the run's header and seal, and every kind a
+# projection decides a metric from (a unit's start, decisions, errors and end; the episode
+# summaries the provenance lane's M1/M2 read and its prompts pair cases by), whose
+# withholding would let anyone holding a bundle take a failing unit out of a rate. An
+# allow-list, so a new kind is never withheld unless it is added here (which changes what
+# format 2 hashes for it: add it before any event of it is written).
+WITHHOLDABLE: tuple[str, ...] = ("session_call", "model_call", "read_back")
+NEVER_WITHHELD = frozenset(KINDS) - frozenset(WITHHOLDABLE)
+
 
 def make_event(
-    stream: str, seq: int, prev: str, at: int, body: Body, refs: tuple[int, ...] = ()
+    stream: str,
+    seq: int,
+    prev: str,
+    at: int,
+    body: Body,
+    refs: tuple[int, ...] = (),
+    v: int = EVENT_FORMAT,
 ) -> Event:
-    """Wrap ``body`` in the envelope of its kind."""
+    """Wrap ``body`` in the envelope of its kind, in event format ``v``."""
     return EVENT_FOR_BODY[type(body)](
-        stream=stream, seq=seq, prev=prev, at=at, refs=refs, body=body
+        stream=stream,
+        seq=seq,
+        prev=prev,
+        at=at,
+        refs=refs,
+        body=body,
+        v=msgspec.UNSET if v == 1 else v,
     )  # type: ignore[call-arg]

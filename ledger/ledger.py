@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -12,7 +13,18 @@ from typing import TYPE_CHECKING, TypeVar
 import blake3
 import msgspec
 
-from ledger.chain import EVENT_DOMAIN, Failure, Record, RunChecker, Summary, genesis, link_hash
+from ledger.chain import (
+    BODY_DOMAIN,
+    EVENT_DOMAIN,
+    EVENT_DOMAIN_V1,
+    Failure,
+    Record,
+    RunChecker,
+    Summary,
+    event_format,
+    genesis,
+    link_hash,
+)
 from ledger.codec import (
     Envelope,
     canonical,
@@ -23,20 +35,26 @@ from ledger.codec import (
 from ledger.errors import (
     AppendConflict,
     DamagedEvent,
+    ImportedRun,
+    ImportRefused,
     LedgerError,
     RunSealed,
     UnitsMissing,
     UnknownRun,
 )
 from ledger.events import (
+    EVENT_FORMAT,
     TERMINAL_KINDS,
+    WITHHOLDABLE,
     Body,
     Event,
+    RunImportedBody,
     RunSealedBody,
     RunStartedBody,
     StreamHead,
     make_event,
 )
+from ledger.events import RunImported as RunImportedEvent
 from ledger.events import RunSealed as RunSealedEvent
 from ledger.events import RunStarted as RunStartedEvent
 from ledger.events import UnitStarted as UnitStartedEvent
@@ -52,6 +70,9 @@ _tuple_new = tuple.__new__
 _encode = canonical_json
 _T = TypeVar("_T")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+_BODY_KEY = b',"body":'
+_KIND_KEY = b',"kind":"'
+_WITHHOLDABLE = frozenset(WITHHOLDABLE)
 
 
 def _stored(
@@ -81,10 +102,21 @@ def check_run_id(run_id: str) -> str:
 
 
 class StreamWriter:
-    """The single writer of one stream: stages events, tracks seq and head hash."""
+    """The single writer of one stream: stages events, tracks seq and head hash.
+
+    ``fmt`` is the event format it writes: its run's (a run keeps the format of its
+    run_started, so a resumed format-1 run goes on in format 1).
+    """
 
     def __init__(
-        self, stream: str, next_seq: int, head: str, clock: Clock, *, keep_log: bool = False
+        self,
+        stream: str,
+        next_seq: int,
+        head: str,
+        clock: Clock,
+        *,
+        keep_log: bool = False,
+        fmt: int = EVENT_FORMAT,
     ) -> None:
         self.stream = stream
         self.next_seq = next_seq
@@ -95,6 +127,8 @@ class StreamWriter:
         # a unit's decisions and trace hash are computed from (staged bytes leave at commit).
         self.keep_log = keep_log
         self.log: list[tuple[int, Body]] = []
+        self.format = fmt
+        self._v: int | msgspec.UnsetType = msgspec.UNSET if fmt == 1 else fmt
 
     def append(self, body: Body, refs: Iterable[int] = ()) -> int:
         """Stage ``body`` as the next event; return its seq (written at the next commit)."""
@@ -110,12 +144,23 @@ class StreamWriter:
         kind = body.KIND
         stream = self.stream
         # The hot path of every run: encoded here, not through a helper's extra frame.
-        data = _encode(Envelope(self._clock(), body, kind, self.head, refs_t, seq, stream))
+        data = _encode(Envelope(self._clock(), body, kind, self.head, refs_t, seq, stream, self._v))
         # tuple.__new__: a Record without the NamedTuple constructor's Python frame.
         self.staged.append(_tuple_new(Record, (stream, seq, kind, data)))
         if self.keep_log:
             self.log.append((seq, body))
-        self.head = _hash(EVENT_DOMAIN + data).hexdigest()
+        if self._v is msgspec.UNSET:
+            self.head = _hash(EVENT_DOMAIN_V1 + data).hexdigest()
+        elif kind not in _WITHHOLDABLE:
+            self.head = _hash(EVENT_DOMAIN + data).hexdigest()
+        else:
+            # Format 2, a withholdable kind (chain.link_hash, inline): the bytes with the
+            # body replaced by its digest. The body starts after the first ',"body":' and
+            # ends at the last ',"kind":"' (the envelope's own; no string holds it unescaped).
+            b = data.find(_BODY_KEY) + 8
+            t = data.rfind(_KIND_KEY)
+            digest = _hash(BODY_DOMAIN + data[b:t]).hexdigest().encode()
+            self.head = _hash(EVENT_DOMAIN + data[:b] + b'"' + digest + b'"' + data[t:]).hexdigest()
         self.next_seq = seq + 1
         return seq
 
@@ -128,24 +173,59 @@ class RunInfo:
     root: str  # "" while unsealed
 
 
+@dataclass(frozen=True)
+class Imported:
+    """What ``Ledger.import_bundle`` did: the run, the events it added, the run's sealed
+    root ('' for an unsealed run, which it marked ``run_imported``), and whether the run
+    was here already as that sealed whole (then nothing was added)."""
+
+    run_id: str
+    added: int
+    root: str
+    already: bool = False
+
+
 class Ledger:
     """Events in a Store, written through StreamWriters and read back typed."""
 
     def __init__(
-        self, store: Store, clock: Clock = time.time_ns, *, signer: Signer | None = None
+        self,
+        store: Store,
+        clock: Clock = time.time_ns,
+        *,
+        signer: Signer | None = None,
+        event_format: int = EVENT_FORMAT,
     ) -> None:
         self.store = store
         self.clock = clock
         self.signer = signer  # signs every seal this ledger writes (never stored itself)
+        # The event format of runs this ledger starts (existing runs keep their own); 1 only
+        # to reproduce runs of the earlier format (tests, the format-1 golden bundle).
+        self.new_format = event_format
+        self._formats: dict[str, int] = {}  # run id -> its event format (its run_started's)
+
+    def event_format(self, run_id: str) -> int:
+        """The event format of ``run_id``: its run_started's; ``new_format`` for a new run."""
+        fmt = self._formats.get(run_id)
+        if fmt is None:
+            rows = self.store.read_stream(run_id, -1)[:1]
+            if not rows or not rows[0].data:
+                return self.new_format  # no header yet: not cached, the run may start later
+            fmt = self._formats[run_id] = event_format(bytes(rows[0].data))
+        return fmt
 
     # -- writing --------------------------------------------------------------
     def writer(self, stream: str) -> StreamWriter:
         """A writer positioned after the stream's current head."""
         last = self.store.head(stream)
         if last is None:
-            return StreamWriter(stream, 0, genesis(stream), self.clock)
+            fmt = self.event_format(stream.split("/", 1)[0])
+            return StreamWriter(stream, 0, genesis(stream), self.clock, fmt=fmt)
         assert last.seq is not None
-        return StreamWriter(stream, last.seq + 1, link_hash(last.data), self.clock)
+        data = bytes(last.data)
+        return StreamWriter(
+            stream, last.seq + 1, link_hash(data), self.clock, fmt=event_format(data)
+        )
 
     def new_stream(self, stream: str, *, keep_log: bool = False) -> StreamWriter:
         """A writer for a stream this caller creates; skips the head read.
@@ -153,7 +233,8 @@ class Ledger:
         If the stream exists after all, the first commit fails with AppendConflict.
         ``keep_log`` keeps the typed bodies appended (``StreamWriter.log``).
         """
-        return StreamWriter(stream, 0, genesis(stream), self.clock, keep_log=keep_log)
+        fmt = self.event_format(stream.split("/", 1)[0])
+        return StreamWriter(stream, 0, genesis(stream), self.clock, keep_log=keep_log, fmt=fmt)
 
     def commit(self, *writers: StreamWriter) -> int:
         """Write every staged event of ``writers`` in one transaction; return how many."""
@@ -171,6 +252,7 @@ class Ledger:
             raise LedgerError(f"run {run_id!r} already exists; pick another --run-id")
         w.append(body)
         self.commit(w)
+        self._formats[run_id] = w.format
         return w
 
     def join_run(self, run_id: str, body: RunStartedBody) -> RunStartedBody | None:
@@ -185,12 +267,14 @@ class Ledger:
         w.append(body)
         try:
             self.commit(w)
+            self._formats[run_id] = w.format
             return None
         except AppendConflict:
             pass
         head = self.store.head(run_id)
         if head is not None and head.kind == "run_sealed":
             raise RunSealed(run_id)
+        self.check_own(run_id)
         first = self.store.read_stream(run_id)[0]
         event = _stored(decode_event, first.stream, first.seq, first.data)
         if not isinstance(event, RunStartedEvent):
@@ -201,12 +285,14 @@ class Ledger:
         """Planned units (the run record's ``units``) with no finished stream, as
         ``unit/attempt`` in plan order; [] for a run without a record.
 
-        Decodes only ``run_started``, ``unit_started`` and ``unit_finished`` rows.
+        A stream abandoned after it finished (an infra-failed unit re-run by ``run
+        --retry-infra``) is no longer a finished one. Decodes only ``run_started``,
+        ``unit_started``, ``unit_finished`` and ``unit_abandoned`` rows.
         """
-        wanted = ("run_started", "unit_started", "unit_finished")
+        wanted = ("run_started", "unit_started", "unit_finished", "unit_abandoned")
         planned: list[tuple[str, int]] = []
         started: dict[str, tuple[str, int]] = {}
-        done: set[tuple[str, int]] = set()
+        finished: dict[str, tuple[str, int]] = {}
         with contextlib.closing(self.store.scan(run_id)) as rows:  # type: ignore[type-var]
             for stream, seq, kind, data in rows:
                 if kind not in wanted:
@@ -216,8 +302,11 @@ class Ledger:
                     planned = [(u.unit_id, u.attempt) for u in event.body.record.units]
                 elif isinstance(event, UnitStartedEvent):
                     started[stream] = (event.body.protocol_id, event.body.attempt)
-                elif stream in started:
-                    done.add(started[stream])
+                elif stream in started and kind == "unit_finished":
+                    finished[stream] = started[stream]
+                else:
+                    finished.pop(stream or "", None)
+        done = set(finished.values())
         return [f"{unit}/{attempt}" for unit, attempt in planned if (unit, attempt) not in done]
 
     def seal_complete(self, run_id: str, *, signer: Signer | None = None) -> str:
@@ -245,6 +334,7 @@ class Ledger:
         heads = self.store.heads(run_id)
         if not heads or heads[0].stream != run_id:
             raise UnknownRun(run_id, self.store.run_ids())
+        self.check_own(run_id)
         leaves: list[StreamHead] = []
         latest = 0
         for row in heads:
@@ -261,15 +351,132 @@ class Ledger:
             latest = max(latest, link.at)
         root = merkle_root(leaves)
         header = leaves[0]
+        fmt = event_format(bytes(heads[0].data))  # the header's last event is in the run's
         body = RunSealedBody(
             root=root, streams=len(leaves), events=sum(h.length for h in leaves), heads=leaves
         )
         signer = signer or self.signer
         if signer is not None:
             body = msgspec.structs.replace(body, signature=signer.sign(run_id, body, self.clock()))
-        event = make_event(run_id, header.length, header.head, latest, body)
+        event = make_event(run_id, header.length, header.head, latest, body, v=fmt)
         self.store.append([Record(run_id, header.length, "run_sealed", canonical(event))])
         return root
+
+    # -- import ---------------------------------------------------------------
+    # A bundle becomes a run of this ledger only whole, and only where no run of its id is:
+    # adding streams to a run this ledger holds would let a bundle's units be resumed,
+    # sealed and signed as this ledger's (or, onto a sealed run, break it for good: the
+    # store is append-only). An unsealed run is taken only when asked, and marked.
+    def import_run(
+        self,
+        path: str,
+        run_id: str,
+        summary: Summary,
+        rows: Callable[[], Iterable[Record]],
+        *,
+        allow_unsealed: bool = False,
+    ) -> Imported:
+        """Add the run a bundle at ``path`` holds, verified as ``summary`` (``rows`` reads
+        its records again), which this ledger must not hold; nothing is written unless all
+        of it is (one transaction). ``ledger.bundle.import_bundle`` reads and verifies.
+
+        The run already here as the bundle's sealed whole, same root, is a no-op. Any other
+        run of that id here refuses the bundle (ImportRefused), as does an unsealed bundle
+        unless ``allow_unsealed``: then its header stream gets a ``run_imported`` event, and
+        the run is never resumed, joined or sealed here (``check_own``).
+        """
+        root = summary.sealed_root
+        if self._holds_sealed_whole(path, run_id, root, summary.heads):
+            return Imported(run_id, 0, root, already=True)
+        if not root and not allow_unsealed:
+            raise ImportRefused(
+                path,
+                run_id,
+                "in this bundle is not sealed: imported, it could be finished and sealed here "
+                "as this ledger's own run; pass --allow-unsealed to import it as another "
+                "ledger's run, never resumed, joined or sealed here (log, report and verify "
+                "also read the bundle as it is)",
+            )
+        marker: list[Record] = []
+        if not root:
+            top = summary.heads[0]  # the header stream: the mark goes after its last event
+            body = RunImportedBody(
+                bundle=os.path.basename(path),
+                root=summary.computed_root,
+                streams=summary.streams,
+                events=summary.events,
+            )
+            event = make_event(run_id, top.length, top.head, self.clock(), body, v=summary.format)
+            marker = [Record(run_id, top.length, body.KIND, canonical(event))]
+
+        def batches() -> Iterator[list[Record]]:
+            batch: list[Record] = []
+            for rec in rows():
+                link = decode_link(rec.data)
+                batch.append(Record(link.stream, link.seq, link.kind, rec.data))
+                if len(batch) >= 1000:
+                    yield batch
+                    batch = []
+            if batch or marker:
+                yield batch + marker
+
+        added = self.store.append_all(batches())
+        return Imported(run_id, added - len(marker), root)
+
+    def _holds_sealed_whole(
+        self, path: str, run_id: str, root: str, heads: list[StreamHead]
+    ) -> bool:
+        """Whether ``run_id`` is here as the bundle's sealed whole (``root``, ``heads``);
+        False when no stream of it is here; ImportRefused for anything else."""
+        stored = self.store.heads(run_id)
+        if not stored:
+            return False
+        if stored[0].stream != run_id:
+            names = ", ".join(str(r.stream) for r in stored[:3])
+            raise ImportRefused(
+                path, run_id, f"has streams here without its header stream ({names}): an "
+                "import never adds to a run this ledger holds part of"
+            )  # fmt: skip
+        sealed = self.sealed(run_id)
+        if sealed is None:
+            raise ImportRefused(
+                path, run_id, f"exists here, unsealed ({len(stored)} streams): an import "
+                "never adds streams or events to a run this ledger holds, whose units would "
+                "then be resumed and sealed as this ledger's own"
+            )  # fmt: skip
+        if sealed.root != root:
+            theirs = f"the bundle's root is {root}" if root else "the bundle's run is unsealed"
+            raise ImportRefused(
+                path, run_id, f"is sealed here with root {sealed.root} and {theirs}: a sealed "
+                "run takes no more events"
+            )  # fmt: skip
+        mine = [StreamHead(str(r.stream), (r.seq or 0) + 1, link_hash(r.data)) for r in stored]
+        if stored[0].seq != heads[0].length or mine[1:] != heads[1:]:
+            raise ImportRefused(
+                path, run_id, f"is sealed here with the bundle's root {root} but holds events "
+                f"its seal does not cover: check it with `benchledger verify {run_id}`"
+            )  # fmt: skip
+        return True
+
+    def imported(self, run_id: str) -> RunImportedBody | None:
+        """The ``run_imported`` mark of a run another ledger wrote; None for this one's.
+
+        The mark is the header stream's last event: nothing is appended to a marked run.
+        """
+        head = self.store.head(run_id)
+        if head is None or head.kind != RunImportedBody.KIND:
+            return None
+        event = _stored(decode_event, head.stream, head.seq, head.data)
+        return event.body if isinstance(event, RunImportedEvent) else None
+
+    def check_own(self, run_id: str) -> None:
+        """ImportedRun, naming its units, when another ledger wrote ``run_id``: it is
+        never resumed, joined or sealed here."""
+        mark = self.imported(run_id)
+        if mark is not None:
+            prefix = run_id + "/"
+            units = [str(h.stream).removeprefix(prefix) for h in self.store.heads(run_id)[1:]]
+            raise ImportedRun(run_id, mark.bundle, units)
 
     # -- reading --------------------------------------------------------------
     def runs(self) -> list[RunInfo]:

@@ -17,14 +17,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import blake3
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from ledger.codec import canonical_json
 from ledger.events import RunSealedBody, SealSignature
+
+# cryptography takes ~0.15 s to import; it is loaded where a key is used, so verifying an
+# unsigned seal (and every command that never signs) starts without it.
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 STATEMENT_DOMAIN = b"benchledger:seal:v1\x00"
 KEY_DOMAIN = b"benchledger:key:v1\x00"
@@ -33,6 +39,8 @@ ALGORITHM = "ed25519"
 
 def public_bytes(key: Ed25519PublicKey) -> bytes:
     """The 32 raw bytes of a public key."""
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
     return key.public_bytes(Encoding.Raw, PublicFormat.Raw)
 
 
@@ -111,6 +119,9 @@ class Authentication:
 
 
 def _check(run_id: str, body: RunSealedBody) -> tuple[bool, str]:
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     sig = body.signature
     assert sig is not None
     if sig.algorithm != ALGORITHM:

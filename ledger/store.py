@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 import urllib.parse
 from abc import ABC, abstractmethod
@@ -383,27 +384,13 @@ class PostgresStore(_RecorderStore):
 
         from ledger.postgres import PostgresRecorder
 
+        kwargs = postgres_params(url)  # refuses a malformed URL before redact_url parses it
         self.url = redact_url(url)
-        parts = urllib.parse.urlsplit(url)
-        query = dict(urllib.parse.parse_qsl(parts.query))
-        self.schema = query.get("schema", "public")
-        if not self.schema.replace("_", "").isalnum():
-            raise UnusableInput(self.url, f"schema {self.schema!r} must be letters, digits and _")
-        try:
-            port = parts.port or 5432
-        except ValueError:  # a port that is no number, or outside 0..65535
-            raise UnusableInput(self.url, "the port must be a number in 1..65535") from None
-        kwargs = dict(
-            dbname=(parts.path or "/").lstrip("/") or "postgres",
-            host=parts.hostname or "127.0.0.1",
-            port=port,
-            user=urllib.parse.unquote(parts.username or "postgres"),
-            password=urllib.parse.unquote(parts.password or ""),
-        )
+        self.schema = kwargs.pop("schema")
         try:
             import psycopg
 
-            with psycopg.connect(**kwargs, connect_timeout=5, autocommit=True) as conn:  # type: ignore[arg-type]
+            with psycopg.connect(**kwargs, connect_timeout=5, autocommit=True) as conn:
                 if create:
                     # Processes creating one ledger at once (shards starting together) take
                     # turns: concurrent CREATE ... IF NOT EXISTS statements can still collide.
@@ -411,7 +398,7 @@ class PostgresStore(_RecorderStore):
                     conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"bl:{self.schema}",))
                     conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                 self._ds = PostgresDatastore(
-                    **kwargs,  # type: ignore[arg-type]
+                    **kwargs,
                     originator_id_type="text",
                     schema=self.schema,
                     pool_size=2,
@@ -525,6 +512,57 @@ def _pg_problem(exc: Exception) -> str:
     if "connect" in text.lower() or "timeout" in text.lower():
         return f"cannot reach PostgreSQL: {text}"
     return f"PostgreSQL error: {text}"
+
+
+def postgres_params(url: str) -> dict[str, Any]:
+    """The connection parameters of a ``postgresql://`` ledger URL, and its ``schema``.
+
+    UnusableInput, naming the URL without its password, unless it is a ``postgresql://`` URL
+    with a host, a port in 1..65535 (default 5432) and a schema of letters, digits and ``_``.
+    """
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise UnusableInput(_no_password(url), "not a postgresql:// URL")
+    try:
+        shown = redact_url(url)
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # "Invalid IPv6 URL", a port that is no number or > 65535
+        if "port" not in str(exc).lower():
+            raise UnusableInput(_no_password(url), f"not a URL ({exc})") from None
+        raise UnusableInput(_no_password(url), "the port must be a number in 1..65535") from None
+    if not parts.hostname:
+        raise UnusableInput(shown, "the URL names no host, e.g. postgresql://USER@HOST:5432/DB")
+    if port == 0:
+        raise UnusableInput(shown, "the port must be a number in 1..65535")
+    schema = dict(urllib.parse.parse_qsl(parts.query)).get("schema", "public")
+    if not schema.replace("_", "").isalnum():
+        raise UnusableInput(shown, f"schema {schema!r} must be letters, digits and _")
+    return dict(
+        dbname=(parts.path or "/").lstrip("/") or "postgres",
+        host=parts.hostname,
+        port=port or 5432,
+        user=urllib.parse.unquote(parts.username or "postgres"),
+        password=urllib.parse.unquote(parts.password or ""),
+        schema=schema,
+    )
+
+
+def reach_postgres(url: str) -> None:
+    """UnusableInput unless ``url`` parses and a PostgreSQL server there lets its user in,
+    within the connect timeout (5 s): a check for commands that connect by other means."""
+    params = postgres_params(url)
+    params.pop("schema")
+    try:
+        import psycopg
+
+        psycopg.connect(**params, connect_timeout=5).close()
+    except Exception as exc:  # psycopg errors of every flavour
+        raise UnusableInput(redact_url(url), _pg_problem(exc)) from None
+
+
+def _no_password(url: str) -> str:
+    """``url`` with any password hidden, for a URL that ``urlsplit`` cannot parse."""
+    return re.sub(r"//([^/@:]*):[^/]*@", r"//\1:***@", url)
 
 
 def redact_url(url: str) -> str:

@@ -11,6 +11,7 @@ from ledger.events import (
     ModelCall,
     ReadBack,
     SessionCall,
+    SessionCallBody,
 )
 from ledger.redaction import WithheldEvent
 from projections.fold import fold
@@ -39,8 +40,9 @@ class Evidence(NamedTuple):
     seq: int
     kind: str
     link: str
-    summary: str
+    summary: str  # one line, long values shortened with a marker saying how much is left
     withheld: bool = False  # a redacted bundle withholds it: kind and digest only
+    whole: str = ""  # the same with every value whole (``render(full=True)``)
 
 
 class Contribution(NamedTuple):
@@ -71,27 +73,46 @@ class Audit(NamedTuple):
         return {c.stream for c in self.contributions}
 
 
-def _short(value: Any, width: int = 110) -> str:
+def _short(value: Any, width: int = 110, full: bool = False) -> str:
+    """``value`` on one line, cut at ``width`` with ``… (+N chars)``; ``full``: all of it."""
     text = value if isinstance(value, str) else canonical_json(value).decode()
+    if full:
+        return text
     text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    if len(text) <= width:
+        return text
+    return f"{text[: width - 1]}… (+{len(text) - width + 1} chars)"
 
 
-def _describe(event: Event) -> str:
+def recorded_result(body: SessionCallBody) -> Any:
+    """What a call returned as recorded: its content blocks, else structured, else result.
+
+    Tool results live in ``content`` (text blocks joined, as the agent saw them) and
+    ``structured``; ``result`` holds only non-tool results and old events' text.
+    """
+    if body.content:
+        return body.text() if all("text" in b for b in body.content) else body.content
+    return body.structured if body.structured is not None else body.result
+
+
+def _describe(event: Event, full: bool = False) -> str:
     if isinstance(event, WithheldEvent):
         return f"WITHHELD {event.withheld_kind}: body not disclosed, digest {event.hash}"
     if isinstance(event, SessionCall):
         b = event.body
         err = " (error)" if b.is_error else ""
-        return f"{b.method} {b.tool} {_short(b.arguments, 60)} -> {_short(b.result, 70)}{err}"
+        args, result = _short(b.arguments, 60, full), _short(recorded_result(b), 70, full)
+        return f"{b.method} {b.tool} {args} -> {result}{err}"
     if isinstance(event, ModelCall):
-        return f"model turn {event.body.request_hash[:12]}: {_short(event.body.response, 90)}"
+        response = _short(event.body.response, 90, full)
+        return f"model turn {event.body.request_hash[:12]}: {response}"
     if isinstance(event, ReadBack):
         rb = event.body
-        return f"{rb.method} {rb.path} -> {rb.status} {_short(rb.body, 80)}"
+        return f"{rb.method} {rb.path} -> {rb.status} {_short(rb.body, 80, full)}"
     if isinstance(event, EpisodeFinished):
-        return f"episode {event.body.episode} final answer: {_short(event.body.final_answer, 90)}"
-    return _short(getattr(event, "body", None))
+        answer = _short(event.body.final_answer, 90, full)
+        return f"episode {event.body.episode} final answer: {answer}"
+    return _short(getattr(event, "body", None), full=full)
 
 
 def _evidence(by_seq: dict[int, tuple[Event, str]], refs: tuple[int, ...]) -> tuple[Evidence, ...]:
@@ -112,7 +133,8 @@ def _evidence(by_seq: dict[int, tuple[Event, str]], refs: tuple[int, ...]) -> tu
             if isinstance(event, WithheldEvent):
                 kind = event.withheld_kind
             withheld = isinstance(event, WithheldEvent)
-            out.append(Evidence(seq, str(kind), link, _describe(event), withheld))
+            summary, whole = _describe(event), _describe(event, full=True)
+            out.append(Evidence(seq, str(kind), link, summary, withheld, whole))
     return tuple(out)
 
 
@@ -156,8 +178,12 @@ def audit(run: RunEvents, metric_name: str) -> Audit:
     return Audit(run.run_id, run.root or card.meta.root, metric, tuple(out), withheld)
 
 
-def render(a: Audit) -> str:
-    """The audit as text: value, then one block per contributing unit."""
+def render(a: Audit, full: bool = False) -> str:
+    """The audit as text: value, then one block per contributing unit.
+
+    Long values (tool results, arguments, answers) are shortened with ``… (+N chars)``;
+    ``full`` prints each whole, its further lines indented under its evidence line.
+    """
     m = a.metric
     rate = fmt_pct(m.rate)
     ci = "n/a"
@@ -191,14 +217,20 @@ def render(a: Audit) -> str:
                 f"[{d.origin}] {d.reason}"
             )
             if d.answer:
-                lines.append(f"    answer:   {_short(d.answer)}")
+                lines.append(f"    answer:   {_indent(_short(d.answer, full=full))}")
             if d.expected is not None:
-                lines.append(f"    expected: {_short(d.expected)}")
+                lines.append(f"    expected: {_indent(_short(d.expected, full=full))}")
         if any(e.withheld for e in c.evidence):
             lines.append("    rests on withheld evidence")
         for e in c.evidence:
-            lines.append(f"    evidence seq {e.seq} {e.kind} {e.link[:12]}  {e.summary}")
+            summary = _indent(e.whole or e.summary) if full else e.summary
+            lines.append(f"    evidence seq {e.seq} {e.kind} {e.link[:12]}  {summary}")
     return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    """A whole value's further lines, indented so they read as part of its block."""
+    return text.replace("\n", "\n        ")
 
 
 def _verdict(v: bool | None) -> str:

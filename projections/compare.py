@@ -27,6 +27,7 @@ from projections.lifecycle import (
     Unit,
     pass_k_values,
 )
+from projections.source import completeness
 from projections.stats import (
     BOOTSTRAP_REPS,
     BOOTSTRAP_SEED,
@@ -249,24 +250,21 @@ def _complete(card: Scorecard, role: str) -> None:
     """Refuse a run that cannot carry a verdict: unsealed, incomplete, all errors, coupled."""
     meta = card.meta
     run = meta.run_id
-    finished = card.finished_keys
-    planned = meta.planned_units
-    if not meta.sealed:
+    done = completeness(meta, card.units)  # the count every report's banner shows
+    if not done.sealed:
         raise Incomparable(
             f"the {role} run {run} is not sealed (interrupted or still running): "
-            f"{len(finished)} of {planned or '?'} planned units finished; finish it with "
+            f"{done.finished} of {done.planned or '?'} planned units finished; finish it with "
             f"`benchledger run --resume {run}` or gate a sealed run"
         )
-    missing = sorted(set(meta.planned) - finished)
-    if len(finished) < planned or missing:
-        shown = ", ".join(f"{p}/{n}" for p, n in missing[:3])
-        if len(missing) > 3:
-            shown += ", ..."
+    if done.short:
+        shown = ", ".join(done.missing[:3]) + (", ..." if len(done.missing) > 3 else "")
         raise Incomparable(
-            f"the {role} run {run} is incomplete: {len(finished)} of {planned} planned units "
-            f"(protocols × k = {meta.protocols} × {meta.k}) finished"
-            + (f"; missing {shown}" if missing else "")
+            f"the {role} run {run} is incomplete: {done.finished} of {done.planned} planned "
+            f"units (protocols × k = {meta.protocols} × {meta.k}) finished"
+            + (f"; missing {shown}" if shown else "")
         )
+    finished = card.finished_keys
     if not finished:
         raise Incomparable(f"the {role} run {run} has zero finished units")
     if card.graded == 0:
@@ -297,6 +295,19 @@ def check_gateable(baseline: Scorecard, candidate: Scorecard) -> None:
             raise Incomparable(
                 f"baseline {a.run_id} and candidate {b.run_id} differ in {label}: {x!r} vs {y!r}"
             )
+    if a.subset != b.subset:  # same set hash, other units: rates over different protocols
+        raise Incomparable(
+            f"baseline {a.run_id} and candidate {b.run_id} differ in subset: "
+            f"{_selection('baseline', a)} but {_selection('candidate', b)}; gate runs of the "
+            "same selection"
+        )
+
+
+def _selection(role: str, meta: RunMeta) -> str:
+    """``the candidate X is a subset run (...)`` or ``the baseline Y ran the whole set``."""
+    if meta.subset:
+        return f"the {role} {meta.run_id} is a subset run, {meta.subset}"
+    return f"the {role} {meta.run_id} ran the whole set"
 
 
 def judge(row: Row, tolerance: float) -> GateRow:

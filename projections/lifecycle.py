@@ -23,6 +23,7 @@ from ledger.events import (
     UnitStarted,
 )
 from ledger.redaction import WithheldEvent
+from projections.runs import subset_label
 from projections.stats import (
     BOOTSTRAP_REPS,
     BOOTSTRAP_SEED,
@@ -285,6 +286,7 @@ class RunMeta:
     planned: tuple[tuple[str, int], ...] = ()  # the run record's planned (unit, attempt) keys
     verified: str = ""  # what reading it verified, against which root (projections.source)
     withheld: list[str] = field(default_factory=list)  # header-stream kinds withheld
+    subset: str = ""  # a subset run's selection (projections.runs.subset_label); "" = whole set
 
     @property
     def sealed(self) -> bool:
@@ -318,7 +320,7 @@ class LifecycleFold:
                                 (rec.protocol_set_hash if rec else "") or rs.protocol_set_hash,
                                 rs.protocols, rec.k if rec else rs.k, rs.agent, rs.model,
                                 rs.platform, rs.platform_version, rs.coupled, self.meta.root,
-                                dict(rs.config), planned)  # fmt: skip
+                                dict(rs.config), planned, subset=subset_label(rec))  # fmt: skip
         elif isinstance(event, RunSealed):
             self.meta.root = event.body.root
         elif isinstance(event, UnitStarted):

@@ -28,6 +28,8 @@ from projections.provenance import (
     CaseUnit,
 )
 from projections.provenance_decisions import ATTRIBUTION, CHECKS, VALIDITY
+from projections.report import completeness_json, html_banner
+from projections.source import Completeness, completeness
 
 FORMATS: Final = ("table", "markdown", "json", "html")
 # Display order; an indented row belongs to the gated metric above it.
@@ -42,6 +44,7 @@ def header_lines(card: Card) -> list[tuple[str, str]]:
         ("run", m.run_id),
         ("run root", m.root or "(unsealed)"),
         ("case set", m.protocol_set_hash or "(not recorded)"),
+        *([("subset", f"SUBSET: {m.subset}")] if m.subset else []),
         ("agent", m.agent or "-"),
         ("model", m.model or "-"),
         ("platform", f"{m.platform or '-'} {m.platform_version}".strip()),
@@ -52,6 +55,16 @@ def header_lines(card: Card) -> list[tuple[str, str]]:
             f"infra-failed (excluded from rates), {card.incomplete} incomplete",
         ),
     ]
+
+
+def run_completeness(card: Card) -> Completeness:
+    """How much of its plan the run finished (the banner of an unsealed or incomplete run)."""
+    return completeness(card.meta, [u.unit for u in card.units])
+
+
+def _banners(card: Card) -> list[str]:
+    banner = run_completeness(card).banner()
+    return [banner] if banner else []
 
 
 def _shown(card: Card) -> list[tuple[Metric, bool]]:
@@ -87,7 +100,7 @@ def overall_line(card: Card) -> str:
 
 def table(card: Card) -> str:
     """A plain-text table for the terminal, then every failure with why."""
-    lines = [f"{k:<11} {v}" for k, v in header_lines(card)]
+    lines = [*_banners(card), *[f"{k:<11} {v}" for k, v in header_lines(card)]]
     lines += ["", f"{'metric':<32} {'num/den':>9} {'rate':>7}  {'bar':<8} {'verdict':<8} 95% CI"]
     for m, sub in _shown(card):
         name = ("  " + m.name) if sub else m.name
@@ -108,7 +121,9 @@ def table(card: Card) -> str:
 
 def markdown(card: Card) -> str:
     """A Markdown card to paste in a pull request."""
-    out = ["### benchledger provenance lane", ""]
+    out = [f"**{b}**" for b in _banners(card)]
+    out += [""] if out else []
+    out += ["### benchledger provenance lane", ""]
     out += [f"- **{k}**: `{v}`" for k, v in header_lines(card)]
     out += ["", "| metric | num/den | rate | bar | verdict | 95% CI |",
             "| --- | ---: | ---: | --- | --- | --- |"]  # fmt: skip
@@ -161,6 +176,7 @@ def as_json(card: Card) -> dict[str, Any]:
             entry["label"] = metric.label
         metrics[metric.name] = entry
     return {
+        **completeness_json([run_completeness(card)]),
         "suite": "provenance",
         "run": {
             "run_id": m.run_id,
@@ -171,6 +187,7 @@ def as_json(card: Card) -> dict[str, Any]:
             "platform": m.platform,
             "platform_version": m.platform_version,
             "k": m.k,
+            "subset": m.subset,
         },
         "metrics": metrics,
         OVERALL: card.overall_pass,
@@ -218,7 +235,7 @@ table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}}
 .ok{{color:#2a7}}.bad{{color:#c00}}
 </style></head><body>
-<h1>benchledger provenance lane</h1>
+{html_banner(_banners(card))}<h1>benchledger provenance lane</h1>
 <table>{head}</table>
 <h2>Metrics</h2>
 <table><tr><th>metric</th><th>num/den</th><th>rate</th><th>bar</th><th>verdict</th>

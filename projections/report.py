@@ -19,10 +19,12 @@ from projections.lifecycle import (
     METRICS,
     TEACH_BUDGET_EXHAUSTED,
     Metric,
+    RunMeta,
     Scorecard,
     Unit,
     lifecycle_passed,
 )
+from projections.source import Completeness, completeness
 
 FORMATS: Final = ("table", "markdown", "json", "html")
 NOT_APPLICABLE: Final = "not applicable"  # how a decision for a stage the platform lacks begins
@@ -124,6 +126,36 @@ def intervals_line(card: Scorecard) -> str:
     return CI_LABELS[CI_WILSON] + "; chosen with --ci wilson"
 
 
+def run_completeness(card: Scorecard) -> list[Completeness]:
+    """How much of its plan each run of the card finished (merged runs by stream prefix)."""
+    if len(card.runs) == 1:
+        return [completeness(card.meta, card.units)]
+    return [
+        completeness(r, [u for u in card.units if u.stream.startswith(r.run_id + "/")])
+        for r in card.runs
+    ]
+
+
+def banners(card: Scorecard) -> list[str]:
+    """The lines every format starts with: one per unsealed or incomplete run (else none)."""
+    return [b for b in (c.banner() for c in run_completeness(card)) if b]
+
+
+def completeness_json(found: Sequence[Completeness]) -> dict[str, Any]:
+    """The top-level JSON ``completeness`` (and ``warning`` when partial) of runs."""
+    if len(found) == 1:
+        body = found[0].as_json()
+    else:
+        body = {
+            "sealed": all(c.sealed for c in found),
+            "planned_units": sum(c.planned for c in found),
+            "finished_units": sum(c.finished for c in found),
+            "missing_units": [f"{c.run_id}: {m}" for c in found for m in c.missing],
+        }
+    warning = " | ".join(b for b in (c.banner() for c in found) if b)
+    return {"completeness": body, **({"warning": warning} if warning else {})}
+
+
 def header_lines(card: Scorecard) -> list[tuple[str, str]]:
     """What every report names: runs, roots, set hash, agent, model, platform, k, tokens."""
     m = card.meta
@@ -144,6 +176,7 @@ def header_lines(card: Scorecard) -> list[tuple[str, str]]:
         ("run root" if len(card.runs) == 1 else "run roots", roots),
         *[("verified", r.verified) for r in card.runs if r.verified],
         ("protocol set", m.protocol_set_hash or "(not recorded)"),
+        *subset_lines(card.runs),
         ("agent", m.agent or "-"),
         ("model", m.model or "-"),
         ("platform", f"{m.platform or '-'} {m.platform_version}".strip()),
@@ -158,6 +191,15 @@ def header_lines(card: Scorecard) -> list[tuple[str, str]]:
         *_withheld_line(card),
         *_not_applicable_line(card),
     ]
+
+
+def subset_lines(runs: Sequence[RunMeta]) -> list[tuple[str, str]]:
+    """A subset run's header row: what it ran of its set (nothing for a run of the whole set)."""
+    merged = len(runs) > 1
+    subsets = [(f"{r.run_id}: " if merged else "") + r.subset for r in runs if r.subset]
+    if not subsets:
+        return []
+    return [("subset", "SUBSET: " + "; ".join(subsets) + "; not comparable with a full run")]
 
 
 def _withheld_line(card: Scorecard) -> list[tuple[str, str]]:
@@ -189,8 +231,8 @@ def _metrics(card: Scorecard) -> list[Metric]:
 
 
 def table(card: Scorecard) -> str:
-    """A plain-text table for the terminal."""
-    lines = [f"{k:<13} {v}" for k, v in header_lines(card)]
+    """A plain-text table for the terminal (a partial run's banner first)."""
+    lines = [*banners(card), *[f"{k:<13} {v}" for k, v in header_lines(card)]]
     lines.append("")
     lines.append(f"{'metric':<30} {'num/den':>11} {'rate':>7}  {'95% CI':<16}  note")
     for m in _metrics(card):
@@ -201,8 +243,10 @@ def table(card: Scorecard) -> str:
 
 
 def markdown(card: Scorecard) -> str:
-    """A Markdown scorecard to paste in a pull request."""
-    out = ["### benchledger lifecycle scorecard", ""]
+    """A Markdown scorecard to paste in a pull request (a partial run's banner first)."""
+    out = [f"**{b}**" for b in banners(card)]
+    out += [""] if out else []
+    out += ["### benchledger lifecycle scorecard", ""]
     out += [
         f"- **{k}**: `{v}`"
         if k in ("run", "runs", "run root", "run roots", "protocol set")
@@ -230,12 +274,15 @@ def as_json(card: Scorecard) -> dict[str, Any]:
     metrics["pass_k"]["left_out"] = [
         {"protocol": pid, "attempts": n} for pid, n in card.pass_k_short
     ]
+    found = run_completeness(card)
     return {
+        **completeness_json(found),
         "runs": [
             {
                 "run_id": r.run_id,
                 "root": r.root,
                 "verified": r.verified,
+                "completeness": c.as_json(),
                 "protocol_set_hash": r.protocol_set_hash,
                 "agent": r.agent,
                 "model": r.model,
@@ -243,8 +290,9 @@ def as_json(card: Scorecard) -> dict[str, Any]:
                 "platform_version": r.platform_version,
                 "k": r.k,
                 "coupled": r.coupled,
+                "subset": r.subset,
             }
-            for r in card.runs
+            for r, c in zip(card.runs, found, strict=True)
         ],
         "k": card.k,
         "intervals": {
@@ -404,6 +452,15 @@ def _head_value(key: str, value: str, card: Scorecard) -> str:
     return html.escape(value)
 
 
+def html_banner(lines: Sequence[str]) -> str:
+    """A partial run's banner at the top of an HTML page ("" for whole runs)."""
+    return "".join(
+        f'<p class="banner" role="alert" style="background:#fff3cd;border:2px solid #c00;'
+        f'padding:8px 12px;font-weight:bold;color:#800">{html.escape(b)}</p>\n'
+        for b in lines
+    )
+
+
 def page(card: Scorecard) -> str:
     """A self-contained HTML page: no scripts, no fonts, nothing fetched at view time."""
     esc = html.escape
@@ -459,7 +516,7 @@ th{{background:#f4f4f4}}.head th{{white-space:nowrap}}.head code{{overflow-wrap:
 .ok{{color:#1a7f37}}.bad{{color:#c00;font-weight:bold}}.na{{color:#999}}
 td.diag{{color:#777;font-size:12px}}td.diag.no{{color:#a15c00}}th.diag{{color:#666;font-weight:normal}}
 </style></head><body>
-<h1>benchledger lifecycle scorecard</h1>
+{html_banner(banners(card))}<h1>benchledger lifecycle scorecard</h1>
 <table class="head">{head}</table>
 <h2>Lifecycle funnel</h2>{_funnel(card)}
 <h2>Rates with 95% intervals</h2><p>{esc(intervals_line(card))}</p>
@@ -508,17 +565,24 @@ def compare_text(
     fmt: str = "table",
     differs: Sequence[str] = (),
     verified: Sequence[str] = (),
+    progress: Sequence[Completeness] = (),
 ) -> str:
     """The paired comparison of runs A and B: difference, interval, method, resolution.
 
     ``differs`` names what differs between the runs (``compare.differences``: the platform);
-    ``verified`` says, for A and B, what reading them verified against which root.
+    ``verified`` says, for A and B, what reading them verified against which root;
+    ``progress`` how much of its plan each finished (a partial run's banner comes first).
     """
     methods = sorted({r.method for r in rows if r.method})
+    partial = [x for x in (c.banner() for c in progress) if x]
     if fmt == "json":
+        found = {x: c.as_json() for x, c in zip("ab", progress, strict=True)}
+        warning = " | ".join(partial)
         body = {
             "a": a,
             "b": b,
+            **({"completeness": found} if found else {}),
+            **({"warning": warning} if warning else {}),
             "differs": list(differs),
             "verified": list(verified),
             "metrics": {
@@ -540,7 +604,8 @@ def compare_text(
         return json.dumps(body, indent=2, sort_keys=True) + "\n"
     md = fmt == "markdown"
     if md:
-        lines = [
+        lines = [f"**{x}**" for x in partial] + ([""] if partial else [])
+        lines += [
             f"- **A**: `{a}`",
             f"- **B**: `{b}`",
             *(f"- **differs**: {d}" for d in differs),
@@ -551,7 +616,7 @@ def compare_text(
             "| --- | ---: | ---: | ---: | --- | ---: | ---: | --- |",
         ]
     else:
-        lines = [f"A = {a}", f"B = {b}", *(f"differs: {d}" for d in differs)]
+        lines = [*partial, f"A = {a}", f"B = {b}", *(f"differs: {d}" for d in differs)]
         lines += [f"verified {x}: {v}" for x, v in zip("AB", verified, strict=False)]
         lines += [f"intervals: 95%, {'; '.join(methods) or '-'}", ""]
         lines.append(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -22,6 +22,9 @@ from ledger.chain import Failure, RunChecker, link_hash
 from ledger.codec import decode_event, decode_link
 from ledger.events import Event, RunSealed
 from ledger.redaction import as_event, read_placeholder
+
+if TYPE_CHECKING:
+    from projections.lifecycle import RunMeta, Unit
 
 
 class RunEvents(NamedTuple):
@@ -306,6 +309,112 @@ def _open_bundle(path: str, *, require_seal: bool, allow_partial: bool) -> Verif
         summary.events,
     )
     return VerifiedRun(header.run, summary.sealed_root, events, header, check)
+
+
+# -- how much of its plan a run finished ----------------------------------------------------
+
+
+class Completeness(NamedTuple):
+    """How much of its plan a run finished: what every display of a partial run says first."""
+
+    run_id: str
+    sealed: bool
+    planned: int  # the run record's planned units, else protocols × k (0: nothing recorded)
+    finished: int  # planned units with a finished, not abandoned stream (any, without a plan)
+    missing: tuple[str, ...] = ()  # planned ``unit/attempt`` with none, in plan order
+
+    @property
+    def whole(self) -> bool:
+        """Sealed, with every planned unit finished: nothing to warn about."""
+        return self.sealed and self.finished >= self.planned and not self.missing
+
+    @property
+    def short(self) -> int:
+        """How many planned units have not finished."""
+        return max(self.planned - self.finished, len(self.missing))
+
+    def counts(self) -> str:
+        """``26 of 30 planned units finished`` (or, with no plan recorded, ``26 units``)."""
+        if not self.planned:
+            return f"{self.finished} units finished (the run recorded no plan)"
+        return f"{self.finished} of {self.planned} planned units finished"
+
+    def missing_text(self, shown: int = 3) -> str:
+        """``4 planned units missing: p026/1, p027/1, p028/1, ...`` (or none missing)."""
+        if not self.short:
+            return "no planned unit missing"
+        names = ", ".join(self.missing[:shown]) + (", ..." if len(self.missing) > shown else "")
+        units = "unit" if self.short == 1 else "units"
+        return f"{self.short} planned {units} missing" + (f": {names}" if names else "")
+
+    def banner(self) -> str:
+        """The first line of any display of this run; "" for a whole one."""
+        if self.whole:
+            return ""
+        if not self.sealed:
+            return (
+                f"UNSEALED: {self.counts()}; run {self.run_id} was interrupted or is still "
+                "running, so every number here covers only its finished units"
+            )
+        return f"INCOMPLETE: sealed with {self.counts()}; every number here covers only those units"
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON ``completeness`` field of reports and comparisons."""
+        return {
+            "run_id": self.run_id,
+            "sealed": self.sealed,
+            "planned_units": self.planned,
+            "finished_units": self.finished,
+            "missing_units": list(self.missing),
+        }
+
+
+def completeness(meta: RunMeta, units: Iterable[Unit]) -> Completeness:
+    """The one count of a run's planned and finished units (every display, gate, --watch).
+
+    The plan is the run record's ``units`` (else protocols × k, unnamed); a unit counts once
+    its stream finished and was not abandoned. A finished unit whose end a redacted bundle
+    withholds still counts: it is in the chain, only its body is not shown.
+    """
+    done: set[tuple[str, int]] = set()
+    for u in units:
+        ended = u.finished is not None or any(kind == "unit_finished" for _, kind in u.withheld)
+        if ended and not u.abandoned:
+            done.add(_unit_key(u, meta.run_id))
+    sealed = bool(meta.root)
+    if not meta.planned:
+        return Completeness(meta.run_id, sealed, meta.planned_units, len(done))
+    missing = tuple(f"{u}/{a}" for u, a in meta.planned if (u, a) not in done)
+    planned = len(meta.planned)
+    return Completeness(meta.run_id, sealed, planned, planned - len(missing), missing)
+
+
+def _unit_key(unit: Unit, run_id: str) -> tuple[str, int]:
+    """A unit's (protocol, attempt); from its stream name when its start is withheld."""
+    if unit.protocol_id:
+        return unit.protocol_id, unit.attempt
+    name, _, attempt = unit.stream.removeprefix(run_id + "/").rpartition("/")
+    number = attempt.split("-r")[0]  # a resumed unit's stream is .../<attempt>-rN
+    return name, int(number) if number.isdigit() else -1
+
+
+def completeness_of(run: RunEvents) -> Completeness:
+    """How much of its plan a run finished, counted from its events (``completeness``)."""
+    from projections.fold import fold
+    from projections.lifecycle import LifecycleFold
+
+    return completeness(*fold(LifecycleFold(), run.events))
+
+
+def banner_of(run: RunEvents) -> str:
+    """The line a display of ``run`` starts with when the run is partial ("" when whole).
+
+    An audit bundle holds only the streams it cites by design; its ``PARTIAL`` verification
+    line says so, so it gets no banner of its own.
+    """
+    if run.check is not None and run.check.partial:
+        return ""
+    return completeness_of(run).banner()
 
 
 class _closing:

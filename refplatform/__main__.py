@@ -2,20 +2,30 @@
 
 The first stdout line is ``refplatform serving http://HOST:PORT/mcp (admin REST under
 http://HOST:PORT/api/v1)``, flushed at once: launchers of a child process read the URL
-from it. Unusable options print one line on stderr and exit 2, before anything listens.
+from it. Further lines give the keys and the ``benchledger run --platform ...`` line that
+reaches this server. Unusable options (a port out of range or in use among them) print one
+line on stderr and exit 2, before anything listens or any URL is printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from refplatform.errors import PlatformError
 
+if TYPE_CHECKING:  # imported at serve time: --help and option errors stay fast
+    from refplatform.server import RunningPlatform
+
 EXIT_OK, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 2, 130
 MAX_POOL = 999
+# Pool identities served by default: the committed suite at k=1 needs 66 (30 protocols x 2,
+# plus a retry margin); this leaves room for a larger set (tests/test_refplatform_main.py).
+DEFAULT_POOL = 128
 
 
 def add_serve_options(
@@ -25,7 +35,13 @@ def add_serve_options(
     p.add_argument("--host", default="127.0.0.1", help="default: loopback only")
     p.add_argument("--port", type=int, default=8098, help="0 picks a free port")
     p.add_argument("--db", metavar="PATH", help="SQLite state file (default: in memory)")
-    p.add_argument("--pool", type=int, default=64, metavar="N", help="pool identities (64)")
+    p.add_argument(
+        "--pool",
+        type=int,
+        default=DEFAULT_POOL,
+        metavar="N",
+        help=f"pool identities ({DEFAULT_POOL})",
+    )
     p.add_argument("--admin-key", metavar="K", help=admin_key_help)
     p.add_argument("--pool-base", metavar="B", help="pool keys are B-001..B-N (default random)")
     p.add_argument("--embedder", default="lexical", metavar="lexical|ollama:MODEL@URL")
@@ -41,7 +57,7 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8098,
     db: str | None = None,
-    pool: int = 64,
+    pool: int = DEFAULT_POOL,
     admin_key: str | None = None,
     pool_base: str | None = None,
     embedder_spec: str = "lexical",
@@ -98,6 +114,8 @@ def serve(
         print(f"  state:     {db or 'in memory (pass --db PATH to keep it)'}")
         print(f"  pack:      {pack.path} ({pack.pack_hash[:12]})")
         print(f"  embedder:  {embedder.name}")
+        print("benchledger runs against it with:")
+        print(f"  {run_line(running)}")
         print("Ctrl-C stops it.", flush=True)
         running.server.serve_forever()
     except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled: a normal stop
@@ -106,6 +124,13 @@ def serve(
         platform.close()
     print("refplatform stopped", flush=True)
     return EXIT_OK
+
+
+def run_line(running: RunningPlatform) -> str:
+    """The ``benchledger run`` command line that reaches ``running`` with its own keys."""
+    words = ["--platform", running.url, "--admin-key", running.admin_key,
+             "--pool-base", running.pool_base, "--pool-size", str(running.pool_size)]  # fmt: skip
+    return "benchledger run " + " ".join(shlex.quote(w) for w in words)
 
 
 def build_parser() -> argparse.ArgumentParser:

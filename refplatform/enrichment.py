@@ -42,7 +42,9 @@ DISCOVERY_NOTE: Final = (
     "Note: No discovery has been performed in this session yet. Call search to understand the "
     "business context, ownership, and data quality of the tables you are querying."
 )
-_QUALIFIED = re.compile(r'"?(\w+)"?\s*\.\s*"?(\w+)"?\s*\.\s*"?(\w+)"?')
+# Starts only at a word's start, possessive where runs meet: linear in the SQL's length
+# (trying every position inside one long identifier was quadratic: 8,000 characters, 4.7 s).
+_QUALIFIED = re.compile(r'(?<!\w)"?(\w++)"?\s*+\.\s*+"?(\w++)"?\s*+\.\s*+"?(\w++)"?')
 
 
 def urns_in(value: Any, found: list[str] | None = None) -> list[str]:

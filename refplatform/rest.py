@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from refplatform import times
 from refplatform.auth import Identity
@@ -23,6 +24,9 @@ from refplatform.errors import PlatformError
 
 IDENTITY_KEY: Final = "refplatform.identity"
 PROBLEM_TYPE: Final = "application/problem+json"
+# A request body larger than this is refused (413) as soon as it is known to be: a page's
+# 1 MiB body fits even JSON-escaped; MCP requests have the same bound (the SDK's check).
+MAX_BODY_BYTES: Final = 4 << 20
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -93,6 +97,53 @@ def paging(request: Request, *, default: int = 20, most: int = 100) -> tuple[int
     per_page = default if per_page <= 0 else min(per_page, most)
     page = max(1, int_param(request, "page", 1))
     return page, per_page, (page - 1) * per_page
+
+
+class BodyLimit:
+    """ASGI middleware: read a request body as it arrives, at most ``limit`` bytes of it.
+
+    A declared ``Content-Length`` over the limit is refused before anything is read; a body
+    that passes the limit while it streams is refused at that chunk, the rest never read.
+    The body read so far is handed to the app, which therefore never holds more. Only
+    paths under ``prefix`` (the REST routes; the MCP transport has its own check).
+    """
+
+    def __init__(self, app: ASGIApp, limit: int, *, prefix: str = "/") -> None:
+        self.app = app
+        self.limit = limit
+        self.prefix = prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(self.prefix):
+            await self.app(scope, receive, send)
+            return
+        too_large = problem(413, f"request body exceeds {self.limit} bytes")
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                await too_large(scope, receive, send)
+                return
+        chunks: list[bytes] = []
+        size = 0
+        pending: list[Message] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                pending.append(message)  # a disconnect: the app sees it after the body
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await too_large(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        pending.insert(0, {"type": "http.request", "body": b"".join(chunks), "more_body": False})
+
+        async def replay() -> Message:
+            return pending.pop(0) if pending else await receive()
+
+        await self.app(scope, replay, send)
 
 
 async def body(request: Request, fields: dict[str, type]) -> dict[str, Any]:

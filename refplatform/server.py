@@ -13,7 +13,7 @@ import logging
 import secrets
 import socket
 import threading
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import mcp_types as types
@@ -35,6 +35,11 @@ from refplatform.packs import Pack
 from refplatform.platform import NAME, VERSION, Platform
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# MCP transport sessions (the SDK's): one idle this long (no request in flight) is closed,
+# its id then answers 404; past this many open, a new one is refused with 503 and a
+# JSON-RPC error ("Too many open sessions") until one ends. A session costs ~40 KiB.
+SESSION_IDLE_S: Final = 600.0
+MAX_SESSIONS: Final = 1000
 
 
 class AuthGate:
@@ -92,8 +97,20 @@ def mcp_server(platform: Platform, keyring: Keyring) -> Server[Any]:
     )
 
 
-def build_app(platform: Platform, keyring: Keyring, *, host: str = "127.0.0.1") -> ASGIApp:
-    """The whole platform as one ASGI app (MCP at ``/`` and ``/mcp``, REST under ``/api/v1``)."""
+def build_app(
+    platform: Platform,
+    keyring: Keyring,
+    *,
+    host: str = "127.0.0.1",
+    max_sessions: int = MAX_SESSIONS,
+    session_idle_s: float = SESSION_IDLE_S,
+    max_body_bytes: int = rest.MAX_BODY_BYTES,
+) -> ASGIApp:
+    """The whole platform as one ASGI app (MCP at ``/`` and ``/mcp``, REST under ``/api/v1``).
+
+    Bounded: request bodies at ``max_body_bytes`` (413), MCP sessions at ``max_sessions``
+    open (503) and ``session_idle_s`` idle (closed).
+    """
     security = None
     if host in _LOOPBACK:
         security = TransportSecuritySettings(
@@ -102,7 +119,12 @@ def build_app(platform: Platform, keyring: Keyring, *, host: str = "127.0.0.1") 
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
     sessions = StreamableHTTPSessionManager(
-        app=mcp_server(platform, keyring), json_response=True, security_settings=security
+        app=mcp_server(platform, keyring),
+        json_response=True,
+        security_settings=security,
+        session_idle_timeout=session_idle_s,
+        max_sessions=max_sessions,
+        max_request_body_size=max_body_bytes,  # the SDK's own check, streamed, 413
     )
     mcp_app = StreamableHTTPASGIApp(sessions)
 
@@ -119,7 +141,7 @@ def build_app(platform: Platform, keyring: Keyring, *, host: str = "127.0.0.1") 
         ],
         lifespan=lambda _app: sessions.run(),
     )
-    return AuthGate(app, keyring)
+    return AuthGate(rest.BodyLimit(app, max_body_bytes, prefix="/api/"), keyring)
 
 
 def quiet_logs() -> None:
@@ -209,6 +231,8 @@ class RunningPlatform:
         background: bool = True,
         pack: Pack | None = None,
         pool_admin: bool = True,
+        max_sessions: int = MAX_SESSIONS,
+        session_idle_s: float = SESSION_IDLE_S,
     ) -> None:
         self.platform = platform or Platform(pack=pack)
         self.admin_key = admin_key or f"bl-admin-{secrets.token_hex(8)}"
@@ -216,7 +240,13 @@ class RunningPlatform:
         self.pool_size = pool_size
         try:
             self.keyring = Keyring(self.admin_key, self.pool_base, pool_size, pool_admin=pool_admin)
-            app = build_app(self.platform, self.keyring, host=host)
+            app = build_app(
+                self.platform,
+                self.keyring,
+                host=host,
+                max_sessions=max_sessions,
+                session_idle_s=session_idle_s,
+            )
             self.server = LoopbackServer(app, host=host, port=port)
         except BaseException:
             if platform is None:

@@ -18,6 +18,7 @@ The chain mirrors the peer's middleware order (pkg/middleware):
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -223,13 +224,19 @@ def error_result(error: ToolError) -> types.CallToolResult:
 
 def listing(who: Identity) -> list[types.Tool]:
     """The tools ``who`` may see, each schema offering the injected ``session_id``."""
-    return [
+    return list(_listing(who.admin))
+
+
+@functools.cache
+def _listing(admin: bool) -> tuple[types.Tool, ...]:
+    # Built once per role: every session lists its tools, and the listing never changes.
+    return tuple(
         types.Tool(
             name=t.name, description=t.description, input_schema=schemas.listed_schema(t.name)
         )
         for t in TOOLS.values()
-        if who.admin or t.name not in ADMIN_TOOLS
-    ]
+        if admin or t.name not in ADMIN_TOOLS
+    )
 
 
 def call_tool(

@@ -35,11 +35,10 @@ from protocols.schema import Protocol
 from replay.clock import ReplayClock
 from replay.log_platform import LogPlatform
 from replay.log_server_memory import LogServerMemory
-from replay.report import Mismatch, Report, first_difference
+from replay.report import TOOLS, Mismatch, Report, first_difference
 from replay.source import Run, Unit
 from replay.tape import RequestDivergence, Tape, TapeTransport, ToolDivergence, describe
 
-TOOLS: Final = ("log", "live")
 POOL_MARGIN: Final = 4
 _POOL = re.compile(r"^pool:(\d+)\b")
 

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ledger import Ledger, UnusableInput
 from projections.decisions import decide_unit
 from projections.provenance_decisions import decide_case
-from replay.full import Runtime, replay_full
 from replay.protocol_set import resolve
 from replay.rederive import Decider, rederive
 from replay.report import LEVELS, Report
 from replay.source import verified
+
+if TYPE_CHECKING:
+    from replay.full import Runtime
 
 
 def _no_ledger() -> Ledger:
@@ -44,6 +47,10 @@ def replay(
         default = decide_case if run.header.suite == "provenance" else decide_unit
         report = rederive(run, found.by_id, decide=decide or default, target=target)
     else:
+        # Imported here: full replay loads the harness (agents, MCP clients, the embedded
+        # platform), which rederive, verify and every other command do without.
+        from replay.full import replay_full
+
         report = replay_full(run, found.by_id, tools=tools, runtime=runtime, target=target)
     report.notes = found.notes + report.notes
     return report

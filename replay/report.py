@@ -15,6 +15,9 @@ from ledger.codec import canonical_json
 
 EXIT_OK, EXIT_MISMATCH = 0, 1
 LEVELS: Final = ("rederive", "full")
+# Where full replay takes tool results from; here, not in ``replay.full``, so the command
+# line can offer the choice without importing the harness.
+TOOLS: Final = ("log", "live")
 _WIDTH: Final = 200
 
 

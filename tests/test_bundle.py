@@ -4,8 +4,9 @@ import gzip
 
 import pytest
 
-from ledger import BundleConflict, Ledger, LedgerError, UnusableInput, open_store
+from ledger import Ledger, LedgerError, UnusableInput, open_store
 from ledger.bundle import export_run, import_bundle, verify_bundle
+from ledger.errors import ImportRefused
 from ledger.events import UnitFinishedBody
 from tests.sample import build_run, counter_clock
 
@@ -46,36 +47,37 @@ def test_import_is_idempotent_and_reproduces_the_run(ledger, tmp_path):
     path = str(tmp_path / "run.jsonl")
     export_run(ledger, "run-b", path)
     other = Ledger(open_store(str(tmp_path / "other.sqlite")))
-    added = import_bundle(other, path)
+    added = import_bundle(other, path).added
     assert added == ledger.run_info("run-b").events
-    assert import_bundle(other, path) == 0
+    assert import_bundle(other, path).already  # the same sealed whole: nothing to add
     assert other.run_info("run-b").root == root
     assert other.verify("run-b", require_seal=True)[0] is None
 
 
-def test_import_completes_a_partial_copy(ledger, tmp_path):
-    build_run(ledger, "run-b", units=2)
-    path = str(tmp_path / "run.jsonl")
-    export_run(ledger, "run-b", path)
-    other = Ledger(open_store(str(tmp_path / "other.sqlite")))
+def _matching_prefix(ledger: Ledger, other: Ledger) -> None:
     rows = list(ledger.store.scan("run-b"))
     other.store.append([r for r in rows if r[0] == "run-b/p00/0"][:3])  # type: ignore[misc]
-    assert import_bundle(other, path) == len(rows) - 3
 
 
-def test_a_conflicting_bundle_is_refused_whole(ledger, tmp_path):
+def _different_history(ledger: Ledger, other: Ledger) -> None:
+    w = other.new_stream("run-b/p01/1")
+    w.append(UnitFinishedBody(error="a different history"))
+    other.commit(w)
+
+
+@pytest.mark.parametrize(
+    "held", [_matching_prefix, _different_history], ids=["matching-prefix", "different-history"]
+)
+def test_a_bundle_of_a_run_this_ledger_holds_part_of_is_refused_whole(ledger, tmp_path, held):
     build_run(ledger, "run-b", units=2)
     path = str(tmp_path / "run.jsonl")
     export_run(ledger, "run-b", path)
     other = Ledger(open_store(str(tmp_path / "other.sqlite")), clock=counter_clock(5))
-    w = other.new_stream("run-b/p01/1")
-    w.append(UnitFinishedBody(error="a different history"))
-    other.commit(w)
-    with pytest.raises(BundleConflict) as info:
+    held(ledger, other)
+    before = list(other.store.scan(None))
+    with pytest.raises(ImportRefused, match="without its header stream"):
         import_bundle(other, path)
-    assert (info.value.stream, info.value.seq) == ("run-b/p01/1", 0)
-    assert other.store.head("run-b") is None  # nothing of the bundle was written
-    assert [h[0] for h in other.store.heads("run-b")] == ["run-b/p01/1"]
+    assert list(other.store.scan(None)) == before  # nothing of the bundle was written
 
 
 def test_a_tampered_bundle_is_not_imported(ledger, tmp_path):

@@ -5,7 +5,7 @@ import random
 import msgspec
 import pytest
 
-from ledger.chain import Record, RunChecker, genesis, link_hash
+from ledger.chain import Fault, Record, RunChecker, event_format, genesis, link_hash, sealed_form
 from ledger.codec import canonical, decode_event, envelope_bytes
 from ledger.events import (
     EVENT_TYPES,
@@ -47,7 +47,7 @@ def test_envelope_bytes_have_sorted_keys_and_no_whitespace():
 
 
 def test_every_listed_kind_has_a_typed_event():
-    assert len(KINDS) == len(EVENT_TYPES) == 12
+    assert len(KINDS) == len(EVENT_TYPES) == 13
     assert {"run_started", "session_call", "grader_decision", "run_sealed"} <= set(KINDS)
 
 
@@ -211,3 +211,99 @@ def test_a_row_whose_key_columns_disagree_with_its_bytes_is_named(column, value,
     failure = RunChecker("run-m").check(rows)
     assert failure is not None
     assert (failure.stream, failure.seq, failure.problem) == (*where, problem)
+
+
+# -- event formats ------------------------------------------------------------------------
+
+
+def test_a_format_2_link_hash_covers_the_envelope_and_a_digest_of_the_body():
+    import blake3
+
+    data = envelope_bytes(b'"s"', 0, "ab", 7, "session_call", (), b'{"x":1}', v=2)
+    assert data.endswith(b',"v":2}')
+    digest = blake3.blake3(b"benchledger:body:v2\x00" + b'{"x":1}').hexdigest()
+    sealed = data.replace(b'{"x":1}', b'"' + digest.encode() + b'"')
+    assert sealed_form(data) == sealed
+    assert link_hash(data) == link_hash(sealed)
+    assert link_hash(data) == blake3.blake3(b"benchledger:event:v2\x00" + sealed).hexdigest()
+
+
+def test_new_runs_are_format_2_and_a_format_1_ledger_still_writes_and_verifies_format_1():
+    from ledger import Ledger, open_store
+
+    for fmt in (1, 2):
+        led = Ledger(open_store(":memory:"), event_format=fmt)
+        build_run(led, "run-f", units=2)
+        rows = [r[3] for r in led.store.scan("run-f")]
+        assert all(event_format(d) == fmt for d in rows)
+        failure, summary = led.verify("run-f", require_seal=True)
+        assert failure is None and summary.format == fmt
+
+
+def _v2_unit(stream: str, kinds: list[str], *, formats: dict[int, int]) -> list[bytes]:
+    out, prev = [], genesis(stream)
+    for seq, kind in enumerate(kinds):
+        v = formats.get(seq, 2)
+        data = envelope_bytes(msgspec.json.encode(stream), seq, prev, 10 + seq, kind, (), b"{}", v)
+        out.append(data)
+        prev = link_hash(data)
+    return out
+
+
+@pytest.mark.parametrize("keys", [True, False], ids=["ledger-rows", "bundle-lines"])
+def test_an_event_of_another_format_than_its_run_is_named(keys):
+    header = _v2_unit("run-v", ["run_started"], formats={})
+    unit = _v2_unit("run-v/p/0", [k for k, _ in _UNIT], formats={2: 1})
+    lines = [("run-v", d) for d in header] + [("run-v/p/0", d) for d in unit]
+    rows = [
+        Record(s, seq, msgspec.json.decode(d)["kind"], d) if keys else Record(None, None, None, d)
+        for (s, d), seq in zip(lines, [0, 0, 1, 2, 3], strict=True)
+    ]
+    failure = RunChecker("run-v").check(rows)
+    assert failure is not None
+    assert (failure.stream, failure.seq, failure.problem) == ("run-v/p/0", 2, "format mismatch")
+
+
+def test_a_placeholder_in_a_ledger_or_a_full_bundle_is_named(ledger):
+    build_run(ledger, "run-c", units=1)
+    lines = _lines(ledger)
+    i = next(i for i, d in enumerate(lines) if b'"kind":"model_call"' in d)
+    stream, seq = decode_event(lines[i]).stream, decode_event(lines[i]).seq
+    lines[i] = sealed_form(lines[i])  # the chain still checks: only the body is gone
+    failure = _check(lines)
+    assert failure is not None
+    assert (failure.stream, failure.seq, failure.problem) == (
+        stream,
+        seq,
+        Fault.UNEXPECTED_PLACEHOLDER,
+    )
+
+
+def test_a_second_seal_is_an_event_after_the_seal(ledger):
+    build_run(ledger, "run-c", units=1)
+    lines = _lines(ledger)
+    seal = decode_event(lines[1])
+    again = make_event("run-c", seal.seq + 1, link_hash(lines[1]), seal.at, seal.body)  # type: ignore[attr-defined]
+    lines.insert(2, canonical(again))
+    failure = _check(lines)
+    assert failure is not None
+    assert (failure.stream, failure.seq, failure.problem) == ("run-c", 2, "event after seal")
+
+
+def test_every_fault_is_named_in_the_format_documentation():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "ledger-format.md").read_text()
+    table = doc[doc.index("## Faults") : doc.index("## A verifier of your own")]
+    assert [f.value for f in Fault if f"`{f.value}`" not in table] == []
+
+
+def test_a_kind_never_withheld_is_hashed_whole_so_it_has_no_placeholder():
+    import blake3
+
+    data = envelope_bytes(b'"s"', 0, "ab", 7, "grader_decision", (), b'{"verdict":false}', v=2)
+    assert sealed_form(data) == data
+    assert link_hash(data) == blake3.blake3(b"benchledger:event:v2\x00" + data).hexdigest()
+    digest = blake3.blake3(b"benchledger:body:v2\x00" + b'{"verdict":false}').hexdigest()
+    forged = data.replace(b'{"verdict":false}', b'"' + digest.encode() + b'"')
+    assert link_hash(forged) != link_hash(data)

@@ -151,4 +151,4 @@ def test_version_prints_the_package_version_and_the_ledger_format(capsys):
     out = capsys.readouterr().out
     assert exit_.value.code == 0
     assert out.startswith(f"benchledger {version('benchledger')} ")
-    assert "ledger format v1" in out and "benchledger-bundle/1" in out
+    assert "ledger format v2" in out and "benchledger-bundle/1" in out

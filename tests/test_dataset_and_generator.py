@@ -5,6 +5,7 @@ from __future__ import annotations
 import filecmp
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -14,7 +15,7 @@ import protocols
 from cli import main
 from protocols import dataset, generate
 from protocols.grading import normalize
-from refplatform.packs import DEFAULT_PACK_DIR, default_pack
+from refplatform.packs import DEFAULT_PACK_DIR, default_pack, load_pack
 from refplatform.toolkits.sql import SqlEngine
 
 REVENUE_BY_REGION = (
@@ -99,13 +100,61 @@ def _files(root: str) -> list[str]:
 
 
 def test_regenerating_reproduces_the_committed_protocols_and_pack_byte_for_byte(tmp_path):
-    out = tmp_path / "lifecycle"
+    out = tmp_path / "out"
     assert main(["protocols", "generate", "--out", str(out)]) == 0
-    for committed, fresh in ((protocols.LIFECYCLE_DIR, out), (DEFAULT_PACK_DIR, tmp_path / "pack")):
+    for committed, fresh in ((protocols.LIFECYCLE_DIR, out / "lifecycle"),
+                             (DEFAULT_PACK_DIR, out / "pack")):  # fmt: skip
         names = _files(committed)
         assert _files(str(fresh)) == names
         _, mismatch, errors = filecmp.cmpfiles(committed, fresh, names, shallow=False)
         assert not mismatch and not errors, mismatch
+
+
+def test_generate_writes_nothing_outside_out_and_its_output_runs_as_protocols_and_pack(
+    tmp_path, capsys
+):
+    beside = tmp_path / "parent"
+    beside.mkdir()
+    out = beside / "out"
+    assert main(["protocols", "generate", "--out", str(out)]) == 0
+    assert os.listdir(beside) == ["out"] and sorted(os.listdir(out)) == ["lifecycle", "pack"]
+    assert f"--protocols {out / 'lifecycle'} --pack {out / 'pack'}" in capsys.readouterr().out
+    assert main(["protocols", "validate", str(out / "lifecycle")]) == 0
+    assert load_pack(str(out / "pack")).pack_hash == default_pack().pack_hash
+
+
+def test_generate_refuses_a_non_empty_out_without_force_in_one_line_naming_what_is_there(
+    tmp_path, capsys
+):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert main(["protocols", "generate", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not empty (it holds notes.txt)" in err[0] and "--force" in err[0]
+    assert os.listdir(out) == ["notes.txt"]
+
+
+def test_force_makes_the_two_folders_exactly_the_generated_set_and_says_what_it_replaced(
+    tmp_path, capsys
+):
+    data = tmp_path / "data"  # a copy of protocols/data, provenance cases included
+    shutil.copytree(protocols.DATA_DIR, data)
+    assert main(["protocols", "generate", "--out", str(data), "--force"]) == 0
+    assert "changed files: none; removed (not generated): none" in capsys.readouterr().out
+    setup = data / "pack" / "trino" / "setup.sql"
+    setup.write_text("-- edited by hand\n")
+    (data / "lifecycle" / "bl-stale.yaml").write_text("id: bl-stale\n")
+    assert main(["protocols", "generate", "--out", str(data), "--force"]) == 0
+    said = capsys.readouterr().out
+    assert "changed files: pack/trino/setup.sql; " in said
+    assert "removed (not generated): lifecycle/bl-stale.yaml" in said
+    assert setup.read_text() != "-- edited by hand\n"
+    assert not (data / "lifecycle" / "bl-stale.yaml").exists()
+    untouched = filecmp.dircmp(protocols.DATA_DIR, data)
+    assert untouched.left_only == untouched.right_only == [] and untouched.diff_files == []
+    for sub in untouched.subdirs.values():
+        assert sub.left_only == sub.right_only == sub.diff_files == []
 
 
 @pytest.fixture(scope="module")

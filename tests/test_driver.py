@@ -123,7 +123,8 @@ def test_the_run_record_is_written_once_and_read_back_whole(tmp_path, ledger, se
     assert result.status == 0 and result.root
     record = read_record(ledger, "r")
     assert record.suite == "lifecycle" and record.k == 2 and record.concurrency == 3
-    assert record.pool_size == 40 and record.reset_cmd == "echo reset"
+    assert record.pool_size == 40 and record.reset_cmd == ""  # never the command itself
+    assert record.reset_program == "echo" and record.reset_digest
     assert record.platform.kind == "external" and record.platform.url == server.url
     assert [(u.unit_id, u.attempt) for u in record.units] == [
         (pid, j) for j in (1, 2) for pid in sorted(SUBSET)

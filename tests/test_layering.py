@@ -44,6 +44,7 @@ class Import:
     line: int
     target: str  # absolute dotted module name
     statement: str
+    names: tuple[str, ...] = ()  # ``from target import a, b``: a and b (maybe modules too)
 
     @property
     def importer(self) -> str:
@@ -88,7 +89,8 @@ def imports_in(source: str, rel_path: str) -> Iterator[Import]:
                 target = ".".join([*base, node.module] if node.module else base)
             else:
                 target = node.module or ""
-            yield Import(rel_path, node.lineno, target, _statement(node))
+            names = tuple(a.name for a in node.names)
+            yield Import(rel_path, node.lineno, target, _statement(node), names)
 
 
 def _python_files(package: str) -> Iterator[str]:
@@ -183,6 +185,58 @@ def _find_cycle(graph: dict[str, list[str]]) -> list[str] | None:
         if found:
             return found
     return None
+
+
+# Module pairs inside a package that import each other and are not yet untangled; remove a
+# pair once it is fixed. projections.audit imports provenance_audit lazily (the provenance
+# lane audits its own metrics), which imports audit's helpers back. cli.selftest imports
+# cli.main lazily to run the bad-input corpus in-process, and cli's __init__ registers it.
+KNOWN_MODULE_CYCLES: frozenset[frozenset[str]] = frozenset(
+    {
+        frozenset({"projections.audit", "projections.provenance_audit"}),
+        frozenset({"cli", "cli.selftest"}),
+    }
+)
+
+
+def module_imports(package: str) -> dict[str, dict[str, Import]]:
+    """Each module of ``package`` -> the modules of the same package it imports (and where).
+
+    ``from pkg import name`` imports the module ``pkg.name`` when there is one, else a name
+    that ``pkg``'s ``__init__`` defines.
+    """
+    modules = {_module_name(rel)[0]: rel for rel in _python_files(package)}
+    edges: dict[str, dict[str, Import]] = {m: {} for m in modules}
+    for module, rel in modules.items():
+        with open(os.path.join(REPO, rel), encoding="utf-8") as fh:
+            source = fh.read()
+        for imp in imports_in(source, rel):
+            subs = [f"{imp.target}.{n}" for n in imp.names if f"{imp.target}.{n}" in modules]
+            plain = len(subs) < len(imp.names) or not imp.names
+            for target in [*subs, *([imp.target] if plain else [])]:
+                if target in modules and target != module:
+                    edges[module].setdefault(target, imp)
+    return edges
+
+
+@pytest.mark.parametrize("package", sorted(OURS), ids=lambda p: p)
+def test_there_are_no_import_cycles_between_the_modules_of_a_package(package):
+    edges = module_imports(package)
+    graph = {
+        a: sorted(b for b in targets if frozenset({a, b}) not in KNOWN_MODULE_CYCLES)
+        for a, targets in edges.items()
+    }
+    cycle = _find_cycle(graph)
+    if cycle:
+        steps = [str(edges[a][b]) for a, b in pairwise(cycle)]
+        pytest.fail(f"import cycle {' -> '.join(cycle)}:\n  " + "\n  ".join(steps))
+
+
+def test_the_module_cycle_check_sees_a_lazy_from_package_import(tmp_path):
+    source = "def f():\n    from projections import provenance_audit\n"
+    [imp] = imports_in(source, "projections/audit.py")
+    assert (imp.target, imp.names) == ("projections", ("provenance_audit",))
+    assert _find_cycle({"a": ["b"], "b": ["a"]}) == ["a", "b", "a"]
 
 
 def test_every_top_level_package_of_the_repository_has_a_rule():

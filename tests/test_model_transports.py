@@ -14,6 +14,7 @@ import gzip
 import os
 import re
 import shlex
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,12 +24,13 @@ import pytest
 import protocols
 from cli import build_parser, main
 from harness.agents import ModelAgent, ScriptedAgent, from_spec
-from harness.driver import RunDriver
+from harness.driver import Progress, RunDriver
 from harness.errors import InfraError
 from harness.models import AttemptFailure, CanonicalRequest, build_request, request_hash
 from harness.models.anthropic import AnthropicTransport, messages, messages_body
 from harness.models.limiter import RateLimiter, estimate_tokens, used_tokens
 from harness.models.openai import OpenAICompatTransport, chat_body, to_response
+from harness.models.preflight import PROMPT as PREFLIGHT_PROMPT
 from harness.models.retry import RetryPolicy, retry_after
 from harness.record import RunConfig, contradictions
 from harness.settings import Settings
@@ -496,7 +498,8 @@ def test_a_unit_whose_model_keeps_failing_records_infra_errors_and_fails(tmp_pat
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
 def test_401_is_not_retried_and_names_the_status_never_the_key(tmp_path, one, served, provider):
-    srv = start(served, fake(provider, brain_for(one), key="the-right-key"))
+    srv = start(served, fake(provider, brain_for(one)))
+    srv.fail("unauthorized")  # a key revoked after the model preflight passed
     sleeps = Sleeps()
     t = transport(provider, srv.url, sleeps, **({} if provider == "anthropic" else
                                                 {"api_key": OPENAI_KEY}))  # fmt: skip
@@ -792,3 +795,127 @@ def test_the_readme_model_runs_parse_and_name_usable_agents():
         args = build_parser().parse_args(words[1:])
         agent = from_spec(args.agent.replace("MODEL", "m"), settings=conf, rpm=args.rpm or 0)
         assert isinstance(agent, ModelAgent)
+
+
+# -- the model preflight ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port bound by no listener: connecting to it is refused."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+def preflight_args(provider: str, url: str, path: str, ledger: str, model: str = MODEL) -> list:
+    """``run`` with the model at ``url``: the Anthropic base URL, or the OpenAI server URL."""
+    agent = ["--agent", f"anthropic:{model}", "--base-url", url] if provider == "anthropic" else [
+        "--agent", f"openai:{model}@{url}"]  # fmt: skip
+    return ["run", "--protocols", path, "--ledger", ledger, "--run-id", "pf", *agent]
+
+
+UNSERVABLE = ["unauthorized", "forbidden", "unknown-model", "wrong-path", "unreachable"]
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+@pytest.mark.parametrize("case", UNSERVABLE)
+def test_a_model_endpoint_that_cannot_serve_the_run_is_one_line_exit_2_and_no_run(
+    tmp_path, one, served, monkeypatch, capsys, closed_port, provider, case
+):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    key = "the-right-key" if case == "unauthorized" else ""
+    models = (f"{MODEL}-other",) if case == "unknown-model" else ()
+    srv = start(served, fake(provider, brain_for(one), key=key, models=models))
+    if case == "forbidden":
+        srv.fail(*[Fault("forbidden", preflight=True)] * 2)  # one per run below
+    url = {"wrong-path": f"{srv.url}/nowhere", "unreachable": f"http://127.0.0.1:{closed_port}"}
+    base = url.get(case, srv.url) + ("/v1" if provider == "openai" else "")
+    says = {"unauthorized": "HTTP 401", "forbidden": "HTTP 403", "unknown-model":
+            f"the server has no model '{MODEL}'", "wrong-path": "HTTP 404",
+            "unreachable": "is the server running?"}[case]  # fmt: skip
+    key_var = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
+    existing = tmp_path / "existing.sqlite"
+    open_store(str(existing)).close()
+    for ledger in (tmp_path / "fresh.sqlite", existing):
+        assert main(preflight_args(provider, base, one, str(ledger))) == 2
+        out = capsys.readouterr()
+        err = out.err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("benchledger: error: model preflight failed")
+        assert says in err[0] and "nothing was written" in err[0], err[0]
+        if case in ("unauthorized", "forbidden"):
+            assert f"check {key_var}" in err[0]
+        if case == "wrong-path":
+            assert "no such endpoint" in err[0]
+        assert KEY not in out.out + out.err and OPENAI_KEY not in out.out + out.err
+    assert not (tmp_path / "fresh.sqlite").exists()  # the file the command made is gone
+    store = open_store(str(existing))
+    try:
+        assert store.run_ids() == []
+    finally:
+        store.close()
+    assert srv.seen == []  # no unit's request was ever sent
+
+
+@pytest.mark.parametrize(
+    ("provider", "fault"),
+    [("anthropic", None), ("openai", None), ("anthropic", "overloaded"),
+     ("openai", "rate_limited")],
+    ids=["anthropic-healthy", "openai-healthy", "anthropic-529", "openai-429"],
+)  # fmt: skip
+def test_a_healthy_or_transiently_failing_endpoint_gets_one_preflight_recorded_nowhere(
+    tmp_path, one, served, monkeypatch, capsys, provider, fault
+):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    srv = start(served, fake(provider, brain_for(one)))
+    if fault:
+        srv.fail(Fault(fault, preflight=True))
+    base = srv.url + ("/v1" if provider == "openai" else "")
+    ledger = str(tmp_path / "l.sqlite")
+    assert main(preflight_args(provider, base, one, ledger)) == 0
+    (sent,) = srv.preflights
+    assert sent.body["max_tokens"] == 1 and PREFLIGHT_PROMPT in sent.raw.decode()
+    assert srv.seen and not srv.faults  # the run went on, and its own calls were answered
+    calls = [e for e in ledger_events(ledger, "pf") if isinstance(e, ModelCall)]
+    assert calls and all(PREFLIGHT_PROMPT not in str(c.body.request) for c in calls)
+    assert len(calls) == len(srv.seen)
+
+
+class Stopped(Exception):
+    """Raised by the progress callback: the run stops right after its header is written."""
+
+
+def stop_after_the_header(total: int) -> None:
+    raise Stopped
+
+
+def test_a_resume_against_an_endpoint_that_refuses_the_key_now_is_refused_and_writes_nothing(
+    tmp_path, one, served, monkeypatch, capsys
+):
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    srv = start(served, fake("openai", brain_for(one)))
+    path = str(tmp_path / "l.sqlite")
+    cfg = RunConfig(protocols_path=one, run_id="rs", agent=f"openai:{MODEL}@{srv.url}/v1")
+    ledger = Ledger(open_store(path))
+    with pytest.raises(Stopped):
+        asyncio.run(RunDriver(ledger, cfg, Progress(started=stop_after_the_header)).execute())
+    ledger.store.close()
+    before = link_hashes(path, "rs")
+    srv.fail(Fault("forbidden", preflight=True))  # the key lost its access since
+    assert main(["run", "--resume", "rs", "--ledger", path]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "model preflight failed" in line and "HTTP 403" in line and OPENAI_KEY not in line
+    assert link_hashes(path, "rs") == before and srv.seen == []
+
+
+def link_hashes(path: str, run_id: str) -> list[str]:
+    store = open_store(path)
+    try:
+        return [h for _, h in Ledger(store).events(run_id)]
+    finally:
+        store.close()

@@ -417,8 +417,63 @@ def test_a_passes_txt_line_naming_no_pass_is_refused_naming_the_line(tmp_path, c
 def test_fewer_transcript_folders_than_passes_are_refused(tmp_path):
     path, dirs = k5_paths()
     ledger = Ledger(open_store(str(tmp_path / "l.sqlite")))
-    with pytest.raises(UnusableInput, match="attempt 5 but 2 transcript folders"):
+    with pytest.raises(UnusableInput, match="have 5 passes but 2 transcript folders"):
         import_peer(ledger, path, transcripts=dirs[:2])
+
+
+@pytest.mark.parametrize(
+    ("pick", "message"),
+    [
+        (lambda d: d[:1], "the results have 5 passes but 1 transcript folder was given"),
+        (lambda d: d[1:], "the results have 5 passes but 4 transcript folders were given"),
+        (lambda d: d + d[:1], "the results have 5 passes but 6 transcript folders were given"),
+        (lambda d: d[:4] + d[:1], "are both named for pass 1"),
+    ],
+    ids=["one-folder", "four-folders", "six-folders", "pass-1-twice"],
+)
+def test_import_peer_refuses_transcript_folders_that_do_not_match_the_passes_one_to_one(
+    tmp_path, capsys, pick, message
+):
+    path, dirs = k5_paths()
+    ledger = str(tmp_path / "l.sqlite")
+    argv = ["import-peer", "mcp-data-platform", path, "--ledger", ledger]
+    for folder in pick(dirs):
+        argv += ["--transcripts", folder]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and path in err[0] and message in err[0], err
+    assert not os.path.exists(ledger)  # nothing written, not even an empty ledger
+
+
+@pytest.mark.parametrize("order", [(1, 2, 3, 4, 5), (4, 1, 5, 3, 2)], ids=["in-order", "shuffled"])
+def test_the_peers_pass_folders_match_their_passes_through_passes_txt_in_any_order(
+    imported, tmp_path, order
+):
+    path, dirs = k5_paths()
+    ledger = Ledger(open_store(str(tmp_path / "l.sqlite")))
+    given = [dirs[n - 1] for n in order]
+    assert import_peer(ledger, path, transcripts=given)[1] == imported[3]  # same evidence
+
+
+def test_transcript_folders_named_for_their_pass_are_matched_by_name_in_any_order(
+    imported, tmp_path, capsys
+):
+    path, dirs = k5_paths()
+    results = tmp_path / "lifecycle-a3-k5.json"  # no passes.txt here: only the names tell
+    results.symlink_to(path)
+    names = ["pass-1", "pass2", "k5_pass_3", "PASS4", os.path.join("pass-5", "run.transcripts")]
+    links = []
+    for name, target in zip(names, dirs, strict=True):
+        link = tmp_path / "folders" / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target, target_is_directory=True)
+        links.append(str(link))
+    ledger = str(tmp_path / "l.sqlite")
+    argv = ["import-peer", "mcp-data-platform", str(results), "--ledger", ledger]
+    for n in (5, 3, 1, 4, 2):
+        argv += ["--transcripts", links[n - 1]]
+    assert main(argv) == 0
+    assert f"root {imported[3]}" in capsys.readouterr().out  # each pass got its own transcripts
 
 
 def test_the_k5_reports_intervals_are_clustered_by_protocol(imported, capsys):

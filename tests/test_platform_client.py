@@ -14,8 +14,9 @@ from starlette.routing import Route
 from cli import main
 from harness.errors import InfraError
 from harness.platforms.mcp_data_platform import McpDataPlatform, translate
-from refplatform.platform import VERSION
-from refplatform.server import LoopbackServer, RunningPlatform
+from refplatform.auth import Keyring
+from refplatform.platform import VERSION, Platform
+from refplatform.server import LoopbackServer, RunningPlatform, build_app
 from tests.platform_helpers import ORDERS
 
 
@@ -65,6 +66,67 @@ def test_sessions_inject_the_handle_hide_it_and_report_every_call():
     assert key not in json.dumps([c[:4] for c in rec.calls])
     blocks = rec.calls[3][5]  # a tool result is observed as its content blocks
     assert blocks and blocks[0]["type"] == "text" and json.loads(blocks[0]["text"]) == res.data
+
+
+class McpRequests:
+    """ASGI middleware: each request to ``/mcp`` as [HTTP method, JSON-RPC method], and the
+    client port (the connection) it came over."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.seen: list[list] = []
+        self.ports: list[int] = []
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["path"] != "/mcp":
+            return await self.app(scope, receive, send)
+        entry = [scope["method"], None]
+        self.seen.append(entry)
+        self.ports.append(scope["client"][1])
+        body = b""
+
+        async def tap():
+            nonlocal body
+            message = await receive()
+            body += message.get("body", b"")
+            if body and not message.get("more_body"):
+                entry[1] = json.loads(body).get("method")
+            return message
+
+        return await self.app(scope, tap, send)
+
+
+def test_a_session_makes_only_the_requests_its_calls_need_over_one_connection():
+    # No standalone GET stream (the harness takes no server-initiated messages), no
+    # tools/list the SDK would send to learn platform_info's output schema, and no second
+    # connection because the 202 to notifications/initialized was left unread.
+    platform = Platform()
+    keyring = Keyring("admin-key", "pool", 2)
+    counted = McpRequests(build_app(platform, keyring))
+    server = LoopbackServer(counted)
+    server.start()
+    try:
+        client = McpDataPlatform(server.url, admin_key="admin-key", pool_base="pool", pool_size=2)
+
+        async def go():
+            async with client.session(1) as s:
+                await s.list_tools()
+                await s.call_tool("search", {"intent": "revenue"})
+            async with client.session(None) as admin:
+                await admin.call_tool("datahub_get_entity", {"urn": ORDERS})
+            await client.aclose()
+
+        asyncio.run(go())
+    finally:
+        server.stop()
+        platform.close()
+    opening = [["POST", "initialize"], ["POST", "notifications/initialized"],
+               ["POST", "tools/call"]]  # fmt: skip
+    assert counted.seen == [
+        *opening, ["POST", "tools/list"], ["POST", "tools/call"], ["DELETE", None],
+        *opening, ["POST", "tools/call"], ["DELETE", None],
+    ]  # fmt: skip
+    assert len(set(counted.ports[:6])) == len(set(counted.ports[6:])) == 1
 
 
 def test_an_unknown_key_is_refused_and_not_retryable():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,7 @@ from ledger.events import (
     EpisodeFinishedBody,
     EpisodeStartedBody,
     ReadBackBody,
+    SessionCall,
     SessionCallBody,
 )
 from projections import lifecycle as lc
@@ -403,6 +405,25 @@ def test_audit_traces_a_lane_metric_to_its_events(lane, capsys, metric):
     out = capsys.readouterr().out
     assert f"{metric} = 100.0%" in out and "10 contributing units" in out
     assert "episode_finished" in out
+
+
+def test_a_lane_audit_shows_each_search_result_as_recorded_and_whole_with_full(lane, capsys):
+    argv = ["audit", "p1", "source_validity", "--ledger", lane["ledger"]]
+    capsys.readouterr()
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    with open_store(lane["ledger"]) as store:
+        searches = [
+            (e.body.text(), link)
+            for e, link in Ledger(store).events("p1")
+            if isinstance(e, SessionCall) and e.body.tool == "search"
+        ]
+    recorded, link = next((text, link) for text, link in searches if link[:12] in out)
+    line = next(x for x in out.splitlines() if link[:12] in x)
+    assert "-> null" not in out and re.search(r" -> .+… \(\+\d+ chars\)$", line)
+    assert " ".join(recorded.split())[:60] in line
+    assert main([*argv, "--full"]) == 0
+    assert "-> " + recorded.replace("\n", "\n        ") in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("command", [["compare", "p1", "p1"], ["gate", "p1", "--baseline", "p1"]],

@@ -1,8 +1,12 @@
 """Redacted bundles: withheld events show as withheld, with their digests, never as absent.
 
-A redacted bundle verifies against the full run's root and signature, its report marks
-what is withheld instead of counting it as zero, ``audit`` names the decisions that rest
-on withheld evidence, and ``verify --reveal FULL`` proves every placeholder matches.
+A redacted bundle verifies against the full run's root and signature; in event format 2
+every placeholder's stream, seq, kind, time, prev and refs are proven by its link, only
+its body is hidden. Its report marks what is withheld instead of counting it as zero,
+``audit`` names the decisions that rest on withheld evidence, decisions themselves are
+never withheld, and ``verify --reveal FULL`` proves every placeholder matches. Format-1
+runs still verify, with their placeholders' envelopes called UNBOUND. (Forgeries by a
+third party: tests/test_attacks.py.)
 """
 
 from __future__ import annotations
@@ -15,11 +19,22 @@ import pytest
 
 from cli import main
 from ledger import Ledger, open_store
-from ledger.bundle import export_run, verify_bundle
+from ledger.bundle import export_redacted, export_run, verify_bundle, verify_redacted
+from ledger.events import (
+    NEVER_WITHHELD,
+    WITHHOLDABLE,
+    EpisodeFinishedBody,
+    GraderDecisionBody,
+    ReadBackBody,
+    RunStartedBody,
+    UnitFinishedBody,
+    UnitStartedBody,
+)
 from ledger.keys import load_private_key, write_key_pair
-from ledger.redaction import Selection, export_redacted, read_placeholder, verify_redacted
+from ledger.redaction import Selection, read_placeholder
 from ledger.signing import Signer
-from tests.sample import PASSING, build_run, counter_clock, lifecycle_run
+from projections.lifecycle import OUTCOME_KINDS
+from tests.sample import PASSING, build_run, counter_clock
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -34,20 +49,30 @@ def one_line_exit_2(code: int, err: str, needle: str) -> None:
     assert needle in lines[0], (needle, lines[0])
 
 
-@pytest.fixture
-def signed(tmp_path) -> dict[str, str]:
-    """A signed run with model calls (tests.sample.build_run), its full bundle and keys."""
+def _signed(tmp_path: Path, fmt: int) -> dict[str, str]:
     (tmp_path / "k").mkdir()
     key, pub, _ = write_key_pair(str(tmp_path / "k"))
     db = str(tmp_path / "l.sqlite")
     store = open_store(db)
     signer = Signer(load_private_key(key), "benchledger test")
-    ledger = Ledger(store, clock=counter_clock(), signer=signer)
+    ledger = Ledger(store, clock=counter_clock(), signer=signer, event_format=fmt)
     root = build_run(ledger, "r1", units=4)
     full = str(tmp_path / "full.jsonl")
     export_run(ledger, "r1", full)
     store.close()
     return {"db": db, "root": root, "full": full, "pub": pub, "dir": str(tmp_path)}
+
+
+@pytest.fixture
+def signed(tmp_path) -> dict[str, str]:
+    """A signed run with model calls (tests.sample.build_run), its full bundle and keys."""
+    return _signed(tmp_path, 2)
+
+
+@pytest.fixture
+def signed_v1(tmp_path) -> dict[str, str]:
+    """The same, recorded in event format 1 (before placeholders proved their envelope)."""
+    return _signed(tmp_path, 1)
 
 
 def redact(signed: dict[str, str], name: str, *options: str) -> str:
@@ -70,7 +95,8 @@ def test_every_model_call_withheld_still_verifies_against_the_root_and_the_signa
     lines = Path(red).read_text().splitlines()
     placeholders = [x for x in lines[1:] if read_placeholder(x.encode())]
     assert len(placeholders) == model_calls(signed["full"]) > 0
-    assert all('"body"' not in x and '"kind":"model_call"' in x for x in placeholders)
+    assert all('"kind":"model_call"' in x for x in placeholders)
+    assert all(re.fullmatch("[0-9a-f]{64}", json.loads(x)["body"]) for x in placeholders)
     code, out, _ = cli(capsys, "verify", red, "--root", signed["root"], "--pubkey", signed["pub"])
     assert code == 0, out
     assert f"root {signed['root']}" in out and "authenticated:" in out
@@ -101,23 +127,69 @@ def _edit_placeholder(path: str, which: int, field: str, value: object) -> str:
 
 
 @pytest.mark.parametrize(
-    ("options", "which"),
-    [(("--withhold", "model_call"), 0), (("--withhold", "unit_finished"), -1)],
-    ids=["mid-stream", "stream-head"],
+    ("kinds", "which"),
+    [("model_call", 0), ("model_call,session_call", 0)],
+    ids=["followed-by-an-event", "followed-by-a-placeholder"],
 )
-def test_a_placeholder_whose_hash_was_edited_fails_verify(signed, capsys, options, which):
-    red = redact(signed, "red.jsonl", *options)
-    bad = _edit_placeholder(red, which, "hash", "0" * 64)
+def test_a_placeholder_whose_body_digest_was_edited_fails_verify(signed, capsys, kinds, which):
+    red = redact(signed, "red.jsonl", "--withhold", kinds)
+    bad = _edit_placeholder(red, which, "body", "0" * 64)
     code, out, _ = cli(capsys, "verify", bad)
-    assert code == 1 and "placeholder mismatch" in out
+    assert code == 1 and "link hash mismatch" in out and "withheld event" in out
 
 
-def test_a_placeholder_that_lies_about_its_kind_is_caught_by_reveal(signed, capsys):
-    red = redact(signed, "red.jsonl", "--withhold", "model_call")
+@pytest.mark.parametrize(
+    ("field", "value"), [("kind", "read_back"), ("at", 5), ("refs", [])], ids=str
+)
+def test_a_placeholder_that_lies_about_its_envelope_fails_verify(signed, capsys, field, value):
+    red = redact(signed, "red.jsonl", "--withhold", "model_call,read_back")
+    bad = _edit_placeholder(red, 0, field, value)
+    code, out, _ = cli(capsys, "verify", bad, "--pubkey", signed["pub"])
+    assert code == 1 and "link hash mismatch" in out, out
+
+
+# -- event format 1: still verifiable, its placeholders unbound -------------------------------
+
+
+def test_a_format_1_redacted_bundle_verifies_but_says_its_placeholders_are_unbound(
+    signed_v1, capsys
+):
+    red = redact(signed_v1, "red.jsonl", "--withhold", "model_call")
+    assert '"withheld":true' in Path(red).read_text()  # the format-1 placeholder
+    code, out, _ = cli(capsys, "verify", red)
+    assert code == 0 and "UNBOUND: 8 withheld events are event format 1" in out, out
+    code, out, _ = cli(capsys, "verify", red, "--pubkey", signed_v1["pub"])
+    assert code == 1 and "not authenticated" in out
+    assert not any(x.startswith("authenticated:") for x in out.splitlines())
+    code, out, _ = cli(capsys, "verify", red, "--pubkey", signed_v1["pub"], "--reveal",
+                       signed_v1["full"])  # fmt: skip
+    assert code == 0 and "revealed: all 8" in out and "authenticated:" in out
+
+
+def test_a_format_1_placeholder_that_lies_about_its_kind_is_caught_only_by_reveal(
+    signed_v1, capsys
+):
+    red = redact(signed_v1, "red.jsonl", "--withhold", "model_call,session_call")
     bad = _edit_placeholder(red, 0, "kind", "session_call")
-    assert cli(capsys, "verify", bad)[0] == 0  # a kind is a claim the root cannot check...
-    code, out, _ = cli(capsys, "verify", bad, "--reveal", signed["full"])
+    code, out, _ = cli(capsys, "verify", bad)
+    assert code == 0 and "UNBOUND" in out  # format 1: a kind is a claim no hash checks...
+    code, out, _ = cli(capsys, "verify", bad, "--reveal", signed_v1["full"])
     assert code == 1 and "does not match its placeholder" in out  # ...the full run can
+
+
+def test_a_format_1_run_resumed_or_sealed_stays_in_format_1(tmp_path):
+    store = open_store(str(tmp_path / "l.sqlite"))
+    build_run(Ledger(store, clock=counter_clock(), event_format=1), "old", seal=False)
+    later = Ledger(store, clock=counter_clock(1_790_000_000_000_000_000))  # new code, format 2
+    w = later.new_stream("old/p99/0")
+    w.append(UnitStartedBody(protocol_id="p99", attempt=0))
+    w.append(UnitFinishedBody())
+    later.commit(w)
+    later.seal("old")
+    failure, summary = later.verify("old", require_seal=True)
+    assert failure is None and summary.format == 1
+    assert all(b'"v":' not in row[3] for row in store.scan("old"))
+    store.close()
 
 
 def test_reveal_refuses_a_full_bundle_of_another_run(signed, tmp_path, capsys):
@@ -141,18 +213,33 @@ def test_a_redacted_bundle_is_never_imported(signed, tmp_path, capsys):
 # -- reports and audit: withheld, never zero ---------------------------------------------------
 
 
+def _lifecycle_run(ledger: Ledger, run_id: str, outcomes: dict[str, dict[str, bool]]) -> str:
+    """A sealed lifecycle run: per unit a read-back (evidence), the episode summary that
+    cites it, and the grader decisions that cite the summary."""
+    ledger.start_run(run_id, RunStartedBody(suite="lifecycle", protocol_set_hash="s", k=1))
+    for pid, checks in sorted(outcomes.items()):
+        w = ledger.new_stream(f"{run_id}/{pid}/1")
+        w.append(UnitStartedBody(protocol_id=pid, attempt=1))
+        rb = w.append(ReadBackBody(stage="capture", method="GET", path="/i", body={"n": 1}))
+        fin = w.append(EpisodeFinishedBody(episode="recall", final_answer="1"), refs=[rb])
+        for check, verdict in checks.items():
+            w.append(
+                GraderDecisionBody(stage=check.split("_")[0], check=check, verdict=verdict),
+                refs=[fin],
+            )
+        w.append(UnitFinishedBody(outcome=dict(checks)))
+        ledger.commit(w)
+    return ledger.seal(run_id)
+
+
 @pytest.fixture
 def lifecycle(tmp_path) -> dict[str, str]:
-    """Three passing units (p2 fails capture) in a sealed run."""
+    """Three units (p2 fails capture) in a sealed run, each with one read-back."""
     db = str(tmp_path / "lc.sqlite")
     store = open_store(db)
     ledger = Ledger(store, clock=counter_clock())
-    outcomes = {
-        ("p1", 1): dict(PASSING),
-        ("p2", 1): dict(PASSING, captured=False),
-        ("p3", 1): dict(PASSING),
-    }
-    root = lifecycle_run(ledger, "lc", outcomes)
+    outcomes = {"p1": dict(PASSING), "p2": dict(PASSING, captured=False), "p3": dict(PASSING)}
+    root = _lifecycle_run(ledger, "lc", outcomes)
     store.close()
     return {"db": db, "root": root, "dir": str(tmp_path)}
 
@@ -164,30 +251,25 @@ def _export(lc: dict[str, str], name: str, *options: str) -> str:
 
 
 def test_a_report_marks_withheld_evidence_and_keeps_the_decisions(lifecycle, capsys):
-    red = _export(lifecycle, "ev.jsonl", "--withhold", "episode_finished")
+    red = _export(lifecycle, "ev.jsonl", "--withhold", "read_back")
     capsys.readouterr()
     code, out, _ = cli(capsys, "report", red)
     assert code == 0
     row = next(x for x in out.splitlines() if x.startswith("withheld"))
-    assert "3 events withheld (3 episode_finished)" in row
+    assert "3 events withheld (3 read_back)" in row
     assert "evidence of 3 units withheld, decisions shown" in row
     assert re.search(r"^capture_rate\s+2/3 ", out, re.M)  # the decisions still count
 
 
-def test_withheld_decisions_leave_a_unit_out_of_every_rate_and_say_so(lifecycle, capsys):
-    red = _export(lifecycle, "dec.jsonl", "--withhold-stream", "p2/*")
+def test_withholding_a_stream_withholds_its_evidence_and_never_its_decisions(lifecycle, capsys):
+    red = _export(lifecycle, "p2.jsonl", "--withhold-stream", "p2/*")
     capsys.readouterr()
+    withheld = [read_placeholder(x.encode()) for x in Path(red).read_text().splitlines()[1:]]
+    assert [(p.stream, p.kind) for p in withheld if p] == [("lc/p2/1", "read_back")]
     code, out, _ = cli(capsys, "report", red, "--format", "json")
     assert code == 0
-    report = json.loads(out)
-    assert report["withheld"]["units"] == ["lc/p2/1"]
-    cap = report["metrics"]["capture_rate"]
-    assert (cap["num"], cap["den"]) == (2, 2)  # p2's failed capture is withheld, not a 0
-    assert all(u["stream"] != "lc/p2/1" for us in report["protocols"].values() for u in us)
-    text = cli(capsys, "report", red)[1]
-    assert "decisions of 1 unit withheld: in no rate, never counted as 0" in text
-    assert "excludes 1 unit withheld" in text
-    assert "0 incomplete" in text  # withheld is not incomplete
+    cap = json.loads(out)["metrics"]["capture_rate"]
+    assert (cap["num"], cap["den"]) == (2, 3)  # p2's failed capture still counts as a 0
 
 
 def test_the_full_runs_report_has_no_withheld_row(lifecycle, capsys):
@@ -199,21 +281,18 @@ def test_the_full_runs_report_has_no_withheld_row(lifecycle, capsys):
 
 
 def test_audit_lists_the_decisions_that_rest_on_withheld_evidence(lifecycle, capsys):
-    red = _export(lifecycle, "ev.jsonl", "--withhold", "episode_finished")
+    red = _export(lifecycle, "ev.jsonl", "--withhold", "read_back")
     capsys.readouterr()
     code, out, _ = cli(capsys, "audit", red, "capture_rate")
     assert code == 0
     assert "3 of 3 decisions rest on withheld evidence" in out
     assert out.count("rests on withheld evidence") == 3
-    assert re.search(r"evidence seq 1 episode_finished [0-9a-f]{12}  WITHHELD", out)
+    assert re.search(r"evidence seq 1 read_back [0-9a-f]{12}  WITHHELD", out)
 
 
-def test_the_gate_refuses_a_bundle_that_withholds_decisions(lifecycle, capsys):
-    red = _export(lifecycle, "dec.jsonl", "--withhold", "grader_decision")
-    full = _export(lifecycle, "full.jsonl")
-    capsys.readouterr()
-    code, _, err = cli(capsys, "gate", red, "--baseline", full)
-    one_line_exit_2(code, err, "withholds the decisions of 3 units")
+def test_every_kind_a_metric_is_decided_from_is_never_withheld():
+    assert OUTCOME_KINDS | {"run_started", "run_sealed"} <= NEVER_WITHHELD
+    assert set(WITHHOLDABLE) == {"session_call", "model_call", "read_back"}
 
 
 # -- refused exports: one line, exit 2, nothing written -----------------------------------------
@@ -224,9 +303,11 @@ def test_the_gate_refuses_a_bundle_that_withholds_decisions(lifecycle, capsys):
     [
         (("--withhold", "no_such_kind"), "no event kind 'no_such_kind'"),
         (("--withhold", "run_sealed"), "run_sealed is never withheld"),
+        (("--withhold", "grader_decision"), "grader_decision is never withheld"),
+        (("--withhold", "model_call,unit_finished"), "unit_finished is never withheld"),
         (("--withhold-stream", "nowhere/*"), "matches no stream"),
     ],
-    ids=["unknown-kind", "the-seal", "glob-matches-nothing"],
+    ids=["unknown-kind", "the-seal", "a-decision", "a-unit-end", "glob-matches-nothing"],
 )
 def test_a_bad_withhold_option_is_one_line_exit_2_and_writes_nothing(
     lifecycle, capsys, options, needle
@@ -269,10 +350,10 @@ def test_verify_bundle_checks_a_redacted_bundle_through_its_placeholders(signed)
 
 @pytest.mark.parametrize(
     ("kinds", "streams"),
-    [(frozenset(), ()), (frozenset({"run_sealed"}), ())],
-    ids=["nothing", "the-seal"],
+    [(frozenset(), ()), (frozenset({"run_sealed"}), ()), (frozenset({"run_started"}), ())],
+    ids=["nothing", "the-seal", "the-header"],
 )
-def test_a_selection_refuses_to_withhold_nothing_or_the_seal(kinds, streams):
+def test_a_selection_refuses_to_withhold_nothing_the_seal_or_the_header(kinds, streams):
     with pytest.raises(ValueError):
         Selection(kinds, streams)
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shlex
 import signal
+import socket
 import subprocess
 import sys
 
@@ -13,7 +16,13 @@ import pytest
 
 import cli
 import cli.platform
+import protocols
 import refplatform.__main__ as refplatform_main
+from harness.driver import pool_needed
+from harness.record import read_record
+from harness.suites import suite_for
+from ledger import Ledger, open_store
+from refplatform.server import RunningPlatform
 from tests.conftest import peer_dir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -229,3 +238,78 @@ def test_benchledger_platform_serve_refuses_bad_options_with_one_line(argv, mess
     assert cli.main(["platform", "serve", "--port", "0", *argv]) == 2
     err = capsys.readouterr().err.strip().split("\n")
     assert len(err) == 1 and message in err[0]
+
+
+# -- serve and run fit ---------------------------------------------------------------------
+
+
+def _banner(proc: subprocess.Popen[str]) -> list[str]:
+    """The lines serve prints before it serves, up to its last, ``Ctrl-C stops it.``."""
+    lines: list[str] = []
+    while not lines or lines[-1] != "Ctrl-C stops it.":
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        assert line, f"serve ended: {lines} {proc.stderr.read()}"  # type: ignore[union-attr]
+        lines.append(line.rstrip("\n"))
+    return lines
+
+
+def _committed_subset(tmp_path, n: int = 2) -> str:
+    folder = tmp_path / "protocols"
+    folder.mkdir()
+    for name in sorted(os.listdir(protocols.LIFECYCLE_DIR))[:n]:
+        with open(os.path.join(protocols.LIFECYCLE_DIR, name), encoding="utf-8") as fh:
+            (folder / name).write_text(fh.read())
+    return str(folder)
+
+
+def test_the_run_line_serve_prints_runs_against_it_and_the_run_verifies(tmp_path):
+    serve = [sys.executable, "-m", "cli", "platform", "serve", "--port", "0"]
+    proc = subprocess.Popen(
+        serve, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
+    )
+    try:
+        lines = _banner(proc)
+        runs = [ln.strip() for ln in lines if ln.strip().startswith("benchledger run ")]
+        assert len(runs) == 1, lines
+        words = shlex.split(runs[0])
+        ledger = str(tmp_path / "l.sqlite")
+        argv = [sys.executable, "-m", "cli", *words[1:], "--protocols", _committed_subset(tmp_path),
+                "--ledger", ledger]  # fmt: skip
+        run = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=600)
+        assert run.returncode == 0, run.stdout + run.stderr
+    finally:
+        _stop(proc)
+    sealed = re.search(r"^run (\S+) sealed, root ([0-9a-f]{64})", run.stdout, re.M)
+    assert sealed, run.stdout
+    assert cli.main(["verify", sealed.group(1), "--root", sealed.group(2), "--ledger", ledger]) == 0
+
+
+def test_serve_by_default_holds_the_identities_a_run_of_the_committed_suite_needs():
+    suite = suite_for("lifecycle")
+    items = suite.load(suite.default_path()).items
+    needed, margin = pool_needed(len(items), suite.identities_per_unit)
+    assert cli.build_parser().parse_args(["platform", "serve"]).pool >= needed + margin
+    assert refplatform_main.build_parser().parse_args(["serve"]).pool >= needed + margin
+
+
+def test_a_run_given_the_mcp_endpoint_reaches_the_platform_and_records_its_base_url(tmp_path):
+    ledger = str(tmp_path / "l.sqlite")
+    with RunningPlatform(pool_size=8) as running:
+        argv = ["run", "--run-id", "mcp", "--platform", running.mcp_url, "--admin-key",
+                running.admin_key, "--pool-base", running.pool_base, "--pool-size", "8",
+                "--protocols", _committed_subset(tmp_path, 1), "--ledger", ledger]  # fmt: skip
+        assert cli.main(argv) == 0
+        with contextlib.closing(open_store(ledger)) as store:
+            assert read_record(Ledger(store), "mcp").platform.url == running.url
+
+
+def test_serve_on_a_busy_port_exits_2_with_one_line_and_prints_no_url():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        serve = [sys.executable, "-m", "cli", "platform", "serve", "--port", str(port)]
+        done = subprocess.run(serve, capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    err = done.stderr.strip().splitlines()
+    assert len(err) == 1 and f"{port}: Address already in use" in err[0], done.stderr

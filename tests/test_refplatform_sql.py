@@ -24,10 +24,11 @@ import duckdb
 import pytest
 
 from refplatform.errors import PackError, ToolError
-from refplatform.packs import load_pack
+from refplatform.packs import DEFAULT_PACK_DIR, default_pack, load_pack
 from refplatform.toolkits.sql import (
     READ_ONLY,
     SqlEngine,
+    _loaded,
     browse_text,
     describe_text,
     go_float,
@@ -522,3 +523,17 @@ def test_even_the_packs_own_sql_cannot_read_files(seed_copy):
     _append(seed_copy, "\nCREATE TABLE memory.bench.p AS SELECT * FROM read_csv('/etc/passwd');\n")
     with pytest.raises(PackError, match=r"^trino/setup\.sql:\d+: .*disabled"):
         SqlEngine(load_pack(seed_copy))
+
+
+def test_engines_over_one_pack_share_its_tables_loaded_once():
+    # Loading a pack's INSERTs is the dearest part of starting a platform, and a run starts
+    # one for its preflight and one per pass (or per unit), all over the same pack.
+    first = SqlEngine(default_pack())
+    second = SqlEngine(load_pack(DEFAULT_PACK_DIR))  # another Pack object, the same SQL
+    try:
+        assert _loaded(first.pack) is _loaded(second.pack)
+        first.close()  # closes its own connection only: the other engine answers on
+        got = second.query("SELECT count(*) AS n FROM memory.bench.customers")
+        assert got["rows"][0]["n"] > 0
+    finally:
+        second.close()

@@ -57,7 +57,7 @@ def good_ledger(tmp_path) -> str:
     path = str(tmp_path / "ledger.sqlite")
     with open_store(path) as store:
         for name in ("good.jsonl", "open.jsonl"):
-            import_bundle(Ledger(store), bundle(name))
+            import_bundle(Ledger(store), bundle(name), allow_unsealed=True)
     return path
 
 
@@ -161,6 +161,7 @@ def test_an_event_this_version_cannot_decode_stops_the_read_naming_it(tmp_path):
         "unit_started",
         (),
         b'{"attempt":1,"protocol_id":"p1"}',
+        v=ledger.new_format,  # the run's event format
     )
     # A well-linked event whose body does not fit its kind's schema.
     second = envelope_bytes(
@@ -171,6 +172,7 @@ def test_an_event_this_version_cannot_decode_stops_the_read_naming_it(tmp_path):
         "unit_finished",
         (),
         b'{"outcome":"everything passed"}',
+        v=ledger.new_format,
     )
     ledger.store.append(
         [Record(stream, 0, "unit_started", first), Record(stream, 1, "unit_finished", second)]
@@ -427,7 +429,10 @@ def test_resume_restores_the_recorded_concurrency_and_resets_before_going_on(tmp
     )
     _interrupt_after(ledger, cfg, 1)  # in pass 1: no reset has run yet
     assert not log.exists()
-    resume = _external("", platform.url, resume="c")  # concurrency defaults to 4, not given
+    # Concurrency defaults to 4, not given; the reset command is given again (only its
+    # digest is recorded).
+    resume = _external("", platform.url, resume="c", reset_cmd=reset,
+                       given=frozenset({"reset_cmd"}))  # fmt: skip
     driver = RunDriver(ledger, resume)
     result = asyncio.run(driver.execute())
     assert result.root and driver.cfg.concurrency == 1
@@ -483,7 +488,8 @@ def test_a_failing_reset_stops_the_run_in_one_line_that_says_how_to_resume(
     assert code == 1 and len(err) == 1
     assert "run rf stopped: --reset-cmd exited 3" in err[0]
     assert f"benchledger run --resume rf --ledger {ledger}" in err[0]
-    assert main(["verify", "rf", "--ledger", ledger]) == 0
+    # Stopped, so unsealed on purpose: its chain verifies once a partial run is allowed.
+    assert main(["verify", "rf", "--ledger", ledger, "--allow-unsealed"]) == 0
 
 
 # -- the kill sweep and load (slow) --------------------------------------------------------

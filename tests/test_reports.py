@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
 
+import protocols
 from cli import main
 from ledger import Ledger, open_store
+from ledger.events import SessionCall
 from projections.fold import LiveView, fold
 from projections.lifecycle import LifecycleFold, scorecard
 from projections.source import from_ledger
@@ -230,6 +233,48 @@ def test_a_tampered_audit_bundle_fails_offline(ledger_path, capsys, tmp_path):
 def test_unknown_metric_lists_the_known_ones(ledger_path, capsys):
     code, _, err = run(capsys, "audit", "base", "speed", "--ledger", ledger_path)
     assert code == 2 and "known metrics: capture_rate" in err
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory) -> dict[str, str]:
+    """One real scripted run on the embedded platform: its ledger, bundle and audit bundle."""
+    base = tmp_path_factory.mktemp("scripted")
+    folder = base / "protocols"
+    folder.mkdir()
+    with open(os.path.join(protocols.LIFECYCLE_DIR, "bl-margin-region.yaml")) as fh:
+        (folder / "bl-margin-region.yaml").write_text(fh.read())
+    ledger = str(base / "l.sqlite")
+    assert main(["run", "--protocols", str(folder), "--ledger", ledger, "--run-id", "s"]) == 0
+    bundle, partial = str(base / "s.jsonl"), str(base / "audit.jsonl")
+    assert main(["export", "s", "-o", bundle, "--ledger", ledger]) == 0
+    assert main(["audit", "s", "capture_rate", "--ledger", ledger, "--bundle", partial]) == 0
+    return {"ledger": ledger, "bundle": bundle, "audit-bundle": partial}
+
+
+@pytest.mark.parametrize("source", ["ledger", "bundle", "audit-bundle"])
+def test_audit_shows_each_tool_calls_recorded_result_shortened_with_a_marker_or_whole_with_full(
+    scripted, capsys, source
+):
+    with open_store(scripted["ledger"]) as store:
+        call, link = next(
+            (e, link)
+            for e, link in Ledger(store).events("s")
+            if isinstance(e, SessionCall) and e.body.tool == "memory_capture"
+        )
+    recorded = call.body.text()
+    assert call.body.content and call.body.result is None and len(recorded) > 100
+    argv = ["audit", "s", "capture_rate", "--ledger", scripted["ledger"]]
+    if source != "ledger":
+        argv = ["audit", scripted[source], "capture_rate"]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "-> null" not in out
+    line = next(x for x in out.splitlines() if link[:12] in x)
+    shown, left = re.fullmatch(r"(.*)… \(\+(\d+) chars\)", line.split(" -> ", 1)[1]).groups()
+    one_line = " ".join(recorded.split())  # shortened on one line, whitespace folded
+    assert len(shown) > 40 and one_line.startswith(shown)
+    assert len(shown) + int(left) == len(one_line)
+    code, out, _ = run(capsys, *argv, "--full")
+    assert code == 0 and "-> " + recorded.replace("\n", "\n        ") in out
 
 
 def test_a_live_view_resumes_where_it_stopped_and_equals_a_rebuild(ledger_path):

@@ -344,7 +344,7 @@ def test_a_reset_command_runs_between_passes_and_the_run_is_not_coupled(tmp_path
     assert code == 0 and "COUPLED" not in capsys.readouterr().out
     assert marker.read_text() == "x\nx\n"  # between passes 1-2 and 2-3
     run = next(e for e, _ in events(ledger, "rc") if isinstance(e, RunStarted))
-    assert run.body.coupled is False and run.body.record.reset_cmd.startswith("echo")
+    assert run.body.coupled is False and run.body.record.reset_program == "echo"
 
 
 def test_the_pool_check_refuses_with_one_line(tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -11,9 +12,7 @@ from harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
 from harness.agents.fake import FakeModelAgent
 from harness.agents.model import ModelAgent
 from harness.agents.scripted import ScriptedAgent
-from harness.models.anthropic import DEFAULT_MAX_TOKENS, AnthropicTransport
 from harness.models.limiter import RateLimiter
-from harness.models.openai import OpenAICompatTransport
 from harness.models.transport import ModelTransport
 from harness.settings import Settings
 from harness.settings import load as load_settings
@@ -44,8 +43,13 @@ def _model_transport(
     provider: str, model: str, url: str, conf: Settings, rpm: int, tpm: int
 ) -> ModelTransport:
     """The provider's transport; ValueError naming the variable when its key is missing."""
+    # The provider modules are imported here, each when its client is built: the anthropic
+    # SDK alone takes about a second to import, and the scripted and fake agents (and
+    # replay from the log) never build a provider client.
     limiter = RateLimiter(rpm, tpm) if rpm or tpm else None
     if provider == "anthropic":
+        from harness.models.anthropic import AnthropicTransport
+
         if not conf.anthropic_api_key:
             raise ValueError(f"--agent anthropic:{model} needs an API key: set ANTHROPIC_API_KEY")
         return AnthropicTransport(
@@ -59,6 +63,8 @@ def _model_transport(
             f"--agent openai:{model}: name the server, openai:{model}@BASE_URL "
             "(e.g. http://127.0.0.1:8000/v1) or --base-url"
         )
+    from harness.models.openai import OpenAICompatTransport
+
     return OpenAICompatTransport(model, base_url=url, api_key=conf.openai_api_key, limiter=limiter)
 
 
@@ -98,6 +104,8 @@ def from_spec(
             delay_s = float(delay)
         except ValueError:
             raise ValueError(f"--agent {spec}: the fake model's delay must be seconds") from None
+        if not (math.isfinite(delay_s) and delay_s >= 0):  # nan and inf pass float()
+            raise ValueError(f"--agent {spec}: the fake model's delay must be 0 or more seconds")
         if transport is not None:
             return ModelAgent(transport, model=FAKE_MODEL, params=params, name=f"fake:{FAKE_MODEL}")
         return FakeModelAgent(delay_s, params=params)
@@ -107,6 +115,8 @@ def from_spec(
             conf = settings if settings is not None else load_settings()
             transport = _model_transport(provider, model, url, conf, rpm, tpm)
             if provider == "anthropic":
+                from harness.models.anthropic import DEFAULT_MAX_TOKENS
+
                 params = {"max_tokens": DEFAULT_MAX_TOKENS, **(params or {})}
         return ModelAgent(transport, model=model, params=params, name=spec)
     if spec.startswith("recorded:"):
@@ -125,6 +135,16 @@ def from_spec(
     )
 
 
+async def preflight(agent: Agent) -> None:
+    """Check a model agent's endpoint with one minimal request before a run writes anything.
+
+    PreflightFailed (one line, never the key) when it is unreachable, refuses the key or
+    has no such model or path; agents that call no real model pass without a request.
+    """
+    if isinstance(agent, ModelAgent):
+        await agent.preflight()
+
+
 __all__ = [
     "Agent",
     "Episode",
@@ -135,4 +155,5 @@ __all__ = [
     "Turn",
     "UnitInfo",
     "from_spec",
+    "preflight",
 ]

@@ -45,6 +45,14 @@ class ModelAgent:
         # Refuse credential-looking params now, at construction, not on the first turn.
         build_request(model, "", [], [], params=self.params)
 
+    async def preflight(self) -> None:
+        """One minimal request to the transport's endpoint, if it has one to check (the
+        provider transports do; fakes and replay logs do not). PreflightFailed if it cannot
+        serve the run; nothing is recorded."""
+        check = getattr(self.transport, "preflight", None)
+        if check is not None:
+            await check()
+
     def for_unit(self, unit: UnitInfo) -> ModelAgent:
         """Stateless: the same agent for every unit."""
         return self

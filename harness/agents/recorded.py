@@ -193,8 +193,10 @@ class RecordedAgent(ModelAgent):
     def __init__(
         self, run: RecordedRun, *, name: str, time_scale: float = 1.0, sleep: Sleep = asyncio.sleep
     ) -> None:
-        if time_scale < 0:
-            raise ValueError(f"--time-scale {time_scale:g}: must be at least 0 (0 = no waiting)")
+        if not 0 <= time_scale < float("inf"):  # nan fails every comparison
+            raise ValueError(
+                f"--time-scale {time_scale:g}: must be a finite number, at least 0 (0 = no waiting)"
+            )
         self.run = run
         self.time_scale = time_scale
         self.sleep = sleep

@@ -16,6 +16,7 @@ from typing import Any, Final
 import anthropic
 import httpx2
 
+from harness.models import preflight
 from harness.models.limiter import RateLimiter
 from harness.models.request import CanonicalRequest
 from harness.models.response import ModelResponse, ModelToolCall
@@ -204,19 +205,32 @@ class AnthropicTransport:
     ) -> ModelResponse:
         """One Messages API call, retried on 429/5xx/529/timeouts; InfraError when it gives up."""
         body = messages_body(request)
-        client = self._client()
-
-        async def send() -> ModelResponse:
-            try:
-                # extra_body carries the sampling parameters this SDK version has no kwarg for.
-                required = {k: body[k] for k in ("model", "max_tokens", "messages")}
-                rest = {k: v for k, v in body.items() if k not in required}
-                message = await client.messages.create(**required, extra_body=rest)
-            except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
-                raise _failure(exc, self._api_key) from None
-            return to_response(message)
-
         return await with_retries(
-            request, send, provider="anthropic", policy=self.policy, observer=observer,
-            limiter=self.limiter, sleep=self._sleep, clock=self._clock,
+            request, lambda: self._attempt(body), provider="anthropic", policy=self.policy,
+            observer=observer, limiter=self.limiter, sleep=self._sleep, clock=self._clock,
+        )  # fmt: skip
+
+    async def _attempt(self, body: dict[str, Any], timeout_s: float | None = None) -> ModelResponse:
+        """One try of ``body``; AttemptError (translated, the key never in it) if it fails."""
+        client = self._client()
+        try:
+            # extra_body carries the sampling parameters this SDK version has no kwarg for.
+            required = {k: body[k] for k in ("model", "max_tokens", "messages")}
+            rest = {k: v for k, v in body.items() if k not in required}
+            message = await client.messages.create(
+                **required, extra_body=rest,
+                timeout=anthropic.NOT_GIVEN if timeout_s is None else timeout_s,
+            )  # fmt: skip
+        except (anthropic.AnthropicError, httpx2.HTTPError) as exc:
+            raise _failure(exc, self._api_key) from None
+        return to_response(message)
+
+    async def preflight(self) -> None:
+        """One minimal request; PreflightFailed when this endpoint cannot serve a run."""
+        body = messages_body(preflight.request(self.model))
+        await preflight.check(
+            lambda: self._attempt(body, preflight.TIMEOUT_S), model=self.model,
+            where=f"anthropic:{self.model} at {preflight.shown(self.base_url)}",
+            key_var="ANTHROPIC_API_KEY", url_hint="check --base-url or $ANTHROPIC_BASE_URL",
+            secret=self._api_key, limiter=self.limiter, sleep=self._sleep,
         )  # fmt: skip

@@ -11,6 +11,13 @@ class ModelError(HarnessError):
     """Root of the model layer's own errors."""
 
 
+class PreflightFailed(ModelError):
+    """A model endpoint cannot serve a run (unreachable, key refused, no such model or path).
+
+    The message is one line, names the endpoint and what to check, and never the key.
+    """
+
+
 class Divergence(ModelError):
     """Replay asked for a response the log does not hold; a live call is never made instead.
 

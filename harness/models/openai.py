@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import httpx2
 
+from harness.models import preflight
 from harness.models.limiter import RateLimiter
 from harness.models.request import CanonicalRequest
 from harness.models.response import ModelResponse, ModelToolCall
@@ -199,32 +200,46 @@ class OpenAICompatTransport:
     ) -> ModelResponse:
         """One chat completion, retried on 429/5xx/timeouts; InfraError when it gives up."""
         body = chat_body(request)
+        return await with_retries(
+            request, lambda: self._attempt(body), provider="openai", policy=self.policy,
+            observer=observer, limiter=self.limiter, sleep=self._sleep, clock=self._clock,
+        )  # fmt: skip
+
+    async def _attempt(self, body: dict[str, Any], timeout_s: float | None = None) -> ModelResponse:
+        """One try of ``body``; AttemptError (translated, the key never in it) if it fails."""
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         client = self._client()
         url = f"{self.base_url}/chat/completions"
         key = self._api_key
+        timeout = (httpx2.USE_CLIENT_DEFAULT if timeout_s is None
+                   else httpx2.Timeout(timeout_s, connect=10.0))  # fmt: skip
+        try:
+            resp = await client.post(url, json=body, headers=headers, timeout=timeout)
+        except httpx2.TimeoutException:
+            raise AttemptError("timeout", f"{url} did not answer in time",
+                               retryable=True) from None  # fmt: skip
+        except httpx2.HTTPError as exc:
+            raise AttemptError("transport", redact(f"cannot reach {url}: {exc}", key)[:300],
+                               retryable=True) from None  # fmt: skip
+        if resp.status_code >= 400:
+            detail = redact(_detail(resp), key)[:300]
+            if resp.status_code == 401:
+                detail += "; check OPENAI_API_KEY"
+            raise status_failure(resp.status_code, detail, retry_after(resp.headers))
+        try:
+            return to_response(resp.json())
+        except ValueError as exc:
+            raise AttemptError("transport", f"unusable reply from {url}: {exc}"[:300],
+                               retryable=False) from None  # fmt: skip
 
-        async def send() -> ModelResponse:
-            try:
-                resp = await client.post(url, json=body, headers=headers)
-            except httpx2.TimeoutException:
-                raise AttemptError("timeout", f"{url} did not answer in time",
-                                   retryable=True) from None  # fmt: skip
-            except httpx2.HTTPError as exc:
-                raise AttemptError("transport", redact(f"cannot reach {url}: {exc}", key)[:300],
-                                   retryable=True) from None  # fmt: skip
-            if resp.status_code >= 400:
-                detail = redact(_detail(resp), key)[:300]
-                if resp.status_code == 401:
-                    detail += "; check OPENAI_API_KEY"
-                raise status_failure(resp.status_code, detail, retry_after(resp.headers))
-            try:
-                return to_response(resp.json())
-            except ValueError as exc:
-                raise AttemptError("transport", f"unusable reply from {url}: {exc}"[:300],
-                                   retryable=False) from None  # fmt: skip
-
-        return await with_retries(
-            request, send, provider="openai", policy=self.policy, observer=observer,
-            limiter=self.limiter, sleep=self._sleep, clock=self._clock,
+    async def preflight(self) -> None:
+        """One minimal request; PreflightFailed when this endpoint cannot serve a run."""
+        body = chat_body(preflight.request(self.model))
+        await preflight.check(
+            lambda: self._attempt(body, preflight.TIMEOUT_S), model=self.model,
+            where=f"openai:{self.model} at {preflight.shown(self.base_url)}",
+            key_var="OPENAI_API_KEY",
+            url_hint="check the server URL in openai:MODEL@URL or --base-url, e.g. "
+            "http://127.0.0.1:8000/v1",
+            secret=self._api_key, limiter=self.limiter, sleep=self._sleep,
         )  # fmt: skip

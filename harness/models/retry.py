@@ -19,6 +19,7 @@ from harness.models.limiter import RateLimiter, estimate_tokens, used_tokens
 from harness.models.request import CanonicalRequest
 from harness.models.response import ModelResponse
 from harness.models.transport import AttemptFailure, ModelObserver
+from harness.scrub import scrubber
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -99,8 +100,11 @@ def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> floa
 
 
 def redact(text: str, secret: str) -> str:
-    """``text`` with ``secret`` replaced: a server may echo what it was sent."""
-    return text.replace(secret, REDACTED) if secret else text
+    """``text`` with ``secret`` replaced, as sent and in any case or encoding
+    (harness/scrub.py): a server may echo what it was sent."""
+    if not secret:
+        return text
+    return scrubber(secret).text(text.replace(secret, REDACTED))
 
 
 async def with_retries(

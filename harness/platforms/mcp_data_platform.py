@@ -2,7 +2,10 @@
 
 It serves the embedded refplatform and, unchanged, the real platform. Bearer keys
 live only in HTTP headers of this module's clients; observers and results never
-see them. Transport failures are translated to ``InfraError`` here, at the boundary.
+see them, not even echoed back by the server: every answer, and every error, is
+scrubbed of the admin key and the pool base in any case or encoding (harness/scrub.py)
+before anything records, grades or shows it. Transport failures are translated to
+``InfraError`` here, at the boundary.
 """
 
 from __future__ import annotations
@@ -17,10 +20,14 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import anyio
 import httpx2
+import mcp_types as types
 from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.streamable_http import StreamableHTTPTransport
+from mcp.shared._context_streams import create_context_streams
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 
 from harness.errors import InfraError
 from harness.platforms.base import (
@@ -36,6 +43,7 @@ from harness.platforms.base import (
     Target,
     UpdateCheck,
 )
+from harness.scrub import Scrubber, scrubber
 from protocols.grading import surfaced
 
 HANDLE_FIELD = "session_id"
@@ -158,6 +166,16 @@ def translate(exc: BaseException, doing: str, statuses: list[int] | None = None)
     return InfraError("transport", f"{doing}: {type(leaf).__name__}: {leaf}", retryable=True)
 
 
+def _scrubbed(exc: BaseException, scrub: Scrubber) -> BaseException:
+    """``exc`` with its message scrubbed when it is an InfraError whose message holds a
+    secret (an error may quote the server's answer, and infra errors are recorded)."""
+    if isinstance(exc, InfraError) and scrub:
+        message = scrub.text(exc.message)
+        if message != exc.message:
+            return InfraError(exc.kind, message, retryable=exc.retryable)
+    return exc
+
+
 def _mcp_read(tool: str, status: int, body: Any, start: float) -> ReadBack:
     """An MCP tool call made for a lifecycle check, recorded like an admin read."""
     return ReadBack("MCP", f"tools/call {tool}", status, body, (time.perf_counter() - start) * 1000)
@@ -190,11 +208,16 @@ class McpSession:
     """One MCP session as one identity, with the platform handle injected into calls."""
 
     def __init__(
-        self, session: ClientSession, observer: Observer | None, statuses: list[int] | None = None
+        self,
+        session: ClientSession,
+        observer: Observer | None,
+        statuses: list[int] | None = None,
+        scrub: Scrubber | None = None,
     ) -> None:
         self._session = session
         self._observer = observer
         self._statuses = statuses if statuses is not None else []
+        self._scrub = scrub or scrubber()
         self.handle = ""
         self.email = ""
         self.server: dict[str, str] = {}
@@ -212,13 +235,18 @@ class McpSession:
         structured: Any = None,
     ) -> None:
         if self._observer is not None:
-            self._observer.session_call(method, tool, args, result, err, ms, content, structured)
+            s = self._scrub.value
+            self._observer.session_call(
+                method, tool, s(args), s(result), err, ms, s(content), s(structured)
+            )
 
     async def _open(self) -> None:
         start = time.perf_counter()
         init = await self._session.initialize()
         ms = (time.perf_counter() - start) * 1000
-        server = {"name": init.server_info.name, "version": init.server_info.version}
+        server = self._scrub.value(
+            {"name": init.server_info.name, "version": init.server_info.version}
+        )
         self.server = server
         self._observe("initialize", "", {}, {"server": server}, False, ms)
         info = await self._raw_call("platform_info", {})
@@ -235,12 +263,12 @@ class McpSession:
         start = time.perf_counter()
         listed = await self._session.list_tools()
         ms = (time.perf_counter() - start) * 1000
-        tools = [
+        tools = self._scrub.value([  # the agent, so every model request, sees these
             {"name": t.name, "description": t.description or "",
              "input_schema": hide_handle(t.input_schema)}
             for t in listed.tools
             if t.name != "platform_info"
-        ]  # fmt: skip
+        ])  # fmt: skip
         self._observe("tools/list", "", {}, {"tools": [t["name"] for t in tools]}, False, ms)
         return tools
 
@@ -251,9 +279,13 @@ class McpSession:
         start = time.perf_counter()
         res = await self._session.call_tool(name, wire)
         ms = (time.perf_counter() - start) * 1000
-        content = tuple(c.model_dump(mode="json", exclude_none=True) for c in res.content)
+        # Scrubbed before anything reads it: the agent, the grader and the record see the same.
+        content = self._scrub.value(
+            tuple(c.model_dump(mode="json", exclude_none=True) for c in res.content)
+        )
+        structured = self._scrub.value(res.structured_content)
         text = "\n".join(str(b["text"]) for b in content if "text" in b)
-        data = res.structured_content if res.structured_content is not None else _parse(text)
+        data = structured if structured is not None else _parse(text)
         result = CallResult(text, bool(res.is_error), data, ms, content)
         self._observe(
             "tools/call",
@@ -263,7 +295,7 @@ class McpSession:
             result.is_error,
             ms,
             content,
-            res.structured_content,
+            structured,
         )
         return result
 
@@ -272,7 +304,67 @@ class McpSession:
         try:
             return await self._raw_call(name, arguments)
         except Exception as exc:
-            raise translate(exc, f"tools/call {name}", self._statuses) from None
+            raise _scrubbed(
+                translate(exc, f"tools/call {name}", self._statuses), self._scrub
+            ) from None
+
+
+class _Session(ClientSession):
+    """The SDK's client session, validating results only against the tools it has listed.
+
+    The SDK lists the tools again to learn the output schema of a tool called before any
+    listing (``platform_info``, which opens every session, and each admin call): a hidden
+    ``tools/list`` round trip per session. Here a result is checked against the schema the
+    session's own listing gave, as the SDK does; an unlisted tool's result is not checked.
+    """
+
+    _listed = False
+
+    async def list_tools(self, *args: Any, **kwargs: Any) -> types.ListToolsResult:
+        listed = await super().list_tools(*args, **kwargs)
+        self._listed = True
+        return listed
+
+    async def validate_tool_result(self, name: str, result: types.CallToolResult) -> None:
+        if self._listed:
+            await super().validate_tool_result(name, result)
+
+
+@asynccontextmanager
+async def _streams(url: str, http: httpx2.AsyncClient) -> AsyncIterator[Any]:
+    """``mcp.client.streamable_http.streamable_http_client`` without the standalone GET stream.
+
+    That stream carries server-initiated messages (notifications, sampling or elicitation
+    requests), none of which the harness takes; it cost every session a second connection
+    and a held-open SSE response on both sides, about a fifth of a session's CPU. Requests,
+    their JSON or SSE answers, and the closing DELETE go through the SDK's own transport.
+    """
+    transport = StreamableHTTPTransport(url)
+    read_writer, read = create_context_streams[SessionMessage | Exception](0)
+    write, write_reader = create_context_streams[SessionMessage](0)
+    async with read_writer, read, write, write_reader, anyio.create_task_group() as tg:
+        tg.start_soon(transport.post_writer, http, write_reader, read_writer, write, _no_get, tg)
+        try:
+            yield read, write
+        finally:
+            if transport.session_id:
+                await transport.terminate_session(http)
+            tg.cancel_scope.cancel()
+
+
+def _no_get() -> None:
+    """Where the SDK would start its GET stream once the session is initialized."""
+
+
+async def _read_empty(response: httpx2.Response) -> None:
+    """Read an empty answer (the 202 to ``notifications/initialized``) to its end.
+
+    The SDK closes it unread, and a connection whose answer was not read to its end
+    cannot carry the next request: every session opened a second connection for its
+    first call.
+    """
+    if response.headers.get("content-length") == "0":
+        await response.aread()
 
 
 @functools.cache
@@ -300,6 +392,7 @@ class McpDataPlatform:
         self.pool_size = pool_size
         self._admin_key = admin_key
         self._pool_base = pool_base
+        self._scrub = scrubber(admin_key, pool_base)  # pool keys are the base + "-NNN"
         read = read_timeout_s if read_timeout_s is not None else max(timeout_s, 60.0)
         self._timeout = httpx2.Timeout(timeout_s, read=read)
         self._transport = transport
@@ -313,7 +406,7 @@ class McpDataPlatform:
                 if response.request.method == "POST" and response.status_code >= 400:
                     statuses.append(response.status_code)
 
-            hooks["response"] = [failed]
+            hooks["response"] = [failed, _read_empty]
         return httpx2.AsyncClient(
             headers={"Authorization": f"Bearer {key}"},
             timeout=self._timeout,
@@ -345,17 +438,18 @@ class McpDataPlatform:
                         self._client(self.key(pool_index), statuses)
                     )
                     read, write = await stack.enter_async_context(
-                        streamable_http_client(f"{self.base_url}/mcp", http_client=http)
+                        _streams(f"{self.base_url}/mcp", http)
                     )
-                    client = await stack.enter_async_context(ClientSession(read, write))
-                    session = McpSession(client, observer, statuses)
+                    client = await stack.enter_async_context(_Session(read, write))
+                    session = McpSession(client, observer, statuses, self._scrub)
                     await session._open()
                 except Exception as exc:
-                    raise translate(exc, "opening an MCP session", statuses) from None
+                    raise _scrubbed(translate(exc, "opening an MCP session", statuses),
+                                    self._scrub) from None  # fmt: skip
                 yield session
         except BaseExceptionGroup as group:
             # The SDK's task groups wrap whatever ended the session; surface the cause.
-            raise _cause(group, "MCP session", statuses) from None
+            raise _scrubbed(_cause(group, "MCP session", statuses), self._scrub) from None
 
     async def rest(
         self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None
@@ -367,7 +461,7 @@ class McpDataPlatform:
                 method, f"{self.base_url}{path}", params=params, json=body
             )
         except Exception as exc:
-            raise translate(exc, f"{method} {path}") from None
+            raise _scrubbed(translate(exc, f"{method} {path}"), self._scrub) from None
         ms = (time.perf_counter() - start) * 1000
         if params:
             path = f"{path}?{urllib.parse.urlencode(params)}"
@@ -377,7 +471,7 @@ class McpDataPlatform:
         if response.status_code in (401, 403):
             raise InfraError("refused", f"{method} {path}: HTTP {response.status_code} "
                              "(check the admin key)", retryable=False)  # fmt: skip
-        parsed = _parse(response.text)
+        parsed = self._scrub.value(_parse(response.text))
         if response.status_code == 200 and parsed is None and response.text.strip():
             # Not an answer of this API (an HTML page, a cut-off body): never graded as one.
             raise InfraError("bad_answer", f"{method} {path}: HTTP 200 with a body that is not "

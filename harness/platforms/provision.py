@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -84,7 +85,7 @@ def parse_platform(text: str) -> PlatformSpec:
     if text == "embedded:process":
         return PlatformSpec("process")
     if text.startswith(("http://", "https://")):
-        return PlatformSpec("external", text.rstrip("/"))
+        return PlatformSpec("external", _external_url(text))
     if text == "server-memory" or text.startswith(("server-memory@", f"npm:{PACKAGE}@")):
         version = text.rpartition("@")[2] if "@" in text else SERVER_MEMORY_VERSION
         if not _EXACT_VERSION.match(version):
@@ -108,6 +109,33 @@ def parse_platform(text: str) -> PlatformSpec:
         f"--platform {text!r}: use embedded, embedded:process, server-memory[@VERSION] or "
         "an http(s):// URL"
     )
+
+
+def _external_url(text: str) -> str:
+    """The platform's base URL: a host, a port in 1..65535, no credentials; ``/mcp`` dropped.
+
+    The one place a platform URL is checked and normalised, so ``URL`` and ``URL/mcp``
+    (the endpoint ``platform serve`` prints) name the same platform in a run record.
+    """
+    # The URL is recorded in the ledger, so it must carry no credentials; nor do messages.
+    problem = "--platform " + repr(re.sub(r"//[^/]*@", "//***@", text))
+    try:
+        parts = urllib.parse.urlsplit(text)
+        port = parts.port
+    except ValueError as exc:  # "Invalid IPv6 URL", a port that is no number or > 65535
+        port_problem = "port" in str(exc).lower()
+        detail = "the port must be a number in 1..65535" if port_problem else f"not a URL ({exc})"
+        raise ValueError(f"{problem}: {detail}") from None
+    if not parts.hostname:
+        raise ValueError(f"{problem}: the URL has no host, e.g. http://127.0.0.1:8098")
+    if port == 0:
+        raise ValueError(f"{problem}: the port must be a number in 1..65535")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{problem}: the URL must not carry credentials; give --admin-key")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{problem}: give the platform's base URL, without a query")
+    path = parts.path.rstrip("/").removesuffix("/mcp").rstrip("/")
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
 class Provisioner(ABC):

@@ -3,11 +3,13 @@
 ``SqlEngine`` loads a seed pack's ``trino/setup.sql`` into an embedded, in-memory DuckDB
 whose default catalog is named ``memory`` (so ``memory.bench.orders`` resolves as on the
 peer's Trino), then locks it down (DESIGN §8): no external access, a locked
-configuration, only reads, each query bounded in time and rows. Answers have the peer's
-shapes (mcp-trino's ``QueryOutput``, ``DescribeTableOutput``, ``BrowseOutput``) and its
-rendering: timestamps in RFC 3339 at the America/Los_Angeles offset (without fractions),
-DATE values as midnight timestamps, decimals as text at their Trino scale, Trino's
-``_colN`` names for unnamed columns, Trino's type names. Failures raise ``ToolError`` with
+configuration, only reads, each query bounded in time, rows, memory and result size
+(the agent's SQL is evaluated in worker processes, ``sqlworker.py``; docs/refplatform.md,
+"Bounds"). Answers have the peer's shapes (mcp-trino's ``QueryOutput``,
+``DescribeTableOutput``, ``BrowseOutput``) and its rendering: timestamps in RFC 3339 at
+the America/Los_Angeles offset (without fractions), DATE values as midnight timestamps,
+decimals as text at their Trino scale, Trino's ``_colN`` names for unnamed columns,
+Trino's type names. Failures raise ``ToolError`` with
 the peer's messages; SQL errors take Trino's form
 (``Query failed: query failed: trino: query failed (200 OK): "USER_ERROR: line L:C: ..."``).
 
@@ -36,7 +38,7 @@ import threading
 import time
 import unicodedata
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final, NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -44,6 +46,7 @@ import duckdb
 
 from refplatform.errors import PackError, ToolError
 from refplatform.packs import SETUP_SQL, Pack
+from refplatform.toolkits import sqlworker
 
 CATALOG: Final = "memory"
 CATALOGS: Final = ("memory", "system")
@@ -51,7 +54,19 @@ DEFAULT_LIMIT: Final = 1000  # the S5 arm's default_limit
 MAX_LIMIT: Final = 10000  # the S5 arm's max_limit
 DEFAULT_TIMEOUT_S: Final = 30.0
 MAX_TIMEOUT_S: Final = 300.0  # mcp-trino's cap on timeout_seconds
-MEMORY_LIMIT: Final = "2GB"
+# What one statement may use, wherever it runs (sqlworker.py): its worker process may map
+# this much beyond what it needed to start; DuckDB's own pool is kept below it, so a big
+# sort or hash table fails with DuckDB's error first.
+QUERY_MEMORY_BYTES: Final = 512 << 20
+MEMORY_LIMIT: Final = "512MB"  # as Trino's INSUFFICIENT_RESOURCES message names it
+_DUCKDB_MEMORY_LIMIT: Final = "384MB"
+MAX_RESULT_BYTES: Final = 4 << 20  # a result's rendered text
+MAX_CELL_BYTES: Final = 1 << 20  # one value of a result
+SQL_WORKERS: Final = 2  # worker processes per pack (one per core here)
+# The statement itself: Trino's query.max-length check, lower (DuckDB's syntax tree of a
+# statement is ~70 times its text, all of it held here while it is checked), and a depth.
+MAX_SQL_CHARS: Final = 50_000
+MAX_NESTING: Final = 256
 ZONE: Final = ZoneInfo("America/Los_Angeles")  # the live platform's local zone
 FORMATS: Final = ("json", "csv", "markdown")
 
@@ -63,9 +78,13 @@ _WRITE_KEYWORDS: Final = (
     "INSERT", "UPDATE", "DELETE", "DROP", "CREATE", "ALTER",
     "TRUNCATE", "GRANT", "REVOKE", "MERGE", "CALL", "EXECUTE",
 )  # fmt: skip
-_LEADING = r"^\s*(?:--[^\n]*\n\s*|/\*[\s\S]*?\*/\s*)*\s*"
-_WRITE = re.compile(_LEADING + "(" + "|".join(_WRITE_KEYWORDS) + r")(?:\s|\Z|;|\()", re.I)
-_FIRST_WORD = re.compile(_LEADING + r"[(\s]*([A-Za-z]+)")
+# Every pattern that sees the agent's SQL is matched at one position and has no two
+# quantifiers that can split the same run of characters (possessive where they meet), so
+# its work is linear in the SQL's length: a leading run of spaces once cost O(n^3) here.
+_SPACES = re.compile(r"\s*+")
+_WRITE = re.compile("(?:" + "|".join(_WRITE_KEYWORDS) + r")(?:\s|\Z|;|\()", re.I)
+_FIRST_WORD = re.compile(r"[(\s]*+([A-Za-z]+)")
+_EXPLAIN = re.compile(r"explain(\s++analyze)?(\s++verbose)?(\s*+\([^)]*+\))?\s+", re.I)
 _READS: Final = frozenset({"select", "with", "values", "table"})
 
 # Trino's memory catalog always has these schemas; the peer's system catalog has these.
@@ -92,10 +111,100 @@ class _Result(NamedTuple):
 # ---------------------------------------------------------------------------- the engine
 
 
+class _Loaded(NamedTuple):
+    """A pack's tables, loaded and locked once per process, and what the engine reads of them."""
+
+    db: duckdb.DuckDBPyConnection
+    tables: dict[tuple[str, str], tuple[Column, ...]]
+    has_decimals: bool
+
+
+# Setup SQL -> its loaded database. Loading the default pack's INSERTs costs ~0.3 s of CPU,
+# and a run starts a platform for its preflight, then one per pass (or per unit). Sharing
+# is exact: once loaded the database cannot change (the configuration is locked; the
+# engine runs only reads, refuses temporary objects, and each engine has its own cursor).
+_LOADED: dict[str, _Loaded] = {}
+_LOADING = threading.Lock()
+
+
+def _loaded(pack: Pack) -> _Loaded:
+    """The pack's locked, read-only database, loaded on first use; ``PackError`` if unusable."""
+    with _LOADING:
+        got = _LOADED.get(pack.setup_sql)
+        if got is None:
+            db = duckdb.connect(":memory:")  # an in-memory database's catalog is "memory"
+            try:
+                _configure(db)
+                _load(db, pack)
+                _register_functions(db)
+                db.execute("SET lock_configuration = true")
+                tables = _inventory(db)
+            except BaseException:
+                db.close()
+                raise
+            decimals = any(c.type.startswith("decimal") for cols in tables.values() for c in cols)
+            got = _LOADED[pack.setup_sql] = _Loaded(db, tables, decimals)
+        return got
+
+
+def _configure(db: duckdb.DuckDBPyConnection) -> None:
+    # External access goes first, so even the pack's own SQL cannot read or write files.
+    for statement in (
+        "SET enable_external_access = false",
+        "SET autoinstall_known_extensions = false",
+        "SET autoload_known_extensions = false",
+        f"SET memory_limit = '{MEMORY_LIMIT}'",
+        "SET GLOBAL integer_division = true",  # Trino's integer / integer truncates
+        f"SET GLOBAL TimeZone = '{ZONE.key}'",
+    ):
+        db.execute(statement)
+
+
+def _load(db: duckdb.DuckDBPyConnection, pack: Pack) -> None:
+    try:
+        db.execute(pack.setup_sql)  # one call: the fast path
+    except duckdb.Error as exc:
+        raise _setup_error(pack, exc) from None
+    db.execute(f'CREATE SCHEMA IF NOT EXISTS {CATALOG}."default"')
+
+
+def _register_functions(db: duckdb.DuckDBPyConnection) -> None:
+    varchar, integer = duckdb.sqltype("VARCHAR"), duckdb.sqltype("INTEGER")
+    db.create_function("__bl_decimal_divide", _decimal_divide, [varchar, varchar, integer], varchar)
+    db.create_function("__bl_decimal_round", _decimal_round, [varchar, integer], varchar)
+    db.create_function("__bl_trino_type", trino_type, [varchar], varchar)
+
+
+def _prepare_worker(db: duckdb.DuckDBPyConnection, setup_sql: str, memory_limit: str) -> None:
+    """A SQL worker's database: the pack's tables configured and locked as here, smaller."""
+    _configure(db)
+    db.execute(setup_sql)  # it loaded here first, so it loads
+    db.execute(f'CREATE SCHEMA IF NOT EXISTS {CATALOG}."default"')
+    _register_functions(db)
+    db.execute(f"SET memory_limit = '{memory_limit}'")
+    db.execute("SET lock_configuration = true")
+
+
+def _inventory(db: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], tuple[Column, ...]]:
+    rows = db.execute(
+        "SELECT schema_name, table_name, column_name, data_type FROM duckdb_columns() "
+        "WHERE database_name = ? ORDER BY schema_name, table_name, column_index",
+        [CATALOG],
+    ).fetchall()
+    tables: dict[tuple[str, str], list[Column]] = {}
+    for schema, table, column, duck_type in rows:
+        if schema not in _HIDDEN_SCHEMAS:
+            tables.setdefault((schema.lower(), table.lower()), []).append(
+                Column(column, trino_type(duck_type))
+            )
+    return {k: tuple(v) for k, v in tables.items()}
+
+
 class SqlEngine:
     """The pack's tables in a locked, read-only DuckDB, answering as the peer's Trino tools.
 
     Thread-safe: each call runs on its own cursor, so MCP worker threads may call at once.
+    Engines over the same setup SQL share one loaded database (see ``_loaded``).
     """
 
     def __init__(
@@ -105,68 +214,34 @@ class SqlEngine:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_rows: int = MAX_LIMIT,
         default_rows: int = DEFAULT_LIMIT,
+        max_result_bytes: int = MAX_RESULT_BYTES,
+        max_cell_bytes: int = MAX_CELL_BYTES,
+        query_memory_bytes: int = QUERY_MEMORY_BYTES,
+        workers: int = SQL_WORKERS,
     ) -> None:
         self.pack = pack
         self.timeout_s = timeout_s
         self.max_rows = max_rows
         self.default_rows = min(default_rows, max_rows)
+        self.max_result_bytes = max_result_bytes
+        self.max_cell_bytes = max_cell_bytes
         self._lock = threading.Lock()
-        self._db = duckdb.connect(":memory:")  # an in-memory database's catalog is "memory"
-        self._configure()
-        self._load(pack)
-        self._register_functions()
-        self._db.execute("SET lock_configuration = true")
-        self._tables = self._inventory()
-        self._has_decimals = any(
-            c.type.startswith("decimal") for cols in self._tables.values() for c in cols
+        loaded = _loaded(pack)
+        self._db = loaded.db.cursor()  # this engine's own connection to the shared database
+        self._tables = loaded.tables
+        self._has_decimals = loaded.has_decimals
+        # The agent's SQL is evaluated only there: this process parses and renders.
+        self._workers = sqlworker.pool(
+            _prepare_worker,
+            pack.setup_sql,
+            size=workers,
+            memory_bytes=query_memory_bytes,
+            memory_limit=_DUCKDB_MEMORY_LIMIT,
         )
 
     def close(self) -> None:
-        """Release the database."""
+        """Release this engine's connection (the loaded tables stay for the next engine)."""
         self._db.close()
-
-    # -- setup
-
-    def _configure(self) -> None:
-        # External access goes first, so even the pack's own SQL cannot read or write files.
-        for statement in (
-            "SET enable_external_access = false",
-            "SET autoinstall_known_extensions = false",
-            "SET autoload_known_extensions = false",
-            f"SET memory_limit = '{MEMORY_LIMIT}'",
-            "SET GLOBAL integer_division = true",  # Trino's integer / integer truncates
-            f"SET GLOBAL TimeZone = '{ZONE.key}'",
-        ):
-            self._db.execute(statement)
-
-    def _load(self, pack: Pack) -> None:
-        try:
-            self._db.execute(pack.setup_sql)  # one call: the fast path
-        except duckdb.Error as exc:
-            raise _setup_error(pack, exc) from None
-        self._db.execute(f'CREATE SCHEMA IF NOT EXISTS {CATALOG}."default"')
-
-    def _register_functions(self) -> None:
-        varchar, integer = duckdb.sqltype("VARCHAR"), duckdb.sqltype("INTEGER")
-        self._db.create_function(
-            "__bl_decimal_divide", _decimal_divide, [varchar, varchar, integer], varchar
-        )
-        self._db.create_function("__bl_decimal_round", _decimal_round, [varchar, integer], varchar)
-        self._db.create_function("__bl_trino_type", trino_type, [varchar], varchar)
-
-    def _inventory(self) -> dict[tuple[str, str], tuple[Column, ...]]:
-        rows = self._db.execute(
-            "SELECT schema_name, table_name, column_name, data_type FROM duckdb_columns() "
-            "WHERE database_name = ? ORDER BY schema_name, table_name, column_index",
-            [CATALOG],
-        ).fetchall()
-        tables: dict[tuple[str, str], list[Column]] = {}
-        for schema, table, column, duck_type in rows:
-            if schema not in _HIDDEN_SCHEMAS:
-                tables.setdefault((schema.lower(), table.lower()), []).append(
-                    Column(column, trino_type(duck_type))
-                )
-        return {k: tuple(v) for k, v in tables.items()}
 
     def _cursor(self) -> duckdb.DuckDBPyConnection:
         with self._lock:
@@ -202,19 +277,27 @@ class SqlEngine:
         """Run one read-only statement; the peer's ``QueryOutput`` dict, or ``ToolError``."""
         if sql == "":
             raise ToolError("sql parameter is required")
-        if _WRITE.match(sql):
+        if len(sql) > MAX_SQL_CHARS:
+            raise _query_failed(
+                f"USER_ERROR: Query text length ({len(sql)}) exceeds the maximum length "
+                f"({MAX_SQL_CHARS})"
+            )
+        if _WRITE.match(sql, _statement_start(sql)):
             raise ToolError(READ_ONLY)
         rows_limit = self._limit(limit)
         timeout = self._timeout(timeout_s)
         word = _first_word(sql)
-        if word in ("show", "describe", "desc"):
-            result = self._show(sql, rows_limit)
-        elif word == "explain":
-            result = self._explain(sql, rows_limit, timeout)
-        elif word in _READS:
-            result = self._select(sql, rows_limit, timeout)
-        else:
-            raise ToolError(READ_ONLY)
+        try:
+            if word in ("show", "describe", "desc"):
+                result = self._show(sql, rows_limit)
+            elif word == "explain":
+                result = self._explain(sql, rows_limit, timeout)
+            elif word in _READS:
+                result = self._select(sql, rows_limit, timeout)
+            else:
+                raise ToolError(READ_ONLY)
+        except RecursionError:  # a syntax tree deeper than Python walks: refused, not a crash
+            raise _user_error(sql, None, "the statement is nested too deeply") from None
         out = _query_output(result, rows_limit)
         return unwrap_json_column(out) if unwrap_json else out
 
@@ -235,20 +318,25 @@ class SqlEngine:
         return _Result(names, types, rows[:limit], len(rows) > limit, elapsed)
 
     def _select(self, sql: str, limit: int, timeout: float) -> _Result:
+        deadline = time.monotonic() + timeout
         cur = self._cursor()
         try:
             tree = _parse(cur, sql)
             _check_relations(sql, tree, self)
             _check_trino_syntax(sql, tree)
-            run_sql = _Rewriter(cur, tree, self._has_decimals).rewrite(sql) or sql
-            result = self._run(cur, run_sql, limit, timeout, sql, tree)
+            rewriter = _Rewriter(
+                cur, tree, self._has_decimals, lambda q: self._describe(q, deadline)
+            )
+            run_sql = rewriter.rewrite(sql) or sql
+            result = self._run(run_sql, limit, deadline, sql, tree)
             names = _column_names(tree["node"], result.names)
             return result._replace(names=names)
         finally:
             cur.close()
 
     def _explain(self, sql: str, limit: int, timeout: float) -> _Result:
-        m = re.match(_LEADING + r"explain(\s+analyze)?(\s+verbose)?(\s*\([^)]*\))?\s+", sql, re.I)
+        deadline = time.monotonic() + timeout
+        m = _EXPLAIN.match(sql, _statement_start(sql))
         inner = sql[m.end() :] if m else ""
         if _first_word(inner) not in _READS:
             raise ToolError(READ_ONLY)
@@ -258,46 +346,51 @@ class SqlEngine:
             _check_relations(inner, tree, self)
             _check_trino_syntax(inner, tree)
             prefix = "EXPLAIN ANALYZE " if m and m.group(1) else "EXPLAIN "
-            result = self._run(cur, prefix + inner, limit, timeout, inner, tree)
+            result = self._run(prefix + inner, limit, deadline, inner, tree)
         finally:
             cur.close()
         plan = "\n".join(str(r[-1]) for r in result.rows)
         return result._replace(names=["Query Plan"], types=["varchar"], rows=[(plan,)])
 
     def _run(
-        self,
-        cur: duckdb.DuckDBPyConnection,
-        run_sql: str,
-        limit: int,
-        timeout: float,
-        sql: str,
-        tree: dict[str, Any],
+        self, run_sql: str, limit: int, deadline: float, sql: str, tree: dict[str, Any]
     ) -> _Result:
-        """Execute with a timer that interrupts the cursor; fetch at most ``limit`` + 1 rows."""
-        fired = threading.Event()
+        """Execute in a SQL worker under the bounds; at most ``limit`` rows (+ truncated)."""
+        answer = self._ask(("run", run_sql, limit), deadline)
+        if isinstance(answer, sqlworker.Failed):
+            raise self._failure(answer, sql, tree)
+        assert isinstance(answer, sqlworker.Rows)
+        types = [trino_type(t) for t in answer.types]
+        return _Result(answer.names, types, answer.rows, answer.truncated, answer.elapsed_ms)
 
-        def interrupt() -> None:
-            fired.set()
-            cur.interrupt()
+    def _describe(self, sql: str, deadline: float) -> list[str]:
+        """DuckDB's column types of ``sql`` (binding folds constants, so a worker does it)."""
+        answer = self._ask(("describe", sql, 0), deadline)
+        if isinstance(answer, sqlworker.Failed):
+            raise self._failure(answer, sql, {})
+        assert isinstance(answer, list)
+        return answer
 
-        timer = threading.Timer(timeout, interrupt)
-        timer.daemon = True
-        start = time.monotonic()
-        timer.start()
-        try:
-            result = cur.execute(run_sql)
-            description = result.description or []
-            rows = result.fetchmany(limit + 1)
-        except duckdb.Error as exc:
-            if fired.is_set() or isinstance(exc, duckdb.InterruptException):
-                raise _query_failed("context deadline exceeded", trino=False) from None
-            raise _translate(sql, tree, exc) from None
-        finally:
-            timer.cancel()
-        elapsed = int((time.monotonic() - start) * 1000)
-        names = [d[0] for d in description]
-        types = [trino_type(str(d[1])) for d in description]
-        return _Result(names, types, rows[:limit], len(rows) > limit, elapsed)
+    def _ask(self, request: tuple[str, str, int], deadline: float) -> Any:
+        bounds = sqlworker.Bounds(
+            max(0.0, deadline - time.monotonic()), self.max_result_bytes, self.max_cell_bytes
+        )
+        return self._workers.call((*request, bounds), deadline)
+
+    def _failure(self, failed: sqlworker.Failed, sql: str, tree: dict[str, Any]) -> ToolError:
+        """The peer's error for a statement the worker could not answer."""
+        if failed.kind == "timeout":
+            return _query_failed("context deadline exceeded", trino=False)
+        if failed.kind == "bound":
+            return _too_large(failed.message)
+        if failed.kind == "memory":
+            return _out_of_memory()
+        if failed.kind == "unavailable":
+            return _query_failed(failed.message, trino=False)
+        error = getattr(duckdb, failed.name, None)
+        if not (isinstance(error, type) and issubclass(error, duckdb.Error)):
+            error = duckdb.Error
+        return _translate(sql, tree, error(failed.message))
 
     # -- trino_describe_table
 
@@ -445,6 +538,20 @@ def _query_failed(
     return ToolError(f"{prefix}{wrap}{body}")
 
 
+def _out_of_memory() -> ToolError:
+    return _query_failed(
+        f"INSUFFICIENT_RESOURCES: Query exceeded per-node memory limit of {MEMORY_LIMIT}"
+    )
+
+
+def _too_large(what: str) -> ToolError:
+    """A result over the size bound: Trino's resource-error form, naming the bound."""
+    return _query_failed(
+        f"INSUFFICIENT_RESOURCES: Query result too large: {what}; select fewer rows or "
+        "columns, or aggregate"
+    )
+
+
 def _user_error(sql: str, location: int | None, message: str) -> ToolError:
     where = ""
     if location is not None and location >= 0:
@@ -495,9 +602,7 @@ def _translate(sql: str, tree: dict[str, Any], exc: duckdb.Error) -> ToolError:
     text = str(exc)
     first = _first_line(exc)
     if isinstance(exc, duckdb.OutOfMemoryException):
-        return _query_failed(
-            f"INSUFFICIENT_RESOURCES: Query exceeded per-node memory limit of {MEMORY_LIMIT}"
-        )
+        return _out_of_memory()
     if "Division by zero" in text or "ZeroDivisionError" in text:
         return _user_error(sql, None, "Division by zero")
     for pattern in _MISSING_COLUMN:
@@ -524,6 +629,7 @@ def _translate(sql: str, tree: dict[str, Any], exc: duckdb.Error) -> ToolError:
 
 def _parse(cur: duckdb.DuckDBPyConnection, sql: str) -> dict[str, Any]:
     """The one SELECT statement of ``sql`` as DuckDB's JSON syntax tree, or a Trino error."""
+    _check_nesting(sql)
     raw = cur.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
     tree = json.loads(raw[0] if raw else "{}")
     if tree.get("error"):
@@ -545,6 +651,21 @@ def _raise(error: ToolError) -> dict[str, Any]:
     raise error
 
 
+def _check_nesting(sql: str) -> None:
+    """Refuse parentheses nested deeper than ``MAX_NESTING`` before DuckDB's parser sees
+    them: it takes time quadratic in the depth of parentheses left open (4,000: 25 s)."""
+    raw = sql.encode()
+    depth = 0
+    for position, kind in duckdb.tokenize(sql):
+        if kind == duckdb.token_type.operator:
+            char = raw[position : position + 1]
+            depth += (char == b"(") - (char == b")")
+            if depth > MAX_NESTING:
+                raise _user_error(
+                    sql, int(position), f"parentheses nested more than {MAX_NESTING} deep"
+                )
+
+
 def _first_semicolon(sql: str) -> int | None:
     raw = sql.encode()
     for position, kind in duckdb.tokenize(sql):
@@ -553,8 +674,33 @@ def _first_semicolon(sql: str) -> int | None:
     return None
 
 
+def _statement_start(sql: str) -> int:
+    """Where the statement begins: past whitespace and whole ``--`` and ``/* */`` comments.
+
+    One forward scan (each comment's end is found once), so linear in ``len(sql)``; a
+    comment that never ends is not skipped, nor a ``--`` comment without its newline.
+    """
+    at = _past_spaces(sql, 0)
+    while True:
+        if sql.startswith("--", at):
+            end = sql.find("\n", at + 2)
+        elif sql.startswith("/*", at):
+            end = sql.find("*/", at + 2)
+            end = end + 1 if end >= 0 else end
+        else:
+            return at
+        if end < 0:
+            return at
+        at = _past_spaces(sql, end + 1)
+
+
+def _past_spaces(sql: str, at: int) -> int:
+    m = _SPACES.match(sql, at)
+    return m.end() if m else at
+
+
 def _first_word(sql: str) -> str:
-    m = _FIRST_WORD.match(sql)
+    m = _FIRST_WORD.match(sql, _statement_start(sql))
     return m.group(1).lower() if m else ""
 
 
@@ -698,15 +844,22 @@ def _column_names(node: dict[str, Any], duck_names: list[str]) -> list[str]:
 class _Rewriter:
     """Rewrites the tree where DuckDB and Trino compute differently; typed by DuckDB probes."""
 
-    _DECIMAL_TEXT = re.compile(r"(?<![\w.])\d*\.\d+|\b\d+\.(?![\w.])|\b(?:decimal|numeric)\b", re.I)
-    _TYPEOF = re.compile(r"\btypeof\s*\(", re.I)
+    _DECIMAL_TEXT = re.compile(
+        r"(?<![\w.])\d*+\.\d|\b\d++\.(?![\w.])|\b(?:decimal|numeric)\b", re.I
+    )
+    _TYPEOF = re.compile(r"\btypeof\s*+\(", re.I)
 
     def __init__(
-        self, cur: duckdb.DuckDBPyConnection, tree: dict[str, Any], has_decimals: bool
+        self,
+        cur: duckdb.DuckDBPyConnection,
+        tree: dict[str, Any],
+        has_decimals: bool,
+        describe: Callable[[str], list[str]],
     ) -> None:
         self.cur = cur
         self.tree = tree
         self.has_decimals = has_decimals
+        self.describe = describe  # column types of a query, evaluated where SQL may run
         self.changed = False
         self.decimals = False
         self.typeof = False
@@ -829,11 +982,9 @@ class _Rewriter:
         ungrouped = dict(base, group_expressions=[], group_sets=[], having=None)
         for probe in (base, ungrouped):
             try:
-                sql = _deserialize(self.cur, probe)
-                rows = self.cur.execute(f"DESCRIBE {sql}").fetchall()
+                return self.describe(_deserialize(self.cur, probe))
             except (duckdb.Error, ToolError):
                 continue
-            return [str(r[1]) for r in rows]
         return None
 
 
@@ -999,7 +1150,7 @@ def render_value(value: Any) -> Any:
         data = bytes(value)
         try:
             return json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python goes
             return data.decode("utf-8", "replace")
     if isinstance(value, dict):
         return {str(k): render_value(v) for k, v in value.items()}
@@ -1048,7 +1199,7 @@ def unwrap_json_column(out: dict[str, Any]) -> dict[str, Any]:
         return out
     try:
         parsed = json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return out
     if not isinstance(parsed, dict | list):
         return out
@@ -1061,17 +1212,17 @@ def unwrap_json_column(out: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- SHOW and DESCRIBE
 
 
-_NAME = r'(?:"[^"]+"|[A-Za-z_][A-Za-z0-9_]*)'
-_LIKE = r"(?:\s+like\s+'([^']*)')?"
-_FROM = r"\s+(?:from|in)\s+"
+_NAME = r'(?:"[^"]++"|[A-Za-z_][A-Za-z0-9_]*+)'
+_LIKE = r"(?:\s++like\s++'([^']*+)')?"
+_FROM = r"\s++(?:from|in)\s++"
 _SHOW = (
-    ("catalogs", re.compile(r"show\s+catalogs" + _LIKE, re.I)),
-    ("schemas", re.compile(rf"show\s+schemas(?:{_FROM}({_NAME}))?" + _LIKE, re.I)),
-    ("tables", re.compile(rf"show\s+tables(?:{_FROM}({_NAME}(?:\.{_NAME})?))?" + _LIKE, re.I)),
+    ("catalogs", re.compile(r"show\s++catalogs" + _LIKE, re.I)),
+    ("schemas", re.compile(rf"show\s++schemas(?:{_FROM}({_NAME}))?" + _LIKE, re.I)),
+    ("tables", re.compile(rf"show\s++tables(?:{_FROM}({_NAME}(?:\.{_NAME})?))?" + _LIKE, re.I)),
     (
         "columns",
         re.compile(
-            rf"(?:show\s+columns{_FROM}|describe\s+|desc\s+)({_NAME}(?:\.{_NAME}){{0,2}})", re.I
+            rf"(?:show\s++columns{_FROM}|describe\s++|desc\s++)({_NAME}(?:\.{_NAME}){{0,2}})", re.I
         ),
     ),
 )
@@ -1079,7 +1230,7 @@ _SHOW = (
 
 def _synthetic(engine: SqlEngine, sql: str) -> tuple[list[str], list[str], list[tuple[Any, ...]]]:
     """Trino's answer to the SHOW and DESCRIBE statements an agent explores with."""
-    text = re.sub(_LEADING, "", sql).strip()
+    text = sql[_statement_start(sql) :].strip()
     for kind, pattern in _SHOW:
         m = pattern.fullmatch(text)
         if not m:
@@ -1138,8 +1289,28 @@ def _unquote(name: str) -> str:
 def _like(items: Any, pattern: str | None) -> list[str]:
     if pattern is None:
         return list(items)
-    regex = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
-    return [i for i in items if re.fullmatch(regex, i)]
+    return [i for i in items if _like_match(i, pattern)]
+
+
+def _like_match(text: str, pattern: str) -> bool:
+    """SQL ``LIKE`` (``%`` any run, ``_`` one character) in O(len(text) * len(pattern)).
+
+    A regex of ``.*`` per ``%`` backtracks exponentially on ``'%%%...%x'``; this keeps one
+    fallback point (the last ``%``), the classic wildcard match.
+    """
+    t = p = 0
+    star, mark = -1, 0
+    while t < len(text):
+        if p < len(pattern) and pattern[p] != "%" and pattern[p] in ("_", text[t]):
+            t, p = t + 1, p + 1
+        elif p < len(pattern) and pattern[p] == "%":
+            star, mark, p = p, t, p + 1
+        elif star >= 0:
+            mark += 1
+            t, p = mark, star + 1
+        else:
+            return False
+    return pattern[p:].strip("%") == ""
 
 
 # ---------------------------------------------------------------------------- text rendering
@@ -1155,13 +1326,18 @@ def query_text(out: dict[str, Any], fmt: str | None = None) -> str:
     """The ``trino_query`` tool's text content for a ``query`` result, as the peer renders it."""
     validate_format(fmt)
     if fmt == "csv":
-        return _csv(out)
-    if fmt == "markdown":
-        return _markdown(out)
-    try:
-        return go_json(out)
-    except ValueError as exc:
-        raise ToolError(f"failed to marshal result: {exc}") from None
+        text = _csv(out)
+    elif fmt == "markdown":
+        text = _markdown(out)
+    else:
+        try:
+            text = go_json(out)
+        except ValueError as exc:
+            raise ToolError(f"failed to marshal result: {exc}") from None
+    # The fetch estimated the size without escapes; this is the bound on what is sent.
+    if len(text) > MAX_RESULT_BYTES // 4 and len(text.encode()) > MAX_RESULT_BYTES:
+        raise _too_large(f"the result exceeds {MAX_RESULT_BYTES} bytes")
+    return text
 
 
 def describe_text(out: dict[str, Any]) -> str:

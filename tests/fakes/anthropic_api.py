@@ -1,9 +1,10 @@
 """A small Anthropic Messages API (``POST /v1/messages``) on loopback, for the real SDK to call.
 
 It answers from a scripted brain (or canned replies), can be told to fail (429 with
-retry-after, 529 overloaded, 500, 401, a slow reply) or to end a turn with a refusal or
-at max_tokens, reports prompt-cache reads and writes for a cached system prompt, and
-keeps every request it got.
+retry-after, 529 overloaded, 500, 401, 403, a slow reply) or to end a turn with a refusal
+or at max_tokens, refuses models it was not told to serve (404 ``not_found_error``),
+reports prompt-cache reads and writes for a cached system prompt, and keeps every
+request it got (the model preflight's apart, in ``preflights``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ _ERRORS = {
     "overloaded": (529, "overloaded_error", "Overloaded"),
     "server_error": (500, "api_error", "Internal server error"),
     "unauthorized": (401, "authentication_error", "invalid x-api-key"),
+    "forbidden": (403, "permission_error", "Your API key does not have permission to use it"),
     "bad_request": (400, "invalid_request_error", "messages: roles must alternate"),
 }
 
@@ -88,6 +90,10 @@ class FakeAnthropic(FakeProvider):
             "cache_read_input_tokens": cached,
             "cache_creation_input_tokens": created,
         }
+
+    def unknown_model(self, model: str) -> Response:
+        body = {"type": "error", "error": {"type": "not_found_error", "message": f"model: {model}"}}
+        return JSONResponse(body, status_code=404)
 
     def reply(self, body: dict[str, Any], turn: Reply, ending: str) -> dict[str, Any]:
         content: list[dict[str, Any]] = []

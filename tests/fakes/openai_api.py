@@ -1,8 +1,8 @@
 """A small OpenAI-compatible chat-completions API (``POST /v1/chat/completions``) on loopback.
 
 The same brain, fault menu and request record as the Anthropic fake; a refusal ends with
-``finish_reason: content_filter``, a cut-off with ``length``; a system prompt seen before
-is reported as cached prompt tokens.
+``finish_reason: content_filter``, a cut-off with ``length``; an unknown model is a 404
+``model_not_found``; a system prompt seen before is reported as cached prompt tokens.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ _ERRORS = {
     "overloaded": (503, "server_overloaded", "The server is overloaded"),
     "server_error": (500, "server_error", "The server had an error"),
     "unauthorized": (401, "invalid_api_key", "Incorrect API key provided"),
+    "forbidden": (403, "permission_denied", "You are not allowed to use this model"),
     "bad_request": (400, "invalid_request_error", "Invalid 'messages'"),
 }
 _ENDINGS = {"": None, "refusal": "content_filter", "max_tokens": "length"}
@@ -56,6 +57,12 @@ class FakeOpenAI(FakeProvider):
         status, code, message = _ERRORS[fault.kind]
         body = {"error": {"message": message, "type": code, "code": code}}
         return JSONResponse(body, status_code=status, headers=fault.headers)
+
+    def unknown_model(self, model: str) -> Response:
+        message = f"The model `{model}` does not exist or you do not have access to it."
+        body = {"error": {"message": message, "type": "invalid_request_error",
+                          "code": "model_not_found"}}  # fmt: skip
+        return JSONResponse(body, status_code=404)
 
     def reply(self, body: dict[str, Any], turn: Reply, ending: str) -> dict[str, Any]:
         calls = [

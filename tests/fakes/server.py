@@ -14,11 +14,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from harness.models import preflight
 from refplatform.server import LoopbackServer
 from tests.fakes.brain import ScriptedBrain
 
 # Faults a fake answers instead of (or before) a normal reply.
-ERROR_FAULTS = ("rate_limited", "overloaded", "server_error", "unauthorized", "bad_request")
+ERROR_FAULTS = ("rate_limited", "overloaded", "server_error", "unauthorized", "forbidden",
+                "bad_request")  # fmt: skip
 REPLY_FAULTS = ("refusal", "max_tokens")
 FAULTS = (*ERROR_FAULTS, *REPLY_FAULTS, "slow")
 
@@ -28,13 +30,15 @@ class Fault:
     """One scripted misbehaviour, used once, by the first request ``when`` accepts (any if None).
 
     ``headers`` go on the error reply (``retry-after``, ``retry-after-ms``); ``slow``
-    delays the normal reply by ``delay_s``.
+    delays the normal reply by ``delay_s``. A fault is for the run's own requests, or,
+    with ``preflight``, for the model preflight's request alone.
     """
 
     kind: str
     headers: dict[str, str] = field(default_factory=dict)
     when: Callable[[dict[str, Any]], bool] | None = None
     delay_s: float = 1.0
+    preflight: bool = False
 
     def __post_init__(self) -> None:
         assert self.kind in FAULTS, self.kind
@@ -69,12 +73,15 @@ class FakeProvider:
         *,
         replies: list[Reply] | None = None,
         key: str = "",
+        models: tuple[str, ...] = (),
     ) -> None:
         self.brain = brain
         self.replies = list(replies or [])
         self.key = key  # when set, requests without it are refused with 401
+        self.models = models  # when set, any other model is refused with the provider's 404
         self.faults: list[Fault] = []
-        self.seen: list[Seen] = []
+        self.seen: list[Seen] = []  # the run's requests
+        self.preflights: list[Seen] = []  # model preflight requests, answered apart
         self.answered = 0
         self._lock = threading.Lock()
         self._server: LoopbackServer | None = None
@@ -87,10 +94,10 @@ class FakeProvider:
         with self._lock:
             self.faults += [f if isinstance(f, Fault) else Fault(f) for f in faults]
 
-    def _take_fault(self, body: dict[str, Any]) -> Fault | None:
+    def _take_fault(self, body: dict[str, Any], for_preflight: bool = False) -> Fault | None:
         with self._lock:
             for i, fault in enumerate(self.faults):
-                if fault.when is None or fault.when(body):
+                if fault.preflight == for_preflight and (fault.when is None or fault.when(body)):
                     return self.faults.pop(i)
         return None
 
@@ -114,6 +121,10 @@ class FakeProvider:
     def error(self, fault: Fault) -> Response:
         raise NotImplementedError
 
+    def unknown_model(self, model: str) -> Response:
+        """The provider's 404 for a model it does not serve."""
+        raise NotImplementedError
+
     def reply(self, body: dict[str, Any], turn: Reply, ending: str) -> dict[str, Any]:
         """The success body for ``turn``; ``ending`` is "", "refusal" or "max_tokens"."""
         raise NotImplementedError
@@ -123,9 +134,20 @@ class FakeProvider:
     async def _handle(self, request: Request) -> Response:
         raw = await request.body()
         body = json.loads(raw)
-        self.seen.append(Seen(request.url.path, dict(request.headers), body, raw))
+        system, messages = self.conversation(body)
+        first = next((m["text"] for m in messages if m["role"] == "user"), None)
+        is_preflight = first == preflight.PROMPT and not system
+        seen = Seen(request.url.path, dict(request.headers), body, raw)
+        (self.preflights if is_preflight else self.seen).append(seen)
         if self.key and not self.authorized(dict(request.headers)):
             return self.error(Fault("unauthorized"))
+        if self.models and body.get("model") not in self.models:
+            return self.unknown_model(str(body.get("model")))
+        if is_preflight:  # answered without a canned reply, the brain or a run's fault
+            fault = self._take_fault(body, for_preflight=True)
+            if fault is not None and fault.kind in ERROR_FAULTS:
+                return self.error(fault)
+            return JSONResponse(self.reply(body, Reply("ok"), ""))
         fault = self._take_fault(body)
         ending = ""
         if fault is not None:
@@ -135,7 +157,6 @@ class FakeProvider:
                 await asyncio.sleep(fault.delay_s)
             else:
                 ending = fault.kind
-        system, messages = self.conversation(body)
         turn = Reply("") if ending == "refusal" else self._next_turn(system, messages)
         self.answered += 1
         return JSONResponse(self.reply(body, turn, ending))

@@ -1,0 +1,107 @@
+"""The ledger's runs at a glance (``benchledger runs``): one row per run, newest first.
+
+A row is read from the run's stream heads and its header alone, never from its unit
+events, so listing stays fast on a large ledger: a unit stream whose head is
+``unit_finished`` is a finished unit (an interrupted or retried one ends in
+``unit_abandoned``), the header's head says whether the run is sealed (and signed), and
+the header's first event, ``run_started``, says when it started, with what, and what
+it planned. Only ``ledger`` is imported: the command starts without the harness.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Final, NamedTuple
+
+from ledger import Ledger, UnknownRun
+from ledger.events import RunRecord, RunStarted
+
+_SHOWN_IDS: Final = 5  # --protocol ids a subset label names before "..."
+
+
+def subset_label(record: RunRecord | None) -> str:
+    """A subset run's ``N of M protocols (--protocol A, B; --limit L)``; "" for a whole set."""
+    if record is None or not (record.only or record.limit):
+        return ""
+    ran = len({u.unit_id for u in record.units})
+    noun = "cases" if record.suite == "provenance" else "protocols"
+    asked = []
+    if record.only:
+        ids = ", ".join(record.only[:_SHOWN_IDS])
+        asked.append(f"--protocol {ids}{', ...' if len(record.only) > _SHOWN_IDS else ''}")
+    if record.limit:
+        asked.append(f"--limit {record.limit}")
+    of = f" of {record.set_items}" if record.set_items else ""
+    return f"{ran}{of} {noun} ({'; '.join(asked)})"
+
+
+class RunRow(NamedTuple):
+    """One run as ``runs`` lists it."""
+
+    run_id: str
+    started_at: int  # ns since the epoch, the run_started event's ``at`` (0: no header event)
+    agent: str
+    platform: str
+    units_finished: int
+    units_planned: int
+    sealed: bool
+    signed: bool
+    subset: str  # subset_label: "" for a run of its whole set
+    streams: int
+    events: int
+    root: str  # "" while unsealed
+
+    @property
+    def started(self) -> str:
+        """The start time in UTC, ISO 8601 to the second (``-`` when unknown)."""
+        if not self.started_at:
+            return "-"
+        at = dt.datetime.fromtimestamp(self.started_at / 1e9, dt.UTC)
+        return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def as_json(self) -> dict[str, Any]:
+        """The row as ``runs --json`` prints it."""
+        return {
+            "run_id": self.run_id,
+            "started_at": self.started,
+            "agent": self.agent,
+            "platform": self.platform,
+            "units_finished": self.units_finished,
+            "units_planned": self.units_planned,
+            "sealed": self.sealed,
+            "signed": self.signed,
+            "subset": bool(self.subset),
+            "selection": self.subset,
+            "streams": self.streams,
+            "events": self.events,
+            "root": self.root,
+        }
+
+
+def run_row(ledger: Ledger, run_id: str) -> RunRow:
+    """One run's row (UnknownRun when absent); reads its heads and its header's first event."""
+    heads = ledger.store.heads(run_id)
+    if not heads or heads[0].stream != run_id:
+        raise UnknownRun(run_id, ledger.store.run_ids())
+    seal = ledger.sealed(run_id) if heads[0].kind == "run_sealed" else None
+    first = next(ledger.events(run_id, run_id), None)
+    header = first[0] if first else None
+    started_at, agent, platform, planned, subset = 0, "", "", 0, ""
+    if isinstance(header, RunStarted):
+        body, record = header.body, header.body.record
+        started_at = header.at
+        agent = (record.agent if record else "") or body.agent
+        platform = f"{body.platform} {body.platform_version}".strip()
+        planned = len(record.units) if record and record.units else body.protocols * body.k
+        subset = subset_label(record)
+    finished = sum(1 for h in heads[1:] if h.kind == "unit_finished")
+    events = sum((h.seq or 0) + 1 for h in heads)
+    return RunRow(run_id, started_at, agent, platform, finished, planned, seal is not None,
+                  seal is not None and seal.signature is not None, subset, len(heads), events,
+                  seal.root if seal else "")  # fmt: skip
+
+
+def run_rows(ledger: Ledger) -> list[RunRow]:
+    """Every run's row, newest first (by start time, then run id)."""
+    rows = [run_row(ledger, run_id) for run_id in ledger.store.run_ids()]
+    return sorted(rows, key=lambda r: (-r.started_at, r.run_id))

@@ -1,0 +1,440 @@
+"""The agent's SQL runs here: in child processes whose memory is capped and that may be killed.
+
+DuckDB's ``memory_limit`` bounds its buffer pool (sorts, hash tables, aggregate states),
+not the values a query computes (``repeat``, ``generate_series``, a chain of
+concatenations), nor the Python rows the client builds from them; and an interrupt is
+only seen between chunks of work. Nothing inside one process bounds those, so every
+statement that evaluates the agent's SQL (the query, ``EXPLAIN``, the rewriter's type
+probes) runs in a worker process (``python -m refplatform.toolkits.sqlworker``) over its
+own copy of the pack's tables, with its address space capped (``RLIMIT_AS``, at what it
+needed to start plus ``memory_bytes``):
+
+- a query that needs more memory fails there with DuckDB's out-of-memory error (or a
+  Python ``MemoryError`` while its rows are built), and the worker goes on;
+- a query still running ``grace_s`` after its timeout (the interrupt not seen) is killed
+  with its worker, which is replaced on the next call;
+- a result is fetched in batches and refused as soon as its estimated rendered size
+  passes ``max_result_bytes`` or one value passes ``max_cell_bytes``, so the server's own
+  process only ever holds a bounded result.
+
+A pool per pack and memory budget serves every engine of the process (like the loaded
+database in ``sql._loaded``); its first worker starts in the background when the pool is
+made, more (up to ``size``) when all are busy. A worker exits when the server's end of
+its pipe closes, which includes the server process dying.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any, Final, NamedTuple
+
+STARTUP_TIMEOUT_S: Final = 120.0  # a loaded machine; the pack's INSERTs take ~0.5 s idle
+GRACE_S: Final = 2.0  # after a query's timeout, before its worker is killed
+_BATCH: Final = 64  # rows converted to Python objects at a time
+# DuckDB types whose values have no fixed rendered width.
+_VARIABLE: Final = ("VARCHAR", "BLOB", "BIT", "JSON", "[", "STRUCT", "MAP", "UNION", "VARIANT")
+# Makes a worker's database: (connection, the pack's setup SQL, DuckDB's memory_limit).
+Prepare = Callable[[Any, str, str], None]
+_PACKAGE_ROOT: Final = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class Failed(NamedTuple):
+    """A statement the worker refused or that failed: why, in the form the caller translates."""
+
+    kind: str  # "error" (a DuckDB error, ``name`` its class), "timeout", "bound", "memory",
+    # "unavailable" (no worker could be started)
+    name: str
+    message: str
+
+
+class Rows(NamedTuple):
+    """A query's answer: DuckDB's column names and types, at most ``limit`` rows."""
+
+    names: list[str]
+    types: list[str]
+    rows: list[tuple[Any, ...]]
+    truncated: bool
+    elapsed_ms: int
+
+
+class Bounds(NamedTuple):
+    """What one statement may use: its wall-clock seconds and the bytes of its result."""
+
+    timeout_s: float
+    max_result_bytes: int
+    max_cell_bytes: int
+
+
+# ---------------------------------------------------------------------------- the server side
+
+
+class _Lost(Exception):
+    """The worker is gone (killed at its deadline, or died); the pool replaces it."""
+
+
+class _Worker:
+    """One child process and its two pipe ends."""
+
+    def __init__(
+        self, prepare: Prepare, setup_sql: str, memory_bytes: int, memory_limit: str
+    ) -> None:
+        down_r, down_w = os.pipe()
+        up_r, up_w = os.pipe()
+        env = dict(os.environ)
+        # One malloc arena: a thread's first allocation would otherwise reserve 64 MiB of
+        # address space against the cap without using it.
+        env["MALLOC_ARENA_MAX"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+        self._out = Connection(down_w, readable=False)
+        self._in = Connection(up_r, writable=False)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "refplatform.toolkits.sqlworker", str(down_r), str(up_w)],
+                pass_fds=(down_r, up_w),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            self._out.close()
+            self._in.close()
+            raise _Lost(f"the SQL worker did not start: {exc.strerror or exc}") from None
+        finally:
+            os.close(down_r)
+            os.close(up_w)
+        try:
+            ready = self.ask((prepare, setup_sql, memory_bytes, memory_limit), STARTUP_TIMEOUT_S)
+        except _Lost as lost:
+            raise _Lost(f"the SQL worker did not start: {lost}") from None
+        if ready != "ready":
+            self.kill()
+            raise _Lost(f"the SQL worker did not start: {ready}")
+
+    def ask(self, request: tuple[Any, ...], seconds: float) -> Any:
+        """Send one request and wait ``seconds`` for its answer (``_Lost`` and killed if not)."""
+        deadline = time.monotonic() + seconds
+        try:
+            self._out.send(request)
+        except OSError:
+            self.kill()
+            raise _Lost("the SQL worker is gone") from None
+        return self._reply(deadline)
+
+    def _reply(self, deadline: float) -> Any:
+        try:
+            if self._in.poll(max(0.0, deadline - time.monotonic())):
+                return self._in.recv()
+        except (EOFError, OSError):
+            self.kill()
+            raise _Lost("the SQL worker died") from None
+        self.kill()
+        raise _Lost("timeout")
+
+    def kill(self) -> None:
+        """Stop the process (it is ours) and release its pipes."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        self._out.close()
+        self._in.close()
+
+
+class Pool:
+    """Up to ``size`` workers over one pack; each call takes an idle one (or starts one)."""
+
+    def __init__(
+        self, prepare: Prepare, setup_sql: str, *, size: int, memory_bytes: int, memory_limit: str
+    ) -> None:
+        self._args = (prepare, setup_sql, memory_bytes, memory_limit)
+        self._size = size
+        self._idle: list[_Worker] = []
+        self._live = 0  # started or starting
+        self._starting = 0
+        self._cond = threading.Condition()
+        self._warm = threading.Thread(target=self._prestart, name="sql-worker-start", daemon=True)
+        self._warm.start()
+
+    def _prestart(self) -> None:
+        with self._cond:
+            if self._live >= self._size:
+                return
+            self._live += 1
+        with contextlib.suppress(_Lost):  # the first call starts one again, saying why not
+            self._give(self._start())
+
+    def _replace(self) -> None:
+        """Start a worker for the one just lost, in the background (it takes ~1 s)."""
+        threading.Thread(target=self._prestart, name="sql-worker-start", daemon=True).start()
+
+    def _start(self) -> _Worker:
+        """A new worker for a slot already counted in ``_live`` (released if it fails)."""
+        with self._cond:
+            self._starting += 1
+        try:
+            worker = _Worker(*self._args)
+        except BaseException:
+            with self._cond:
+                self._starting -= 1
+                self._live -= 1
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            self._starting -= 1
+            self._cond.notify_all()  # a caller waiting for this start may now start its own
+        return worker
+
+    def _take(self, deadline: float) -> _Worker | None:
+        with self._cond:
+            while not self._idle:
+                if self._live < self._size and not self._starting:  # else: wait for that one
+                    self._live += 1
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+            else:
+                return self._idle.pop()
+        return self._start()
+
+    def _give(self, worker: _Worker) -> None:
+        with self._cond:
+            self._idle.append(worker)
+            self._cond.notify_all()
+
+    def _drop(self) -> None:
+        with self._cond:
+            self._live -= 1
+            self._cond.notify_all()
+
+    def call(self, request: tuple[Any, ...], deadline: float) -> Rows | list[str] | Failed:
+        """One request's answer; ``Failed("timeout", ...)`` when ``deadline`` passes first."""
+        try:
+            worker = self._take(deadline)
+        except _Lost as lost:
+            return Failed("unavailable", "", str(lost))
+        if worker is None:
+            return Failed("timeout", "", "every SQL worker is busy")
+        try:
+            answer = worker.ask(request, deadline + GRACE_S - time.monotonic())
+        except _Lost as lost:
+            self._drop()
+            self._replace()
+            if str(lost) == "timeout":
+                return Failed("timeout", "", "killed at its deadline")
+            return Failed("memory", "", str(lost))
+        if isinstance(answer, Failed) and answer.kind == "memory":
+            # Its allocator keeps what it mapped, close to the cap: it exits, a fresh one starts.
+            worker.kill()
+            self._drop()
+            self._replace()
+        else:
+            self._give(worker)
+        result: Rows | list[str] | Failed = answer
+        return result
+
+
+_POOLS: dict[tuple[str, int, int], Pool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def pool(
+    prepare: Prepare, setup_sql: str, *, size: int, memory_bytes: int, memory_limit: str
+) -> Pool:
+    """The process's pool for this pack and budget, made (and its first worker started) once.
+
+    ``prepare(db, setup_sql, memory_limit)`` makes a worker's database; it is sent to the
+    worker by reference (a module-level function), so this module imports none of its own.
+    """
+    key = (setup_sql, size, memory_bytes)
+    with _POOLS_LOCK:
+        got = _POOLS.get(key)
+        if got is None:
+            got = _POOLS[key] = Pool(
+                prepare, setup_sql, size=size, memory_bytes=memory_bytes, memory_limit=memory_limit
+            )
+        return got
+
+
+# ---------------------------------------------------------------------------- the worker side
+
+
+class _Watchdog(threading.Thread):
+    """Interrupts the running statement at its deadline (one thread, made before the cap)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="sql-watchdog", daemon=True)
+        self._cond = threading.Condition()
+        self._cursor: Any = None
+        self._deadline = 0.0
+        self.fired = False
+
+    def arm(self, cursor: Any, timeout_s: float) -> None:
+        with self._cond:
+            self._cursor, self._deadline, self.fired = cursor, time.monotonic() + timeout_s, False
+            self._cond.notify()
+
+    def disarm(self) -> None:
+        with self._cond:
+            self._cursor = None
+            self._cond.notify()
+
+    def run(self) -> None:
+        with self._cond:
+            while True:
+                if self._cursor is None:
+                    self._cond.wait()
+                    continue
+                left = self._deadline - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                self.fired = True
+                self._cursor.interrupt()
+                self._cursor = None
+
+
+def _size(value: Any) -> int:
+    """About how many characters ``value`` takes rendered as JSON (escapes not counted)."""
+    if value is None:
+        return 4
+    if isinstance(value, str | bytes | bytearray):
+        return len(value) + 2
+    if isinstance(value, list | tuple):
+        return sum(_size(v) + 2 for v in value) + 2
+    if isinstance(value, dict):
+        return sum(len(str(k)) + _size(v) + 6 for k, v in value.items()) + 2
+    return 24
+
+
+def _variable(duck_type: str) -> bool:
+    upper = duck_type.upper()
+    return any(v in upper for v in _VARIABLE)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _fetch(
+    result: Any, names: list[str], types: list[str], limit: int, bounds: Bounds
+) -> tuple[list[tuple[Any, ...]], bool]:
+    """At most ``limit`` rows (and whether there were more), refusing an oversize result."""
+    variable = [i for i, t in enumerate(types) if _variable(t)]
+    per_row = sum(len(n) + 32 for n in names) + 8  # names, fixed-width values, punctuation
+    rows: list[tuple[Any, ...]] = []
+    total = 0
+    while len(rows) <= limit:
+        batch = result.fetchmany(min(_BATCH, limit + 1 - len(rows)))
+        if not batch:
+            break
+        for row in batch[: max(0, limit - len(rows))]:
+            total += per_row
+            for i in variable:
+                size = _size(row[i])
+                if size > bounds.max_cell_bytes:
+                    raise _TooLarge(
+                        f"a value of column {names[i]!r} exceeds {bounds.max_cell_bytes} bytes"
+                    )
+                total += size
+            if total > bounds.max_result_bytes:
+                raise _TooLarge(f"the result exceeds {bounds.max_result_bytes} bytes")
+        rows += batch
+    return rows[:limit], len(rows) > limit
+
+
+def _execute(db: Any, watchdog: _Watchdog, request: tuple[Any, ...]) -> Rows | list[str] | Failed:
+    import duckdb
+
+    kind, sql, limit, bounds = request
+    cursor = db.cursor()
+    watchdog.arm(cursor, bounds.timeout_s)
+    start = time.monotonic()
+    try:
+        if kind == "describe":
+            return [str(r[1]) for r in cursor.execute(f"DESCRIBE {sql}").fetchall()]
+        result = cursor.execute(sql)
+        description = result.description or []
+        names = [d[0] for d in description]
+        types = [str(d[1]) for d in description]
+        rows, truncated = _fetch(result, names, types, limit, bounds)
+        return Rows(names, types, rows, truncated, int((time.monotonic() - start) * 1000))
+    except _TooLarge as exc:
+        return Failed("bound", "", str(exc))
+    except duckdb.OutOfMemoryException as exc:
+        return Failed("memory", type(exc).__name__, str(exc))
+    except duckdb.Error as exc:
+        if watchdog.fired or isinstance(exc, duckdb.InterruptException):
+            return Failed("timeout", "", "interrupted at its deadline")
+        return Failed("error", type(exc).__name__, str(exc))
+    except MemoryError:
+        return Failed("memory", "", "out of memory while building the rows")
+    finally:
+        watchdog.disarm()
+        cursor.close()
+
+
+def _serve(inbox: Connection, outbox: Connection) -> None:
+    import duckdb
+
+    prepare, setup_sql, memory_bytes, memory_limit = inbox.recv()
+    db = duckdb.connect(":memory:")
+    prepare(db, setup_sql, memory_limit)
+    watchdog = _Watchdog()
+    watchdog.start()
+    with open("/proc/self/statm", encoding="ascii") as fh:
+        mapped = int(fh.read().split()[0]) * resource.getpagesize()
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = mapped + memory_bytes
+    resource.setrlimit(
+        resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard)
+    )
+    outbox.send("ready")
+    while True:
+        try:
+            request = inbox.recv()
+        except (EOFError, OSError):
+            return  # the server closed its end, or is gone
+        try:
+            answer = _execute(db, watchdog, request)
+        except MemoryError:
+            answer = Failed("memory", "", "out of memory")
+        try:
+            outbox.send(answer)
+        except MemoryError:
+            answer = Failed("memory", "", "out of memory while sending the rows")
+            outbox.send(answer)
+        if isinstance(answer, Failed) and answer.kind == "memory":
+            return  # the server replaces this worker: what its allocator kept stays near the cap
+
+
+def main(argv: list[str]) -> int:
+    """``python -m refplatform.toolkits.sqlworker READ_FD WRITE_FD``: serve until EOF."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the server; EOF stops us
+    inbox = Connection(int(argv[0]), writable=False)
+    outbox = Connection(int(argv[1]), readable=False)
+    try:
+        _serve(inbox, outbox)
+    except Exception as exc:  # reported to the server, which says why the worker failed
+        with contextlib.suppress(OSError):
+            outbox.send(f"{type(exc).__name__}: {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    # Through the package name, so what is pickled names refplatform.toolkits.sqlworker.
+    from refplatform.toolkits import sqlworker
+
+    sys.exit(sqlworker.main(sys.argv[1:]))

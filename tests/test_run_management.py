@@ -1,0 +1,336 @@
+"""Managing runs: the `runs` listing, subset runs and re-running infra-failed units."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any
+
+import pytest
+from starlette.responses import JSONResponse
+
+import protocols
+from cli import main
+from harness.driver import Progress, RunDriver
+from harness.record import RunConfig, read_record
+from ledger import Ledger, open_store
+from ledger.events import InfraError, UnitAbandoned, UnitFinished, UnitStarted
+from ledger.keys import load_private_key, write_key_pair
+from ledger.signing import Signer
+from projections.fold import fold
+from projections.lifecycle import LifecycleFold, scorecard
+from projections.source import from_ledger
+from refplatform.auth import Keyring
+from refplatform.platform import Platform
+from refplatform.server import LoopbackServer, build_app
+from tests.sample import counter_clock
+
+IDS = ["bl-focus-region", "bl-keystone-region", "bl-margin-region"]
+ADMIN, POOL = "adm-key-123", "poolkey"
+INSIGHTS = "/api/v1/admin/knowledge/insights"  # the capture read-back every unit makes
+
+
+def protocol_set(tmp_path: Any, ids: list[str] = IDS) -> str:
+    folder = tmp_path / "protocols"
+    folder.mkdir(exist_ok=True)
+    for pid in ids:
+        with open(os.path.join(protocols.LIFECYCLE_DIR, f"{pid}.yaml")) as fh:
+            (folder / f"{pid}.yaml").write_text(fh.read())
+    return str(folder)
+
+
+class Outage:
+    """ASGI wrapper: while ``down``, every request under ``prefix`` gets a 503."""
+
+    def __init__(self, app: Any, prefix: str) -> None:
+        self.app, self.prefix, self.down = app, prefix, False
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.down and scope["type"] == "http" and scope["path"].startswith(self.prefix):
+            await JSONResponse({"error": "injected outage"}, status_code=503)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+class NoWait:
+    """The wall clock, with retry backoffs that do not wait."""
+
+    def time(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+def platform():
+    outage = Outage(build_app(Platform(), Keyring(ADMIN, POOL, 60)), INSIGHTS)
+    server = LoopbackServer(outage)
+    server.start()
+    server.outage = outage  # type: ignore[attr-defined]
+    yield server
+    server.stop()
+
+
+def external(url: str, **kw: Any) -> RunConfig:
+    return RunConfig(platform=url, admin_key=ADMIN, pool_base=POOL, pool_size=60, **kw)
+
+
+def platform_args(url: str) -> list[str]:
+    return ["--platform", url, "--admin-key", ADMIN, "--pool-base", POOL, "--pool-size", "60"]
+
+
+def unit_streams(ledger: Ledger, run_id: str) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for event, _ in ledger.events(run_id):
+        if event.stream != run_id:
+            out.setdefault(event.stream, []).append(event)
+    return out
+
+
+# -- runs -----------------------------------------------------------------------------------
+
+
+def test_runs_json_lists_each_runs_start_agent_platform_units_seal_and_signature_newest_first(
+    tmp_path, platform, capsys
+):
+    path, ledger_file = protocol_set(tmp_path, IDS[:1]), str(tmp_path / "l.sqlite")
+    key, _, _ = write_key_pair(str(tmp_path))
+    first, later = 1_780_000_000_000_000_000, 1_790_000_000_000_000_000
+    # The older run sorts last by name too, so newest-first is not name order.
+    for run_id, start, signer in (("a-older", first, None),
+                                  ("z-newer", later, Signer(load_private_key(key)))):  # fmt: skip
+        ledger = Ledger(open_store(ledger_file), clock=counter_clock(start), signer=signer)
+        cfg = external(platform.url, protocols_path=path, run_id=run_id)
+        assert asyncio.run(RunDriver(ledger, cfg).execute()).root
+        ledger.store.close()
+    capsys.readouterr()
+    assert main(["runs", "--json", "--ledger", ledger_file]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["run_id"] for r in rows] == ["z-newer", "a-older"]
+    newer, older = rows
+    assert newer["started_at"] == "2026-09-21T14:13:20Z"  # 1_790_000_000 s
+    assert older["started_at"] == "2026-05-28T20:26:40Z"  # 1_780_000_000 s
+    assert newer["agent"] == "scripted" and newer["platform"].startswith("mcp-data-platform ")
+    assert (newer["units_finished"], newer["units_planned"]) == (1, 1)
+    assert (newer["sealed"], newer["signed"], older["sealed"], older["signed"]) == (
+        True, True, True, False
+    )  # fmt: skip
+    assert newer["subset"] is False and newer["selection"] == ""
+    info = Ledger(open_store(ledger_file)).run_info("a-older")
+    assert (older["streams"], older["events"], older["root"]) == (2, info.events, info.root)
+    assert main(["runs", "--ledger", ledger_file]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:2] == ["run", "started"]
+    assert lines[1].startswith("z-newer") and "sealed, signed" in lines[1]
+    assert lines[2].startswith("a-older") and "sealed, unsigned" in lines[2]
+    assert info.root in lines[2] and "1/1" in lines[2]
+
+
+def test_runs_counts_an_unsealed_runs_finished_units_from_its_stream_heads(
+    tmp_path, platform, capsys
+):
+    ledger_file = str(tmp_path / "l.sqlite")
+    ledger = Ledger(open_store(ledger_file))
+    cfg = external(platform.url, protocols_path=protocol_set(tmp_path), run_id="cut",
+                   concurrency=1)  # fmt: skip
+    interrupted_after(ledger, cfg, 1)
+    ledger.store.close()
+    assert main(["runs", "--json", "--ledger", ledger_file]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["units_finished"], row["units_planned"], row["sealed"]) == (1, 3, False)
+    assert row["root"] == "" and row["signed"] is False
+
+
+# -- subset runs ----------------------------------------------------------------------------
+
+
+def test_a_subset_run_records_its_selection_runs_only_it_and_is_labelled_and_not_gated(
+    tmp_path, platform, capsys
+):
+    path, ledger_file = protocol_set(tmp_path), str(tmp_path / "l.sqlite")
+    run = ["run", "--protocols", path, "--ledger", ledger_file, *platform_args(platform.url)]
+    assert main([*run, "--run-id", "full"]) == 0
+    picked = ["--protocol", IDS[2], "--protocol", IDS[1], "--limit", "1"]
+    assert main([*run, "--run-id", "part", *picked]) == 0
+    out = capsys.readouterr().out
+    assert "SUBSET: 1 of 3 protocols" in out
+    ledger = Ledger(open_store(ledger_file))
+    record = read_record(ledger, "part")
+    assert (record.only, record.limit, record.set_items) == ([IDS[2], IDS[1]], 1, 3)
+    # The first of the named protocols in set order, and nothing else.
+    assert [(u.unit_id, u.attempt) for u in record.units] == [(IDS[1], 1)]
+    streams = unit_streams(ledger, "part").values()
+    started = [e.body.protocol_id for evs in streams for e in evs if isinstance(e, UnitStarted)]
+    assert started == [IDS[1]]
+
+    assert main(["report", "part", "--ledger", ledger_file]) == 0
+    head = capsys.readouterr().out.splitlines()[:8]
+    assert any(line.startswith("subset") and "SUBSET: 1 of 3 protocols" in line for line in head)
+    assert main(["report", "full", "--ledger", ledger_file]) == 0
+    assert "SUBSET" not in capsys.readouterr().out
+    assert main(["runs", "--ledger", ledger_file]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert "SUBSET: 1 of 3 protocols (--protocol bl-margin-region, bl-keystone-region; " \
+        "--limit 1)" in lines["part"]  # fmt: skip
+    assert "SUBSET" not in lines["full"]
+
+    for candidate, baseline in (("part", "full"), ("full", "part")):
+        assert main(["gate", candidate, "--baseline", baseline, "--ledger", ledger_file]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "differ in subset" in err
+        assert "the candidate part is a subset run" in err or "the baseline part is a subset" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--protocol", "bl-nope"], "--protocol bl-nope: no protocol with that id in"),
+        (["--limit", "0"], "--limit must be at least 1, not 0"),
+        (["--limit", "-3"], "--limit must be at least 1, not -3"),
+        (["--suite", "provenance", "--protocol", "pv-nope"], "--protocol pv-nope: no case"),
+        (["--retry-infra"], "--retry-infra re-runs an unsealed run's infra-failed units"),
+    ],
+    ids=["unknown-protocol", "limit-zero", "limit-negative", "unknown-case", "retry-no-resume"],
+)
+def test_an_unusable_selection_is_one_line_exit_2_and_writes_nothing(tmp_path, extra, says, capsys):
+    ledger_file = str(tmp_path / "l.sqlite")
+    argv = ["run", "--ledger", ledger_file, *extra]
+    if "--suite" not in extra:
+        argv += ["--protocols", protocol_set(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and says in err and "Traceback" not in err
+    assert not os.path.exists(ledger_file)
+
+
+# -- --retry-infra ------------------------------------------------------------------------
+
+
+def interrupted_after(ledger: Ledger, cfg: RunConfig, units: int, **kw: Any) -> None:
+    """Run until ``units`` units finished, then cancel the run, as Ctrl-C does."""
+
+    async def go() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+
+        def done(outcome: Any, n: int, total: int) -> None:
+            kw.get("after", lambda n: None)(n)
+            if n == units:
+                task.cancel()
+
+        await RunDriver(ledger, cfg, Progress(unit_done=done), clock=NoWait()).execute()
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(go())
+
+
+def test_retry_infra_reruns_exactly_the_infra_failed_units_and_keeps_the_failed_attempts(
+    tmp_path, platform, capsys
+):
+    ledger_file = str(tmp_path / "l.sqlite")
+    ledger = Ledger(open_store(ledger_file))
+    cfg = external(platform.url, protocols_path=protocol_set(tmp_path), run_id="flaky",
+                   concurrency=1)  # fmt: skip
+
+    def outage_after_first(n: int) -> None:
+        platform.outage.down = n >= 1  # the platform's insights API goes down after unit 1
+
+    # Unit 1 passes, unit 2 infra-fails (every retry of its capture read-back gets a 503),
+    # then the run is stopped before unit 3 finishes.
+    interrupted_after(ledger, cfg, 2, after=outage_after_first)
+    before = unit_streams(ledger, "flaky")
+    failed = [s for s, evs in before.items()
+              if any(isinstance(e, UnitFinished) and e.body.error for e in evs)]  # fmt: skip
+    passed = [s for s, evs in before.items()
+              if any(isinstance(e, UnitFinished) and not e.body.error for e in evs)]  # fmt: skip
+    assert len(failed) == 1 and len(passed) == 1
+    assert any(isinstance(e, InfraError) for e in before[failed[0]])
+    ledger.store.close()
+
+    platform.outage.down = False  # the outage is over
+    resume = ["run", "--resume", "flaky", "--ledger", ledger_file, "--admin-key", ADMIN,
+              "--pool-base", POOL]  # fmt: skip
+    assert main([*resume, "--retry-infra"]) == 0
+    assert "run flaky sealed" in capsys.readouterr().out
+    ledger = Ledger(open_store(ledger_file))
+    after = unit_streams(ledger, "flaky")
+    retried = f"{failed[0]}-r1"
+    # The failed attempt is kept whole, then marked as re-run; the passed unit is untouched.
+    assert after[failed[0]][: len(before[failed[0]])] == before[failed[0]]
+    (mark,) = after[failed[0]][len(before[failed[0]]) :]
+    assert isinstance(mark, UnitAbandoned) and mark.body.resumed_as == retried
+    assert after[passed[0]] == before[passed[0]]
+    start = after[retried][0]
+    assert isinstance(start, UnitStarted) and start.body.resumes == failed[0]
+    new = set(after) - set(before)
+    assert retried in new and len(new) == 2  # the retry and the never-finished third unit
+    assert all(not e.body.error for s in new for e in after[s] if isinstance(e, UnitFinished))
+
+    card = scorecard([fold(LifecycleFold(), from_ledger(ledger, "flaky").events)])
+    assert card.harness_failures == 0 and card.metrics["pass_k"].num == 3
+    assert card.metrics["full_lifecycle"].units == tuple(sorted(new | set(passed)))
+    assert main(["verify", "flaky", "--ledger", ledger_file]) == 0
+    assert main(["log", "flaky", failed[0].removeprefix("flaky/"), "--ledger", ledger_file]) == 0
+    log = capsys.readouterr().out
+    assert "infra_error" in log and "unit_finished" in log and "unit_abandoned" in log
+
+    assert main([*resume, "--retry-infra"]) == 2  # sealed: final
+    err = capsys.readouterr().err
+    assert "a sealed run is final" in err and len(err.strip().splitlines()) == 1
+
+
+def test_retry_infra_on_a_sealed_run_names_its_infra_failed_units_for_a_new_run(
+    tmp_path, platform, capsys
+):
+    ledger_file = str(tmp_path / "l.sqlite")
+    platform.outage.down = True
+    ledger = Ledger(open_store(ledger_file))
+    cfg = external(platform.url, protocols_path=protocol_set(tmp_path, IDS[:1]), run_id="s")
+    assert asyncio.run(RunDriver(ledger, cfg, clock=NoWait()).execute()).root  # sealed, failed
+    before = len(list(ledger.events("s")))
+    ledger.store.close()
+    argv = ["run", "--resume", "s", "--retry-infra", "--ledger", ledger_file,
+            "--admin-key", ADMIN, "--pool-base", POOL]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "a sealed run is final" in err and f"benchledger run --protocol {IDS[0]}" in err
+    assert len(list(Ledger(open_store(ledger_file)).events("s"))) == before
+
+
+def test_a_finished_unit_abandoned_for_a_retry_is_unfinished_until_its_retry_finishes():
+    from ledger.errors import UnitsMissing
+    from ledger.events import (
+        PlannedUnit,
+        PlatformRecord,
+        RunRecord,
+        RunStartedBody,
+        UnitAbandonedBody,
+        UnitFinishedBody,
+        UnitStartedBody,
+    )
+
+    ledger = Ledger(open_store(":memory:"))
+    record = RunRecord(suite="lifecycle", platform=PlatformRecord(kind="embedded"),
+                       units=[PlannedUnit("p", 1)])  # fmt: skip
+    ledger.start_run("r", RunStartedBody(suite="lifecycle", record=record))
+    w = ledger.new_stream("r/p/1")
+    w.append(UnitStartedBody(protocol_id="p", attempt=1))
+    w.append(UnitFinishedBody(error="capture: http_5xx: 503"))
+    ledger.commit(w)
+    assert ledger.unfinished("r") == []
+    w.append(UnitAbandonedBody(reason="infra-failed; re-run by --retry-infra", resumed_as="x"))
+    ledger.commit(w)
+    assert ledger.unfinished("r") == ["p/1"]
+    with pytest.raises(UnitsMissing):
+        ledger.seal_complete("r")  # the retry never ran: the unit must not count as done
+    retry = ledger.new_stream("r/p/1-r1")
+    retry.append(UnitStartedBody(protocol_id="p", attempt=1, resumes="r/p/1"))
+    retry.append(UnitFinishedBody())
+    ledger.commit(retry)
+    assert ledger.unfinished("r") == [] and ledger.seal_complete("r")

@@ -1,0 +1,135 @@
+"""Start-up: the everyday commands load none of the heavy stacks the run and replay paths need.
+
+Each command runs for real in a fresh interpreter (``cli.main`` on a small sealed ledger),
+which then reports what ``sys.modules`` holds. Model SDKs, the MCP stack, the HTTP
+server, DuckDB and cryptography cost seconds of import between them; they load only in
+the commands that use them. Likewise an agent that calls no model provider never loads
+a provider SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli import main
+from ledger import Ledger, open_store
+from tests.sample import build_run, counter_clock
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = "run-startup"
+
+# Third-party packages (by top-level name) and our own modules that pull them in.
+HEAVY = (
+    "anthropic",
+    "httpx2",
+    "mcp",
+    "mcp_types",
+    "pydantic",
+    "anyio",
+    "uvicorn",
+    "starlette",
+    "sse_starlette",
+    "duckdb",
+    "numpy",
+    "jsonschema",
+    "cryptography",
+    "rich",
+    "psycopg",
+    "harness.agents",
+    "harness.platforms",
+    "replay.full",
+)
+# ``platform serve`` takes its options from refplatform's own command line, so the parser
+# loads that module (and its error type); the platform itself must stay unloaded.
+REFPLATFORM_OPTIONS = frozenset({"refplatform", "refplatform.__main__", "refplatform.errors"})
+
+# In a fresh interpreter: run the command, then write the loaded module names to argv[1].
+PROBE = """
+import json, sys
+import cli
+try:
+    code = cli.main(sys.argv[2:])
+except SystemExit as exit_:  # --version prints and exits from argparse
+    code = exit_.code
+with open(sys.argv[1], "w") as out:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, out)
+"""
+
+
+@pytest.fixture
+def sealed(tmp_path: Path) -> tuple[str, str]:
+    """A small sealed run in an SQLite ledger, and its bundle: (ledger path, bundle path)."""
+    path = str(tmp_path / "startup.sqlite")
+    led = Ledger(open_store(path), clock=counter_clock())
+    build_run(led, RUN, units=2)
+    led.store.close()
+    bundle = str(tmp_path / "startup.jsonl")
+    assert main(["export", RUN, "-o", bundle, "--ledger", path]) == 0
+    return path, bundle
+
+
+def _loaded_by(argv: list[str], tmp_path: Path) -> tuple[int, list[str]]:
+    """The exit code of ``benchledger ARGV`` run in a fresh interpreter, and its sys.modules."""
+    report = tmp_path / "modules.json"
+    res = subprocess.run(
+        [sys.executable, "-c", PROBE, str(report), *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+    )
+    assert res.returncode == 0, res.stderr
+    found = json.loads(report.read_text())
+    return found["code"], found["modules"]
+
+
+def _heavy(modules: list[str]) -> list[str]:
+    """The HEAVY entries loaded (a package counts once), and any refplatform module beyond
+    its options."""
+    loaded = set(modules)
+    found = [h for h in HEAVY if h in loaded]
+    return found + [
+        m for m in modules if m.split(".")[0] == "refplatform" and m not in REFPLATFORM_OPTIONS
+    ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["--version"], id="version"),
+        pytest.param(["runs", "--ledger", "{ledger}"], id="runs"),
+        pytest.param(["verify", "--ledger", "{ledger}"], id="verify-every-run"),
+        pytest.param(["verify", RUN, "--ledger", "{ledger}"], id="verify-run"),
+        pytest.param(["verify", "{bundle}"], id="verify-bundle"),
+        pytest.param(["log", RUN, "--ledger", "{ledger}"], id="log"),
+        pytest.param(["report", RUN, "--ledger", "{ledger}"], id="report"),
+    ],
+)
+def test_everyday_commands_load_no_model_sdk_mcp_server_or_database_engine(
+    command: list[str], sealed: tuple[str, str], tmp_path: Path
+) -> None:
+    ledger, bundle = sealed
+    argv = [a.format(ledger=ledger, bundle=bundle) for a in command]
+    code, modules = _loaded_by(argv, tmp_path)
+    assert code == 0, argv
+    assert _heavy(modules) == [], f"benchledger {' '.join(command)} loaded heavy modules"
+
+
+@pytest.mark.parametrize("spec", ["scripted", "fake:0"], ids=["scripted", "fake"])
+def test_an_agent_that_calls_no_provider_loads_no_model_sdk(spec: str) -> None:
+    probe = (
+        "import json, sys\n"
+        "from harness import agents\n"
+        f"agents.from_spec({spec!r})\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert "anthropic" not in json.loads(res.stdout)
