@@ -1,14 +1,17 @@
 """``benchledger bench ledger``: ledger append and verify against the raw database, in one run.
 
-Baseline (``benchmarks/raw_baseline.py``): the same canonical bytes, blake3-chained, into
-a plain table of the same database (SQLite: executemany; PostgreSQL: binary COPY), 1000
-rows per transaction, and a plain read back in key order that recomputes the chain.
+Baseline (``benchmarks/raw_baseline.py``): the same canonical bytes, blake3-chained by the
+run's event format's recipe (``baseline_format``: format 2 digests a withholdable kind's
+body before hashing its sealed form), into a plain table of the same database (SQLite:
+executemany; PostgreSQL: binary COPY), 1000 rows per transaction, and a plain read back
+in key order that recomputes the chain.
 Ours: the Ledger API (encode, hash, recorder insert) and ``Ledger.verify``. With one
 writer, batches are interleaved so both sides see the same machine noise; with
 ``--writers N`` (PostgreSQL) N processes append distinct streams at once, first the
 baseline's, then ours. Verifies run in child processes so peak RSS is the verifier's own,
 in five rounds of one verify per side back to back; ``verify_ratio`` is the median of the
-rounds' ratios (``verify_eps`` and ``baseline_verify_eps``: each side's median).
+rounds' ratios (``verify_eps`` and ``baseline_verify_eps``: each side's median), and
+``verify_cpu_ratio`` the same by each verify's CPU time.
 A PostgreSQL benchmark writes into a fresh schema on the server and drops it afterwards.
 
 Its data lives in one folder of its own under ``--workdir`` (default the system temp
@@ -41,6 +44,7 @@ from benchmarks.raw_baseline import RawTable, Streams, open_raw, pg_connect, ver
 from ledger import Ledger, StreamWriter, open_store
 from ledger.chain import genesis
 from ledger.events import (
+    EVENT_FORMAT,
     Body,
     EpisodeFinishedBody,
     EpisodeStartedBody,
@@ -265,31 +269,35 @@ def _batches(
         yield batch
 
 
-def _staged(run_id: str, batch: list[tuple[str, list[Body]]]) -> Streams:
-    """A batch's canonical bytes, as a writer stages them (what the baseline is handed)."""
+def _staged(run_id: str, batch: list[tuple[str, list[Body]]], fmt: int) -> Streams:
+    """A batch's canonical bytes in event format ``fmt``, as a writer stages them (what the
+    baseline is handed)."""
     out = []
     for name, bodies in batch:
         stream = f"{run_id}/{name}"
-        w = StreamWriter(stream, 0, genesis(stream), time.time_ns)
+        w = StreamWriter(stream, 0, genesis(stream), time.time_ns, fmt=fmt)
         for body in bodies:
             w.append(body)
-        out.append((stream, [r.data for r in w.staged]))
+        out.append((stream, [r.data for r in w.staged], [r.kind for r in w.staged]))
     return out
 
 
-def _child_verify(kind: str, location: str, run_id: str) -> None:
-    """Runs in a child process: verify, print {events, seconds, peak_rss_mb} as JSON."""
-    t0 = time.perf_counter()
+def _child_verify(kind: str, location: str, run_id: str, fmt: int) -> None:
+    """Runs in a child process: verify (the baseline by format ``fmt``'s recipe), print
+    {events, seconds, cpu_seconds, peak_rss_mb} as JSON."""
+    t0, c0 = time.perf_counter(), time.process_time()
     if kind == "baseline":
-        n = verify_raw(location)
+        n = verify_raw(location, fmt)
     else:
         ledger = Ledger(open_store(location, create=False))
         failure, summary = ledger.verify(run_id, require_seal=True)
         if failure is not None:
             raise SystemExit(f"verify failed: {failure}")
         n = summary.events
-    dt = time.perf_counter() - t0
-    print(json.dumps({"events": n, "seconds": dt, "peak_rss_mb": _peak_rss_mb()}))
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(
+        json.dumps({"events": n, "seconds": dt, "cpu_seconds": cpu, "peak_rss_mb": _peak_rss_mb()})
+    )
 
 
 def _peak_rss_mb() -> float:
@@ -305,17 +313,21 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _child_write(side: str, location: str, run_id: str, first: int, events: int) -> None:
-    """Runs in a child process: one of N concurrent writers of distinct streams.
+def _child_write(
+    side: str, location: str, run_id: str, first: int, events: int, fmts: tuple[int, int]
+) -> None:
+    """Runs in a child process: one of N concurrent writers of distinct streams, in event
+    format ``fmts[0]`` (the baseline chains by format ``fmts[1]``'s recipe).
 
     Prepares its batches (bodies for ours, canonical bytes for the baseline), says
     ``ready``, waits for a line on stdin, appends, prints {events, seconds} as JSON.
     """
     rng = random.Random(SEED + first)
     batches = list(_batches(events, rng, first))
-    raw = open_raw(location) if side == "baseline" else None
-    ledger = Ledger(open_store(location)) if side == "ours" else None
-    staged = [_staged(run_id, b) for b in batches] if raw is not None else []
+    fmt, recipe = fmts
+    raw = open_raw(location, recipe) if side == "baseline" else None
+    ledger = Ledger(open_store(location), event_format=fmt) if side == "ours" else None
+    staged = [_staged(run_id, b, fmt) for b in batches] if raw is not None else []
     print("ready", flush=True)
     sys.stdin.readline()
     t0 = time.perf_counter()
@@ -323,7 +335,7 @@ def _child_write(side: str, location: str, run_id: str, first: int, events: int)
     if raw is not None:
         for streams in staged:
             raw.insert(streams)
-            n += sum(len(d) for _, d in streams)
+            n += sum(len(d) for _, d, _ in streams)
     else:
         assert ledger is not None
         for batch in batches:
@@ -355,40 +367,53 @@ def _spawn(*argv: str) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _verify_rounds(raw_location: str, location: str, run_id: str) -> tuple[dict, dict, float]:
+def _verify_rounds(
+    raw_location: str, location: str, run_id: str, baseline_format: int
+) -> tuple[dict, dict, float, float]:
     """Both verifies, back to back, VERIFY_ROUNDS times: each side's median time, our
-    highest peak RSS, and the median of the rounds' own ratios.
+    highest peak RSS, and the median of the rounds' own ratios, by wall time and by CPU
+    time (which waiting for a core on a shared machine does not inflate).
 
     A round's two verifies run next to each other (which goes first alternates), so load
     that comes and goes hits both alike; its ratio is the round's figure.
     """
     runs: dict[str, list[dict[str, float]]] = {"baseline": [], "ours": []}
-    ratios = []
+    ratios, cpu_ratios = [], []
     for i in range(VERIFY_ROUNDS):
         for side in ("baseline", "ours") if i % 2 == 0 else ("ours", "baseline"):
             runs[side].append(
-                _spawn(side, raw_location if side == "baseline" else location, run_id)
+                _spawn(
+                    side,
+                    raw_location if side == "baseline" else location,
+                    run_id,
+                    str(baseline_format),
+                )
             )
         b, o = runs["baseline"][-1], runs["ours"][-1]
         ratios.append((o["events"] / o["seconds"]) / (b["events"] / b["seconds"]))
+        cpu_ratios.append((o["events"] / o["cpu_seconds"]) / (b["events"] / b["cpu_seconds"]))
     out = []
     for side in ("baseline", "ours"):
         got = sorted(runs[side], key=lambda r: r["seconds"])
         mid = dict(got[len(got) // 2])
         mid["peak_rss_mb"] = max(r["peak_rss_mb"] for r in got)
         out.append(mid)
-    return out[0], out[1], sorted(ratios)[len(ratios) // 2]
+    half = len(ratios) // 2
+    return out[0], out[1], sorted(ratios)[half], sorted(cpu_ratios)[half]
 
 
-def _concurrent(side: str, location: str, run_id: str, events: int, writers: int) -> float:
-    """Wall seconds for ``writers`` processes to append ``events`` between them."""
+def _concurrent(
+    side: str, location: str, run_id: str, events: int, writers: int, fmts: tuple[int, int]
+) -> float:
+    """Wall seconds for ``writers`` processes to append ``events`` between them, in event
+    format ``fmts[0]`` (the baseline chains by format ``fmts[1]``'s recipe)."""
     per = max(1, events // EVENTS_PER_STREAM) // writers
     argv = [sys.executable, "-m", "benchmarks.ledger_bench", "write", side, location, run_id]
     procs: list[subprocess.Popen[str]] = []
     try:
         for i in range(writers):
             procs.append(subprocess.Popen(
-                [*argv, str(i * per), str(per * EVENTS_PER_STREAM)],
+                [*argv, str(i * per), str(per * EVENTS_PER_STREAM), *map(str, fmts)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 text=True,
             ))  # fmt: skip
@@ -431,9 +456,11 @@ def _drop_schema(url: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def _interleaved(led: Ledger, raw_location: str, run_id: str, events: int) -> tuple[float, float]:
+def _interleaved(
+    led: Ledger, raw_location: str, run_id: str, events: int, baseline_format: int
+) -> tuple[float, float]:
     """One writer each, batch by batch in turn: (our seconds, baseline seconds)."""
-    raw = open_raw(raw_location)
+    raw = open_raw(raw_location, baseline_format)
     try:
         return _alternate(led, raw, run_id, events)
     finally:
@@ -454,14 +481,16 @@ def _alternate(led: Ledger, raw: RawTable, run_id: str, events: int) -> tuple[fl
                 w.append(body)
             writers.append(w)
         t_ours += time.perf_counter() - t0
-        staged = [(w.stream, [r.data for r in w.staged]) for w in writers]  # untimed
+        staged: Streams = [
+            (w.stream, [r.data for r in w.staged], [r.kind for r in w.staged]) for w in writers
+        ]  # untimed
         t0 = time.perf_counter()
         led.commit(*writers)
         t_ours += time.perf_counter() - t0
         t0 = time.perf_counter()
         raw.insert(staged)
         t_base += time.perf_counter() - t0
-        written += sum(len(d) for _, d in staged)
+        written += sum(len(d) for _, d, _ in staged)
         if time.monotonic() > next_report:
             next_report = time.monotonic() + 5
             print(f"  appended {written}/{events}", file=sys.stderr)
@@ -476,8 +505,14 @@ def run_bench(
     as_json: bool,
     writers: int = 1,
     workdir: str | None = None,
+    event_format: int = EVENT_FORMAT,
+    baseline_format: int | None = None,
 ) -> int:
     """Build a synthetic sealed run, measure both sides, print the ratios; exit code 0.
+
+    The run is written in ``event_format``; the baseline chains by ``baseline_format``'s
+    recipe (None: the run's format; 1 on a format-2 run: the single-hash baseline the
+    figures before format 2 were measured against).
 
     Everything it writes goes into a folder of its own under ``workdir`` (the system temp
     folder if None), removed on every exit; so is a fresh SQLite ``ledger`` file it made
@@ -488,7 +523,8 @@ def run_bench(
         state: dict[str, Any] = {"led": None, "done": False}
         keep = ledger if backend == "sqlite" and ledger and not os.path.exists(ledger) else None
         try:
-            return _measure(events, backend, ledger, as_json, writers, work, state)
+            fmts = (event_format, event_format if baseline_format is None else baseline_format)
+            return _measure(events, backend, ledger, as_json, writers, work, state, fmts)
         finally:
             with _shielded():
                 _clean(work, state, drop=backend == "postgres",
@@ -520,8 +556,11 @@ def _measure(
     writers: int,
     work: str,
     state: dict[str, Any],
+    fmts: tuple[int, int],
 ) -> int:
-    """The benchmark proper, writing under ``work``; ``state`` tells the cleanup what is open."""
+    """The benchmark proper, writing under ``work``; ``state`` tells the cleanup what is open;
+    ``fmts``: the run's event format and the baseline's recipe."""
+    fmt, base_fmt = fmts
     if backend == "postgres":
         location = _postgres_location(ledger or "postgresql://postgres@127.0.0.1:5432/test")
         raw_location = location
@@ -530,7 +569,7 @@ def _measure(
         raw_location = os.path.join(work, "baseline.sqlite")
     state["location"] = location
     run_id = f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
-    led = state["led"] = Ledger(open_store(location))
+    led = state["led"] = Ledger(open_store(location), event_format=fmt)
     body = events - 2  # run_started and run_sealed are the other two
     t0 = time.perf_counter()
     led.start_run(run_id, RunStartedBody(suite="bench", config={"events": events}))
@@ -538,16 +577,16 @@ def _measure(
     # Said once the data is being written: a caller waiting for this line knows it started.
     print(
         f"bench ledger: {events} events, backend {backend}, {writers} writer(s), seed {SEED}, "
-        f"run {run_id}, data in {work}",
+        f"event format {fmt}, baseline recipe {base_fmt}, run {run_id}, data in {work}",
         file=sys.stderr,
         flush=True,
     )
     if writers == 1:
-        t_ours, t_base = _interleaved(led, raw_location, run_id, body)
+        t_ours, t_base = _interleaved(led, raw_location, run_id, body, base_fmt)
     else:
-        open_raw(raw_location).close()  # the table exists before the writers race
-        t_base = _concurrent("baseline", raw_location, run_id, body, writers)
-        t_ours = _concurrent("ours", location, run_id, body, writers)
+        open_raw(raw_location, base_fmt).close()  # the table exists before the writers race
+        t_base = _concurrent("baseline", raw_location, run_id, body, writers, fmts)
+        t_ours = _concurrent("ours", location, run_id, body, writers, fmts)
     t0 = time.perf_counter()
     root = led.seal(run_id)
     t_seal = time.perf_counter() - t0
@@ -558,19 +597,22 @@ def _measure(
     if writers == 1:  # one writer: the run's whole life, as a run would spend it
         t_ours += t_start + t_seal
     print("  verifying (child processes)...", file=sys.stderr, flush=True)
-    b, o, verify_ratio = _verify_rounds(raw_location, location, run_id)
+    b, o, verify_ratio, cpu_ratio = _verify_rounds(raw_location, location, run_id, base_fmt)
     state["done"] = True
     appended = written if writers == 1 else written - 2
     base_append_eps = b["events"] / t_base
     result = {
         "run_id": run_id,
         "events": written,
+        "event_format": fmt,
+        "baseline_format": base_fmt,
         "baseline_append_eps": round(base_append_eps),
         "baseline_verify_eps": round(b["events"] / b["seconds"]),
         "append_eps": round(appended / t_ours),
         "verify_eps": round(o["events"] / o["seconds"]),
         "append_ratio": round((appended / t_ours) / base_append_eps, 3),
         "verify_ratio": round(verify_ratio, 3),
+        "verify_cpu_ratio": round(cpu_ratio, 3),
         "verify_peak_rss_mb": round(o["peak_rss_mb"], 1),
     }
     if as_json:
@@ -584,6 +626,7 @@ def _measure(
 
 if __name__ == "__main__":
     if sys.argv[1] == "write":
-        _child_write(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
+        a = sys.argv
+        _child_write(a[2], a[3], a[4], int(a[5]), int(a[6]), (int(a[7]), int(a[8])))
     else:
-        _child_verify(sys.argv[1], sys.argv[2], sys.argv[3])
+        _child_verify(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))

@@ -396,6 +396,8 @@ def platform_faults(cfg: Config) -> Row:
                 pool_size=pool,
                 run_id="faults",
                 concurrency=4,
+                # Units that exhaust their retries are the point here: seal with them.
+                seal_despite_infra=True,
             )
             # The run's own start arms the proxy: the preflight sees a healthy platform.
             driver = RunDriver(ledger, run, Progress(started=lambda total: proxy.arm()))

@@ -68,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Inside the map: an option's ``type=`` check (cli.common.whole, number) raises
         # UsageError, one line like every other unusable input.
         args = parser.parse_args(argv)
+        args.cli_main = main  # for commands that re-enter the command line (selftest)
         func: Callable[[argparse.Namespace], int] = args.func
         return func(args)
     except InvalidInput as exc:

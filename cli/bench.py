@@ -39,6 +39,8 @@ def cmd_bench_ledger(args: argparse.Namespace) -> int:
             as_json=args.json,
             writers=args.writers,
             workdir=workdir,
+            event_format=args.event_format,
+            baseline_format=args.baseline_format,
         )
     except BenchFailed as exc:
         print(f"benchledger: bench ledger: {exc}; its data was removed", file=sys.stderr)
@@ -123,6 +125,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--writers", type=int, default=1, help="postgres: concurrent writer processes (1)"
+    )
+    p.add_argument(
+        "--event-format",
+        type=int,
+        choices=[1, 2],
+        default=2,
+        help="the event format of the synthetic run (2, what runs write)",
+    )
+    p.add_argument(
+        "--baseline-format",
+        type=int,
+        choices=[1, 2],
+        help="the hashing the raw baseline does: 1 one hash per row, 2 format 2's body "
+        "digests too (default: the run's event format; docs/performance.md says why)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_bench_ledger)

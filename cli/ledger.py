@@ -13,16 +13,9 @@ from cli.common import (
     new_or_existing_ledger,
     open_ledger,
 )
-from ledger.bundle import (
-    AUDIT_FORMAT,
-    export_run,
-    import_bundle,
-    read_header,
-    verify_audit_bundle,
-    verify_bundle,
-)
+from ledger.bundle import export_run, import_bundle
 from ledger.chain import Failure, Summary
-from projections.source import Completeness, completeness_of, from_bundle, from_ledger, is_bundle
+from ledger.verified import Completeness, RunUnverified, VerifiedRun, is_bundle, open_run
 
 
 def _print_failure(what: str, failure: Failure) -> None:
@@ -57,28 +50,10 @@ def _accept_unsealed(what: str, s: Summary, done: Completeness, allowed: bool) -
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify a bundle, an audit bundle, one run or every run; 1 on the first bad one."""
     target = args.target
-    args.trusted = trust.verify_options(args, bundle=bool(target and is_bundle(target)))
-    if target and is_bundle(target):
-        if read_header(target).format == AUDIT_FORMAT:
-            failure, proven, header = verify_audit_bundle(target, root=args.root)
-            if failure:
-                _print_failure(f"audit bundle {target} (run {header.run})", failure)
-                return EXIT_FAILED
-            root = (args.root or header.root).lower()
-            print(f"ok audit bundle {target} (run {header.run}): {proven} streams in root {root}")
-            return trust.after_bundle_verify(target, header.run, args)
-        failure, summary, header = verify_bundle(target, root=args.root)
-        if failure:
-            _print_failure(f"bundle {target} (run {header.run})", failure)
-            return EXIT_FAILED
-        what = f"bundle {target} (run {header.run})"
-        if not summary.sealed_root:
-            done = completeness_of(from_bundle(target))
-            if not _accept_unsealed(what, summary, done, args.allow_unsealed):
-                return EXIT_FAILED
-        else:
-            _print_ok(what, summary)
-        return trust.after_bundle_verify(target, header.run, args)
+    bundle = bool(target and is_bundle(target))
+    args.trusted = trust.verify_options(args, bundle=bundle)
+    if bundle:
+        return _verify_bundle(target, args)
     ledger = open_ledger(args, create=False)
     run_ids = [target] if target else ledger.store.run_ids()
     if not run_ids:
@@ -86,40 +61,64 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return EXIT_OK
     status = EXIT_OK
     for run_id in run_ids:
-        failure, summary = ledger.verify(run_id, require_seal=bool(args.root))
-        if failure is None and args.root and summary.sealed_root != args.root.lower():
-            failure = Failure(
-                run_id,
-                -1,
-                "root mismatch",
-                "sealed root is not the one expected",
-                expected=args.root.lower(),
-                found=summary.sealed_root,
-            )
-        if failure:
-            _print_failure(f"run {run_id}", failure)
+        try:
+            # Through the door, events not kept: one scan, constant memory per run.
+            run = open_run(run_id, ledger, require_seal=bool(args.root), allow_partial=False,
+                           trusted=args.trusted, root=args.root, keep_events=False)  # fmt: skip
+        except RunUnverified as exc:
+            _print_failure(f"run {run_id}", exc.failure)
             status = EXIT_FAILED
             continue
-        sealed = ledger.sealed(run_id)
-        if sealed is None:
-            done = completeness_of(from_ledger(ledger, run_id))
+        summary, done = _checked(run)
+        if summary.seal is None:
             if not _accept_unsealed(f"run {run_id}", summary, done, args.allow_unsealed):
                 status = EXIT_FAILED
                 continue
         else:
             _print_ok(f"run {run_id}", summary)
-        status = max(status, trust.authenticity(run_id, sealed, args.trusted, bool(args.root)))
+        status = max(status, trust.authenticity(run_id, run, args.trusted, bool(args.root)))
     for stream in ledger.orphans() if not target else []:
         print(f"FAILED stream {stream!r}: its run header stream is missing")
         status = EXIT_FAILED
     return status
 
 
+def _checked(run: VerifiedRun) -> tuple[Summary, Completeness]:
+    """What the door's one pass saw of ``run``: the checker's summary, the plan's count."""
+    assert run.summary is not None and run.completeness is not None
+    return run.summary, run.completeness
+
+
+def _verify_bundle(target: str, args: argparse.Namespace) -> int:
+    """``verify FILE``: the bundle read once, through the door; then what stands behind it."""
+    try:
+        run = open_run(target, require_seal=False, allow_partial=True, trusted=args.trusted,
+                       root=args.root, keep_events=False,
+                       keep_lines=bool(getattr(args, "reveal", None)))  # fmt: skip
+    except RunUnverified as exc:
+        what = "audit bundle" if exc.source == "audit bundle" else "bundle"
+        _print_failure(f"{what} {target} (run {exc.run_id})", exc.failure)
+        return EXIT_FAILED
+    summary, done = _checked(run)
+    if run.verification.partial:
+        v = run.verification  # what it lacks is named: the seal lists every stream
+        print(f"ok audit bundle {target} (run {run.run_id}): {v.streams} of {v.total_streams} "
+              f"streams in root {run.root}{v.missing_text()}")  # fmt: skip
+        return trust.after_bundle_verify(target, run, args)
+    what = f"bundle {target} (run {run.run_id})"
+    if not summary.sealed_root:
+        if not _accept_unsealed(what, summary, done, args.allow_unsealed):
+            return EXIT_FAILED
+    else:
+        _print_ok(what, summary)
+    return trust.after_bundle_verify(target, run, args)
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a run as a bundle."""
     ledger = open_ledger(args, create=False)
-    if args.withhold or args.withhold_stream:
-        return trust.export_redacted(ledger, args)
+    if args.withhold or args.withhold_stream or args.withhold_copies:
+        return trust.export_redacted(ledger, args)  # copies alone: "nothing to withhold"
     n = export_run(ledger, args.run, args.output)
     info = ledger.run_info(args.run)
     print(f"exported run {args.run}: {n} events to {args.output} (root {info.root or 'unsealed'})")
@@ -161,7 +160,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     table = [head] + [
         (r.run_id, r.started, r.agent or "-", r.platform or "-",
          f"{r.units_finished}/{r.units_planned}",
-         ("sealed, signed" if r.signed else "sealed, unsigned") if r.sealed else "UNSEALED",
+         _seal_cell(r.sealed, r.signed, r.infra_failed),
          str(r.streams), str(r.events), r.root or "-", f"SUBSET: {r.subset}" if r.subset else "-")
         for r in rows
     ]  # fmt: skip
@@ -174,6 +173,18 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _seal_cell(sealed: bool, signed: bool, infra_failed: tuple[str, ...]) -> str:
+    """The seal column: sealed (and whether signed), or UNSEALED, naming the units that
+    ended in infrastructure errors if any did (what keeps a finished run unsealed)."""
+    if sealed:
+        return "sealed, signed" if signed else "sealed, unsigned"
+    n = len(infra_failed)
+    if not n:
+        return "UNSEALED"
+    names = ", ".join(infra_failed[:3]) + (", ..." if n > 3 else "")
+    return f"UNSEALED: {n} infra-failed ({names})"
+
+
 def _one_line(value: object, width: int = 100) -> str:
     from ledger.codec import canonical_json
 
@@ -183,10 +194,13 @@ def _one_line(value: object, width: int = 100) -> str:
 
 def cmd_log(args: argparse.Namespace) -> int:
     """Print a run's (or one stream's) events, one line each, once the whole run verified."""
+    from projections.report import standing_lines
     from projections.source import banner_of, open_run
 
+    trusted = trust.trusted_keys(args)  # a bad key file: one line, exit 2, first
     run = open_run(args.run, lambda: open_ledger(args, create=False), require_seal=False,
-                   allow_partial=True)  # fmt: skip
+                   allow_partial=True, trusted=trusted)  # fmt: skip
+    trust.require_trusted(run, trusted)
     stream = args.stream
     if stream is not None and stream != run.run_id and not stream.startswith(run.run_id + "/"):
         stream = f"{run.run_id}/{stream}"
@@ -198,6 +212,8 @@ def cmd_log(args: argparse.Namespace) -> int:
     banner = banner_of(run)  # an unsealed or incomplete run says so first
     if banner:
         print(banner)
+    for line in standing_lines([(run.run_id, run.standing, run.origin)]):
+        print(line)
     print(f"verified: {run.verification.line()}")
     current = None
     for event, h in shown:
@@ -216,13 +232,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check a run or bundle has not been altered")
     p.add_argument("target", nargs="?", help="run id, or a bundle FILE.jsonl[.gz]")
     p.add_argument("--root", metavar="HEX", help="the run root you expect (published root)")
-    p.add_argument(
-        "--pubkey",
-        "--trusted-key",
-        action="append",
-        metavar="PATH",
-        help="fail unless a key in this .pub or trusted-keys file signed the seal (repeatable)",
-    )
+    trust.pubkey_arg(p)
     p.add_argument(
         "--reveal",
         metavar="FULL_BUNDLE",
@@ -252,6 +262,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="GLOB",
         help="withhold every event of matching streams (full name or the part after RUN/)",
     )
+    p.add_argument(
+        "--withhold-copies",
+        action="store_true",
+        help="also withhold the evidence of streams whose shown session_call, model_call or "
+        "read_back events copy withheld text (without it they are listed on stderr)",
+    )
     ledger_arg(p)
     p.set_defaults(func=cmd_export)
 
@@ -274,5 +290,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("log", help="print a run's events (after the run verified)")
     p.add_argument("run", help="run id, or a bundle file")
     p.add_argument("stream", nargs="?", help="one stream (full name or the part after RUN/)")
+    trust.pubkey_arg(p, " of the run")
     ledger_arg(p)
     p.set_defaults(func=cmd_log)

@@ -7,13 +7,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 from collections.abc import Callable
 from typing import Any, Final
 
 from cli.common import EXIT_OK, UsageError, open_ledger, write_output
 from ledger import Ledger, LedgerError, UnusableInput
-from projections.source import RunEvents, is_bundle
+from projections.source import RunEvents
 
 SUITE: Final = "provenance"
 DEFAULT_K: Final = 2  # each case twice: M1 compares the replicates
@@ -48,33 +47,6 @@ def unit_status(outcome: Any) -> str:
     return "ok" if not failed else "failed " + ", ".join(failed)
 
 
-def _first_event(target: str, args: argparse.Namespace) -> Any:
-    """A run's first event (its ``run_started``), without reading the rest."""
-    from ledger.bundle import records
-    from ledger.codec import decode_event
-
-    if is_bundle(target):
-        with contextlib.closing(records(target)) as rows:  # type: ignore[type-var]
-            first = next(iter(rows), None)
-        return None if first is None else decode_event(first.data)
-    # Close the scan now (a generator): an open one holds a pooled connection.
-    events = open_ledger(args, create=False).events(target)
-    with contextlib.closing(events):  # type: ignore[type-var]
-        found = next(events, None)
-    return None if found is None else found[0]
-
-
-def is_run(target: str, args: argparse.Namespace) -> bool:
-    """Whether ``target`` (a run id or bundle) is a provenance run; False if unreadable."""
-    from ledger.events import RunStarted
-
-    try:
-        first = _first_event(target, args)
-    except (LedgerError, UnusableInput, OSError):
-        return False  # the caller's own read reports it
-    return isinstance(first, RunStarted) and first.body.suite == SUITE
-
-
 def suite_of(run: RunEvents) -> str:
     """The suite a run's ``run_started`` names ("" if it has none)."""
     from ledger.events import RunStarted
@@ -104,8 +76,8 @@ def log_replay(
     from protocols.errors import InvalidInput
     from replay.levels import replay
 
-    try:
-        report = replay(target, level="full", tools="log", ledger=ledger)
+    try:  # the run the display read, replayed without reading ``target`` again
+        report = replay(target, level="full", tools="log", ledger=ledger, opened=run)
     except (UnusableInput, InvalidInput, LedgerError) as exc:
         return None, f"log-driven replay not run: {exc}"
     if report.failure is not None:
@@ -140,6 +112,7 @@ def cmd_report(args: argparse.Namespace, run: RunEvents) -> int:
         raise UsageError("a provenance run is reported on its own: give one RUN")
     reproduced, note = log_replay(args.runs[0], lambda: open_ledger(args, create=False), run)
     found = card(run, reproduced)
+    found.meta.standing, found.meta.origin = run.standing, run.origin  # open_run set them
     if note:
         found = found._replace(notes=(*found.notes, note))
     write_output(render(found, args.format), args.output)

@@ -29,11 +29,18 @@ def _run_events(
     require_seal: bool = False,
     allow_partial: bool = False,
 ) -> RunEvents:
-    """The run ``target`` names, verified while it is read (projections.source.open_run)."""
+    """The run ``target`` names, verified while it is read (projections.source.open_run).
+
+    With ``--pubkey`` (``args.trusted``, loaded by the command before any work) a run no
+    named key vouches for is refused here, before anything from it is shown.
+    """
+    from cli import trust
     from projections.source import open_run
 
-    return open_run(target, lambda: open_ledger(args, create=False), require_seal=require_seal,
-                    allow_partial=allow_partial)  # fmt: skip
+    trusted = getattr(args, "trusted", None)
+    run = open_run(target, lambda: open_ledger(args, create=False), require_seal=require_seal,
+                   allow_partial=allow_partial, trusted=trusted)  # fmt: skip
+    return trust.require_trusted(run, trusted)
 
 
 def _ci_choice(args: argparse.Namespace) -> str:
@@ -41,12 +48,16 @@ def _ci_choice(args: argparse.Namespace) -> str:
     return "cluster" if choice == "bootstrap" else choice
 
 
-def _scorecard(targets: list[str], args: argparse.Namespace) -> Scorecard:
+def _scorecard(
+    targets: list[str], args: argparse.Namespace, read: RunEvents | None = None
+) -> Scorecard:
+    """The merged scorecard of ``targets``, each read once (``read``: targets[0], read)."""
     from projections.compare import Incomparable, comparable
     from projections.fold import fold
     from projections.lifecycle import LifecycleFold, scorecard
 
-    runs = [_run_events(t, args) for t in targets]
+    runs = [read if i == 0 and read is not None else _run_events(t, args)
+            for i, t in enumerate(targets)]  # fmt: skip
     seen: dict[tuple[str, str], str] = {}
     for target, run in zip(targets, runs, strict=True):
         first = seen.setdefault((run.run_id, run.root), target)
@@ -56,6 +67,7 @@ def _scorecard(targets: list[str], args: argparse.Namespace) -> Scorecard:
     folds = [fold(LifecycleFold(), run.events) for run in runs]
     for (meta, _), run in zip(folds, runs, strict=True):
         meta.verified = run.check.line() if run.check else ""
+        meta.standing, meta.origin = run.standing, run.origin
     for target, (meta, _) in zip(targets, folds, strict=True):
         provenance.refuse(target, meta.suite, "merge, compare or gate")
     try:
@@ -67,13 +79,18 @@ def _scorecard(targets: list[str], args: argparse.Namespace) -> Scorecard:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Render the scorecard of one run, or of several merged as passes."""
+    from cli import trust
     from projections.report import render
 
     if args.watch:
         return _watch(args)
-    if provenance.is_run(args.runs[0], args):  # the provenance lane has its own card
-        return provenance.cmd_report(args, _run_events(args.runs[0], args))
-    card = _scorecard(args.runs, args)
+    args.trusted = trust.trusted_keys(args)  # a bad key file: one line, exit 2, first
+    # Routed on what the door read, not on a peek at the file first: a bundle is read
+    # once (a FIFO, or a file that changes between reads, gives no second read to trust).
+    first = _run_events(args.runs[0], args)
+    if provenance.suite_of(first) == provenance.SUITE:  # the provenance lane has its own card
+        return provenance.cmd_report(args, first)
+    card = _scorecard(args.runs, args, first)
     write_output(render(card, args.format), args.output)
     return EXIT_OK
 
@@ -86,6 +103,11 @@ def _watch(args: argparse.Namespace) -> int:
 
     if len(args.runs) != 1 or is_bundle(args.runs[0]) or args.output:
         raise UsageError("--watch follows one run in a ledger (not a bundle; no -o)")
+    if args.pubkey:
+        raise UsageError(
+            "--watch follows a run before its seal, which no key vouches for yet: drop "
+            "--pubkey, and check the sealed run without --watch"
+        )
     ledger = open_ledger(args, create=False)
     ledger.run_info(args.runs[0])  # an unknown run: exit 2 now, not a silent wait
     view = LiveView(ledger.store, LifecycleFold(), run_id=args.runs[0])
@@ -95,9 +117,11 @@ def _watch(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Per-metric differences between two runs, paired by protocol."""
+    from cli import trust
     from projections.compare import Incomparable, compare, differences
     from projections.report import compare_text, run_completeness
 
+    args.trusted = trust.trusted_keys(args)  # a bad key file: one line, exit 2, first
     a, b = _scorecard([args.run_a], args), _scorecard([args.run_b], args)
     try:
         rows = compare(a, b)
@@ -106,7 +130,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     differs = differences(a.meta, b.meta)
     verified = [a.meta.verified, b.meta.verified]
     progress = [*run_completeness(a), *run_completeness(b)]
-    text = compare_text(rows, args.run_a, args.run_b, args.format, differs, verified, progress)
+    text = compare_text(rows, args.run_a, args.run_b, args.format, differs, verified, progress,
+                        [a.meta, b.meta])  # fmt: skip
     write_output(text, args.output)
     return EXIT_OK
 
@@ -133,7 +158,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from projections.fold import fold
     from projections.lifecycle import LifecycleFold, scorecard
     from projections.prereg import item_problems
-    from projections.report import gate_text
+    from projections.report import gate_text, standing_lines
+
+    args.trusted = trust.trusted_keys(args)  # a bad key file: one line, exit 2, first
 
     def verified(target: str) -> RunEvents:
         try:
@@ -166,13 +193,17 @@ def cmd_gate(args: argparse.Namespace) -> int:
         counts = ", ".join(f"{len(names)} {verdict}" for verdict, names in sorted(by.items()))
         hint = " (--strict fails on inconclusive)" if INCONCLUSIVE in by else ""
         verdict, status = f"gate: passed (no regression): {counts}{hint}", EXIT_OK
-    if bar.source == "overridden":
-        verdict += " [judged by an OVERRIDDEN bar, not the pre-registered one]"
+    if bar.note:  # not the candidate's pre-registered bar: overridden, or it had none
+        verdict += f" [{bar.note}]"
     if args.format == "json":
         print(trust.gate_json(bar, rows, baseline, candidate, verdict, status))
         return status
-    print(bar.describe())
-    for who, run in (("baseline", baseline), ("candidate", candidate)):
+    print(bar.describe())  # the gate's first line: which bar judges (OVERRIDDEN says so)
+    gated = (("baseline", baseline), ("candidate", candidate))
+    for line in standing_lines([(f"{who} {r.run_id}", r.standing, r.origin) for who, r in gated],
+                               named=True):  # fmt: skip
+        print(line)
+    for who, run in gated:
         if run.check is not None:
             print(f"verified {who}: {run.check.line()}")
     sys.stdout.write(gate_text(rows, bar.tolerance))
@@ -182,21 +213,29 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Trace a metric to its decisions and evidence; optionally write an audit bundle."""
+    from cli import trust
+    from projections import provenance_audit
     from projections.audit import UnknownMetric, audit, render
+    from projections.report import standing_lines
 
+    args.trusted = trust.trusted_keys(args)  # a bad key file: one line, exit 2, first
     if args.bundle:
         check_output(args.bundle)
     run = _run_events(args.run, args, allow_partial=True)  # an audit bundle, labelled partial
+    # Each lane audits its own metrics; the provenance one builds on the lifecycle's pieces.
+    lane = provenance_audit.audit if provenance_audit.is_provenance(run.events) else audit
     try:
-        result = audit(run, args.metric)
+        result = lane(run, args.metric)
     except UnknownMetric as exc:
         raise UsageError(str(exc)) from None
     banner = banner_of(run)  # an unsealed or incomplete run says so first
     if banner:
         print(banner)
+    for line in standing_lines([(run.run_id, run.standing, run.origin)]):
+        print(line)
     if run.check is not None:
         print(f"verified: {run.check.line()}")
-    print(render(result, full=args.full))
+    print(render(result, full=args.full, origin=run.origin))
     if args.bundle:
         if is_bundle(args.run):
             raise UsageError("--bundle needs the run in a ledger (import the bundle first)")
@@ -257,6 +296,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="--watch: seconds between polls",
     )
+    trust.pubkey_arg(p, " of every run")
     ledger_arg(p)
     p.set_defaults(func=cmd_report)
 
@@ -265,6 +305,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_b", metavar="RUN_B")
     p.add_argument("--format", choices=["table", "markdown", "json"], default="table")
     p.add_argument("-o", "--output", metavar="FILE")
+    trust.pubkey_arg(p, " of both runs")
     ledger_arg(p)
     p.set_defaults(func=cmd_compare)
 
@@ -294,6 +335,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="judge a pre-registered run by the bar given here instead (reported as such)",
     )
     p.add_argument("--format", choices=["table", "json"], default="table")
+    trust.pubkey_arg(p, " of both the candidate and the baseline")
     ledger_arg(p)
     p.set_defaults(func=cmd_gate)
 
@@ -307,6 +349,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "long ones are shortened, marked '… (+N chars)'",
     )
     p.add_argument("--bundle", metavar="OUT", help="write a self-contained audit bundle")
+    trust.pubkey_arg(p, " of the run")
     ledger_arg(p)
     p.set_defaults(func=cmd_audit)
 

@@ -187,6 +187,7 @@ def _config(args: argparse.Namespace) -> Any:
         protocol=list(dict.fromkeys(value["protocol"] or ())),  # each id once, as given
         limit=value["limit"] or 0,
         retry_infra=args.retry_infra,
+        seal_despite_infra=args.seal_despite_infra,
     )
 
 
@@ -224,8 +225,12 @@ def ledger_has(ledger: Any, run_id: str) -> bool:
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the suite into the ledger, seal it and print the scorecard; 130 on Ctrl-C."""
     import asyncio
+    import gc
     import signal
 
+    # What these imports make (~1M objects: the MCP SDK's models, the pack) lives as long as
+    # the process: no collection during them, and none walks them again afterwards.
+    gc.disable()
     from harness.agents import from_spec
     from harness.driver import RunDriver, RunResult
     from harness.logging import quiet_logs
@@ -234,7 +239,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from projections.lifecycle import LifecycleFold, scorecard
     from projections.provenance import is_provenance
     from projections.report import table
-    from projections.source import from_ledger
+    from projections.source import open_run
+
+    gc.freeze()
+    gc.enable()
 
     cfg = _config(args)
     if not cfg.resume:
@@ -307,7 +315,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         discard()
         raise
     stop_bar()
-    run_events = from_ledger(ledger, result.run_id)
+    # Through the door, as every display: the scorecard shows what verified.
+    run_events = open_run(result.run_id, ledger, require_seal=False, allow_partial=False)
     lane = is_provenance(run_events.events)
     lane_passed = True
     if lane:  # the provenance lane's card, with its overall verdict
@@ -333,6 +342,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"all have: benchledger seal {result.run_id} --ledger {ledger_location}"
         )
         return result.status
+    if result.infra:
+        _not_sealed_for_infra(result.run_id, result.infra, shard_opt, ledger_location)
+        return EXIT_FAILED
     signed = f", signed by key {signer.key_id[:16]}" if signer else ""
     print(f"\nrun {result.run_id} sealed, root {result.root}{signed}")
     print(
@@ -345,6 +357,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("run FAILED: the provenance lane's overall verdict did not pass")
         return EXIT_FAILED
     return result.status
+
+
+def _not_sealed_for_infra(run_id: str, units: list[str], shard: str, location: str) -> None:
+    """The one line saying a finished run was left unsealed for its infra-failed units."""
+    names = ", ".join(units[:5]) + (", ..." if len(units) > 5 else "")
+    noun = "unit" if len(units) == 1 else "units"
+    each = " (each shard with its own --shard i/n)" if shard else ""
+    print(
+        f"run {run_id}: {len(units)} {noun} ended in infrastructure errors ({names}); not "
+        f"sealed. Retry them with `benchledger run --resume {run_id} --retry-infra{shard} "
+        f"--ledger {location}`{each}, or seal the run as it is with `benchledger seal "
+        f"{run_id} --ledger {location}`",
+        file=sys.stderr,
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -453,12 +479,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="run only the first N protocols (or cases) of those selected",
     )
-    p.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run")
+    p.add_argument(
+        "--resume", metavar="RUN_ID", help="finish an interrupted (or otherwise unsealed) run"
+    )
     p.add_argument(
         "--retry-infra",
         action="store_true",
         help="with --resume: also re-run the units whose every attempt ended in an "
         "infrastructure error, as new attempts (the failed ones stay in the log)",
+    )
+    p.add_argument(
+        "--seal-despite-infra",
+        action="store_true",
+        help="seal the run even when units ended in infrastructure errors (they then count "
+        "as harness failures for good); without it such a run is left unsealed, to be "
+        "retried with --resume RUN_ID --retry-infra or sealed with `benchledger seal`",
     )
     trust.sign_key_arg(p)
     g = p.add_argument_group("pre-registered gate (recorded in run_started before any unit runs)")

@@ -13,7 +13,6 @@ from harness import settings
 def cmd_selftest_reliability(args: argparse.Namespace) -> int:
     """Run the reliability scenarios and print what was tried and what survived."""
     from benchmarks.reliability import SCENARIOS, Config, run, table
-    from cli import main
     from harness.logging import quiet_logs
 
     only = frozenset(args.only or ())
@@ -36,7 +35,7 @@ def cmd_selftest_reliability(args: argparse.Namespace) -> int:
         workdir=args.keep or "",
         postgres=args.postgres if args.postgres is not None else settings.load().test_postgres,
         only=only,
-        main=main,
+        main=args.cli_main,  # the caller's entry point: importing it here would be a cycle
         log=log,
         kill_points=args.kill_points or 0,
     )

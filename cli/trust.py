@@ -10,16 +10,20 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import sys
 from importlib import metadata
 from typing import TYPE_CHECKING
 
 from cli.common import EXIT_FAILED, EXIT_OK, UsageError, ledger_arg, open_ledger
 from harness import settings
+from ledger.errors import LedgerError
 
 if TYPE_CHECKING:
     from ledger import Ledger
-    from ledger.events import Preregistration, RunSealedBody
+    from ledger.events import Preregistration
+    from ledger.redaction import Copy, Selection
     from ledger.signing import Signer
+    from ledger.verified import VerifiedRun
     from projections.compare import GateRow
     from projections.prereg import Bar
     from projections.source import RunEvents
@@ -65,6 +69,38 @@ def trusted_keys(args: argparse.Namespace) -> list[bytes] | None:
     return load_public_keys(paths)
 
 
+class Unauthenticated(LedgerError):
+    """``--pubkey`` named keys, and none of them vouches for the run: nothing is shown (exit 1)."""
+
+    def __init__(self, run_id: str, why: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id}: not authenticated by the given keys: {why}")
+
+
+def require_trusted(run: RunEvents, trusted: list[bytes] | None) -> RunEvents:
+    """``run`` when no key was named or a named key signed its seal; else Unauthenticated."""
+    if trusted is None or run.standing is None or run.standing.authenticated:
+        return run
+    raise Unauthenticated(run.run_id, run.standing.line().removeprefix("UNAUTHENTICATED: "))
+
+
+def pubkey_arg(p: argparse.ArgumentParser, what: str = "") -> None:
+    """Add ``--pubkey PATH`` (alias ``--trusted-key``, repeatable): the keys the reader trusts.
+
+    ``what`` names whose seal a display checks (`` of both runs``); a display says
+    UNAUTHENTICATED without the option.
+    """
+    shown = "; without it the display says UNAUTHENTICATED" if what else ""
+    p.add_argument(
+        "--pubkey",
+        "--trusted-key",
+        action="append",
+        metavar="PATH",
+        help=f"fail unless a key in this .pub or trusted-keys file signed the seal{what} "
+        f"(repeatable){shown}",
+    )
+
+
 def verify_options(args: argparse.Namespace, *, bundle: bool) -> list[bytes] | None:
     """Check ``verify``'s trust options before any work; return the trusted keys.
 
@@ -76,30 +112,37 @@ def verify_options(args: argparse.Namespace, *, bundle: bool) -> list[bytes] | N
 
 
 def authenticity(
-    run_id: str, seal: RunSealedBody | None, trusted: list[bytes] | None, root_given: bool
+    run_id: str, run: VerifiedRun, trusted: list[bytes] | None, root_given: bool
 ) -> int:
-    """Say who sealed the run (or that nobody vouches for its root); 1 if that fails."""
-    from ledger.signing import authenticate
+    """Say who sealed the run (or that nobody vouches for its root); 1 if that fails.
 
-    if seal is None:
+    Read from the run's ``standing``: the door's judgement of the one seal it checked.
+    """
+    from ledger.verified import BAD_SIGNATURE, UNBOUND, UNSEALED
+
+    st = run.standing
+    assert st is not None
+    if st.state == UNBOUND and trusted is not None:
+        print(f"FAILED run {run_id}: not authenticated: {st.problem}")
+        return EXIT_FAILED
+    if st.state == UNSEALED:
         if trusted is not None:
             print(f"FAILED run {run_id}: not sealed, so no trusted key vouches for it")
             return EXIT_FAILED
         return EXIT_OK
-    auth = authenticate(run_id, seal, trusted)
-    if auth.signed and not auth.valid:
-        print(f"FAILED run {run_id}: bad seal signature: {auth.problem}")
+    if st.state == BAD_SIGNATURE:
+        print(f"FAILED run {run_id}: bad seal signature: {st.problem}")
         return EXIT_FAILED
     signed = (
-        f"sealed by key {auth.key[:16]} at {_when(auth.signed_at)} ({auth.tool_version})"
-        if auth.signed
+        f"sealed by key {st.key[:16]} at {_when(st.signed_at)} ({st.tool_version})"
+        if st.key
         else ""
     )
     if trusted is not None:
-        if auth.authenticated:
+        if st.authenticated:
             print(f"authenticated: {signed}, a trusted key")
             return EXIT_OK
-        print(f"FAILED run {run_id}: not authenticated: {auth.problem}")
+        print(f"FAILED run {run_id}: not authenticated: {st.problem}")
         return EXIT_FAILED
     if root_given:
         print(
@@ -107,7 +150,7 @@ def authenticity(
             + (f"; {signed}" if signed else "")
         )
         return EXIT_OK
-    who = f"{signed}, but no key was named as trusted" if auth.signed else "the seal is not signed"
+    who = f"{signed}, but no key was named as trusted" if st.key else "the seal is not signed"
     print(
         f"UNAUTHENTICATED: {who}. Anyone who can write a ledger can rebuild a run that "
         "verifies; check it with --pubkey PUBLISHER.pub or --root PUBLISHED_ROOT"
@@ -115,26 +158,25 @@ def authenticity(
     return EXIT_OK
 
 
-def after_bundle_verify(target: str, run_id: str, args: argparse.Namespace) -> int:
-    """A verified bundle: withheld events, ``--reveal``, then who sealed it."""
-    from ledger.bundle import (
-        REDACTED_FORMAT,
-        read_header,
-        reveal,
-        seal_of,
-        verify_bundle,
-        verify_redacted,
-    )
+def after_bundle_verify(target: str, run: VerifiedRun, args: argparse.Namespace) -> int:
+    """A bundle the door verified: withheld events, ``--reveal``, then who sealed it.
 
-    header = read_header(target)
+    Everything here is the door's one read of ``target`` (its summary, standing and, for
+    ``--reveal``, its lines); only the full bundle named by ``--reveal`` is read again.
+    """
+    from ledger.bundle import REDACTED_FORMAT, verify_revealing
+    from ledger.verified import seal_standing
+
+    header = run.bundle
+    assert header is not None and run.summary is not None
+    run_id = run.run_id
     status = EXIT_OK
     unbound = 0
     if header.format == REDACTED_FORMAT:
-        _, summary, _, withheld = verify_redacted(target)
-        unbound = summary.unbound
+        unbound = run.summary.unbound
         print(
-            f"withheld: {withheld} events ({', '.join(header.withheld)}), each by its digest, "
-            "and the chain checks through every one"
+            f"withheld: {run.summary.withheld} events ({', '.join(header.withheld)}), each by "
+            "its digest, and the chain checks through every one"
             + ("" if unbound else " (each one's stream, seq, kind, time and refs proven)")
         )
         if unbound:
@@ -147,27 +189,19 @@ def after_bundle_verify(target: str, run_id: str, args: argparse.Namespace) -> i
     if reveal_path:
         if header.format != REDACTED_FORMAT:
             raise UsageError(f"--reveal checks a redacted bundle's placeholders; {target} is not")
-        failure, _, full = verify_bundle(reveal_path, root=header.root)
+        assert run.lines is not None  # kept by the door for this
+        failure, full, mismatch, matched = verify_revealing(run.lines, reveal_path, header.root)
         if failure is None and full.run != run_id:
             raise UsageError(f"{reveal_path} is run {full.run}, not {run_id}")
-        if failure is None:
-            failure, matched = reveal(target, reveal_path)
+        failure = failure or mismatch
         if failure is not None:
             print(f"FAILED reveal with {reveal_path}: {failure}")
             status = EXIT_FAILED
         else:
             print(f"revealed: all {matched} withheld events match their placeholders")
-            unbound = 0
-    if unbound and args.trusted is not None:
-        print(
-            f"FAILED run {run_id}: not authenticated: the seal covers the chain, but nothing "
-            f"binds the kind, time or refs of {unbound} withheld events (event format 1); "
-            "check them with --reveal FULL"
-        )
-        return EXIT_FAILED
-    seal = seal_of(target)
-    auth = authenticity(run_id, seal.body if seal else None, args.trusted, bool(args.root))
-    return max(status, auth)
+            # Every placeholder matched the full run: nothing is unbound, the seal decides.
+            run = run._replace(standing=seal_standing(run, args.trusted))
+    return max(status, authenticity(run_id, run, args.trusted, bool(args.root)))
 
 
 # -- keys new | show ------------------------------------------------------------------------
@@ -235,6 +269,7 @@ def cmd_seal(args: argparse.Namespace) -> int:
 def export_redacted(ledger: Ledger, args: argparse.Namespace) -> int:
     """``export RUN --withhold KIND[,KIND] --withhold-stream GLOB``: a redacted bundle."""
     from ledger.bundle import export_redacted as write
+    from ledger.bundle import find_copies
     from ledger.redaction import Selection
 
     kinds = frozenset(k.strip() for spec in args.withhold or () for k in spec.split(",") if k)
@@ -242,6 +277,9 @@ def export_redacted(ledger: Ledger, args: argparse.Namespace) -> int:
         selection = Selection(kinds, tuple(args.withhold_stream or ()))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    asked = selection
+    selection, copies = find_copies(ledger, args.run, selection, args.withhold_copies)
+    _name_copies(copies, asked, selection)  # before the file exists
     n, withheld = write(ledger, args.run, args.output, selection)
     root = ledger.run_info(args.run).root
     counts = ", ".join(f"{c} {k}" for k, c in sorted(withheld.items())) or "none matched"
@@ -253,6 +291,47 @@ def export_redacted(ledger: Ledger, args: argparse.Namespace) -> int:
             "time or refs, so verify calls them UNBOUND; runs recorded now are format 2"
         )
     return EXIT_OK
+
+
+COPIES_SHOWN = 20  # listed one a line; the rest as "and N more"
+
+
+def _name_copies(copies: list[Copy], asked: Selection, used: Selection) -> None:
+    """Say on stderr which shown events hold copies of withheld text, and what to do."""
+    from ledger.events import WITHHOLDABLE
+    from ledger.redaction import COPY_MIN
+
+    added = len(used.streams) - len(asked.streams)
+    if added:
+        print(
+            f"--withhold-copies: also withholding the evidence of {added} streams that held "
+            "copies of withheld text (a stream rule each in the bundle header)",
+            file=sys.stderr,
+        )
+    if not copies:
+        return
+    print(
+        f"warning: {len(copies)} shown events hold copies of withheld text "
+        f"(passages of at least {COPY_MIN} bytes):",
+        file=sys.stderr,
+    )
+    for c in copies[:COPIES_SHOWN]:
+        print(f"  {c.stream} seq {c.seq} {c.kind}: {c.passages} passages", file=sys.stderr)
+    if len(copies) > COPIES_SHOWN:
+        print(f"  and {len(copies) - COPIES_SHOWN} more", file=sys.stderr)
+    movable = sum(c.kind in WITHHOLDABLE for c in copies)
+    if movable:
+        print(
+            f"  {movable} of them are {'/'.join(WITHHOLDABLE)} events: add --withhold-copies "
+            "to withhold them (their streams' evidence) as well",
+            file=sys.stderr,
+        )
+    if movable < len(copies):
+        print(
+            f"  {len(copies) - movable} are of kinds never withheld (reports decide from them): "
+            "the bundle shows that text; if it must stay private, do not publish this run",
+            file=sys.stderr,
+        )
 
 
 # -- pre-registration -------------------------------------------------------------------------
@@ -272,22 +351,15 @@ def _protocol_items(suite_name: str, path: str | None) -> tuple[str, list[str], 
 def _events(target: str, args: argparse.Namespace) -> RunEvents:
     """A run (id in the ledger, or a bundle) whose chain checked out; UsageError otherwise."""
     from ledger import LedgerError
-    from ledger.bundle import verify_bundle
-    from projections.source import from_bundle, from_ledger, is_bundle
+    from ledger.verified import RunUnverified, open_run
 
     try:
-        if is_bundle(target):
-            failure = verify_bundle(target)[0]
-            run = from_bundle(target)
-        else:
-            ledger = open_ledger(args, create=False)
-            run = from_ledger(ledger, target)
-            failure = ledger.verify(target)[0]
+        return open_run(target, lambda: open_ledger(args, create=False), require_seal=False,
+                        allow_partial=False)  # fmt: skip
+    except RunUnverified as exc:
+        raise UsageError(f"baseline {target} does not verify: {exc.failure}") from None
     except LedgerError as exc:
         raise UsageError(f"baseline {target}: {exc}") from None
-    if failure is not None:
-        raise UsageError(f"baseline {target} does not verify: {failure}")
-    return run
 
 
 def _metrics_option(value: str | None) -> list[str] | None:
@@ -392,11 +464,14 @@ def cmd_prereg_show(args: argparse.Namespace) -> int:
 
 def gate_baseline(args: argparse.Namespace, candidate: RunEvents) -> str:
     """The baseline to gate against: --baseline, else the candidate's pre-registered one."""
-    from projections.prereg import recorded
+    from projections.prereg import BadPreregistration, recorded
 
+    try:
+        p = recorded(candidate)  # first: a run that shows no run_started cannot be gated at all
+    except BadPreregistration as exc:
+        raise UsageError(f"cannot gate: {exc}") from None
     if args.baseline:
         return str(args.baseline)
-    p = recorded(candidate)
     if p is None:
         raise UsageError(f"gate needs --baseline: run {candidate.run_id} pre-registered no gate")
     return p.baseline_run
@@ -406,9 +481,13 @@ def gate_bar(args: argparse.Namespace, candidate: RunEvents, baseline: RunEvents
     """The bar ``gate`` applies: pre-registered, or given, or overridden (and reported)."""
     from ledger.redaction import WithheldEvent
     from projections.lifecycle import OUTCOME_KINDS
-    from projections.prereg import BadPreregistration, recorded, resolve
+    from projections.prereg import BadPreregistration, recorded, resolve, run_started
 
     for run in (baseline, candidate):
+        try:  # its record (k, agent, model...) and its bar live there: unreadable, no gate
+            run_started(run)
+        except BadPreregistration as exc:
+            raise UsageError(f"cannot gate: {exc}") from None
         hidden = {
             e.stream
             for e, _ in run.events
@@ -508,8 +587,8 @@ def gate_json(
 
     return json.dumps(
         {
-            "candidate": {"run": candidate.run_id, "root": candidate.root},
-            "baseline": {"run": baseline.run_id, "root": baseline.root},
+            "candidate": {"run": candidate.run_id, "root": candidate.root, **_stood(candidate)},
+            "baseline": {"run": baseline.run_id, "root": baseline.root, **_stood(baseline)},
             "bar": bar.as_json(),
             "rows": [
                 {
@@ -530,3 +609,13 @@ def gate_json(
         },
         indent=2,
     )
+
+
+def _stood(run: RunEvents) -> dict[str, object]:
+    """A gated run's JSON ``authentication`` and ``origin`` (``open_run`` set them)."""
+    if run.standing is None:
+        return {}
+    from ledger.verified import OWN, Origin
+
+    origin = run.origin or Origin(OWN)
+    return {"authentication": run.standing.as_json(), "origin": origin.as_json()}

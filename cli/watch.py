@@ -38,7 +38,7 @@ def live_frames(
             label = f"run {meta.run_id}: sealed, root {meta.root} ({done.finished} units, final)"
         else:
             label = (
-                f"LIVE run {meta.run_id}: unsealed, {done.counts()} as of "
+                f"LIVE run {meta.run_id}: unsealed, {done.counts()}{done.infra_text()} as of "
                 f"{time.strftime('%H:%M:%S')} (partial: not the run's result)"
             )
         yield f"{label}\n\n{render(card, fmt)}"

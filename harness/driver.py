@@ -46,6 +46,7 @@ from harness.unit import UnitContext, UnitFailed, UnitOutcome, UnitPlan, identit
 from ledger import Ledger, LedgerError, RunSealed
 from ledger.errors import ImportedRun, UnitsMissing
 from ledger.events import (
+    INTERNAL_ERROR,
     PlannedUnit,
     RunRecord,
     RunStartedBody,
@@ -55,6 +56,7 @@ from ledger.events import (
     UnitFinishedBody,
     UnitStarted,
     UnitStartedBody,
+    infra_failure,
 )
 from ledger.ledger import check_run_id
 from projections.trace import unit_trace_hash
@@ -64,9 +66,8 @@ TOOL_VERSION: Final = "benchledger 0.1.0"
 MAX_POOL: Final = 999
 
 EXIT_OK, EXIT_FAILED = 0, 1
-# How the fault barrier starts a unit's error: a bug of ours, not the infrastructure's, so
-# ``--retry-infra`` leaves it alone (every other unit error is an infrastructure failure).
-INTERNAL_ERROR: Final = "internal error in "
+# The fault barrier starts a unit's error with INTERNAL_ERROR (ledger.events): a bug of
+# ours, not the infrastructure's, so ``--retry-infra`` leaves it alone.
 INTERRUPTED: Final = "interrupted; re-run on resume"
 RETRIED: Final = "infra-failed; re-run by --retry-infra"
 
@@ -96,7 +97,10 @@ class RunResult:
     """How a run ended: its id, root (empty if unsealed), outcomes and the exit status.
 
     ``missing``: this process's planned units that did not finish; ``pending``: other
-    shards' units not finished yet (so the run is not sealed, through no fault of ours).
+    shards' units not finished yet (so the run is not sealed, through no fault of ours);
+    ``infra``: when every planned unit finished, those (``unit/attempt``) that ended in
+    infrastructure errors, which keep the run unsealed so they can be retried
+    (``--resume --retry-infra``) or the run sealed as it is (``seal``).
     """
 
     run_id: str
@@ -104,6 +108,7 @@ class RunResult:
     outcomes: list[UnitOutcome] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
+    infra: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> list[UnitOutcome]:
@@ -137,8 +142,7 @@ def _unit_states(ledger: Ledger, run_id: str) -> dict[str, dict[str, Any]]:
 
 def _infra_failed(state: dict[str, Any]) -> bool:
     """A finished unit stream that ended in an infrastructure error (not a bug of ours)."""
-    error = str(state["error"])
-    return bool(error) and not error.startswith(INTERNAL_ERROR)
+    return infra_failure(str(state["error"]))
 
 
 def _select(items: list[Any], only: list[str], limit: int, what: str, path: str) -> list[Any]:
@@ -327,7 +331,7 @@ class RunDriver:
                 resumes=plan.resumes,
             )
         )
-        ctx.commit()
+        await ctx.commit()
         error = ""
         try:
             await suite.run_unit(ctx)
@@ -341,7 +345,7 @@ class RunDriver:
             error = f"{INTERNAL_ERROR}{ctx.stage or 'the unit'}: {type(exc).__name__}: {exc}"
         trace = unit_trace_hash(body for _, body in ctx.log)
         ctx.w.append(UnitFinishedBody(outcome=dict(ctx.outcome), error=error, trace_hash=trace))
-        ctx.commit()
+        await ctx.commit()
         return UnitOutcome(plan.stream, plan.unit_id, plan.attempt, dict(ctx.outcome), error)
 
     async def _run(
@@ -407,7 +411,8 @@ class RunDriver:
             raise RunRefused(f"platform preflight failed: {exc}") from None
 
     async def execute(self) -> RunResult:
-        """Run or resume; seal when every planned unit finished; the result says how it went."""
+        """Run or resume; seal when every planned unit finished (and, unless
+        ``seal_despite_infra``, none in an infrastructure error); the result says how it went."""
         cfg = self.cfg
         if cfg.resume:
             return await self._resume()
@@ -644,12 +649,22 @@ class RunDriver:
 
     def _seal(self, run_id: str, ran: list[UnitPlan]) -> RunResult:
         """Seal the run if every planned unit finished; otherwise name the missing ones:
-        of the units this process ran in ``missing``, other shards' in ``pending``."""
-        try:
-            root, unfinished = self.ledger.seal_complete(run_id), []
-        except UnitsMissing as exc:
-            root, unfinished = "", exc.missing
+        of the units this process ran in ``missing``, other shards' in ``pending``.
+
+        A finished run with infra-failed units stays unsealed (naming them in ``infra``)
+        unless ``seal_despite_infra``: a seal is final, and would leave them no retry.
+        """
+        infra = [] if self.cfg.seal_despite_infra else self.ledger.infra_failed(run_id)
+        root, unfinished = "", []
+        if infra:  # not sealed either way; units still missing are named first
+            unfinished = self.ledger.unfinished(run_id)
+        else:
+            try:
+                root = self.ledger.seal_complete(run_id)
+            except UnitsMissing as exc:
+                unfinished = exc.missing
         own = {f"{p.unit_id}/{p.attempt}" for p in ran}
         missing = [u for u in unfinished if u in own]
         pending = [u for u in unfinished if u not in own]
-        return RunResult(run_id, root, list(self.outcomes), missing, pending)
+        return RunResult(run_id, root, list(self.outcomes), missing, pending,
+                         [] if unfinished else infra)  # fmt: skip

@@ -70,6 +70,9 @@ class RunConfig:
     protocol: list[str] = field(default_factory=list)  # --protocol ID...: a subset run's ids
     limit: int = 0  # --limit N: the first N (of those) only; 0 = all
     retry_infra: bool = False  # resume: re-run units whose every attempt infra-failed
+    # Seal even when units ended in infrastructure errors (else the run stays unsealed so
+    # they can be retried); a sealing decision, not recorded.
+    seal_despite_infra: bool = False
 
 
 # RunConfig field -> RunRecord field, for options a resume may repeat but not change.

@@ -16,21 +16,25 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import sys
 import tempfile
-from collections.abc import Iterator
+import zlib
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO, Any, Final, cast
 
 import msgspec
 
 from ledger.chain import Failure, Fault, Record, RunChecker, Summary, link_hash
 from ledger.codec import canonical_json, decode_link
 from ledger.errors import LedgerError, UnusableInput
-from ledger.events import NEVER_WITHHELD
+from ledger.events import NEVER_WITHHELD, WITHHOLDABLE
 from ledger.events import RunSealed as RunSealedEvent
 from ledger.ledger import Imported, Ledger, check_run_id
 from ledger.merkle import inclusion_proof, verify_inclusion
 from ledger.redaction import (
+    Copy,
+    CopyFinder,
     Placeholder,
     Selection,
     placeholder_bytes,
@@ -42,6 +46,20 @@ FORMAT = "benchledger-bundle/1"
 AUDIT_FORMAT = "benchledger-audit/1"
 REDACTED_FORMAT = "benchledger-redacted/1"  # some events withheld: ledger/redaction.py
 FORMATS = (FORMAT, AUDIT_FORMAT, REDACTED_FORMAT)
+
+# Reading is bounded (docs/ledger-format.md, "Bundles"), so a crafted file cannot grow a
+# reader's memory or time without limit. A line, the header included, holds at most
+# MAX_LINE bytes besides its newline: 4x the largest event a run should record (the
+# recorder bounds none; a model request of a 1M-token context plus a 4 MiB tool result,
+# JSON-escaped), and the inclusion proofs of ~50,000 streams in a header. Lines are read
+# with readline(limit), so a longer line is found holding no more than the limit.
+MAX_LINE: Final = 64 << 20
+# gzip input may expand to GZIP_RATIO times the file's size (real bundles: 3-15x; deflate
+# reaches ~1030x), and to GZIP_FLOOR whatever its size, so a bomb costs time in proportion
+# to its compressed size. A genuine bundle past it still reads once gunzipped: plain files
+# are read as they are (their size is the user's own).
+GZIP_RATIO: Final = 200
+GZIP_FLOOR: Final = 256 << 20
 
 
 class BundleHeader(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -63,7 +81,9 @@ def _open_read(path: str) -> IO[bytes]:
         raise UnusableInput(path, exc.strerror or str(exc)) from None
     magic = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
     if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        gz = gzip.GzipFile(fileobj=raw, mode="rb")
+        gz.myfileobj = raw  # type: ignore[assignment]  # so closing it closes the file too
+        return gz  # type: ignore[return-value]
     return raw
 
 
@@ -75,10 +95,12 @@ def read_header(path: str) -> BundleHeader:
 
 def _header(path: str, fh: IO[bytes]) -> BundleHeader:
     try:
-        first = fh.readline()
-    except (OSError, EOFError) as exc:
+        first = fh.readline(MAX_LINE + 1)
+    except (OSError, EOFError, zlib.error) as exc:
         what = "not readable gzip data" if isinstance(fh, gzip.GzipFile) else "unreadable"
         raise UnusableInput(path, f"{what} ({exc})", line=1) from None
+    if len(first) > MAX_LINE and first[-1:] != b"\n":
+        raise _too_long(path, 1)
     if not first.strip():
         raise UnusableInput(path, "empty file, not a benchledger bundle", line=1)
     try:
@@ -98,19 +120,112 @@ def _header(path: str, fh: IO[bytes]) -> BundleHeader:
     return header
 
 
-def records(path: str) -> Iterator[Record]:
-    """The bundle's events as records (stream, seq and kind left to the bytes)."""
+def records(path: str, header: list[BundleHeader] | None = None) -> Iterator[Record]:
+    """The bundle's events as records (stream, seq and kind left to the bytes); the header
+    line read on the way goes into ``header`` when given (``read_bundle``)."""
     with _open_read(path) as fh:
-        _header(path, fh)
+        got = _header(path, fh)
+        if header is not None:
+            header.append(got)
         lineno = 1
+        blank = 0  # a blank line's number: allowed only last (a flood of them costs time)
+        limit, expanded = _gzip_limit(fh)
+        readline, cap = fh.readline, MAX_LINE + 1
         try:
-            for line in fh:
+            while line := readline(cap):
                 lineno += 1
-                data = line.rstrip(b"\n")
-                if data:
-                    yield Record(None, None, None, data)
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                expanded += len(line)
+                if expanded > limit:
+                    raise _too_expanded(path, lineno, limit, fh)
+                if len(line) > MAX_LINE and line[-1:] != b"\n":
+                    raise _too_long(path, lineno)
+                if blank:
+                    raise UnusableInput(
+                        path, "a blank line; only the last line may be blank", line=blank
+                    )
+                if line == b"\n":
+                    blank = lineno
+                    continue
+                yield Record(None, None, None, line.rstrip(b"\n"))
+        except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
             raise UnusableInput(path, f"unreadable after line {lineno} ({exc})") from None
+
+
+def _gzip_limit(fh: IO[bytes]) -> tuple[int, int]:
+    """(how far ``fh`` may expand, how far it has) in bytes; plain files are not capped."""
+    if not isinstance(fh, gzip.GzipFile):
+        return sys.maxsize, 0
+    return max(GZIP_FLOOR, GZIP_RATIO * os.fstat(fh.fileno()).st_size), fh.tell()
+
+
+def _too_long(path: str, lineno: int) -> UnusableInput:
+    return UnusableInput(
+        path,
+        f"line {lineno} is longer than the {MAX_LINE}-byte maximum of a bundle line",
+        line=lineno,
+    )
+
+
+def _too_expanded(path: str, lineno: int, limit: int, fh: IO[bytes]) -> UnusableInput:
+    size = os.fstat(fh.fileno()).st_size
+    return UnusableInput(
+        path,
+        f"the gzip data expands past {limit} bytes, the most a bundle may ({GZIP_RATIO} times "
+        f"the file's {size} bytes, at least {GZIP_FLOOR}): a gzip bomb? (gunzip a genuine one)",
+        line=lineno,
+    )
+
+
+@contextmanager
+def read_bundle(path: str) -> Iterator[tuple[BundleHeader, Iterator[Record]]]:
+    """One open of ``path``: its header, then its records, each line read once.
+
+    Every check of a bundle reads it through this, so what is checked is what was read: a
+    file that changes between opens (a FIFO, a network mount) is never read twice.
+    """
+    got: list[BundleHeader] = []
+    recs = cast(Generator[Record, None, None], records(path, got))  # closed below
+    try:
+        first = next(recs, None)  # opens the file and reads the header line
+        yield got[0], _then(first, recs)
+    finally:
+        recs.close()
+
+
+def _then(first: Record | None, rest: Iterator[Record]) -> Iterator[Record]:
+    if first is not None:
+        yield first
+        yield from rest
+
+
+def check_bundle(
+    header: BundleHeader,
+    recs: Iterable[Record],
+    root: str | None = None,
+    *,
+    require_seal: bool = False,
+) -> tuple[Failure | None, Summary]:
+    """Check a bundle's records (its ``header`` already read) as what its format says it is:
+    a full run, a redacted one (``check_redacted``) or an audit bundle (``check_audit``)."""
+    if header.format == AUDIT_FORMAT:
+        return check_audit(header, recs, root)
+    if header.format == REDACTED_FORMAT:
+        return check_redacted(header, recs, root)
+    return check_full(header, recs, root, require_seal=require_seal)
+
+
+def check_full(
+    header: BundleHeader,
+    recs: Iterable[Record],
+    root: str | None = None,
+    *,
+    require_seal: bool = False,
+) -> tuple[Failure | None, Summary]:
+    """Check every link of a whole run's records, its seal, and ``root`` when given (a
+    header that names a root must be sealed with it)."""
+    checker = RunChecker(header.run, require_seal=require_seal or bool(root) or bool(header.root))
+    failure = checker.check(recs)
+    return _roots(failure, checker.summary, header, root), checker.summary
 
 
 def verify_bundle(
@@ -122,12 +237,10 @@ def verify_bundle(
     bundle is checked as a whole run here (it fails: streams are missing), and as what it
     is by ``verify_audit_bundle``.
     """
-    header = read_header(path)
-    if header.format == REDACTED_FORMAT:
-        return verify_redacted(path, root)[:3]
-    checker = RunChecker(header.run, require_seal=bool(root) or bool(header.root))
-    failure = checker.check(records(path))
-    return _roots(failure, checker.summary, header, root), checker.summary, header
+    with read_bundle(path) as (header, recs):
+        check = check_redacted if header.format == REDACTED_FORMAT else check_full
+        failure, summary = check(header, recs, root)
+    return failure, summary, header
 
 
 def _roots(
@@ -265,21 +378,28 @@ def verify_audit_bundle(
 
 
 def _verify_audit(path: str, root: str | None) -> tuple[Failure | None, Summary, BundleHeader]:
-    header = read_header(path)
-    if header.format != AUDIT_FORMAT:
-        raise UnusableInput(path, "field format: not an audit bundle", line=1)
+    with read_bundle(path) as (header, recs):
+        if header.format != AUDIT_FORMAT:
+            raise UnusableInput(path, "field format: not an audit bundle", line=1)
+        failure, summary = check_audit(header, recs, root)
+    return failure, summary, header
+
+
+def check_audit(
+    header: BundleHeader, recs: Iterable[Record], root: str | None = None
+) -> tuple[Failure | None, Summary]:
+    """Check an audit bundle's records (``verify_audit_bundle`` says what that proves)."""
     checker = RunChecker(header.run, partial=True)
     summary = checker.summary
-    failure = _roots(checker.check(records(path)), summary, header, root)
+    failure = _roots(checker.check(recs), summary, header, root)
     if failure is not None:
-        return failure, summary, header
+        return failure, summary
     for head in summary.heads:
         proof = header.proofs.get(head.stream)
         if not isinstance(proof, dict):
             return (
                 Failure(head.stream, 0, Fault.NO_PROOF, "the bundle carries no inclusion proof"),
                 summary,
-                header,
             )
         try:
             index, size, steps = int(proof["index"]), int(proof["size"]), list(proof["path"])
@@ -297,12 +417,26 @@ def _verify_audit(path: str, root: str | None) -> tuple[Failure | None, Summary,
                     found=head.head,
                 ),
                 summary,
-                header,
             )
-    return None, summary, header
+    return None, summary
 
 
 # -- redacted bundles ----------------------------------------------------------------------
+
+
+def _redactable(ledger: Ledger, run_id: str, selection: Selection) -> str:
+    """The sealed root of ``run_id``; UnusableInput if it is unsealed or a glob matches
+    none of its streams."""
+    info = ledger.run_info(run_id)
+    if not info.root:
+        raise UnusableInput(
+            run_id, "run is not sealed; a redacted bundle is checked against the sealed root"
+        )
+    names = [h.stream for h in ledger.store.heads(run_id) if h.stream is not None]
+    for glob in selection.streams:
+        if not any(Selection(streams=(glob,))._stream_matches(run_id, s) for s in names):
+            raise UnusableInput(glob, f"--withhold-stream matches no stream of run {run_id}")
+    return info.root
 
 
 def export_redacted(
@@ -314,17 +448,11 @@ def export_redacted(
     written) an unsealed run or a stream glob that matches no stream of the run. A run in
     event format 1 gets format-1 placeholders, whose envelope no hash binds.
     """
-    info = ledger.run_info(run_id)
-    if not info.root:
-        raise UnusableInput(
-            run_id, "run is not sealed; a redacted bundle is checked against the sealed root"
-        )
-    names = [h.stream for h in ledger.store.heads(run_id) if h.stream is not None]
-    for glob in selection.streams:
-        if not any(Selection(streams=(glob,))._stream_matches(run_id, s) for s in names):
-            raise UnusableInput(glob, f"--withhold-stream matches no stream of run {run_id}")
     header = BundleHeader(
-        format=REDACTED_FORMAT, run=run_id, root=info.root, withheld=selection.rules()
+        format=REDACTED_FORMAT,
+        run=run_id,
+        root=_redactable(ledger, run_id, selection),
+        withheld=selection.rules(),
     )
     n = 0
     withheld: dict[str, int] = {}
@@ -340,6 +468,38 @@ def export_redacted(
     return n, withheld
 
 
+def find_copies(
+    ledger: Ledger, run_id: str, selection: Selection, withhold_copies: bool = False
+) -> tuple[Selection, list[Copy]]:
+    """The shown events of a redaction of ``run_id`` that hold copies of withheld text.
+
+    Returns (the selection to write, the copies it still shows). With ``withhold_copies``
+    the streams of copies in withholdable events are added to the selection, again until
+    what they withhold is copied nowhere withholdable; copies in kinds that are never
+    withheld (a decision's reason, an episode's final answer) stay, for the caller to name.
+    Two reads of the run per round; the memory is the index of the withheld text. Refuses
+    what ``export_redacted`` refuses, first.
+    """
+    _redactable(ledger, run_id, selection)
+    while True:
+        finder = CopyFinder()
+        for stream, _seq, kind, data in ledger.store.scan(run_id):
+            if selection.selects(run_id, stream, kind):
+                finder.add(msgspec.json.decode(bytes(data)).get("body"))
+        copies: list[Copy] = []
+        if finder:
+            for stream, seq, kind, data in ledger.store.scan(run_id):
+                if not selection.selects(run_id, stream, kind):
+                    n = finder.count(bytes(data))
+                    if n:
+                        copies.append(Copy(stream, seq, kind, n))
+        more = {c.stream for c in copies if c.kind in WITHHOLDABLE}
+        grown = selection.with_streams(more) if withhold_copies else selection
+        if grown == selection:  # nothing more to withhold: these copies stay shown
+            return selection, copies
+        selection = grown
+
+
 def verify_redacted(
     path: str, root: str | None = None
 ) -> tuple[Failure | None, Summary, BundleHeader, int]:
@@ -349,31 +509,33 @@ def verify_redacted(
     Returns (first failure or None, summary, header, placeholders seen). In event format 2
     every placeholder's envelope is proven; ``summary.unbound`` counts format-1 ones.
     """
-    header = read_header(path)
-    if header.format != REDACTED_FORMAT:
-        raise UnusableInput(path, "field format: not a redacted bundle", line=1)
+    with read_bundle(path) as (header, recs):
+        if header.format != REDACTED_FORMAT:
+            raise UnusableInput(path, "field format: not a redacted bundle", line=1)
+        failure, summary = check_redacted(header, recs, root)
+    return failure, summary, header, summary.withheld
+
+
+def check_redacted(
+    header: BundleHeader, recs: Iterable[Record], root: str | None = None
+) -> tuple[Failure | None, Summary]:
+    """Check a redacted bundle's records (``verify_redacted`` says what that proves)."""
     try:
         rule = rule_of(header.run, header.withheld)
     except ValueError as exc:
         never = any(r.removeprefix("kind:") in NEVER_WITHHELD for r in header.withheld)
         problem = Fault.NOT_WITHHOLDABLE if never else Fault.BAD_RULE
-        return Failure(header.run, -1, problem, f"bundle header: {exc}"), Summary(), header, 0
+        return Failure(header.run, -1, problem, f"bundle header: {exc}"), Summary()
     checker = RunChecker(header.run, require_seal=True, redacted=True, rule=rule)
-    summary = checker.summary
-    failure = _roots(checker.check(records(path)), summary, header, root)
-    return failure, summary, header, summary.withheld
+    failure = _roots(checker.check(recs), checker.summary, header, root)
+    return failure, checker.summary
 
 
 def seal_of(path: str) -> RunSealedEvent | None:
     """The seal of a bundle (any format) that verifies: the one run_sealed, last in its
     header stream, whose root every link, head and proof was checked against; else None."""
-    header = read_header(path)
-    if header.format == AUDIT_FORMAT:
-        failure, summary, _ = _verify_audit(path, None)
-    elif header.format == REDACTED_FORMAT:
-        failure, summary, _, _ = verify_redacted(path)
-    else:
-        failure, summary, _ = verify_bundle(path)
+    with read_bundle(path) as (header, recs):
+        failure, summary = check_bundle(header, recs)
     return summary.seal if failure is None else None
 
 
@@ -381,36 +543,77 @@ def reveal(redacted: str, full: str) -> tuple[Failure | None, int]:
     """Prove each placeholder of ``redacted`` matches the event it stands for in ``full``.
 
     Both bundles are read in step (same run, same order). Returns (first mismatch or
-    None, placeholders matched). The caller verifies both bundles against one root.
+    None, placeholders matched). The caller verifies both bundles against one root
+    (``verify_revealing`` does both in one read of ``full``).
     """
-    matched = 0
-    full_lines = iter(records(full))
-    for rec in records(redacted):
-        data = rec.data
-        nxt = next(full_lines, None)
+    lines = Revealing(rec.data for rec in records(redacted))
+    for _ in lines.feed(records(full)):
+        pass
+    return lines.result()
+
+
+def verify_revealing(
+    redacted: Iterable[bytes], full: str, root: str
+) -> tuple[Failure | None, BundleHeader, Failure | None, int]:
+    """Check ``full`` against ``root`` and reveal the ``redacted`` lines with it, in one read.
+
+    Returns (the full bundle's first failure, its header, the first reveal mismatch, the
+    placeholders matched); the reveal counts only when the full bundle verified.
+    """
+    lines = Revealing(redacted)
+    with read_bundle(full) as (header, recs):
+        check = check_redacted if header.format == REDACTED_FORMAT else check_full
+        failure, _ = check(header, lines.feed(recs), root)
+    mismatch, matched = lines.result()
+    return failure, header, mismatch, matched
+
+
+class Revealing:
+    """Redacted lines compared, in step, with a full bundle's records as they are read."""
+
+    def __init__(self, redacted: Iterable[bytes]) -> None:
+        self._redacted = iter(redacted)
+        self._failure: Failure | None = None
+        self._matched = 0
+
+    def feed(self, full: Iterable[Record]) -> Iterator[Record]:
+        """Pass ``full``'s records on unchanged, comparing each with the next redacted line."""
+        for rec in full:
+            if self._failure is None:
+                self._failure = self._compare(next(self._redacted, None), rec.data)
+            yield rec
+
+    def _compare(self, data: bytes | None, full: bytes) -> Failure | None:
+        if data is None:
+            return Failure("", -1, Fault.REVEAL_MISMATCH, "the full bundle has more lines")
         ph = read_placeholder(data)
         where = _where(data, ph)
-        if nxt is None:
-            return Failure(*where, Fault.REVEAL_MISMATCH, "the full bundle ends early"), matched
         if ph is None:
-            if data != nxt.data:
-                return Failure(*where, Fault.REVEAL_MISMATCH, "a shown event differs"), matched
-            continue
-        if read_placeholder(nxt.data) is not None:
+            if data != full:
+                return Failure(*where, Fault.REVEAL_MISMATCH, "a shown event differs")
+            return None
+        if read_placeholder(full) is not None:
             detail = "the full bundle withholds this event too"
-            return Failure(*where, Fault.REVEAL_MISMATCH, detail), matched
-        if placeholder_bytes(nxt.data) != data:
+            return Failure(*where, Fault.REVEAL_MISMATCH, detail)
+        if placeholder_bytes(full) != data:
             return Failure(
                 *where,
                 Fault.REVEAL_MISMATCH,
                 "the full event does not match its placeholder",
                 expected=ph.hash,
-                found=link_hash(nxt.data),
-            ), matched
-        matched += 1
-    if next(full_lines, None) is not None:
-        return Failure("", -1, Fault.REVEAL_MISMATCH, "the full bundle has more lines"), matched
-    return None, matched
+                found=link_hash(full),
+            )
+        self._matched += 1
+        return None
+
+    def result(self) -> tuple[Failure | None, int]:
+        """(first mismatch or None, placeholders matched), once the full bundle was read."""
+        if self._failure is None:
+            rest = next(self._redacted, None)
+            if rest is not None:
+                where = _where(rest, read_placeholder(rest))
+                self._failure = Failure(*where, Fault.REVEAL_MISMATCH, "the full bundle ends early")
+        return self._failure, self._matched
 
 
 def _where(data: bytes, ph: Placeholder | None) -> tuple[str, int]:

@@ -39,6 +39,7 @@ from ledger.events import (
     TERMINAL_KINDS,
     WITHHOLDABLE,
     RunSealed,
+    SealSignature,
     StreamHead,
 )
 from ledger.merkle import merkle_root
@@ -328,10 +329,10 @@ class RunChecker:
         prefix = run_id + "/"
         decode = _link_decoder.decode
         hasher = blake3.blake3
-        # Format 2's body digests, which format 1 and the raw baseline do not compute: one
-        # hasher reset for each (constructing one costs ~0.3 us more), read as raw bytes
-        # and hexlified (hexdigest().encode() costs ~0.4 us more). The link hash itself is
-        # computed as the baseline computes its one hash (docs/performance.md).
+        # Format 2's body digests: one hasher reset for each (constructing one costs ~0.3 us
+        # more), read as raw bytes and hexlified (hexdigest().encode() costs ~0.4 us more);
+        # a format-2 raw baseline digests its bodies the same way. The link hash itself is
+        # computed as the baseline computes it (docs/performance.md).
         body_hasher = blake3.blake3()
         reset, update, digest = body_hasher.reset, body_hasher.update, body_hasher.digest
         hexlify = binascii.hexlify
@@ -372,8 +373,11 @@ class RunChecker:
                         if link.kind not in withholdable:
                             h = hasher(domain + data).hexdigest()
                         else:
-                            t = data.rfind(kind_key)
-                            if t == b + len(link.body):
+                            # The decoded body's end must be the spec's, the last kind
+                            # key: searched for only from there on (the same answer,
+                            # measured ~0.1 us faster than over the whole line).
+                            t = b + len(link.body)
+                            if data.rfind(kind_key, t) == t:
                                 # The body digest (of the body in place, no copy), then
                                 # the sealed form spliced from the bytes around the body
                                 # in one join.
@@ -714,7 +718,7 @@ class RunChecker:
         except msgspec.DecodeError as exc:
             raise self._fail(stream, seq, Fault.UNDECODABLE, str(exc)) from None
         assert isinstance(seal, RunSealed)
-        if canonical(seal) != data:
+        if canonical(_defaults_as_defaults(seal)) != data:
             # Nothing after the seal links to it, so its bytes must be exactly canonical.
             raise self._fail(
                 stream,
@@ -873,3 +877,27 @@ class RunChecker:
             raise self._fail(
                 self.run_id, self._seal_at_seq, Fault.BAD_REF, "run_sealed takes no refs"
             )
+
+
+_SIGNATURE_DEFAULTS = {
+    f.name: f.default
+    for f in msgspec.structs.fields(SealSignature)
+    if f.default is not msgspec.NODEFAULT
+}
+
+
+def _defaults_as_defaults(seal: RunSealed) -> RunSealed:
+    """``seal`` with each signature field equal to its default set to the default object.
+
+    msgspec's ``omit_defaults`` tells a default string by identity, so a decoded
+    ``"algorithm":"ed25519"`` would re-encode spelled out and pass as canonical: a second
+    spelling of one seal. With the default objects back, re-encoding omits them.
+    """
+    sig = seal.body.signature
+    if sig is None:
+        return seal
+    same = {k: v for k, v in _SIGNATURE_DEFAULTS.items() if getattr(sig, k) == v}
+    if not same:
+        return seal
+    body = msgspec.structs.replace(seal.body, signature=msgspec.structs.replace(sig, **same))
+    return msgspec.structs.replace(seal, body=body)

@@ -8,6 +8,7 @@ when encoded, so an old event's canonical bytes never change when a body gains a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar, Union
 
 import msgspec
@@ -228,6 +229,34 @@ class UnitFinishedBody(Body, frozen=True):
     outcome: dict[str, bool | None] = {}
     error: str = ""
     trace_hash: str = ""  # the unit's: its episodes' exchanges plus read-backs and verdicts
+
+
+# How the harness's fault barrier starts ``unit_finished.error`` for a bug of its own; any
+# other error is an infrastructure failure.
+INTERNAL_ERROR = "internal error in "
+
+
+def infra_failure(error: str) -> bool:
+    """Whether a ``unit_finished.error`` is an infrastructure failure (not our own bug,
+    which a retry would only repeat): what ``run --retry-infra`` re-runs and what keeps a
+    finished run unsealed."""
+    return bool(error) and not error.startswith(INTERNAL_ERROR)
+
+
+def infra_failed_units(ends: Iterable[tuple[str, str]]) -> list[str]:
+    """The units whose every counting attempt ended in an infrastructure failure, sorted;
+    ``ends`` holds (unit, its ``unit_finished.error``) per finished, not abandoned stream."""
+    failed: dict[str, bool] = {}
+    for unit, error in ends:
+        failed[unit] = failed.get(unit, True) and infra_failure(error)
+    return sorted(unit for unit, bad in failed.items() if bad)
+
+
+def stream_unit(run_id: str, stream: str) -> tuple[str, str]:
+    """(unit, attempt) a unit stream's name says: ``RUN/<unit>/<attempt>``, or
+    ``.../<attempt>-rN`` for an attempt resumed or retried as a new stream."""
+    name, _, attempt = stream.removeprefix(run_id + "/").rpartition("/")
+    return name, attempt.split("-r")[0]
 
 
 class UnitAbandonedBody(Body, frozen=True):

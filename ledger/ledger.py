@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import IO, TYPE_CHECKING, TypeVar
 
 import blake3
 import msgspec
@@ -52,11 +53,14 @@ from ledger.events import (
     RunSealedBody,
     RunStartedBody,
     StreamHead,
+    infra_failed_units,
     make_event,
+    stream_unit,
 )
 from ledger.events import RunImported as RunImportedEvent
 from ledger.events import RunSealed as RunSealedEvent
 from ledger.events import RunStarted as RunStartedEvent
+from ledger.events import UnitFinished as UnitFinishedEvent
 from ledger.events import UnitStarted as UnitStartedEvent
 from ledger.merkle import merkle_root
 from ledger.store import Store
@@ -89,6 +93,38 @@ def _stored(
         return decode(data)
     except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
         raise DamagedEvent(stream or "", seq or 0, str(exc)) from None
+
+
+def _verified_copy(
+    path: str, run_id: str, summary: Summary, rows: Callable[[], Iterable[Record]]
+) -> IO[bytes]:
+    """``rows()`` read once more into a private temporary file, and checked on the way to be
+    the run ``summary`` describes; ImportRefused when it is not.
+
+    What is written is read from the copy, which nothing else can change: the bundle itself
+    may be a file that changes between reads (a FIFO, a network mount), and the rows are
+    written only if this read is the run that was verified.
+    """
+    copy = tempfile.TemporaryFile(prefix=".benchledger-import-")  # noqa: SIM115 - returned
+    checker = RunChecker(run_id, require_seal=bool(summary.sealed_root))
+
+    def kept() -> Iterator[Record]:
+        for rec in rows():
+            copy.write(rec.data + b"\n")  # a bundle line holds no newline
+            yield rec
+
+    try:
+        failure = checker.check(kept())
+    except BaseException:
+        copy.close()
+        raise
+    got = checker.summary
+    if failure is not None or (got.sealed_root, got.heads) != (summary.sealed_root, summary.heads):
+        copy.close()
+        why = f": {failure}" if failure is not None else ", with other streams or heads"
+        raise ImportRefused(path, run_id, f"read differently after it was verified{why}")
+    copy.seek(0)
+    return copy
 
 
 def check_run_id(run_id: str) -> str:
@@ -309,6 +345,24 @@ class Ledger:
         done = set(finished.values())
         return [f"{unit}/{attempt}" for unit, attempt in planned if (unit, attempt) not in done]
 
+    def infra_failed(self, run_id: str, heads: list[Record] | None = None) -> list[str]:
+        """Units whose every counting stream ended in an infrastructure error
+        (``events.infra_failure``), as sorted ``unit/attempt``.
+
+        Read from the stream heads alone (``heads``, if the caller has them): a counting
+        stream is one whose head is ``unit_finished`` (a retried one ends in
+        ``unit_abandoned``), so this decodes one event per unit, never the run.
+        """
+        rows = self.store.heads(run_id) if heads is None else heads
+        ends = []
+        for row in rows:
+            if row.stream == run_id or row.kind != "unit_finished":
+                continue
+            event = _stored(decode_event, row.stream, row.seq, row.data)
+            error = event.body.error if isinstance(event, UnitFinishedEvent) else ""
+            ends.append(("/".join(stream_unit(run_id, row.stream or "")), error))
+        return infra_failed_units(ends)
+
     def seal_complete(self, run_id: str, *, signer: Signer | None = None) -> str:
         """Seal the run once every planned unit has finished; return its root.
 
@@ -409,18 +463,21 @@ class Ledger:
             event = make_event(run_id, top.length, top.head, self.clock(), body, v=summary.format)
             marker = [Record(run_id, top.length, body.KIND, canonical(event))]
 
-        def batches() -> Iterator[list[Record]]:
-            batch: list[Record] = []
-            for rec in rows():
-                link = decode_link(rec.data)
-                batch.append(Record(link.stream, link.seq, link.kind, rec.data))
-                if len(batch) >= 1000:
-                    yield batch
-                    batch = []
-            if batch or marker:
-                yield batch + marker
+        with _verified_copy(path, run_id, summary, rows) as copy:
 
-        added = self.store.append_all(batches())
+            def batches() -> Iterator[list[Record]]:
+                batch: list[Record] = []
+                for line in copy:
+                    data = line.rstrip(b"\n")
+                    link = decode_link(data)
+                    batch.append(Record(link.stream, link.seq, link.kind, data))
+                    if len(batch) >= 1000:
+                        yield batch
+                        batch = []
+                if batch or marker:
+                    yield batch + marker
+
+            added = self.store.append_all(batches())
         return Imported(run_id, added - len(marker), root)
 
     def _holds_sealed_whole(

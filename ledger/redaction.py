@@ -29,7 +29,11 @@ one can stand in the chain; the checker names one ``not withholdable`` first.
 from __future__ import annotations
 
 import fnmatch
+import glob
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
@@ -38,8 +42,11 @@ from ledger.codec import canonical_json, decode_link, decode_placeholder_v1
 from ledger.events import KINDS, NEVER_WITHHELD, WITHHOLDABLE, Event
 
 __all__ = [
+    "COPY_MIN",
     "NEVER_WITHHELD",
     "WITHHOLDABLE",
+    "Copy",
+    "CopyFinder",
     "Placeholder",
     "Selection",
     "WithheldEvent",
@@ -176,6 +183,81 @@ class Selection:
 
     def selects(self, run_id: str, stream: str, kind: str) -> bool:
         return _selects(self.kinds, self.streams, run_id, stream, kind)
+
+    def with_streams(self, streams: Iterable[str]) -> Selection:
+        """This selection plus every withholdable event of each of ``streams`` (exact names).
+
+        Stream rules, not a rule per event: the bundle header keeps the two rule forms
+        every verifier reads, at the cost of withholding the rest of those streams' evidence.
+        """
+        new = [glob.escape(s) for s in sorted(set(streams))]
+        return Selection(self.kinds, (*self.streams, *(g for g in new if g not in self.streams)))
+
+
+# -- copies of withheld text in shown events ------------------------------------------------
+
+# The shortest text counted as a copy: long enough that a match is the text itself, not a
+# common phrase. Measured in bytes of the JSON-escaped string, as the line holds it.
+COPY_MIN: Final = 32
+_DIGEST = re.compile(r"[0-9a-f]+")
+
+
+class Copy(NamedTuple):
+    """A shown event that holds ``passages`` separate stretches of withheld text."""
+
+    stream: str
+    seq: int
+    kind: str
+    passages: int
+
+
+class CopyFinder:
+    """Finds withheld text in shown events' bytes, in time linear in what it reads.
+
+    Each withheld string of at least ``COPY_MIN`` bytes (as escaped in the line) is cut into
+    ``COPY_MIN``-byte pieces at multiples of ``COPY_MIN``, plus its last ``COPY_MIN`` bytes;
+    a shown line is probed at every offset against that set. So a whole string copied (or
+    any stretch of at least ``2 * COPY_MIN - 1`` bytes of one) is always found, a shorter
+    stretch when it covers a piece. Pure hex strings (request hashes, digests) are ids, not
+    text, and are left out.
+    """
+
+    def __init__(self) -> None:
+        self._pieces: set[bytes] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self._pieces)
+
+    def add(self, body: Any) -> None:
+        """Index the strings of one withheld event's decoded body (nested values too)."""
+        stack = [body]
+        while stack:
+            value = stack.pop()
+            if isinstance(value, dict):
+                stack.extend(value.values())
+            elif isinstance(value, list):
+                stack.extend(value)
+            elif isinstance(value, str) and len(value) >= COPY_MIN / 4:
+                text = canonical_json(value)[1:-1]  # the string as a line spells it
+                if len(text) < COPY_MIN or _DIGEST.fullmatch(value):
+                    continue
+                for i in range(0, len(text) - COPY_MIN + 1, COPY_MIN):
+                    self._pieces.add(text[i : i + COPY_MIN])
+                self._pieces.add(text[-COPY_MIN:])
+
+    def count(self, line: bytes) -> int:
+        """How many separate passages of withheld text ``line`` holds (0: none)."""
+        pieces, n, end, i = self._pieces, 0, -1, 0
+        last = len(line) - COPY_MIN
+        while i <= last:
+            if line[i : i + COPY_MIN] in pieces:
+                if i > end:  # not the continuation of the passage just counted
+                    n += 1
+                i += COPY_MIN
+                end = i
+            else:
+                i += 1
+        return n
 
 
 def _matches(globs: tuple[str, ...], run_id: str, stream: str) -> bool:

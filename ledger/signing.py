@@ -132,6 +132,9 @@ def _check(run_id: str, body: RunSealedBody) -> tuple[bool, str]:
         public = Ed25519PublicKey.from_public_bytes(raw)
     except ValueError:
         return False, "the signature or its public key is not well-formed hex of the right size"
+    if raw.hex() != sig.public_key or signature.hex() != sig.signature:
+        # One spelling only: nothing links to the seal, so its bytes must be its own.
+        return False, "the signature or its public key is not lowercase hex"
     if fingerprint(raw) != sig.key:
         return False, "the signature's key fingerprint does not match its public key"
     data = statement(

@@ -14,6 +14,7 @@ from ledger.events import (
     SessionCallBody,
 )
 from ledger.redaction import WithheldEvent
+from ledger.verified import PEER_CLAIMS, Origin
 from projections.fold import fold
 from projections.lifecycle import (
     CI_LABELS,
@@ -139,11 +140,10 @@ def _evidence(by_seq: dict[int, tuple[Event, str]], refs: tuple[int, ...]) -> tu
 
 
 def audit(run: RunEvents, metric_name: str) -> Audit:
-    """The metric's value and every contributing unit with its decision and evidence."""
-    from projections import provenance_audit  # the provenance lane audits its own metrics
+    """A lifecycle run's metric value and every contributing unit with its decision and evidence.
 
-    if provenance_audit.is_provenance(run.events):
-        return provenance_audit.audit(run, metric_name)
+    A provenance run is audited by ``projections.provenance_audit.audit`` (the caller picks).
+    """
     if metric_name not in METRIC_NAMES:
         raise UnknownMetric(metric_name)
     lf = fold(LifecycleFold(), run.events)
@@ -178,12 +178,17 @@ def audit(run: RunEvents, metric_name: str) -> Audit:
     return Audit(run.run_id, run.root or card.meta.root, metric, tuple(out), withheld)
 
 
-def render(a: Audit, full: bool = False) -> str:
+def render(a: Audit, full: bool = False, origin: Origin | None = None) -> str:
     """The audit as text: value, then one block per contributing unit.
 
     Long values (tool results, arguments, answers) are shortened with ``… (+N chars)``;
-    ``full`` prints each whole, its further lines indented under its evidence line.
+    ``full`` prints each whole, its further lines indented under its evidence line. A run
+    whose ``origin`` is a peer's results file labels each decision as the peer's claim.
     """
+    peer = ""
+    if origin is not None and origin.kind == PEER_CLAIMS and not origin.rederived:
+        peer = origin.source or "the peer"
+    decided = f"{peer}'s recorded claim" if peer else "decision"
     m = a.metric
     rate = fmt_pct(m.rate)
     ci = "n/a"
@@ -196,6 +201,11 @@ def render(a: Audit, full: bool = False) -> str:
         f"{len(a.contributions)} contributing units "
         f"({sum(c.in_num for c in a.contributions)} in the numerator)",
     ]
+    if peer:
+        lines.append(
+            f"every decision below is {peer}'s recorded claim, imported from its "
+            "results file; benchledger's graders did not re-derive it"
+        )
     if a.on_withheld:
         lines.append(
             f"{len(a.on_withheld)} of {len(a.contributions)} decisions rest on withheld evidence "
@@ -213,7 +223,7 @@ def render(a: Audit, full: bool = False) -> str:
         d = c.decision
         if d is not None:
             lines.append(
-                f"    decision seq {d.seq} {d.link[:12]}  {d.check}={_verdict(d.verdict)}  "
+                f"    {decided} seq {d.seq} {d.link[:12]}  {d.check}={_verdict(d.verdict)}  "
                 f"[{d.origin}] {d.reason}"
             )
             if d.answer:

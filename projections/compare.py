@@ -251,6 +251,12 @@ def _complete(card: Scorecard, role: str) -> None:
     meta = card.meta
     run = meta.run_id
     done = completeness(meta, card.units)  # the count every report's banner shows
+    if not done.sealed and done.infra_failed and not done.short:
+        raise Incomparable(
+            f"the {role} run {run} is not sealed: {done.counts()}{done.infra_text()}; retry "
+            f"them with `benchledger run --resume {run} --retry-infra` or seal it as it is "
+            f"with `benchledger seal {run}`, then gate it"
+        )
     if not done.sealed:
         raise Incomparable(
             f"the {role} run {run} is not sealed (interrupted or still running): "

@@ -23,6 +23,7 @@ from ledger.events import (
     UnitStarted,
 )
 from ledger.redaction import WithheldEvent
+from ledger.verified import Origin, Standing
 from projections.runs import subset_label
 from projections.stats import (
     BOOTSTRAP_REPS,
@@ -287,6 +288,8 @@ class RunMeta:
     verified: str = ""  # what reading it verified, against which root (projections.source)
     withheld: list[str] = field(default_factory=list)  # header-stream kinds withheld
     subset: str = ""  # a subset run's selection (projections.runs.subset_label); "" = whole set
+    standing: Standing | None = None  # who vouches for its root (set by the reader, open_run)
+    origin: Origin | None = None  # who wrote its units (set by the reader, open_run)
 
     @property
     def sealed(self) -> bool:

@@ -21,12 +21,15 @@ import msgspec
 
 from ledger.codec import canonical_json
 from ledger.events import Preregistration, RunStarted, UnitStarted
+from ledger.redaction import WithheldEvent
 from projections.lifecycle import GATED
 from projections.source import RunEvents
 
 FORMAT: Final = "benchledger-prereg/1"
 DOMAIN: Final = b"benchledger:prereg:v1\x00"
 DEFAULT_TOLERANCE: Final = 0.05
+# What a gate says, in its bar line, verdict and JSON, when the candidate pre-registered none.
+NOT_PREREGISTERED: Final = "no pre-registered bar: judged by the command-line bar"
 
 
 class BadPreregistration(ValueError):
@@ -146,12 +149,41 @@ def _set_hash(run: RunEvents) -> str:
     return ""
 
 
-def recorded(run: RunEvents) -> Preregistration | None:
-    """The pre-registration in the run's ``run_started`` (None if it has none)."""
+def run_started(run: RunEvents) -> RunStarted:
+    """The run's ``run_started``; BadPreregistration when the run shows none.
+
+    Without it nobody can tell whether the run pre-registered a bar: a withheld one (a
+    format-1 placeholder can claim to be any withholdable kind) or an absent one is refused,
+    never read as "pre-registered none".
+    """
     for event, _ in run.events:
         if isinstance(event, RunStarted):
-            return event.body.prereg
-    return None
+            return event
+    hidden = next(
+        (
+            e
+            for e, _ in run.events
+            if isinstance(e, WithheldEvent) and e.stream == run.run_id and e.seq == 0
+        ),
+        None,
+    )
+    how = (
+        f"its first event is withheld (as a {hidden.withheld_kind} placeholder)"
+        if hidden is not None
+        else "it is absent"
+    )
+    raise BadPreregistration(
+        f"run {run.run_id} shows no run_started event ({how}), so whether it pre-registered "
+        "a bar cannot be read; gate the full run"
+    )
+
+
+def recorded(run: RunEvents) -> Preregistration | None:
+    """The pre-registration in the run's ``run_started`` (None if it has none).
+
+    Raises BadPreregistration when the run shows no ``run_started`` (``run_started``).
+    """
+    return run_started(run).body.prereg
 
 
 def item_problems(p: Preregistration, run: RunEvents) -> list[str]:
@@ -189,13 +221,22 @@ class Bar(NamedTuple):
     def digest(self) -> str:
         return digest(self.prereg) if self.prereg else ""
 
+    @property
+    def note(self) -> str:
+        """What the verdict must add when this is not the candidate's pre-registered bar."""
+        if self.source == "given":
+            return NOT_PREREGISTERED
+        if self.source == "overridden":
+            return "judged by an OVERRIDDEN bar, not the pre-registered one"
+        return ""
+
     def describe(self) -> str:
         """One line naming the bar and its origin."""
         what = f"metrics {', '.join(self.metrics)}; tolerance {self.tolerance:g}" + (
             "; strict" if self.strict else ""
         )
         if self.source == "given":
-            return f"bar: {what} (given on the command line; the run pre-registered none)"
+            return f"bar: {NOT_PREREGISTERED}: {what} (the run pre-registered none)"
         p = self.prereg
         assert p is not None
         origin = (
@@ -218,6 +259,7 @@ class Bar(NamedTuple):
             "prereg_digest": self.digest,
             "prereg": msgspec.to_builtins(self.prereg) if self.prereg else None,
             "overrides": list(self.overrides),
+            "note": self.note,
         }
 
 

@@ -28,7 +28,7 @@ from projections.provenance import (
     CaseUnit,
 )
 from projections.provenance_decisions import ATTRIBUTION, CHECKS, VALIDITY
-from projections.report import completeness_json, html_banner
+from projections.report import card_standing, completeness_json, html_top, standing_json
 from projections.source import Completeness, completeness
 
 FORMATS: Final = ("table", "markdown", "json", "html")
@@ -67,6 +67,11 @@ def _banners(card: Card) -> list[str]:
     return [banner] if banner else []
 
 
+def _top(card: Card) -> list[str]:
+    """The first lines of every format: a partial run's banner, then the run's standing."""
+    return [*_banners(card), *card_standing([card.meta])]
+
+
 def _shown(card: Card) -> list[tuple[Metric, bool]]:
     return [(card.metrics[name], sub) for name, sub in ROWS if name in card.metrics]
 
@@ -100,7 +105,7 @@ def overall_line(card: Card) -> str:
 
 def table(card: Card) -> str:
     """A plain-text table for the terminal, then every failure with why."""
-    lines = [*_banners(card), *[f"{k:<11} {v}" for k, v in header_lines(card)]]
+    lines = [*_top(card), *[f"{k:<11} {v}" for k, v in header_lines(card)]]
     lines += ["", f"{'metric':<32} {'num/den':>9} {'rate':>7}  {'bar':<8} {'verdict':<8} 95% CI"]
     for m, sub in _shown(card):
         name = ("  " + m.name) if sub else m.name
@@ -121,7 +126,7 @@ def table(card: Card) -> str:
 
 def markdown(card: Card) -> str:
     """A Markdown card to paste in a pull request."""
-    out = [f"**{b}**" for b in _banners(card)]
+    out = [f"**{b}**" for b in _top(card)]
     out += [""] if out else []
     out += ["### benchledger provenance lane", ""]
     out += [f"- **{k}**: `{v}`" for k, v in header_lines(card)]
@@ -177,6 +182,7 @@ def as_json(card: Card) -> dict[str, Any]:
         metrics[metric.name] = entry
     return {
         **completeness_json([run_completeness(card)]),
+        **standing_json([card.meta]),
         "suite": "provenance",
         "run": {
             "run_id": m.run_id,
@@ -235,7 +241,7 @@ table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}}
 .ok{{color:#2a7}}.bad{{color:#c00}}
 </style></head><body>
-{html_banner(_banners(card))}<h1>benchledger provenance lane</h1>
+{html_top([card.meta], _banners(card))}<h1>benchledger provenance lane</h1>
 <table>{head}</table>
 <h2>Metrics</h2>
 <table><tr><th>metric</th><th>num/den</th><th>rate</th><th>bar</th><th>verdict</th>

@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
+from ledger.verified import OWN, Origin, Standing
 from projections import disclosure
 from projections.compare import GateRow, Row
 from projections.lifecycle import (
@@ -141,6 +142,83 @@ def banners(card: Scorecard) -> list[str]:
     return [b for b in (c.banner() for c in run_completeness(card)) if b]
 
 
+def standing_lines(
+    runs: Sequence[tuple[str, Standing | None, Origin | None]], *, named: bool = False
+) -> list[str]:
+    """Who vouches for each (name, standing, origin), then where its units came from.
+
+    Every display prints these right after its partial-run banners; ``named`` prefixes
+    each line with its name (``run X`` of merged or paired runs).
+    """
+    out = []
+    for name, stood, origin in runs:
+        who = f"{name}: " if named else ""
+        if stood is not None:
+            out.append(who + stood.line())
+        if origin is not None and origin.line():
+            out.append(who + origin.line())
+    return out
+
+
+def card_standing(runs: Sequence[RunMeta]) -> list[str]:
+    """``standing_lines`` of a card's runs (named when several were merged)."""
+    return standing_lines(_card_runs(runs), named=len(runs) > 1)
+
+
+def standing_json(runs: Sequence[RunMeta]) -> dict[str, Any]:
+    """The JSON ``authentication`` and ``origin`` fields of a card's runs ({} if unread).
+
+    One run: its ``Standing.as_json()`` and ``Origin.as_json()``. Several merged: whether
+    all are authenticated, their lines joined, and each run's own under ``runs``.
+    """
+    stood = {r.run_id: r.standing for r in runs if r.standing is not None}
+    origins = {r.run_id: (r.origin or Origin(OWN)).as_json() for r in runs if r.run_id in stood}
+    if not stood:
+        return {}
+    if len(stood) == 1:
+        [(run_id, only)] = stood.items()
+        return {"authentication": only.as_json(), "origin": origins[run_id]}
+    kinds = {o["kind"] for o in origins.values()}
+    return {
+        "authentication": {
+            "authenticated": all(s.authenticated for s in stood.values()),
+            "line": " | ".join(f"run {r}: {s.line()}" for r, s in stood.items()),
+            "runs": {r: s.as_json() for r, s in stood.items()},
+        },
+        "origin": {"kind": kinds.pop() if len(kinds) == 1 else "mixed", "runs": origins},
+    }
+
+
+def html_standing(
+    runs: Sequence[tuple[str, Standing | None, Origin | None]], *, named: bool = False
+) -> str:
+    """``standing_lines`` as banner elements near the top of an HTML page (green if trusted)."""
+    out = []
+    for name, stood, origin in runs:
+        for line in standing_lines([(name, stood, origin)], named=named):
+            trusted = stood is not None and stood.authenticated and line.endswith(stood.line())
+            style = (
+                "background:#e6f4ea;border:2px solid #1a7f37;color:#14532d"
+                if trusted
+                else "background:#fff3cd;border:2px solid #c00;color:#800"
+            )
+            role = "" if trusted else ' role="alert"'
+            out.append(
+                f'<p class="standing"{role} style="{style};padding:8px 12px;font-weight:bold">'
+                f"{html.escape(line)}</p>\n"
+            )
+    return "".join(out)
+
+
+def html_top(runs: Sequence[RunMeta], partial: Sequence[str]) -> str:
+    """An HTML page's first elements: the partial-run banners, then the runs' standing."""
+    return html_banner(partial) + html_standing(_card_runs(runs), named=len(runs) > 1)
+
+
+def _card_runs(runs: Sequence[RunMeta]) -> list[tuple[str, Standing | None, Origin | None]]:
+    return [(f"run {r.run_id}", r.standing, r.origin) for r in runs]
+
+
 def completeness_json(found: Sequence[Completeness]) -> dict[str, Any]:
     """The top-level JSON ``completeness`` (and ``warning`` when partial) of runs."""
     if len(found) == 1:
@@ -231,8 +309,9 @@ def _metrics(card: Scorecard) -> list[Metric]:
 
 
 def table(card: Scorecard) -> str:
-    """A plain-text table for the terminal (a partial run's banner first)."""
-    lines = [*banners(card), *[f"{k:<13} {v}" for k, v in header_lines(card)]]
+    """A plain-text table for the terminal (a partial run's banner first, then its standing)."""
+    lines = [*banners(card), *card_standing(card.runs)]
+    lines += [f"{k:<13} {v}" for k, v in header_lines(card)]
     lines.append("")
     lines.append(f"{'metric':<30} {'num/den':>11} {'rate':>7}  {'95% CI':<16}  note")
     for m in _metrics(card):
@@ -244,7 +323,7 @@ def table(card: Scorecard) -> str:
 
 def markdown(card: Scorecard) -> str:
     """A Markdown scorecard to paste in a pull request (a partial run's banner first)."""
-    out = [f"**{b}**" for b in banners(card)]
+    out = [f"**{b}**" for b in [*banners(card), *card_standing(card.runs)]]
     out += [""] if out else []
     out += ["### benchledger lifecycle scorecard", ""]
     out += [
@@ -277,11 +356,13 @@ def as_json(card: Scorecard) -> dict[str, Any]:
     found = run_completeness(card)
     return {
         **completeness_json(found),
+        **standing_json(card.runs),
         "runs": [
             {
                 "run_id": r.run_id,
                 "root": r.root,
                 "verified": r.verified,
+                **standing_json([r]),
                 "completeness": c.as_json(),
                 "protocol_set_hash": r.protocol_set_hash,
                 "agent": r.agent,
@@ -516,7 +597,7 @@ th{{background:#f4f4f4}}.head th{{white-space:nowrap}}.head code{{overflow-wrap:
 .ok{{color:#1a7f37}}.bad{{color:#c00;font-weight:bold}}.na{{color:#999}}
 td.diag{{color:#777;font-size:12px}}td.diag.no{{color:#a15c00}}th.diag{{color:#666;font-weight:normal}}
 </style></head><body>
-{html_banner(banners(card))}<h1>benchledger lifecycle scorecard</h1>
+{html_top(card.runs, banners(card))}<h1>benchledger lifecycle scorecard</h1>
 <table class="head">{head}</table>
 <h2>Lifecycle funnel</h2>{_funnel(card)}
 <h2>Rates with 95% intervals</h2><p>{esc(intervals_line(card))}</p>
@@ -566,23 +647,35 @@ def compare_text(
     differs: Sequence[str] = (),
     verified: Sequence[str] = (),
     progress: Sequence[Completeness] = (),
+    runs: Sequence[RunMeta] = (),
 ) -> str:
     """The paired comparison of runs A and B: difference, interval, method, resolution.
 
     ``differs`` names what differs between the runs (``compare.differences``: the platform);
     ``verified`` says, for A and B, what reading them verified against which root;
-    ``progress`` how much of its plan each finished (a partial run's banner comes first).
+    ``progress`` how much of its plan each finished (a partial run's banner comes first);
+    ``runs`` A's and B's metadata, whose standing and origin come next.
     """
     methods = sorted({r.method for r in rows if r.method})
     partial = [x for x in (c.banner() for c in progress) if x]
+    partial += standing_lines(_card_runs(runs), named=True)
     if fmt == "json":
         found = {x: c.as_json() for x, c in zip("ab", progress, strict=True)}
-        warning = " | ".join(partial)
+        stood = {x: standing_json([r]) for x, r in zip("ab", runs, strict=True)} if runs else {}
+        warning = " | ".join(c.banner() for c in progress if c.banner())
         body = {
             "a": a,
             "b": b,
             **({"completeness": found} if found else {}),
             **({"warning": warning} if warning else {}),
+            **(
+                {
+                    "authentication": {x: j["authentication"] for x, j in stood.items() if j},
+                    "origin": {x: j["origin"] for x, j in stood.items() if j},
+                }
+                if stood
+                else {}
+            ),
             "differs": list(differs),
             "verified": list(verified),
             "metrics": {

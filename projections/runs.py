@@ -3,9 +3,12 @@
 A row is read from the run's stream heads and its header alone, never from its unit
 events, so listing stays fast on a large ledger: a unit stream whose head is
 ``unit_finished`` is a finished unit (an interrupted or retried one ends in
-``unit_abandoned``), the header's head says whether the run is sealed (and signed), and
-the header's first event, ``run_started``, says when it started, with what, and what
-it planned. Only ``ledger`` is imported: the command starts without the harness.
+``unit_abandoned``), counted against the plan by ``ledger.verified.completeness`` as every
+display counts; the header's head says whether the run is sealed (and signed), and the
+header's first event, ``run_started``, says when it started, with what, and what
+it planned. Of an unsealed run, the finished heads are decoded too, for the units that
+ended in infrastructure errors (``Ledger.infra_failed``). Only ``ledger`` is imported: the
+command starts without the harness.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any, Final, NamedTuple
 
 from ledger import Ledger, UnknownRun
 from ledger.events import RunRecord, RunStarted
+from ledger.verified import Plan, UnitState, completeness, plan_of
 
 _SHOWN_IDS: Final = 5  # --protocol ids a subset label names before "..."
 
@@ -50,6 +54,9 @@ class RunRow(NamedTuple):
     streams: int
     events: int
     root: str  # "" while unsealed
+    # An unsealed run's units that ended in infrastructure errors (``unit/attempt``): a run
+    # that finished with some is left unsealed until they are retried or it is sealed.
+    infra_failed: tuple[str, ...] = ()
 
     @property
     def started(self) -> str:
@@ -75,6 +82,7 @@ class RunRow(NamedTuple):
             "streams": self.streams,
             "events": self.events,
             "root": self.root,
+            "infra_failed_units": list(self.infra_failed),
         }
 
 
@@ -86,19 +94,25 @@ def run_row(ledger: Ledger, run_id: str) -> RunRow:
     seal = ledger.sealed(run_id) if heads[0].kind == "run_sealed" else None
     first = next(ledger.events(run_id, run_id), None)
     header = first[0] if first else None
-    started_at, agent, platform, planned, subset = 0, "", "", 0, ""
+    started_at, agent, platform, plan, subset = 0, "", "", Plan(), ""
     if isinstance(header, RunStarted):
         body, record = header.body, header.body.record
         started_at = header.at
         agent = (record.agent if record else "") or body.agent
         platform = f"{body.platform} {body.platform_version}".strip()
-        planned = len(record.units) if record and record.units else body.protocols * body.k
+        plan = plan_of(body)
         subset = subset_label(record)
-    finished = sum(1 for h in heads[1:] if h.kind == "unit_finished")
+    # The one count of finished units, from the heads: a stream's last event says whether
+    # it finished (unit_finished) or was abandoned (unit_abandoned, after any finish).
+    ends = (UnitState(h.stream or "", "", 0, h.kind == "unit_finished",
+                      h.kind == "unit_abandoned") for h in heads[1:])  # fmt: skip
+    done = completeness(run_id, seal is not None, plan, ends)
     events = sum((h.seq or 0) + 1 for h in heads)
-    return RunRow(run_id, started_at, agent, platform, finished, planned, seal is not None,
-                  seal is not None and seal.signature is not None, subset, len(heads), events,
-                  seal.root if seal else "")  # fmt: skip
+    # Decodes only the unsealed run's finished heads (one event per unit).
+    infra = () if seal is not None else tuple(ledger.infra_failed(run_id, heads))
+    return RunRow(run_id, started_at, agent, platform, done.finished, done.planned,
+                  seal is not None, seal is not None and seal.signature is not None, subset,
+                  len(heads), events, seal.root if seal else "", infra)  # fmt: skip
 
 
 def run_rows(ledger: Ledger) -> list[RunRow]:

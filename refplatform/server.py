@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import secrets
 import socket
 import threading
 from typing import Any, Final
 
 import anyio
+import httpx2
 import mcp_types as types
-import uvicorn
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
@@ -87,7 +88,7 @@ def mcp_server(platform: Platform, keyring: Keyring) -> Server[Any]:
             tools.call_tool, platform, who, params.name, params.arguments
         )
 
-    return Server(
+    server: Server[Any] = Server(
         NAME,
         version=VERSION,
         instructions="A data platform with memory: call platform_info first and pass its "
@@ -95,6 +96,12 @@ def mcp_server(platform: Platform, keyring: Keyring) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    # The SDK's OpenTelemetry span per message, which it says to drop from this list to opt
+    # out: refplatform exports no traces, and the spans cost every request.
+    server.middleware = [
+        m for m in server.middleware if type(m).__name__ != "OpenTelemetryMiddleware"
+    ]
+    return server
 
 
 def build_app(
@@ -111,6 +118,26 @@ def build_app(
     Bounded: request bodies at ``max_body_bytes`` (413), MCP sessions at ``max_sessions``
     open (503) and ``session_idle_s`` idle (closed).
     """
+    return _build(
+        platform,
+        keyring,
+        host=host,
+        max_sessions=max_sessions,
+        session_idle_s=session_idle_s,
+        max_body_bytes=max_body_bytes,
+    )[0]
+
+
+def _build(
+    platform: Platform,
+    keyring: Keyring,
+    *,
+    host: str,
+    max_sessions: int,
+    session_idle_s: float,
+    max_body_bytes: int,
+) -> tuple[ASGIApp, StreamableHTTPSessionManager]:
+    """The app of ``build_app`` and its MCP session manager (whose ``run()`` is its lifespan)."""
     security = None
     if host in _LOOPBACK:
         security = TransportSecuritySettings(
@@ -141,7 +168,7 @@ def build_app(
         ],
         lifespan=lambda _app: sessions.run(),
     )
-    return AuthGate(rest.BodyLimit(app, max_body_bytes, prefix="/api/"), keyring)
+    return AuthGate(rest.BodyLimit(app, max_body_bytes, prefix="/api/"), keyring), sessions
 
 
 def quiet_logs() -> None:
@@ -193,6 +220,8 @@ class LoopbackServer:
         self.host, self.port = self._sock.getsockname()[:2]
         self.url = f"http://{host}:{self.port}"
         quiet_logs()
+        import uvicorn  # here: the in-memory platform (a run's default) serves without it
+
         config = uvicorn.Config(
             app, log_level="warning", access_log=False, timeout_graceful_shutdown=2, lifespan="on"
         )
@@ -276,3 +305,78 @@ class RunningPlatform:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# The in-memory platform's base URL: a loopback host (the app's DNS-rebinding check is the
+# served one's) with port 0, which no socket ever has, so it names no listening server.
+IN_MEMORY_URL: Final = "http://127.0.0.1:0"
+
+
+class _Bounded(httpx2.ASGITransport):
+    """httpx2's ASGI transport with the client's read timeout, as a socket would bound it,
+    and a server error as the served app answers it (HTTP 500), not raised into the client."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        super().__init__(app, raise_app_exceptions=False)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        timeout = request.extensions.get("timeout", {}).get("read")
+        with anyio.move_on_after(timeout if timeout is not None else math.inf) as scope:
+            return await super().handle_async_request(request)
+        assert scope.cancelled_caught
+        raise httpx2.ReadTimeout("the in-memory platform did not answer in time", request=request)
+
+
+class InMemoryPlatform:
+    """A refplatform spoken to over MCP's streamable HTTP without a socket (async context).
+
+    The same ASGI app as ``RunningPlatform`` serves, on the caller's event loop, the HTTP
+    requests of clients that use ``transport``: each MCP message and REST call is one
+    HTTP request and answer, as over loopback, without the TCP and HTTP/1.1 framing (and
+    without the server thread, whose event loop contended with the caller's for the GIL).
+    """
+
+    def __init__(
+        self,
+        *,
+        pool_size: int,
+        admin_key: str,
+        pool_base: str,
+        pack: Pack | None = None,
+        max_sessions: int = MAX_SESSIONS,
+        session_idle_s: float = SESSION_IDLE_S,
+    ) -> None:
+        self.platform = Platform(pack=pack)
+        try:
+            keyring = Keyring(admin_key, pool_base, pool_size)
+            app, self._sessions = _build(
+                self.platform,
+                keyring,
+                host="127.0.0.1",
+                max_sessions=max_sessions,
+                session_idle_s=session_idle_s,
+                max_body_bytes=rest.MAX_BODY_BYTES,
+            )
+        except BaseException:
+            self.platform.close()
+            raise
+        self.url = IN_MEMORY_URL
+        self.transport: httpx2.AsyncBaseTransport = _Bounded(app)
+        self._running: Any = None
+
+    async def __aenter__(self) -> InMemoryPlatform:
+        self._running = self._sessions.run()
+        try:
+            await self._running.__aenter__()
+        except BaseException:
+            self.platform.close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            # Not handed the caller's exception: the manager's task group would wrap it in
+            # an ExceptionGroup; it goes on as it was raised once the sessions are stopped.
+            await self._running.__aexit__(None, None, None)
+        finally:
+            self.platform.close()

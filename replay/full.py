@@ -29,7 +29,7 @@ from harness.platforms.provision import EmbeddedProvisioner, PlatformSpec
 from harness.suites import Suite, suite_for
 from harness.unit import UnitContext, UnitFailed, UnitPlan
 from ledger import Ledger, UnusableInput, open_store
-from ledger.events import Body, ModelCallBody, RunRecord, UnitFinishedBody
+from ledger.events import INTERNAL_ERROR, Body, ModelCallBody, RunRecord, UnitFinishedBody
 from projections.trace import episode_trace_hash, episodes, trace, unit_trace_hash
 from protocols.schema import Protocol
 from replay.clock import ReplayClock
@@ -225,7 +225,7 @@ async def _unit(
         except InfraError as exc:
             error = f"{ctx.stage}: {exc}"
         except Exception as exc:  # as the driver's fault barrier: recorded, not raised
-            error = f"internal error in {ctx.stage or 'the unit'}: {type(exc).__name__}: {exc}"
+            error = f"{INTERNAL_ERROR}{ctx.stage or 'the unit'}: {type(exc).__name__}: {exc}"
         if out.stop is None:
             traced = unit_trace_hash(body for _, body in ctx.log)
             ctx.w.append(

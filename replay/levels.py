@@ -14,6 +14,7 @@ from replay.report import LEVELS, Report
 from replay.source import verified
 
 if TYPE_CHECKING:
+    from ledger.verified import RunEvents
     from replay.full import Runtime
 
 
@@ -30,16 +31,18 @@ def replay(
     ledger: Callable[[], Ledger] = _no_ledger,
     decide: Decider | None = None,
     runtime: Runtime | None = None,
+    opened: RunEvents | None = None,
 ) -> Report:
     """Verify ``target`` (a bundle, or a run id in ``ledger()``), then replay it at ``level``.
 
     A target that does not verify gives a report carrying the failure (nothing replayed);
     UnusableInput when it cannot be read or its protocols cannot be found. ``decide``
-    replaces the decision function (rederive), ``runtime`` the live platform (full).
+    replaces the decision function (rederive), ``runtime`` the live platform (full);
+    ``opened`` is ``target`` already read through the door (not read again).
     """
     if level not in LEVELS:
         raise UnusableInput("--level", f"{level!r}: use {' or '.join(LEVELS)}")
-    run, failure = verified(target, ledger)
+    run, failure = verified(target, ledger, opened)
     if run is None:
         return Report(level, target, failure=failure)
     found = resolve(run.header, protocols)

@@ -10,8 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ledger import Ledger, UnusableInput
-from ledger.bundle import AUDIT_FORMAT, read_header, verify_bundle
-from ledger.chain import Failure
+from ledger.chain import Failure, Fault
 from ledger.events import (
     Body,
     Event,
@@ -20,7 +19,7 @@ from ledger.events import (
     UnitAbandoned,
     UnitStarted,
 )
-from projections.source import RunEvents, from_bundle, from_ledger, is_bundle
+from ledger.verified import PartialRun, RunEvents, RunUnverified, open_run
 
 
 @dataclass
@@ -56,28 +55,32 @@ class Run:
     events: RunEvents
 
 
-def verified(target: str, ledger: Callable[[], Ledger]) -> tuple[Run | None, Failure | None]:
+def verified(
+    target: str, ledger: Callable[[], Ledger], opened: RunEvents | None = None
+) -> tuple[Run | None, Failure | None]:
     """The run ``target`` names (a bundle path or a run id in ``ledger()``), or its failure.
 
     UnusableInput when the target cannot be read at all (exit 2); a Failure when it reads
-    but does not verify (exit 1), sealed root included.
+    but does not verify (exit 1), sealed root included. ``opened``: ``target`` as the
+    caller already read it through the door, used instead of reading it again.
     """
-    if is_bundle(target):
-        if read_header(target).format == AUDIT_FORMAT:
+    if opened is not None:
+        if opened.check is not None and opened.check.partial:
             raise UnusableInput(
                 target, "an audit bundle holds only some streams; replay needs the whole run"
             )
-        failure, _, header = verify_bundle(target)
-        if failure is None and not header.root:
-            failure = Failure(header.run, -1, "not sealed", "the bundle's run is not sealed")
-        if failure is not None:
-            return None, failure
-        return _split(from_bundle(target)), None
-    led = ledger()
-    failure, _ = led.verify(target, require_seal=True)
-    if failure is not None:
-        return None, failure
-    return _split(from_ledger(led, target)), None
+        if not opened.root:
+            return None, Failure(opened.run_id, -1, Fault.NOT_SEALED, "the run is not sealed")
+        return _split(opened), None
+    try:
+        run = open_run(target, ledger, require_seal=True, allow_partial=False)
+    except PartialRun:
+        raise UnusableInput(
+            target, "an audit bundle holds only some streams; replay needs the whole run"
+        ) from None
+    except RunUnverified as exc:
+        return None, exc.failure
+    return _split(run), None
 
 
 def _split(run: RunEvents) -> Run:

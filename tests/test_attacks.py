@@ -47,6 +47,11 @@ FAILING = {"p1": {"abstain_correct": False}, "p4": {"captured": False}}
 @pytest.fixture(scope="module")
 def public(tmp_path_factory) -> dict[str, str]:
     """What the publisher published: full, audit and redacted bundles, and the public key."""
+    return publish(tmp_path_factory)
+
+
+def publish(tmp_path_factory) -> dict[str, str]:
+    """The ``public`` fixture's files, made afresh (tests/test_attacks_public.py's too)."""
     d = tmp_path_factory.mktemp("publisher")
     key, pub, _ = write_key_pair(str(d))
     db = str(d / "l.sqlite")
@@ -441,3 +446,60 @@ def test_a_seal_moved_into_a_unit_stream_is_refused(public, tmp_path, capsys):
     seal = b.seal()
     b.lines[i] = canon(dict(seal, stream=obj["stream"], seq=obj["seq"], prev=obj["prev"]))
     refused(capsys, b.write(tmp_path / "moved-seal.jsonl"), public)
+
+
+# -- a gate judged by a bar the attacker chose -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def prereg_v1(tmp_path_factory) -> dict[str, str]:
+    """An event-format-1 baseline and a candidate that pre-registered personal_recall at 0.05
+    and regressed on it (25/30 against 30/30), published as bundles withholding model calls."""
+    from tests.test_prereg import bar, outcomes, write
+
+    d = tmp_path_factory.mktemp("prereg-v1")
+    db = str(d / "l.sqlite")
+    store = open_store(db)
+    ledger = Ledger(store, clock=counter_clock(), event_format=1)
+    root = write(ledger, "base", outcomes(30))
+    write(ledger, "cand", outcomes(30, flip=5), prereg=bar(root))
+    store.close()
+    out = {}
+    for run in ("base", "cand"):
+        out[run] = str(d / f"{run}.jsonl")
+        assert (
+            main(["export", run, "-o", out[run], "--ledger", db, "--withhold", "model_call"]) == 0
+        )
+    return out
+
+
+def _run_started_as_a_withheld_model_call(path: str, tmp_path: Path) -> str:
+    """Format 1 binds no placeholder's kind: run_started (and its prereg) becomes a
+    "withheld model call" under the bundle's own kind:model_call rule, every link intact."""
+    b = Bundle(path)
+    i = b.index(lambda o: o["kind"] == "run_started")
+    b.lines[i] = withhold(b.lines[i], kind="model_call")
+    return b.write(tmp_path / Path(path).name)
+
+
+@pytest.mark.parametrize("which", ["both", "candidate", "baseline"], ids=lambda w: w)
+def test_a_gate_refuses_runs_whose_run_started_was_turned_into_a_withheld_model_call(
+    prereg_v1, tmp_path, capsys, which
+):
+    """The issue's attack: with no run_started to read, the gate took --tolerance 0.5 as a
+    bar of its own ("given on the command line") and passed the regressed candidate."""
+    cand, base = prereg_v1["cand"], prereg_v1["base"]
+    honest = main(["gate", cand, "--baseline", base, "--tolerance", "0.5"])
+    assert honest == 2 and "pre-registered its gate" in capsys.readouterr().err
+    if which in ("both", "candidate"):
+        cand = _run_started_as_a_withheld_model_call(cand, tmp_path)
+    if which in ("both", "baseline"):
+        base = _run_started_as_a_withheld_model_call(base, tmp_path)
+    for forged in {cand, base} - {prereg_v1["cand"], prereg_v1["base"]}:
+        code, out = verify(capsys, forged)
+        assert code == 0 and "UNBOUND" in out, out  # the forgery still verifies: format 1
+    code = main(["gate", cand, "--baseline", base, "--tolerance", "0.5", "--format", "json"])
+    got = capsys.readouterr()
+    lines = got.err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and got.out == "", got
+    assert "cannot gate" in lines[0] and "shows no run_started" in lines[0], lines[0]

@@ -404,7 +404,7 @@ def test_a_server_echoing_the_admin_key_in_any_case_or_encoding_is_recorded_reda
         async def read() -> None:
             await ctx.read("whoami", lambda: client.rest("GET", "/api/v1/admin/whoami"),
                            lambda got: None)  # fmt: skip
-            ctx.commit()
+            await ctx.commit()
 
         asyncio.run(read())
         ledger.store.close()

@@ -129,3 +129,35 @@ def test_the_disk_estimate_grows_with_events_and_sides_and_refuses_below_it():
     problem = space_problem("--workdir /w", 1_000_000, 2, need - 1)
     assert problem.startswith("--workdir /w has 2.3 GB free, but 1000000 events need about 2.3")
     assert "--events" in problem and "\n" not in problem
+
+
+def test_a_format_2_baseline_chains_each_row_as_the_ledger_links_it():
+    """The baseline of a format-2 run does format 2's hashing (a withholdable kind's body
+    digest, then its sealed form): its hash of each row is the ledger's link hash, the
+    ``prev`` the writer put in the next event; format 1's recipe is one hash of the row."""
+    import itertools
+    import random
+
+    import msgspec
+
+    from benchmarks.ledger_bench import SEED, _batches, _staged
+    from benchmarks.raw_baseline import chain, check
+    from ledger.chain import link_hash
+
+    staged = _staged("run-b", next(_batches(200, random.Random(SEED))), 2)
+    rows = chain(staged, 2)  # (stream, seq, kind, prev, hash, data)
+    assert [r[4] for r in rows] == [link_hash(r[5]) for r in rows]
+    assert [r[2] for r in rows] == [msgspec.json.decode(r[5])["kind"] for r in rows]
+    for row, nxt in itertools.pairwise(rows):
+        if nxt[1]:  # the same stream: the next event's prev is this row's hash
+            assert msgspec.json.decode(nxt[5])["prev"] == row[4]
+    assert check(rows, 2) == len(rows)
+    single = chain(staged, 1)  # (stream, seq, prev, hash, data)
+    assert {r[2] for r, one in zip(rows, single, strict=True) if r[4] != one[3]} == {
+        "model_call",
+        "session_call",
+        "read_back",
+    }
+    relabelled = [(*r[:2], "episode_started", *r[3:]) if r[2] == "model_call" else r for r in rows]
+    with pytest.raises(SystemExit, match="baseline hash broken"):
+        check(relabelled, 2)

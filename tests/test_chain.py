@@ -307,3 +307,45 @@ def test_a_kind_never_withheld_is_hashed_whole_so_it_has_no_placeholder():
     digest = blake3.blake3(b"benchledger:body:v2\x00" + b'{"verdict":false}').hexdigest()
     forged = data.replace(b'{"verdict":false}', b'"' + digest.encode() + b'"')
     assert link_hash(forged) != link_hash(data)
+
+
+def _kind_twice(stream: str, link: str) -> list[bytes]:
+    """A format-2 unit whose session_call names its kind again after the body (the JSON
+    decoder keeps the last), the next event linked to the ``link`` hash of it: the spec's
+    (its body read up to the last kind key) or one over the decoded body alone."""
+    import blake3
+
+    body = b'{"x":1}'
+    out, prev = [], genesis(stream)
+    for seq, kind in enumerate(k for k, _ in _UNIT):
+        data = envelope_bytes(msgspec.json.encode(stream), seq, prev, 10 + seq, kind, (), body, 2)
+        h = link_hash(data)
+        if kind == "session_call":
+            data = data.replace(b',"prev":', b',"kind":"session_call","prev":', 1)
+            assert msgspec.json.decode(data)["kind"] == "session_call"  # still decodable
+            h = link_hash(data)
+            if link == "decoded-body":
+                b, t = data.index(b',"body":') + 8, data.index(b',"kind":"')
+                digest = blake3.blake3(b"benchledger:body:v2\x00" + body).hexdigest()
+                sealed = data[:b] + b'"' + digest.encode() + b'"' + data[t:]
+                h = blake3.blake3(b"benchledger:event:v2\x00" + sealed).hexdigest()
+        out.append(data)
+        prev = h
+    return out
+
+
+@pytest.mark.parametrize("link", ["spec", "decoded-body"], ids=["spec-link", "decoded-body-link"])
+@pytest.mark.parametrize("keys", [True, False], ids=["ledger-rows", "bundle-lines"])
+def test_a_withheld_kind_naming_its_kind_twice_is_non_canonical_on_every_path(link, keys):
+    """The fast path reads a body's span as the spec does, up to the last kind key: an
+    event whose decoded body ends elsewhere is named, whichever hash the next one links."""
+    header = _v2_unit("run-k", ["run_started"], formats={})
+    unit = _kind_twice("run-k/p/0", link)
+    lines = [("run-k", 0, header[0])] + [("run-k/p/0", i, d) for i, d in enumerate(unit)]
+    rows = [
+        Record(s, seq, msgspec.json.decode(d)["kind"], d) if keys else Record(None, None, None, d)
+        for s, seq, d in lines
+    ]
+    failure = RunChecker("run-k").check(rows)
+    assert failure is not None
+    assert (failure.stream, failure.seq, failure.problem) == ("run-k/p/0", 1, "non-canonical event")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -133,10 +134,21 @@ def test_bench_ledger_prints_the_documented_json_keys(tmp_path, capsys):
         "verify_eps",
         "append_ratio",
         "verify_ratio",
+        "verify_cpu_ratio",
         "verify_peak_rss_mb",
+        "event_format",
+        "baseline_format",
     }
+    assert result["event_format"] == 2 and result["baseline_format"] == 2
     assert result["events"] >= 550 and result["append_ratio"] > 0
     assert main(["verify", result["run_id"], "--ledger", str(tmp_path / "b.sqlite")]) == 0
+
+
+def test_bench_ledger_measures_format_1_against_a_single_hash_baseline_when_asked(tmp_path, capsys):
+    args = ["bench", "ledger", "--events", "600", "--json", "--event-format", "1"]
+    assert main([*args, "--ledger", str(tmp_path / "b.sqlite")]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (result["event_format"], result["baseline_format"]) == (1, 1)
 
 
 def test_bench_ledger_refuses_a_tiny_event_count(capsys):

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 
 import pytest
 
 from protocols import dataset
 from refplatform.errors import PackError
-from refplatform.packs import DEFAULT_PACK_DIR, Pack, default_pack, load_pack
+from refplatform.packs import (
+    DEFAULT_PACK_DIR,
+    SETUP_SQL,
+    Pack,
+    _split_statements,
+    _split_tokens,
+    default_pack,
+    load_pack,
+)
 from tests.conftest import peer_dir
 
 ORDERS = "urn:li:dataset:(urn:li:dataPlatform:trino,memory.bench.orders,PROD)"
@@ -182,3 +191,25 @@ def test_the_committed_pack_is_exactly_what_the_dataset_renders():
     for rel, text in dataset.pack_files().items():
         with open(os.path.join(DEFAULT_PACK_DIR, rel), encoding="utf-8", newline="") as fh:
             assert fh.read() == text, f"{rel} differs: run `benchledger protocols generate`"
+
+
+_SQL_ATOMS = ("a", "b1", "x$y$", "$t$", "$$", "'", "''", '"', "--", "/*", "*/", ";", " ",
+              "\n", "1", "1.5e-3", "-", "/", "$", "é", "\t", "::", "(", ",", "$a$ b; $a$",
+              "'x;y'", "/* ; */", "-- ;\n", "\u00a0", "1$a$", "_q")  # fmt: skip
+
+
+def _split(split, text):
+    try:
+        return "ok", list(split(SETUP_SQL, text))
+    except PackError as exc:
+        return "error", str(exc)
+
+
+def test_the_setup_sql_splitter_agrees_with_the_tokenizer_on_packs_and_random_sql():
+    seed = 20261201
+    print(f"seed {seed}")
+    rnd = random.Random(seed)
+    texts = [default_pack().setup_sql, *("".join(rnd.choice(_SQL_ATOMS) for _ in range(
+        rnd.randint(0, 14))) for _ in range(20_000))]  # fmt: skip
+    for text in texts:
+        assert _split(_split_statements, text) == _split(_split_tokens, text), repr(text[:200])

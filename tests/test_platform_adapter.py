@@ -65,7 +65,7 @@ def test_a_page_promotion_is_verified_on_the_protocols_own_page_not_on_any_page(
             # so that page is what must show it; a page that does not exist shows nothing.
             other = target(p)._replace(page=Page("no-such-page", "x", "y", "z"))
             shown = await client._sink_shows(ctx, other, [])
-            ctx.commit()
+            await ctx.commit()
             return landed, shown
         finally:
             await client.aclose()

@@ -229,6 +229,33 @@ def test_without_a_pre_registration_gate_needs_a_baseline(db, capsys):
     one_line_exit_2(*gate(capsys, db)[::2], "gate needs --baseline")
 
 
+def test_a_gate_by_the_command_line_bar_says_the_run_pre_registered_none(db, capsys):
+    store = open_store(db)
+    ledger = Ledger(store, clock=counter_clock())
+    write(ledger, "base", outcomes(30))
+    write(ledger, "cand", outcomes(30))
+    store.close()
+    code, out, _ = gate(capsys, db, "--baseline", "base", "--tolerance", "0.2")
+    says = "no pre-registered bar: judged by the command-line bar"
+    bar_line = next(x for x in out.splitlines() if x.startswith("bar: "))
+    assert code == 0 and bar_line.startswith(f"bar: {says}: "), out
+    assert out.splitlines()[-1].endswith(f"[{says}]"), out
+    code, out, _ = gate(capsys, db, "--baseline", "base", "--tolerance", "0.2", "--format", "json")
+    report = json.loads(out)
+    assert report["bar"]["source"] == "given" and report["bar"]["note"] == says
+    assert report["verdict"].endswith(f"[{says}]")
+
+
+def test_a_run_that_shows_no_run_started_has_no_readable_pre_registration(db):
+    store = open_store(db)
+    write(Ledger(store, clock=counter_clock()), "cand", outcomes(3))
+    run = from_ledger(Ledger(store), "cand")
+    store.close()
+    cut = run._replace(events=[(e, h) for e, h in run.events if not isinstance(e, RunStarted)])
+    with pytest.raises(BadPreregistration, match=r"shows no run_started event \(it is absent\)"):
+        recorded(cut)
+
+
 # -- resolving the bar, pure -------------------------------------------------------------------
 
 ROOT = "ab" * 32

@@ -20,18 +20,21 @@ import pytest
 from cli import main
 from ledger import Ledger, open_store
 from ledger.bundle import export_redacted, export_run, verify_bundle, verify_redacted
+from ledger.codec import canonical_json
 from ledger.events import (
     NEVER_WITHHELD,
     WITHHOLDABLE,
     EpisodeFinishedBody,
     GraderDecisionBody,
+    ModelCallBody,
     ReadBackBody,
     RunStartedBody,
+    SessionCallBody,
     UnitFinishedBody,
     UnitStartedBody,
 )
 from ledger.keys import load_private_key, write_key_pair
-from ledger.redaction import Selection, read_placeholder
+from ledger.redaction import CopyFinder, Selection, read_placeholder
 from ledger.signing import Signer
 from projections.lifecycle import OUTCOME_KINDS
 from tests.sample import PASSING, build_run, counter_clock
@@ -331,6 +334,120 @@ def test_an_unsealed_run_cannot_be_published_redacted(tmp_path, capsys):
     )
     one_line_exit_2(code, err, "not sealed")
     assert not out.exists()
+
+
+# -- copies of withheld text in shown events ---------------------------------------------------
+
+ANSWER = "FINAL ANSWER: the user's favourite colour is teal, set on 2024-03-01"
+QUERY = "which colour did the user say they like best, and since when"
+
+
+@pytest.fixture
+def copied(tmp_path) -> dict[str, str]:
+    """A sealed run whose model answer is repeated in its grader decision and episode end,
+    and whose model-written search query is repeated in the session call it made."""
+    db = str(tmp_path / "c.sqlite")
+    store = open_store(db)
+    ledger = Ledger(store, clock=counter_clock())
+    ledger.start_run("c1", RunStartedBody(suite="lifecycle", protocols=2, agent="model"))
+    for u in range(2):
+        w = ledger.new_stream(f"c1/p{u}/1")
+        w.append(UnitStartedBody(protocol_id=f"p{u}", attempt=1))
+        m = w.append(
+            ModelCallBody(
+                episode="recall",
+                request_hash=f"{u:064x}",  # a digest, never counted as a copy
+                response={"content": [{"type": "tool_use", "input": {"intent": QUERY}},
+                                      {"type": "text", "text": ANSWER}]},
+            )
+        )  # fmt: skip
+        c = w.append(
+            SessionCallBody(
+                episode="recall", method="tools/call", tool="search", arguments={"intent": QUERY}
+            ),
+            refs=[m],
+        )
+        fin = w.append(EpisodeFinishedBody(episode="recall", final_answer=ANSWER), refs=[m, c])
+        w.append(
+            GraderDecisionBody(
+                stage="recall",
+                check="recall_correct",
+                verdict=True,
+                reason=f"the answer {ANSWER!r} names teal",
+                answer=ANSWER,
+            ),
+            refs=[fin],
+        )
+        w.append(UnitFinishedBody(outcome={"recall_correct": True}))
+        ledger.commit(w)
+    ledger.seal("c1")
+    store.close()
+    return {"db": db, "dir": str(tmp_path)}
+
+
+def test_export_withholding_model_calls_lists_the_shown_events_that_copy_the_answer(copied, capsys):
+    out = str(Path(copied["dir"]) / "red.jsonl")
+    code, _, err = cli(capsys, "export", "c1", "-o", out, "--ledger", copied["db"],
+                       "--withhold", "model_call")  # fmt: skip
+    assert code == 0 and Path(out).exists(), err
+    listed = [x.split() for x in err.splitlines() if x.startswith("  c1/")]
+    assert sorted((x[0], x[2], x[3]) for x in listed) == sorted(
+        (f"c1/p{u}/1", str(seq), kind)
+        for u in range(2)
+        for seq, kind in ((2, "session_call:"), (3, "episode_finished:"), (4, "grader_decision:"))
+    ), err
+    assert "6 shown events hold copies of withheld text" in err
+    assert "2 of them are session_call/model_call/read_back events: add --withhold-copies" in err
+    assert "4 are of kinds never withheld" in err
+
+
+def test_withhold_copies_withholds_the_session_call_that_copies_the_query_and_still_verifies(
+    copied, capsys
+):
+    out = str(Path(copied["dir"]) / "red.jsonl")
+    code, _, err = cli(capsys, "export", "c1", "-o", out, "--ledger", copied["db"],
+                       "--withhold", "model_call", "--withhold-copies")  # fmt: skip
+    assert code == 0, err
+    assert "also withholding the evidence of 2 streams" in err
+    assert "4 shown events hold copies" in err and "session_call:" not in err
+    lines = Path(out).read_text().splitlines()
+    held = [json.loads(x) for x in lines[1:] if read_placeholder(x.encode())]
+    assert sorted(o["kind"] for o in held) == ["model_call"] * 2 + ["session_call"] * 2
+    assert QUERY not in "\n".join(lines)
+    code, got, _ = cli(capsys, "verify", out)
+    assert code == 0 and "withheld: 4 events" in got, got
+
+
+def test_export_of_a_run_without_copies_lists_nothing(signed, capsys):
+    out = str(Path(signed["dir"]) / "red.jsonl")
+    code, _, err = cli(capsys, "export", "r1", "-o", out, "--ledger", signed["db"],
+                       "--withhold", "model_call", "--withhold-copies")  # fmt: skip
+    assert code == 0 and err == "", err
+
+
+@pytest.mark.parametrize(
+    ("withheld", "shown", "count"),
+    [
+        (ANSWER, f'{{"answer":"{ANSWER}"}}', 1),
+        (ANSWER, f'{{"reason":"it said {ANSWER[2:65]} and more"}}', 1),  # 2 * 32 - 1 bytes
+        (f"{ANSWER} / {QUERY}", f'{{"a":"{ANSWER}","b":"{QUERY}"}}', 2),
+        ("short text, under thirty-two", '{"x":"short text, under thirty-two"}', 0),
+        ("ab" * 32, '{"hash":"' + "ab" * 32 + '"}', 0),
+        ('a "quoted"\nanswer that is long enough to count', "", 0),
+    ],
+    ids=["whole-string", "a-long-stretch", "two-passages", "too-short", "hex-digest", "nothing"],
+)
+def test_the_copy_finder_counts_passages_of_withheld_strings(withheld, shown, count):
+    finder = CopyFinder()
+    finder.add({"response": {"content": [{"text": withheld}]}})
+    assert finder.count(shown.encode()) == count
+
+
+def test_the_copy_finder_matches_a_string_as_a_line_escapes_it():
+    text = 'she said "teal"\nthen "blue", which is long enough'
+    finder = CopyFinder()
+    finder.add({"r": text})
+    assert finder.count(canonical_json({"answer": text})) == 1
 
 
 # -- the library -----------------------------------------------------------------------------

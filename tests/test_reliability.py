@@ -101,16 +101,16 @@ def test_a_damaged_bundle_is_refused_naming_its_first_bad_stream_and_seq(
 
 
 def test_a_bundle_is_verified_and_decoded_in_one_streaming_pass(monkeypatch):
-    import projections.source as source
+    import ledger.bundle as bundle_module
 
     reads = []
-    real = source.records
+    real = bundle_module.records
 
-    def counted(path: str):
+    def counted(path: str, header=None):
         reads.append(path)
-        return real(path)
+        return real(path, header)
 
-    monkeypatch.setattr(source, "records", counted)
+    monkeypatch.setattr(bundle_module, "records", counted)
     run = open_run(bundle("good.jsonl"), require_seal=True, allow_partial=False)
     assert reads == [bundle("good.jsonl")]
     assert run.verification.sealed and run.verification.root == run.root
@@ -216,8 +216,10 @@ def test_a_report_on_a_bad_bundle_shows_no_number_and_exits_1(name, capsys):
 
 def test_log_shows_a_run_only_after_it_verified(good_ledger, capsys):
     assert main(["log", "good", "p1/1", "--ledger", good_ledger]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("verified: ok:") and "== good/p1/1" in out
+    lines = capsys.readouterr().out.splitlines()
+    # who vouches for it first (docs/trust.md), then what was verified, then the events
+    assert lines[0].startswith("UNAUTHENTICATED:") and lines[1].startswith("verified: ok:")
+    assert "== good/p1/1" in lines
     assert main(["log", bundle("tampered-verdict.jsonl")]) == 1
 
 

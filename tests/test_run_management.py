@@ -13,13 +13,14 @@ from starlette.responses import JSONResponse
 
 import protocols
 from cli import main
+from cli.watch import live_frames
 from harness.driver import Progress, RunDriver
 from harness.record import RunConfig, read_record
 from ledger import Ledger, open_store
 from ledger.events import InfraError, UnitAbandoned, UnitFinished, UnitStarted
 from ledger.keys import load_private_key, write_key_pair
 from ledger.signing import Signer
-from projections.fold import fold
+from projections.fold import LiveView, fold
 from projections.lifecycle import LifecycleFold, scorecard
 from projections.source import from_ledger
 from refplatform.auth import Keyring
@@ -42,13 +43,15 @@ def protocol_set(tmp_path: Any, ids: list[str] = IDS) -> str:
 
 
 class Outage:
-    """ASGI wrapper: while ``down``, every request under ``prefix`` gets a 503."""
+    """ASGI wrapper: while ``down``, every request under ``prefix`` gets a 503 (with
+    ``only``, only those whose query string holds it: one unit's identity, say)."""
 
     def __init__(self, app: Any, prefix: str) -> None:
-        self.app, self.prefix, self.down = app, prefix, False
+        self.app, self.prefix, self.down, self.only = app, prefix, False, b""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if self.down and scope["type"] == "http" and scope["path"].startswith(self.prefix):
+        hit = scope["type"] == "http" and scope["path"].startswith(self.prefix)
+        if self.down and hit and self.only in scope["query_string"]:
             await JSONResponse({"error": "injected outage"}, status_code=503)(scope, receive, send)
             return
         await self.app(scope, receive, send)
@@ -291,7 +294,8 @@ def test_retry_infra_on_a_sealed_run_names_its_infra_failed_units_for_a_new_run(
     ledger_file = str(tmp_path / "l.sqlite")
     platform.outage.down = True
     ledger = Ledger(open_store(ledger_file))
-    cfg = external(platform.url, protocols_path=protocol_set(tmp_path, IDS[:1]), run_id="s")
+    cfg = external(platform.url, protocols_path=protocol_set(tmp_path, IDS[:1]), run_id="s",
+                   seal_despite_infra=True)  # fmt: skip
     assert asyncio.run(RunDriver(ledger, cfg, clock=NoWait()).execute()).root  # sealed, failed
     before = len(list(ledger.events("s")))
     ledger.store.close()
@@ -334,3 +338,126 @@ def test_a_finished_unit_abandoned_for_a_retry_is_unfinished_until_its_retry_fin
     retry.append(UnitFinishedBody())
     ledger.commit(retry)
     assert ledger.unfinished("r") == [] and ledger.seal_complete("r")
+
+
+# -- a finished run with infra-failed units -------------------------------------------------
+
+# IDS[1] is unit 2 of pass 1, so its teacher is pool identity 3: every capture read-back
+# of that unit (and of no other) names it in its query.
+KEYSTONE_TEACHER = b"bench-agent-003"
+
+
+def run_with_a_platform_hiccup(tmp_path: Any, platform: Any, capsys: Any,
+                               *extra: str) -> tuple[str, int, str, str]:  # fmt: skip
+    """A CLI run of IDS in which the platform fails every capture read-back of IDS[1]'s
+    unit (after its retries); (ledger file, exit code, stdout, stderr)."""
+    ledger_file = str(tmp_path / "l.sqlite")
+    platform.outage.down, platform.outage.only = True, KEYSTONE_TEACHER
+    argv = ["run", "--protocols", protocol_set(tmp_path), "--run-id", "hiccup", "--ledger",
+            ledger_file, *platform_args(platform.url), *extra]  # fmt: skip
+    code = main(argv)
+    platform.outage.down, platform.outage.only = False, b""  # the platform recovered
+    out, err = capsys.readouterr()
+    return ledger_file, code, out, err
+
+
+def retry_line(ledger_file: str, units: str) -> str:
+    return (
+        f"run hiccup: 1 unit ended in infrastructure errors ({units}); not sealed. Retry them "
+        f"with `benchledger run --resume hiccup --retry-infra --ledger {ledger_file}`, or seal "
+        f"the run as it is with `benchledger seal hiccup --ledger {ledger_file}`"
+    )
+
+
+def test_a_run_that_finishes_with_infra_failed_units_is_left_unsealed_saying_how_to_retry_or_seal(
+    tmp_path, platform, capsys
+):
+    ledger_file, code, out, err = run_with_a_platform_hiccup(tmp_path, platform, capsys)
+    failed = f"{IDS[1]}/1"
+    assert code == 1
+    assert err.strip() == retry_line(ledger_file, failed)
+    assert f"infra-failed: hiccup/{failed}: capture:" in out and "run hiccup sealed" not in out
+    ledger = Ledger(open_store(ledger_file))
+    assert ledger.run_info("hiccup").root == "" and ledger.unfinished("hiccup") == []
+    ledger.store.close()
+
+    assert main(["runs", "--json", "--ledger", ledger_file]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["sealed"], row["units_finished"], row["units_planned"]) == (False, 3, 3)
+    assert row["infra_failed_units"] == [failed]
+    assert main(["runs", "--ledger", ledger_file]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert f"UNSEALED: 1 infra-failed ({failed})" in line
+
+    assert main(["report", "hiccup", "--ledger", ledger_file]) == 0
+    banner = capsys.readouterr().out.splitlines()[0]
+    assert banner.startswith("UNSEALED: 3 of 3 planned units finished")
+    assert f"1 in an infrastructure error ({failed})" in banner
+    assert "interrupted" not in banner and "--retry-infra" in banner
+
+    assert main(["gate", "hiccup", "--baseline", "hiccup", "--ledger", ledger_file]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"run hiccup is not sealed: 3 of 3 planned units finished, 1 in an infrastructure "
+        f"error ({failed}); retry them with `benchledger run --resume hiccup --retry-infra`" in err
+    )
+
+    view = LiveView(open_store(ledger_file), LifecycleFold(), run_id="hiccup")
+    label = next(live_frames(view, "table", lambda: None)).splitlines()[0]
+    assert label.startswith("LIVE run hiccup: unsealed, 3 of 3 planned units finished, 1 in "
+                            f"an infrastructure error ({failed})")  # fmt: skip
+
+
+def test_retry_infra_reruns_exactly_a_finished_runs_infra_failed_units_until_none_is_left_and_seals(
+    tmp_path, platform, capsys
+):
+    ledger_file, code, _, _ = run_with_a_platform_hiccup(tmp_path, platform, capsys)
+    assert code == 1
+    before = unit_streams(Ledger(open_store(ledger_file)), "hiccup")
+    failed = f"hiccup/{IDS[1]}/1"
+    resume = ["run", "--resume", "hiccup", "--retry-infra", "--ledger", ledger_file,
+              "--admin-key", ADMIN, "--pool-base", POOL]  # fmt: skip
+
+    platform.outage.down = True  # down again for the retry: it fails too, and says so again
+    assert main(resume) == 1
+    out, err = capsys.readouterr()
+    assert err.strip() == retry_line(ledger_file, f"{IDS[1]}/1") and "run hiccup sealed" not in out
+    platform.outage.down = False
+    assert main(resume) == 0
+    assert "run hiccup sealed" in capsys.readouterr().out
+
+    ledger = Ledger(open_store(ledger_file))
+    after = unit_streams(ledger, "hiccup")
+    assert set(after) - set(before) == {f"{failed}-r1", f"{failed}-r2"}
+    for old, new in ((failed, f"{failed}-r1"), (f"{failed}-r1", f"{failed}-r2")):
+        assert isinstance(after[old][-1], UnitAbandoned) and after[old][-1].body.resumed_as == new
+        assert after[new][0].body.resumes == old
+    assert after[failed][:-1] == before[failed]  # the failed attempt is kept whole
+    for stream in set(before) - {failed}:
+        assert after[stream] == before[stream]  # the units that ran cleanly are untouched
+    card = scorecard([fold(LifecycleFold(), from_ledger(ledger, "hiccup").events)])
+    assert card.harness_failures == 0 and card.metrics["pass_k"].num == 3
+    assert main(["verify", "hiccup", "--ledger", ledger_file]) == 0
+
+
+@pytest.mark.parametrize("how", ["seal-command", "seal-despite-infra-option"])
+def test_a_run_with_infra_failed_units_can_be_sealed_as_it_is_counting_them_as_harness_failures(
+    tmp_path, platform, capsys, how
+):
+    extra = ["--seal-despite-infra"] if how == "seal-despite-infra-option" else []
+    ledger_file, code, out, err = run_with_a_platform_hiccup(tmp_path, platform, capsys, *extra)
+    if how == "seal-command":
+        assert code == 1
+        assert main(["seal", "hiccup", "--ledger", ledger_file]) == 0
+        out = capsys.readouterr().out
+    else:
+        assert code == 0 and err == ""
+    ledger = Ledger(open_store(ledger_file))
+    root = ledger.run_info("hiccup").root
+    assert root and f"run hiccup sealed, root {root}" in out
+    card = scorecard([fold(LifecycleFold(), from_ledger(ledger, "hiccup").events)])
+    assert card.harness_failures == 1 and card.metrics["pass_k"].num == 2
+    ledger.store.close()
+    assert main(["report", "hiccup", "--ledger", ledger_file]) == 0
+    assert not capsys.readouterr().out.startswith(("UNSEALED", "INCOMPLETE"))
+    assert main(["verify", "hiccup", "--root", root, "--ledger", ledger_file]) == 0

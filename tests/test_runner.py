@@ -299,7 +299,9 @@ def test_transient_5xx_is_retried_and_recorded(tmp_path, capsys):
 def test_a_unit_that_keeps_failing_ends_with_an_error_and_is_excluded(tmp_path, capsys):
     ledger = str(tmp_path / "l.sqlite")
     server = external("/api/v1/admin/knowledge/changesets", 10_000)
-    assert run_external(server, subset(tmp_path, SUBSET[:3]), ledger, "y") == 0
+    # Sealed as it is (a run with infra-failed units is otherwise left unsealed for a retry).
+    assert run_external(server, subset(tmp_path, SUBSET[:3]), ledger, "y",
+                        "--seal-despite-infra") == 0  # fmt: skip
     out = capsys.readouterr().out
     assert "2 infra-failed (excluded from rates)" in out
     evs = [e for e, _ in events(ledger, "y")]
@@ -312,7 +314,8 @@ def test_a_unit_that_keeps_failing_ends_with_an_error_and_is_excluded(tmp_path, 
 def test_a_run_whose_units_all_infra_fail_exits_1_and_lists_them(tmp_path, capsys):
     ledger = str(tmp_path / "l.sqlite")
     server = external("/api/v1/admin/knowledge/insights", 10_000)
-    assert run_external(server, subset(tmp_path, SUBSET[:2]), ledger, "z") == 1
+    assert run_external(server, subset(tmp_path, SUBSET[:2]), ledger, "z",
+                        "--seal-despite-infra") == 1  # fmt: skip
     out = capsys.readouterr().out
     assert out.count("infra-failed: z/") == 2 and "run FAILED" in out
     assert main(["verify", "z", "--ledger", ledger]) == 0  # sealed: what happened is kept

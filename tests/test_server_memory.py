@@ -335,7 +335,7 @@ def test_the_learner_sees_the_shared_graph_and_never_the_teachers_own_file(argv,
         ctx.stage = "promote"
         promotion = await client.promote(ctx, capture=check.found, target=target(p))
         after = await learner_search(client, ctx)
-        ctx.commit()
+        await ctx.commit()
         return before, promotion, after
 
     (before, promotion, after), ledger = _adapter(argv, tmp_path, scenario)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
+
+import httpx2
 
 
 @functools.cache
@@ -25,15 +27,24 @@ def check_pack(path: str) -> str:
         raise ValueError(f"--pack {path}: {exc}") from None
 
 
-@contextmanager
-def in_thread(pool_size: int, admin_key: str, pool_base: str, pack: str = "") -> Iterator[str]:
-    """A fresh refplatform on a loopback port, served from a thread; yields its base URL."""
-    from refplatform.server import RunningPlatform
+def preload(path: str) -> None:
+    """Start loading the (checked) pack's SQL tables now, while the run starts up: the
+    platforms the run starts share them once loaded (``refplatform.toolkits.sql``)."""
+    from refplatform.toolkits.sql import preload
 
-    running = RunningPlatform(
+    preload(_pack(path))
+
+
+@asynccontextmanager
+async def in_memory(
+    pool_size: int, admin_key: str, pool_base: str, pack: str = ""
+) -> AsyncIterator[tuple[str, httpx2.AsyncBaseTransport]]:
+    """A fresh refplatform served on this event loop without a socket; yields its base URL
+    and the HTTP transport that reaches it (MCP and REST as over loopback, see
+    ``refplatform.server.InMemoryPlatform``)."""
+    from refplatform.server import InMemoryPlatform
+
+    async with InMemoryPlatform(
         pool_size=pool_size, admin_key=admin_key, pool_base=pool_base, pack=_pack(pack)
-    )
-    try:
-        yield running.url
-    finally:
-        running.stop()
+    ) as platform:
+        yield platform.url, platform.transport

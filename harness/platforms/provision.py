@@ -1,8 +1,9 @@
 """One way to reach a platform: parse ``--platform`` once, start or connect, hand out clients.
 
-``embedded`` (alias ``embedded:thread``) serves a fresh refplatform in this process;
-``embedded:process`` serves it as a child process (``python -m refplatform serve``),
-so it runs on another core; an ``http(s)://`` URL is an external platform, shared by
+``embedded`` (alias ``embedded:thread``, its name when it ran in a thread) serves a fresh
+refplatform in this process, on the run's event loop, over an HTTP transport without a
+socket; ``embedded:process`` serves it as a child process (``python -m refplatform
+serve``), so it runs on another core; an ``http(s)://`` URL is an external platform, shared by
 every pass, with ``--reset-cmd`` run between passes; ``server-memory[@VERSION]`` runs
 @modelcontextprotocol/server-memory over stdio, installed with npm on first use (or
 the command ``--server-memory-cmd`` gives). Every runtime an embedded or stdio
@@ -28,6 +29,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import NamedTuple
 
+import httpx2
 import msgspec
 
 from harness import settings
@@ -180,6 +182,8 @@ class EmbeddedProvisioner(Provisioner):
         super().__init__(spec, pool_size=pool_size)
         self.pack = os.path.abspath(pack) if pack else ""
         embedded.check_pack(self.pack)  # a broken pack is refused before anything starts
+        if spec.kind == "embedded":  # a child process loads its own
+            embedded.preload(self.pack)
         # Per-run keys: never recorded, gone with the platform.
         self.admin_key = f"bl-admin-{secrets.token_hex(8)}"
         self.pool_base = f"bl-key-{secrets.token_hex(4)}"
@@ -190,14 +194,20 @@ class EmbeddedProvisioner(Provisioner):
             async with self._child() as url, self._client(url) as client:
                 yield client
             return
-        with embedded.in_thread(self.pool_size, self.admin_key, self.pool_base, self.pack) as url:
-            async with self._client(url) as client:
-                yield client
+        served = embedded.in_memory(self.pool_size, self.admin_key, self.pool_base, self.pack)
+        async with served as (url, transport), self._client(url, transport) as client:
+            yield client
 
     @asynccontextmanager
-    async def _client(self, url: str) -> AsyncIterator[McpDataPlatform]:
+    async def _client(
+        self, url: str, transport: httpx2.AsyncBaseTransport | None = None
+    ) -> AsyncIterator[McpDataPlatform]:
         client = McpDataPlatform(
-            url, admin_key=self.admin_key, pool_base=self.pool_base, pool_size=self.pool_size
+            url,
+            admin_key=self.admin_key,
+            pool_base=self.pool_base,
+            pool_size=self.pool_size,
+            transport=transport,
         )
         try:
             yield client

@@ -71,12 +71,12 @@ class LifecycleSuite:
             ctx, identity=teacher, target=tgt, since=teach_started, poll=PollPolicy(timeout)
         )
         decide("capture")
-        ctx.commit()
+        await ctx.commit()
         insight = check.found
 
         await ctx.episode(self._episode(p, "recall", p.recall.prompt), teacher, p.fact)
         decide("recall")
-        ctx.commit()
+        await ctx.commit()
 
         if p.promotes and insight is not None:
             ctx.stage = "promote"
@@ -84,12 +84,12 @@ class LifecycleSuite:
             async with lock:
                 promotion = await client.promote(ctx, capture=insight, target=tgt)
             decide("promote")
-            ctx.commit()
+            await ctx.commit()
             if promotion.ok and p.transfer is not None:
                 ep = self._episode(p, "transfer", p.transfer.prompt)
                 await ctx.episode(ep, learner, p.fact)
                 decide("transfer")
-                ctx.commit()
+                await ctx.commit()
 
         if p.update is not None and insight is not None:
             u = p.update
@@ -100,14 +100,14 @@ class LifecycleSuite:
                 ctx, identity=teacher, original=insight, target=tgt, since=update_started
             )
             decide("update")
-            ctx.commit()
+            await ctx.commit()
             if upd.landed is not None:
                 ep = self._episode(p, "update_recall", u.recall.prompt)
                 await ctx.episode(ep, teacher, u.fact)
                 decide("update_recall")
-                ctx.commit()
+                await ctx.commit()
 
         if p.abstain is not None:
             await ctx.episode(self._episode(p, "abstain", p.abstain.prompt), teacher, "")
             decide("abstain")
-            ctx.commit()
+            await ctx.commit()

@@ -78,4 +78,4 @@ class ProvenanceSuite:
         for ref in cited[:MAX_SOURCES]:
             await ctx.platform.read_ref(ctx, ref)
         ctx.decisions(decide_case(case, ctx.log))
-        ctx.commit()
+        await ctx.commit()

@@ -27,6 +27,7 @@ Go's float and HTML escaping rules).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as dt
 import decimal
@@ -39,14 +40,18 @@ import time
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from zoneinfo import ZoneInfo
 
 import duckdb
 
 from refplatform.errors import PackError, ToolError
-from refplatform.packs import SETUP_SQL, Pack
 from refplatform.toolkits import sqlworker
+
+if TYPE_CHECKING:
+    # Not at run time: each SQL worker process imports this module (its ``_prepare_worker``)
+    # and needs none of what the pack loader imports (the protocols and the ledger).
+    from refplatform.packs import Pack
 
 CATALOG: Final = "memory"
 CATALOGS: Final = ("memory", "system")
@@ -136,7 +141,8 @@ def _loaded(pack: Pack) -> _Loaded:
             try:
                 _configure(db)
                 _load(db, pack)
-                _register_functions(db)
+                # No UDFs here: this database only parses, renders and samples; the queries
+                # that call them run in the workers (registering one imports numpy, ~0.3 s).
                 db.execute("SET lock_configuration = true")
                 tables = _inventory(db)
             except BaseException:
@@ -145,6 +151,18 @@ def _loaded(pack: Pack) -> _Loaded:
             decimals = any(c.type.startswith("decimal") for cols in tables.values() for c in cols)
             got = _LOADED[pack.setup_sql] = _Loaded(db, tables, decimals)
         return got
+
+
+def preload(pack: Pack) -> None:
+    """Start loading ``pack``'s tables in a background thread, for an engine made soon after
+    (DuckDB runs the load without the GIL, so the caller's own start-up goes on meanwhile).
+    A failure is left to that engine, which loads again and raises it."""
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            _loaded(pack)
+
+    threading.Thread(target=load, name="sql-preload", daemon=True).start()
 
 
 def _configure(db: duckdb.DuckDBPyConnection) -> None:
@@ -509,6 +527,8 @@ def _browse_failed(level: str, catalog: str, at: int) -> ToolError:
 
 def _setup_error(pack: Pack, exc: duckdb.Error) -> PackError:
     """Which statement of the pack's setup SQL fails, replayed one by one on a scratch database."""
+    from refplatform.packs import SETUP_SQL
+
     scratch = duckdb.connect(":memory:")
     scratch.execute("SET enable_external_access = false")
     try:

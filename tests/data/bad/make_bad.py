@@ -25,7 +25,7 @@ import yaml
 import protocols
 from harness.peer_import import import_peer
 from ledger import Ledger, open_store
-from ledger.bundle import export_audit, export_run, verify_bundle
+from ledger.bundle import MAX_LINE, export_audit, export_run, verify_bundle
 from ledger.events import GraderDecisionBody, RunStartedBody, UnitFinishedBody, UnitStartedBody
 from tests.sample import PASSING, counter_clock, lifecycle_run
 
@@ -128,6 +128,26 @@ def bundles() -> None:
         _join([ln.replace('"verdict":true', '"verdict":false', 1) for ln in audit]),
     )
     _write("bundles/a-folder.jsonl/README", "a folder named like a bundle\n")
+
+
+def bounded_bundles() -> None:
+    """Bundles past the reader's bounds (ledger/bundle.py MAX_LINE) and damaged gzip."""
+    good = _lines("bundles/good.jsonl")
+    packed = gzip.compress(_join(good).encode(), mtime=0)
+    crc, block = bytearray(packed), bytearray(packed)
+    crc[-8] ^= 0xFF  # the trailer's CRC-32
+    block[10] ^= 0xFF  # the first deflate block: zlib's own error, not gzip's
+    variants = {
+        # one space more than a line may hold: 64 MiB of gzip input in a 65 KB file
+        "long-line.jsonl.gz": gzip.compress(
+            (_join(good[:1]) + " " * (MAX_LINE + 1) + "\n" + _join(good[1:])).encode(), mtime=0
+        ),
+        "bad-crc.jsonl.gz": bytes(crc),
+        "corrupt-deflate.jsonl.gz": bytes(block),
+        "blank-line.jsonl": _join([good[0], "", *good[1:]]),
+    }
+    for name, data in variants.items():
+        _write(f"bundles/{name}", data)
 
 
 # -- ledgers -------------------------------------------------------------------------------
@@ -333,6 +353,7 @@ def main() -> None:
     for sub in ("bundles", "ledgers", "protocols", "protocols-good", "cases", "peer"):
         shutil.rmtree(os.path.join(HERE, sub), ignore_errors=True)
     bundles()
+    bounded_bundles()
     ledgers()
     protocol_files()
     case_files()

@@ -1,0 +1,841 @@
+"""Attacks on the published files by a third party (issue 27, item 9).
+
+The attacker holds what the publisher put out, a full, a redacted and an audit bundle
+and ``benchledger.pub``, and wants another number: ``benchledger verify --pubkey`` saying
+"authenticated" (exit 0) over edited bytes, or ``report``/``audit`` showing other numbers
+of a file that verifies. tests/test_attacks.py forges the chain, the seal and the
+placeholders with the documented recipes; this file tries what a lenient reader might
+read differently from what was hashed (line order, stream names, JSON spellings, event
+format, header fields, seal fields, gzip framing, audit proofs) and the import of a file
+that changes between reads. Each test says what stops the attack, or (xfail strict) names
+the hole that is still open.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from cli import main
+from ledger import Ledger, open_store
+from ledger.events import (
+    EpisodeFinishedBody,
+    GraderDecisionBody,
+    ModelCallBody,
+    PlannedUnit,
+    PlatformRecord,
+    RunRecord,
+    RunStartedBody,
+    UnitFinishedBody,
+    UnitStartedBody,
+)
+from ledger.keys import load_private_key, load_public_keys, write_key_pair
+from ledger.signing import Signer
+from ledger.verified import UNBOUND, open_run
+from tests.sample import counter_clock
+from tests.test_attacks import (
+    RUN,
+    Bundle,
+    audit_path,
+    canon,
+    edit,
+    full_lifecycle,
+    genesis,
+    leaf,
+    link,
+    mth,
+    publish,
+    refused,
+    verify,
+    withhold,
+)
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def public(tmp_path_factory) -> dict[str, str]:
+    """What the publisher published (tests/test_attacks.py's files): full, audit and
+    redacted bundles, and the public key."""
+    return publish(tmp_path_factory)
+
+
+def _failing_decision(b: Bundle) -> int:
+    """The line of p1's failed abstention (what an attacker wants to read as passed)."""
+    return b.index(
+        lambda o: o["stream"] == f"{RUN}/p1/1" and o["kind"] == "grader_decision"
+        and isinstance(o["body"], dict) and o["body"].get("verdict") is False
+    )  # fmt: skip
+
+
+def _sort(b: Bundle) -> None:
+    """Put the lines in bundle order (stream name bytewise, then seq), as a forger would."""
+    b.lines.sort(key=lambda x: (json.loads(x)["stream"].encode(), json.loads(x)["seq"]))
+
+
+def _spell(old: bytes, new: bytes) -> Callable[[Bundle], None]:
+    """Respell one stretch of p1's failed-abstention line (its JSON value unchanged or not)."""
+
+    def go(b: Bundle) -> None:
+        i = _failing_decision(b)
+        assert old in b.lines[i], b.lines[i]
+        b.lines[i] = b.lines[i].replace(old, new, 1)
+
+    return go
+
+
+def _swap_within(b: Bundle) -> None:
+    """p1's failed abstention moved one place later (after the decision following it)."""
+    i = _failing_decision(b)
+    b.lines[i], b.lines[i + 1] = b.lines[i + 1], b.lines[i]
+
+
+def _stream_moved(b: Bundle) -> None:
+    """p1's whole stream moved after p2's."""
+    p1 = [x for x in b.lines if json.loads(x)["stream"] == f"{RUN}/p1/1"]
+    rest = [x for x in b.lines if json.loads(x)["stream"] != f"{RUN}/p1/1"]
+    at = max(i for i, x in enumerate(rest) if json.loads(x)["stream"] == f"{RUN}/p2/1") + 1
+    b.lines = rest[:at] + p1 + rest[at:]
+
+
+def _copied_as(name: str) -> Callable[[Bundle], None]:
+    """A passing unit (p0) copied, rechained under ``name``, placed where ``name`` sorts: a
+    second passing unit, every link of it intact."""
+
+    def go(b: Bundle) -> None:
+        for x in [x for x in b.lines if json.loads(x)["stream"] == f"{RUN}/p0/1"]:
+            b.lines.append(edit(x, stream=name))
+        _sort(b)
+        b.rechain(name)
+
+    return go
+
+
+def _downgraded_line(b: Bundle) -> None:
+    """p1's failed abstention without ``"v":2``: a format-1 event with its own v1 link."""
+    i = _failing_decision(b)
+    obj = json.loads(b.lines[i])
+    del obj["v"]
+    b.lines[i] = canon(obj)
+    b.rechain(f"{RUN}/p1/1")
+
+
+def _v3(b: Bundle) -> None:
+    i = _failing_decision(b)
+    b.lines[i] = b.lines[i].replace(b',"v":2}', b',"v":3}')
+
+
+def _decision_as_v1_placeholder(b: Bundle) -> None:
+    """The downgrade: p1's failed abstention shown as a format-1 placeholder of a withheld
+    model call that *states* the decision's true v2 link, so every link still holds, and
+    format 1 binds no placeholder's kind."""
+    i = _failing_decision(b)
+    obj = json.loads(b.lines[i])
+    h = link(b.lines[i])
+    del obj["body"], obj["v"]
+    obj.update(hash=h, withheld=True, kind="model_call")
+    b.lines[i] = canon(obj)
+
+
+EDITS: list[tuple[str, Callable[[Bundle], None]]] = [
+    ("lines-swapped-within-a-stream", _swap_within),
+    ("stream-moved-after-the-next-one", _stream_moved),
+    ("stream-copied-under-a-name-that-sorts-earlier", _copied_as(f"{RUN}/P0/1")),
+    ("stream-copied-under-a-name-that-sorts-between", _copied_as(f"{RUN}/p0/2")),
+    ("stream-copied-under-a-prefix-sibling", _copied_as(f"{RUN}/p0/10")),
+    ("stream-copied-under-a-name-with-a-nul", _copied_as(f"{RUN}/p0/1\x00")),
+    ("stream-copied-under-a-unicode-lookalike", _copied_as(f"{RUN}/p\u03bf/1")),
+    ("stream-copied-under-a-dot-dot-name", _copied_as(f"{RUN}/../{RUN}/p0/1")),
+    ("duplicate-key-verdict", _spell(b'"verdict":false', b'"verdict":false,"verdict":true')),
+    ("duplicate-key-seq", _spell(b'"seq":', b'"seq":0,"seq":')),
+    ("insignificant-whitespace", _spell(b'"verdict":false', b'"verdict": false')),
+    ("unicode-escape-for-a-letter", _spell(b'"stage":"abstain"', b'"stage":"\\u0061bstain"')),
+    ("float-for-an-int", _spell(b'"refs":[3]', b'"refs":[3.0]')),
+    ("seq-as-a-big-int", _spell(b'"seq":', b'"seq":18446744073709551616')),
+    ("v-removed-and-rechained", _downgraded_line),
+    ("v-changed-to-3", _v3),
+]
+
+
+def _write(b: Bundle, tmp_path: Path, name: str) -> str:
+    return b.write(tmp_path / f"{name}.jsonl")
+
+
+def _not_the_keys(capsys, path: str, public: dict[str, str]) -> str:
+    """``path`` fails verify with the publisher's key and no display given the key shows it;
+    one given no key may (its chain is intact), never as authenticated."""
+    code, out = verify(capsys, path, "--pubkey", public["pub"])
+    assert code == 1 and "authenticated:" not in out, out
+    assert main(["report", path, "--pubkey", public["pub"]]) == 1
+    assert capsys.readouterr().out == ""
+    if main(["report", path, "--format", "json"]) == 0:
+        assert json.loads(capsys.readouterr().out)["authentication"]["authenticated"] is False
+    capsys.readouterr()
+    return out
+
+
+# -- lines and JSON spellings of a full bundle ---------------------------------------------------
+
+
+@pytest.mark.parametrize("edit_", [e for _, e in EDITS], ids=[n for n, _ in EDITS])
+def test_an_edited_full_bundle_line_is_refused_with_the_publishers_key(
+    public, tmp_path, capsys, edit_
+):
+    b = Bundle(public["full"])
+    edit_(b)
+    refused(capsys, _write(b, tmp_path, "edited"), public)
+
+
+@pytest.mark.parametrize("which", ["full", "redacted"], ids=["full", "redacted"])
+def test_a_decision_downgraded_to_a_format_1_placeholder_stating_its_own_link_is_refused(
+    public, tmp_path, capsys, which
+):
+    """Every link holds (the placeholder states the decision's true v2 link hash), so only
+    the run's one event format stops it: a v2 run takes no v1 placeholder."""
+    b = Bundle(public[which])
+    _decision_as_v1_placeholder(b)
+    out = refused(capsys, _write(b, tmp_path, "downgraded"), public)
+    assert "format mismatch" in out or "unexpected placeholder" in out, out
+
+
+# -- framing: line endings, BOM, blank lines, gzip members --------------------------------------
+
+
+def _gz(data: bytes) -> bytes:
+    return gzip.compress(data, mtime=0)
+
+
+def _framed(public: dict[str, str], how: str) -> bytes:
+    raw = Path(public["full"]).read_bytes()
+    extra = Bundle(public["full"]).lines[1]  # an event again, after the seal
+    return {
+        "crlf": raw.replace(b"\n", b"\r\n"),
+        "crlf-on-event-lines-only": raw.replace(b"\n", b"\r\n").replace(b"\r\n", b"\n", 1),
+        "gzip-second-member-adds-an-event": _gz(raw) + _gz(extra + b"\n"),
+    }[how]
+
+
+@pytest.mark.parametrize(
+    "how", ["crlf", "crlf-on-event-lines-only", "gzip-second-member-adds-an-event"]
+)
+def test_a_bundle_reframed_to_change_its_lines_is_refused(public, tmp_path, capsys, how):
+    path = tmp_path / "framed.jsonl"
+    path.write_bytes(_framed(public, how))
+    refused(capsys, str(path), public)
+
+
+@pytest.mark.parametrize(
+    ("how", "says"),
+    [
+        ("utf-8-bom", "not a benchledger bundle header"),
+        ("blank-line-in-the-middle", "blank line"),
+        ("garbage-after-the-gzip-data", "unreadable"),
+    ],
+    ids=["utf-8-bom", "blank-line-in-the-middle", "garbage-after-the-gzip-data"],
+)
+def test_a_bundle_with_broken_framing_is_one_line_exit_2(public, tmp_path, capsys, how, says):
+    raw = Path(public["full"]).read_bytes()
+    mid = raw.index(b"\n", len(raw) // 2) + 1
+    data = {
+        "utf-8-bom": b"\xef\xbb\xbf" + raw,
+        "blank-line-in-the-middle": raw[:mid] + b"\n" + raw[mid:],
+        "garbage-after-the-gzip-data": _gz(raw) + b"PK\x03\x04 not gzip",
+    }[how]
+    path = tmp_path / "framed.jsonl"
+    path.write_bytes(data)
+    code, out = verify(capsys, str(path), "--pubkey", public["pub"])
+    lines = out.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and says in lines[0], out
+    assert "authenticated:" not in out
+
+
+@pytest.mark.parametrize(
+    "how", ["gzip-split-inside-a-line", "gzip-empty-second-member", "no-final-newline"]
+)
+def test_a_bundle_reframed_without_changing_its_lines_shows_the_signed_numbers(
+    public, tmp_path, capsys, how
+):
+    """Framing is not signed, the lines are: two gzip members read as one stream, and a
+    missing final newline reads as the same last line."""
+    raw = Path(public["full"]).read_bytes()
+    cut = raw.index(b"\n", len(raw) // 2) - 40
+    data = {
+        "gzip-split-inside-a-line": _gz(raw[:cut]) + _gz(raw[cut:]),
+        "gzip-empty-second-member": _gz(raw) + _gz(b""),
+        "no-final-newline": raw.rstrip(b"\n"),
+    }[how]
+    path = tmp_path / "framed.jsonl"
+    path.write_bytes(data)
+    code, out = verify(capsys, str(path), "--pubkey", public["pub"])
+    assert code == 0 and "authenticated:" in out, out
+    assert full_lifecycle(str(path), capsys) == full_lifecycle(public["full"], capsys) == (3, 5)
+
+
+# -- the header line: nothing signs it, so it may only ever say what the lines prove ---------------
+
+
+def _proofs_for_all(b: Bundle) -> dict[str, Any]:
+    heads = b.seal()["body"]["heads"]
+    leaves = [leaf(h) for h in heads]
+    return {
+        h[0]: {"index": i, "path": audit_path(i, leaves), "size": len(heads)}
+        for i, h in enumerate(heads)
+    }
+
+
+HEADERS: list[tuple[str, str, Callable[[Bundle], dict[str, Any]]]] = [
+    ("root-upper-case", "full", lambda b: dict(b.header, root=b.header["root"].upper())),
+    ("an-extra-field", "full", lambda b: dict(b.header, signed=True, verdicts="all passed")),
+    ("root-emptied", "full", lambda b: dict(b.header, root="")),
+    ("rules-on-a-full-bundle", "full", lambda b: dict(b.header, withheld=["kind:model_call"])),
+    ("full-relabelled-redacted", "full",
+     lambda b: dict(b.header, format="benchledger-redacted/1", withheld=[])),
+    ("full-relabelled-audit-with-proofs", "full",
+     lambda b: dict(b.header, format="benchledger-audit/1", proofs=_proofs_for_all(b))),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("source", "header"), [(s, h) for _, s, h in HEADERS], ids=[n for n, _, _ in HEADERS]
+)
+def test_a_header_edit_that_the_lines_still_prove_shows_the_signed_numbers(
+    public, tmp_path, capsys, source, header
+):
+    b = Bundle(public[source])
+    b.header = header(b)
+    path = _write(b, tmp_path, "header")
+    code, out = verify(capsys, path, "--pubkey", public["pub"])
+    assert code == 0 and "authenticated:" in out, out
+    assert b.seal()["body"]["root"] in out  # the sealed root, lower-case, whatever the header
+    if b.header["format"] == "benchledger-audit/1":  # a report needs the whole run
+        assert main(["report", path, "--format", "json"]) == 1
+        capsys.readouterr()
+    else:
+        assert full_lifecycle(path, capsys) == (3, 5)
+
+
+REFUSED_HEADERS: list[tuple[str, str, Callable[[Bundle], dict[str, Any]]]] = [
+    ("run-id-in-upper-case", "full", lambda b: dict(b.header, run=RUN.upper())),
+    ("root-of-nothing", "full", lambda b: dict(b.header, root="0" * 64)),
+    ("full-relabelled-audit-without-proofs", "full",
+     lambda b: dict(b.header, format="benchledger-audit/1")),
+    ("full-relabelled-redacted-with-a-rule", "full",
+     lambda b: dict(b.header, format="benchledger-redacted/1", withheld=["kind:model_call"])),
+    ("audit-relabelled-full", "audit-captured",  # it lacks the streams recall_surfaced skips
+     lambda b: {"format": "benchledger-bundle/1", "root": b.header["root"], "run": RUN}),
+    ("redacted-relabelled-full", "redacted",
+     lambda b: {"format": "benchledger-bundle/1", "root": b.header["root"], "run": RUN}),
+    ("audit-relabelled-redacted", "audit-captured",
+     lambda b: {"format": "benchledger-redacted/1", "root": b.header["root"], "run": RUN}),
+    ("redacted-relabelled-audit-with-proofs", "redacted",
+     lambda b: {"format": "benchledger-audit/1", "proofs": _proofs_for_all(b),
+                "root": b.header["root"], "run": RUN}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("source", "header"),
+    [(s, h) for _, s, h in REFUSED_HEADERS],
+    ids=[n for n, _, _ in REFUSED_HEADERS],
+)
+def test_a_header_edit_the_lines_do_not_prove_is_refused(public, tmp_path, capsys, source, header):
+    b = Bundle(public[source])
+    b.header = header(b)
+    refused(capsys, _write(b, tmp_path, "header"), public)
+
+
+@pytest.mark.parametrize(
+    "run",
+    [f"{RUN}/p1/1", f"../{RUN}", f"{RUN}\x00", "", "p\u03bfb"],
+    ids=["a-stream-name", "dot-dot", "nul", "empty", "unicode"],
+)
+def test_a_header_run_id_with_path_or_odd_characters_is_one_line_exit_2(
+    public, tmp_path, capsys, run
+):
+    b = Bundle(public["full"])
+    b.header = dict(b.header, run=run)
+    path = _write(b, tmp_path, "run-id")
+    for argv in (["verify", path, "--pubkey", public["pub"]],
+                 ["import", path, "--ledger", str(tmp_path / "l.sqlite")]):  # fmt: skip
+        code = main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and "field run" in err[0], err
+    assert not (tmp_path / "l.sqlite").exists()
+
+
+@pytest.mark.parametrize(
+    "cut", [[], [f"{RUN}/p1/1", f"{RUN}/p4/1"]], ids=["seal-only", "seal-and-failing-units"]
+)
+def test_a_signed_bundle_cut_down_to_an_unsealed_one_is_refused_by_every_display_given_the_key(
+    public, tmp_path, capsys, cut
+):
+    """Without the seal nothing says which streams the run had: the failing units can go
+    too, and the rest still chains. So nothing unsealed is shown as the publisher's."""
+    b = Bundle(public["full"])
+    b.lines = [
+        x for x in b.lines
+        if json.loads(x)["kind"] != "run_sealed" and json.loads(x)["stream"] not in cut
+    ]  # fmt: skip
+    b.header["root"] = ""
+    path = _write(b, tmp_path, "unsealed")
+    code, out = verify(capsys, path, "--pubkey", public["pub"], "--allow-unsealed")
+    assert code == 1 and "authenticated:" not in out, out
+    for argv in (["report", path], ["audit", path, "capture_rate"]):
+        assert main([*argv, "--pubkey", public["pub"]]) == 1
+        assert capsys.readouterr().out == ""
+
+
+# -- the seal: every byte checked, the signature over run, root and counts ------------------------
+
+
+def _seal_edit(change: Callable[[dict[str, Any]], None]) -> Callable[[Bundle], None]:
+    def go(b: Bundle) -> None:
+        i = b.index(lambda o: o["kind"] == "run_sealed")
+        seal = json.loads(b.lines[i])
+        change(seal)
+        b.lines[i] = canon(seal)
+
+    return go
+
+
+def _bump(*keys: str) -> Callable[[dict[str, Any]], None]:
+    def go(seal: dict[str, Any]) -> None:
+        target = seal
+        for k in keys[:-1]:
+            target = target[k]
+        target[keys[-1]] += 1
+
+    return go
+
+
+def _sig(seal: dict[str, Any]) -> dict[str, Any]:
+    return seal["body"]["signature"]
+
+
+_L = 2**252 + 27742317777372353535851937790883648493  # the Ed25519 group order
+
+
+def _plus_l(s_hex: str) -> str:
+    """The signature's S + L: the same point, a second encoding a lax verifier accepts."""
+    return (int.from_bytes(bytes.fromhex(s_hex), "little") + _L).to_bytes(32, "little").hex()
+
+
+SEALS = [
+    ("events-count", _seal_edit(_bump("body", "events"))),
+    ("streams-count", _seal_edit(_bump("body", "streams"))),
+    ("time", _seal_edit(_bump("at"))),
+    ("signed-at", _seal_edit(_bump("body", "signature", "signed_at"))),
+    ("tool-version", _seal_edit(lambda s: s["body"]["signature"].update(tool_version="x"))),
+    ("root-upper-case", _seal_edit(lambda s: s["body"].update(root=s["body"]["root"].upper()))),
+    ("refs", _seal_edit(lambda s: s.update(refs=[0]))),
+    ("signature-hex-upper-case", _seal_edit(lambda s: _sig(s).update(
+        signature=_sig(s)["signature"].upper()))),
+    ("public-key-hex-upper-case", _seal_edit(lambda s: _sig(s).update(
+        public_key=_sig(s)["public_key"].upper()))),
+    ("signature-s-plus-the-group-order", _seal_edit(lambda s: _sig(s).update(
+        signature=_sig(s)["signature"][:64] + _plus_l(_sig(s)["signature"][64:])))),
+    ("algorithm-none", _seal_edit(lambda s: _sig(s).update(algorithm="none"))),
+    ("a-second-root-key", lambda b: b.lines.__setitem__(
+        b.index(lambda o: o["kind"] == "run_sealed"),
+        b.lines[b.index(lambda o: o["kind"] == "run_sealed")].replace(
+            b'"root":', b'"root":"' + b"0" * 64 + b'","root":'),
+    )),
+    ("non-canonical-spacing", lambda b: b.lines.__setitem__(
+        b.index(lambda o: o["kind"] == "run_sealed"),
+        b.lines[b.index(lambda o: o["kind"] == "run_sealed")].replace(b'"events":', b'"events": '),
+    )),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("change", [c for _, c in SEALS], ids=[n for n, _ in SEALS])
+def test_a_seal_with_any_field_changed_is_refused(public, tmp_path, capsys, change):
+    b = Bundle(public["full"])
+    change(b)
+    _not_the_keys(capsys, _write(b, tmp_path, "seal"), public)
+
+
+def test_a_seal_spelling_out_its_default_algorithm_is_refused_as_non_canonical(
+    public, tmp_path, capsys
+):
+    b = Bundle(public["full"])
+    _seal_edit(lambda s: _sig(s).update(algorithm="ed25519"))(b)
+    out = _not_the_keys(capsys, _write(b, tmp_path, "algorithm"), public)
+    assert "non-canonical" in out, out
+
+
+@pytest.fixture(scope="module")
+def rerun(public, tmp_path_factory) -> dict[str, str]:
+    """The publisher ran ``pub`` again elsewhere (p1 passing now), sealed with the same key."""
+    d = tmp_path_factory.mktemp("rerun")
+    key = load_private_key(os.path.join(public["dir"], "benchledger.key"))
+    db = str(d / "l.sqlite")
+    with open_store(db) as store:
+        ledger = Ledger(store, clock=counter_clock(), signer=Signer(key, "t"))
+        ledger.start_run(RUN, RunStartedBody(suite="lifecycle", protocol_set_hash="set-1", k=1))
+        w = ledger.new_stream(f"{RUN}/p1/1")
+        w.append(UnitStartedBody(protocol_id="p1", attempt=1))
+        w.append(UnitFinishedBody(outcome={"captured": True}))
+        ledger.commit(w)
+        ledger.seal(RUN)
+    out = str(d / "rerun.jsonl")
+    assert main(["export", RUN, "-o", out, "--ledger", db]) == 0
+    return {"full": out}
+
+
+def test_a_signature_copied_from_the_publishers_rerun_of_the_same_run_id_is_refused(
+    public, rerun, tmp_path, capsys
+):
+    """p1's failure flipped, every link and the seal's heads and root rebuilt, and the seal
+    given the signature the same key made over the same run id in another run."""
+    b = Bundle(public["full"])
+    i = _failing_decision(b)
+    b.lines[i] = edit(b.lines[i], body=dict(json.loads(b.lines[i])["body"], verdict=True))
+    b.rechain(f"{RUN}/p1/1")
+    s = b.index(lambda o: o["kind"] == "run_sealed")
+    seal = json.loads(b.lines[s])
+    mine = b.heads()
+    heads = [seal["body"]["heads"][0], *(mine[h[0]] for h in seal["body"]["heads"][1:])]
+    root = mth([leaf(h) for h in heads]).hex()
+    other = Bundle(rerun["full"]).seal()["body"]["signature"]
+    seal["body"].update(heads=heads, root=root, signature=other)
+    b.lines[s] = canon(seal)
+    b.header["root"] = root
+    out = _not_the_keys(capsys, _write(b, tmp_path, "copied-signature"), public)
+    assert "signature" in out, out
+
+
+# -- redacted bundles: placeholders and the unsigned rules ---------------------------------------
+
+
+def _placeholder_extra(b: Bundle) -> None:
+    i = b.index(lambda o: isinstance(o["body"], str))
+    b.lines[i] = edit(b.lines[i], verdict=True)
+
+
+def _placeholder_body_upper(b: Bundle) -> None:
+    i = b.index(lambda o: isinstance(o["body"], str))
+    b.lines[i] = edit(b.lines[i], body=json.loads(b.lines[i])["body"].upper())
+
+
+def _placeholder_shown_with_a_fake_body(b: Bundle) -> None:
+    """A withheld model call shown with a body of the attacker's: its digest is not the
+    one the chain committed to."""
+    i = b.index(lambda o: isinstance(o["body"], str))
+    obj = json.loads(b.lines[i])
+    obj["body"] = {"episode": "teach", "request_hash": "0" * 16, "response": {"t": "forged"}}
+    b.lines[i] = canon(obj)
+
+
+PLACEHOLDERS = [
+    ("extra-field", _placeholder_extra),
+    ("digest-upper-case", _placeholder_body_upper),
+    ("shown-with-a-body-of-the-attackers", _placeholder_shown_with_a_fake_body),
+]
+
+
+@pytest.mark.parametrize("change", [c for _, c in PLACEHOLDERS], ids=[n for n, _ in PLACEHOLDERS])
+def test_an_edited_placeholder_is_refused(public, tmp_path, capsys, change):
+    b = Bundle(public["redacted"])
+    change(b)
+    refused(capsys, _write(b, tmp_path, "placeholder"), public)
+
+
+def test_withholding_more_evidence_than_the_publisher_did_changes_no_number(
+    public, tmp_path, capsys
+):
+    """The rules are not signed (trust.md says so): anyone may withhold more evidence of a
+    bundle they hold, and it still verifies; never a decision, so the numbers stay."""
+    b = Bundle(public["redacted"])
+    for i, o in enumerate(b.objs()):
+        if o["kind"] == "session_call":
+            b.lines[i] = withhold(b.lines[i])
+    b.header["withheld"] = sorted({*b.header["withheld"], "kind:session_call"})
+    path = _write(b, tmp_path, "more-withheld")
+    code, out = verify(capsys, path, "--pubkey", public["pub"])
+    assert code == 0 and "authenticated:" in out, out
+    assert full_lifecycle(path, capsys) == full_lifecycle(public["full"], capsys) == (3, 5)
+
+
+# -- audit bundles: the proofs and the streams they hold ------------------------------------------
+
+
+def _proof_index(b: Bundle) -> None:
+    b.header["proofs"][f"{RUN}/p1/1"]["index"] += 1
+
+
+def _proof_path(b: Bundle) -> None:
+    path = b.header["proofs"][f"{RUN}/p1/1"]["path"]
+    path[0], path[1] = path[1], path[0]
+
+
+@pytest.mark.parametrize(
+    "change", [_proof_index, _proof_path], ids=["index-of-another-leaf", "path-reordered"]
+)
+def test_an_audit_bundle_whose_proof_lies_about_where_its_stream_is_is_refused(
+    public, tmp_path, capsys, change
+):
+    b = Bundle(public["audit"])
+    change(b)
+    out = refused(capsys, _write(b, tmp_path, "proof"), public)
+    assert "not in root" in out, out
+
+
+def test_an_audit_bundle_showing_a_cited_streams_evidence_as_a_placeholder_is_refused(
+    public, tmp_path, capsys
+):
+    """An audit bundle is checked as a whole run's streams: it has no placeholders."""
+    b = Bundle(public["audit"])
+    i = b.index(lambda o: o["kind"] == "model_call")
+    b.lines[i] = withhold(b.lines[i])
+    out = refused(capsys, _write(b, tmp_path, "audit-placeholder"), public)
+    assert "unexpected placeholder" in out, out
+
+
+def _audit(capsys, path: str, public: dict[str, str], metric: str) -> tuple[int, str]:
+    code = main(["audit", path, metric, "--pubkey", public["pub"]])
+    got = capsys.readouterr()
+    return code, got.out + got.err
+
+
+@pytest.mark.parametrize(
+    "claim", ["size-of-a-bigger-tree", "proof-of-a-stream-not-held"], ids=lambda c: c
+)
+def test_an_audit_display_counts_the_runs_streams_from_the_seal_not_the_proofs(
+    public, tmp_path, capsys, claim
+):
+    b = Bundle(public["audit"])
+    if claim == "size-of-a-bigger-tree":  # leaf 0 of 6 verifies with any size from 5 to 8
+        b.header["proofs"][RUN]["size"] = 8
+    else:  # nothing checks a proof of a stream the bundle does not hold
+        b.header["proofs"][f"{RUN}/zz/1"] = {"index": 0, "path": [], "size": 60}
+    path = _write(b, tmp_path, "sizes")
+    code, out = verify(capsys, path, "--pubkey", public["pub"])
+    assert code == 0 and "authenticated:" in out, out
+    code, out = _audit(capsys, path, public, "capture_rate")
+    assert code == 0 and "6 of 6 streams" in out, out
+
+
+def test_an_audit_bundle_missing_a_cited_stream_names_it_where_the_metric_is_shown(
+    public, tmp_path, capsys
+):
+    b = Bundle(public["audit"])
+    gone = f"{RUN}/p4/1"  # p4 failed to capture
+    b.lines = [x for x in b.lines if json.loads(x)["stream"] != gone]
+    del b.header["proofs"][gone]
+    path = _write(b, tmp_path, "dropped")
+    code, out = verify(capsys, path, "--pubkey", public["pub"])
+    assert code == 0 and "authenticated:" in out, out  # nothing in it is false
+    code, genuine = _audit(capsys, public["audit"], public, "capture_rate")
+    assert code == 0 and "(4/5)" in genuine, genuine
+    code, out = _audit(capsys, path, public, "capture_rate")
+    # The number over the streams held stands (each is proven), but beside it the display
+    # names the unit of every stream the signed seal lists and the bundle lacks.
+    assert code == 0 and "(4/4)" in out, out
+    assert "5 of 6 streams" in out and "units not in this bundle: p4/1 (1)" in out, out
+
+
+# -- format 1: a display given --pubkey must refuse unbound placeholders, as verify does ---------
+
+
+@pytest.fixture(scope="module")
+def public_v1(tmp_path_factory) -> dict[str, str]:
+    """A signed event-format-1 run (p1 fails one decision), published redacted."""
+    d = tmp_path_factory.mktemp("publisher-v1")
+    key, pub, _ = write_key_pair(str(d))
+    db = str(d / "l.sqlite")
+    with open_store(db) as store:
+        ledger = Ledger(store, clock=counter_clock(), signer=Signer(load_private_key(key), "t"),
+                        event_format=1)  # fmt: skip
+        ledger.start_run(RUN, RunStartedBody(suite="lifecycle", protocol_set_hash="set-1", k=1))
+        for pid in ("p0", "p1"):
+            w = ledger.new_stream(f"{RUN}/{pid}/1")
+            w.append(UnitStartedBody(protocol_id=pid, attempt=1))
+            m = w.append(ModelCallBody(episode="teach", request_hash="0" * 16))
+            fin = w.append(EpisodeFinishedBody(episode="recall", final_answer="1"), refs=[m])
+            w.append(
+                GraderDecisionBody(stage="capture", check="captured", verdict=pid == "p0"),
+                refs=[fin],
+            )
+            w.append(UnitFinishedBody(outcome={"captured": pid == "p0"}))
+            ledger.commit(w)
+        ledger.seal(RUN)
+    out = {"pub": pub, "redacted": str(d / "redacted.jsonl")}
+    assert main(["export", RUN, "-o", out["redacted"], "--ledger", db,
+                 "--withhold", "model_call"]) == 0  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize(
+    "argv", [["report", "--format", "json"], ["audit", "capture_rate"]], ids=["report", "audit"]
+)
+def test_a_display_given_the_key_refuses_a_format_1_decision_relabelled_as_a_withheld_call(
+    public_v1, tmp_path, capsys, argv
+):
+    b = Bundle(public_v1["redacted"])
+    i = b.index(lambda o: o["kind"] == "grader_decision" and o["body"]["verdict"] is False)
+    b.lines[i] = withhold(b.lines[i], kind="model_call")  # p1's failure vanishes: 2/2
+    path = _write(b, tmp_path, "v1-relabelled")
+    code, out = verify(capsys, path, "--pubkey", public_v1["pub"])
+    assert code == 1 and "UNBOUND" in out, out
+    code = main([argv[0], path, *argv[1:], "--pubkey", public_v1["pub"]])
+    got = capsys.readouterr()
+    assert code == 1 and got.out == "", got.out  # as verify: nothing shown, exit 1
+
+
+def test_a_format_1_redacted_bundle_stands_unbound_on_every_display_even_with_its_signers_key(
+    public_v1, capsys
+):
+    """The rule lives in the door's standing: a valid signature by the trusted key does not
+    make unbound placeholders authenticated; the report says why, in text and JSON."""
+    red = public_v1["redacted"]
+    run = open_run(red, require_seal=True, allow_partial=False,
+                   trusted=load_public_keys([public_v1["pub"]]))  # fmt: skip
+    assert run.standing is not None and run.standing.state == UNBOUND
+    assert not run.standing.authenticated and run.standing.key  # the seal's key still shown
+    assert main(["report", red, "--format", "json"]) == 0
+    auth = json.loads(capsys.readouterr().out)["authentication"]
+    assert auth["state"] == UNBOUND and not auth["authenticated"], auth
+    assert "nothing binds the kind, time or refs of 2 withheld events" in auth["line"], auth
+
+
+# -- import: the run written is the run verified --------------------------------------------------
+
+
+class _Changing:
+    """A bundle file that holds ``contents[k]`` when it is opened the k-th time (later opens:
+    the last one): a file rewritten between reads, as on a mount the attacker writes to.
+
+    The rewrite runs in an audit hook on ``open``, so it lands exactly between two reads.
+    """
+
+    hooked: ClassVar[list[_Changing]] = []
+    installed = False  # an audit hook cannot be removed: one, for every instance
+
+    def __init__(self, path: Path, contents: list[bytes]) -> None:
+        self.path = str(path)
+        self.contents = contents
+        self.opened = 0
+        self.active = True
+        path.write_bytes(contents[0])
+        if not _Changing.installed:
+            sys.addaudithook(_Changing._hook)
+            _Changing.installed = True
+        _Changing.hooked.append(self)
+
+    @staticmethod
+    def _hook(event: str, args: tuple[Any, ...]) -> None:
+        if event != "open" or not _Changing.hooked:
+            return
+        for f in _Changing.hooked:
+            if f.active and args[0] == f.path and (args[1] or "r").startswith("r"):
+                f.active = False  # the write below opens the file too
+                f.opened += 1
+                Path(f.path).write_bytes(f.contents[min(f.opened, len(f.contents)) - 1])
+                f.active = True
+
+
+@pytest.fixture
+def changing(tmp_path) -> Iterator[Callable[[list[bytes]], _Changing]]:
+    made: list[_Changing] = []
+
+    def make(contents: list[bytes]) -> _Changing:
+        made.append(_Changing(tmp_path / "bundle.jsonl", contents))
+        return made[-1]
+
+    yield make
+    for f in made:
+        f.active = False
+        _Changing.hooked.remove(f)
+
+
+def _victim(tmp_path: Path) -> str:
+    """A ledger holding an interrupted run ``vic``: p1 finished, p2 still to run."""
+    path = str(tmp_path / "victim.sqlite")
+    with open_store(path) as store:
+        ledger = Ledger(store, clock=counter_clock())
+        record = RunRecord(suite="lifecycle", platform=PlatformRecord(kind="embedded"),
+                           units=[PlannedUnit("p1", 1), PlannedUnit("p2", 1)])  # fmt: skip
+        ledger.start_run("vic", RunStartedBody(suite="lifecycle", protocols=2, record=record))
+        w = ledger.new_stream("vic/p1/1")
+        w.append(UnitStartedBody(protocol_id="p1", attempt=1))
+        w.append(UnitFinishedBody(outcome={"captured": False}))
+        ledger.commit(w)
+    return path
+
+
+def _rows(path: str) -> list[tuple[str, int, bytes]]:
+    with open_store(path, create=False) as store:
+        return [(s, q, bytes(d)) for s, q, _k, d in store.scan(None)]
+
+
+def _with_a_unit_for_the_victim(public: dict[str, str]) -> bytes:
+    """The publisher's genuine bundle plus a passing unit for the victim's run ``vic``:
+    imported unchecked, ``run --resume vic`` skips p2 and seals it as the victim's own."""
+    genuine = Path(public["full"]).read_bytes()
+    unit = [
+        {"at": 1, "body": {"attempt": 1, "protocol_id": "p2"}, "kind": "unit_started",
+         "prev": genesis("vic/p2/1"), "refs": [], "seq": 0, "stream": "vic/p2/1", "v": 2},
+        {"at": 2, "body": {"outcome": {"captured": True}}, "kind": "unit_finished",
+         "refs": [], "seq": 1, "stream": "vic/p2/1", "v": 2},
+    ]  # fmt: skip
+    first = canon(unit[0])
+    unit[1]["prev"] = link(first)
+    return genuine + first + b"\n" + canon(unit[1]) + b"\n"
+
+
+def _flipped(public: dict[str, str]) -> bytes:
+    """The publisher's bundle with p1's failed abstention passing (its links broken)."""
+    b = Bundle(public["full"])
+    i = _failing_decision(b)
+    b.lines[i] = b.lines[i].replace(b'"verdict":false', b'"verdict":true')
+    return b"\n".join([canon(b.header), *b.lines]) + b"\n"
+
+
+@pytest.mark.parametrize(
+    "then", [_with_a_unit_for_the_victim, _flipped], ids=["adds-a-unit-to-another-run", "flips"]
+)
+def test_a_bundle_that_changes_after_it_was_verified_is_not_imported(
+    public, tmp_path, capsys, changing, then
+):
+    """The genuine bundle for the header read and for verification, another one for the
+    read that writes: what is written must be what was verified."""
+    victim = _victim(tmp_path)
+    before = _rows(victim)
+    genuine = Path(public["full"]).read_bytes()
+    pipe = changing([genuine, genuine, then(public)])
+    code = main(["import", pipe.path, "--ledger", victim])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "nothing was imported" in err[0], err
+    assert _rows(victim) == before
+    with open_store(victim, create=False) as store:
+        assert Ledger(store).unfinished("vic") == ["p2/1"]  # still the victim's to run
+
+
+def test_a_run_id_differing_only_in_case_is_imported_as_a_run_of_its_own(public, tmp_path, capsys):
+    """Run ids compare bytewise everywhere (SQLite keys, PostgreSQL COLLATE "C"): the
+    attacker's ``PUB`` never reaches the publisher's ``pub``."""
+    mine = str(tmp_path / "mine.sqlite")
+    assert main(["import", public["full"], "--ledger", mine]) == 0
+    theirs = str(tmp_path / "theirs.sqlite")
+    with open_store(theirs) as store:
+        ledger = Ledger(store, clock=counter_clock())
+        ledger.start_run(RUN.upper(), RunStartedBody(suite="lifecycle", k=1))
+        w = ledger.new_stream(f"{RUN.upper()}/p1/1")
+        w.append(UnitStartedBody(protocol_id="p1", attempt=1))
+        w.append(UnitFinishedBody(outcome={"captured": True}))
+        ledger.commit(w)
+        ledger.seal(RUN.upper())
+    assert main(["export", RUN.upper(), "-o", str(tmp_path / "PUB.jsonl"), "--ledger", theirs]) == 0
+    before = [r for r in _rows(mine) if r[0] == RUN or r[0].startswith(RUN + "/")]
+    assert main(["import", str(tmp_path / "PUB.jsonl"), "--ledger", mine]) == 0
+    capsys.readouterr()
+    assert [r for r in _rows(mine) if r[0] == RUN or r[0].startswith(RUN + "/")] == before
+    code, out = verify(capsys, RUN, "--ledger", mine, "--pubkey", public["pub"])
+    assert code == 0 and "authenticated:" in out, out
