@@ -1,1 +1,4 @@
-"""Performance benchmarks: each prints ratios against a raw baseline measured in the same run."""
+"""Benchmarks behind ``bench`` and ``selftest``: ledger and platform throughput as ratios
+against a raw baseline measured in the same run, the run benchmark, resource attacks on the
+platform, and the reliability selftest.
+"""

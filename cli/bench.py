@@ -7,7 +7,6 @@ import sys
 import tempfile
 
 from cli.common import EXIT_FAILED, UsageError, number, whole
-from ledger.store import reach_postgres
 
 POSTGRES_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -24,6 +23,8 @@ def cmd_bench_ledger(args: argparse.Namespace) -> int:
         raise UsageError("--events must give every writer at least one 50-event stream")
     location = args.ledger
     if args.backend == "postgres":
+        from ledger.postgres import reach_postgres  # loads the driver: only for postgres
+
         location = location or POSTGRES_DEFAULT
         reach_postgres(location)  # a malformed URL or a server that is not there: one line
     workdir = args.workdir or tempfile.gettempdir()

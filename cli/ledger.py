@@ -15,7 +15,8 @@ from cli.common import (
 )
 from ledger.bundle import export_run, import_bundle
 from ledger.chain import Failure, Summary
-from ledger.verified import Completeness, RunUnverified, VerifiedRun, is_bundle, open_run
+from ledger.completeness import Completeness
+from ledger.verified import RunUnverified, VerifiedRun, is_bundle, open_run
 
 
 def _print_failure(what: str, failure: Failure) -> None:

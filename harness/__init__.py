@@ -1,1 +1,3 @@
-"""Runs protocols against platforms: the runner, episodes, agents and platform clients."""
+"""Runs suites against platforms: the driver, the suites, units, episodes, agents, the model
+layer, platform adapters and their startup, the run record, shards and peer-run import.
+"""

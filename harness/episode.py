@@ -57,28 +57,8 @@ class Recorder:
         self.seqs.append(seq)
         return seq
 
-    def session_call(
-        self,
-        method: str,
-        tool: str,
-        arguments: dict[str, Any],
-        result: Any,
-        is_error: bool,
-        latency_ms: float,
-        content: tuple[dict[str, Any], ...] = (),
-        structured: Any = None,
-    ) -> None:
-        body = SessionCallBody(
-            episode=self.episode,
-            method=method,
-            tool=tool,
-            arguments=arguments,
-            result=result,
-            is_error=is_error,
-            latency_ms=round(latency_ms, 3),
-            content=list(content),
-            structured=structured,
-        )
+    def session_call(self, body: SessionCallBody) -> None:
+        """Stage one session call's event, after the stream's last event."""
         self.append(body, self.seqs[-1:])
 
     def attempt_failed(self, request: Any, failure: Any) -> None:

@@ -7,6 +7,10 @@ class HarnessError(Exception):
     """Root of every error the harness raises."""
 
 
+class PlatformStartFailed(HarnessError):
+    """The embedded platform did not start (its first line is kept as evidence)."""
+
+
 class InfraError(HarnessError):
     """A platform or model call failed for infrastructure reasons, not the agent's.
 

@@ -1,8 +1,10 @@
-"""The ledger: events, canonical encoding, hash chain, Merkle roots, storage, bundles.
+"""The ledger: events, canonical bytes, the chain checker, Merkle roots, storage, bundles,
+the verified door, signed seals and redaction.
 
 Imports nothing else of benchledger.
 """
 
+from ledger.backend import Store
 from ledger.chain import Failure, Fault, Record, genesis, link_hash
 from ledger.errors import (
     AppendConflict,
@@ -14,7 +16,7 @@ from ledger.errors import (
     UnusableInput,
 )
 from ledger.ledger import Ledger, RunInfo, StreamWriter
-from ledger.store import Store, open_store
+from ledger.store import open_store
 
 __all__ = [
     "AppendConflict",

@@ -14,6 +14,7 @@ from typing import IO, TYPE_CHECKING, TypeVar
 import blake3
 import msgspec
 
+from ledger.backend import Store
 from ledger.chain import (
     BODY_DOMAIN,
     EVENT_DOMAIN,
@@ -63,7 +64,6 @@ from ledger.events import RunStarted as RunStartedEvent
 from ledger.events import UnitFinished as UnitFinishedEvent
 from ledger.events import UnitStarted as UnitStartedEvent
 from ledger.merkle import merkle_root
-from ledger.store import Store
 
 if TYPE_CHECKING:
     from ledger.signing import Signer

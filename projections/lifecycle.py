@@ -1,4 +1,4 @@
-"""The lifecycle suite's metrics as a fold over a run's events (DESIGN §6).
+"""The lifecycle suite's metrics as a fold over a run's events (docs/metrics.md).
 
 Every metric is computed from ``grader_decision`` events alone (plus unit and
 episode bookkeeping for errors and tokens), never from a results file, and carries
@@ -143,7 +143,7 @@ class Unit:
         return self.finished is not None and not self.abandoned and not self.outcome_withheld
 
     def passed(self) -> bool:
-        """Full-lifecycle pass: every applicable stage passed (DESIGN §6)."""
+        """Graded, and every applicable stage passed (docs/metrics.md, full lifecycle pass)."""
         return self.graded and lifecycle_passed(self.verdict)
 
     def all_refs(self) -> list[Ref]:

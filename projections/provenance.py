@@ -1,4 +1,4 @@
-"""The provenance lane's metrics as a fold over a run's events (DESIGN §7).
+"""The provenance lane's metrics as a fold over a run's events (docs/provenance.md, The metrics).
 
 M1 ``replay_determinism``: each case's replicates gave its scored turn one trace hash
 (threshold 1.00). M2 ``input_sensitivity``: pairs of cases with different inputs (primes

@@ -3,7 +3,7 @@
 A row is read from the run's stream heads and its header alone, never from its unit
 events, so listing stays fast on a large ledger: a unit stream whose head is
 ``unit_finished`` is a finished unit (an interrupted or retried one ends in
-``unit_abandoned``), counted against the plan by ``ledger.verified.completeness`` as every
+``unit_abandoned``), counted against the plan by ``ledger.completeness.completeness`` as every
 display counts; the header's head says whether the run is sealed (and signed), and the
 header's first event, ``run_started``, says when it started, with what, and what
 it planned. Of an unsealed run, the finished heads are decoded too, for the units that
@@ -17,8 +17,8 @@ import datetime as dt
 from typing import Any, Final, NamedTuple
 
 from ledger import Ledger, UnknownRun
+from ledger.completeness import Plan, UnitState, completeness, plan_of
 from ledger.events import RunRecord, RunStarted
-from ledger.verified import Plan, UnitState, completeness, plan_of
 
 _SHOWN_IDS: Final = 5  # --protocol ids a subset label names before "..."
 

@@ -15,22 +15,20 @@ from ledger import Ledger, UnusableInput
 from ledger.bundle import REDACTED_FORMAT, read_bundle
 from ledger.chain import link_hash
 from ledger.codec import decode_event
+from ledger.completeness import Completeness, Plan, UnitState
+from ledger.completeness import completeness as count_units
 from ledger.events import Event
 from ledger.redaction import as_event, read_placeholder
 from ledger.verified import (
-    Completeness,
     PartialRun,
-    Plan,
     RunEvents,
     RunUnverified,
     Tally,
-    UnitState,
     Verification,
     VerifiedRun,
     is_bundle,
     open_run,
 )
-from ledger.verified import completeness as count_units
 
 if TYPE_CHECKING:
     from projections.lifecycle import RunMeta, Unit
@@ -88,7 +86,7 @@ def from_bundle(path: str) -> RunEvents:
 
 
 def completeness(meta: RunMeta, units: Iterable[Unit]) -> Completeness:
-    """The count of a folded run's planned and finished units (``ledger.verified.completeness``
+    """The count of a folded run's planned and finished units (``ledger.completeness.completeness``
     counts; this only hands it what the lifecycle fold saw)."""
     states = (
         UnitState(

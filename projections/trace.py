@@ -1,4 +1,4 @@
-"""Trace hashes: did the same inputs produce the same behaviour? (DESIGN §4, docs/trace-hash.md)
+"""Trace hashes: did the same inputs produce the same behaviour? (docs/trace-hash.md)
 
 A trace is the *stable subset* of a stretch of a unit's stream: model requests and
 responses, tool names, arguments and results, read-back bodies and observed readings,

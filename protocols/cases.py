@@ -1,4 +1,6 @@
-"""Provenance-lane cases (DESIGN §7): schema, loader and validator for JSONL case files.
+"""Provenance-lane cases: schema, loader and validator for JSONL case files.
+
+The format is docs/protocols.md, "Provenance cases".
 
 A case is one JSON object per line: ``{id, category, prime[], prompt, expected_sources[]}``.
 Every problem is reported with its file and line, all in one pass.

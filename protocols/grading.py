@@ -1,6 +1,6 @@
 """The graders: pure, deterministic functions from an answer to a verdict and a reason.
 
-Definitions follow DESIGN §6 and reproduce the peer platform's recorded verdicts.
+Definitions are docs/protocols.md, Graders; they reproduce the peer platform's recorded verdicts.
 """
 
 from __future__ import annotations

@@ -89,6 +89,7 @@ def serve(
         raise PlatformError(f"--pack {pack_path or 'default'}: {exc.message}") from None
     platform = Platform(db or ":memory:", pack=pack, embedder=embedder)
     try:
+        platform.ready()  # never print a URL that serves nothing
         running = RunningPlatform(
             platform,
             pool_size=pool,

@@ -76,6 +76,12 @@ class Unprocessable(PlatformError):
     status = 422
 
 
+class Unavailable(PlatformError):
+    """A part the platform needs could not start (its SQL engine, say): it serves nothing."""
+
+    status = 503
+
+
 class PackError(PlatformError):
     """A seed pack that cannot be loaded; the message is one line: ``file:line: what is wrong``."""
 

@@ -17,7 +17,7 @@ from refplatform import times
 from refplatform.audit import Audit
 from refplatform.embedder import Embedder, LexicalEmbedder
 from refplatform.enrichment import Enricher
-from refplatform.errors import PlatformError
+from refplatform.errors import PlatformError, Unavailable
 from refplatform.packs import Pack, default_pack
 from refplatform.pages import PageStore
 from refplatform.sessions import Sessions
@@ -26,7 +26,8 @@ from refplatform.toolkits.catalog import Catalog, entity_doc
 from refplatform.toolkits.knowledge import Knowledge
 from refplatform.toolkits.memory import SIMILAR_AT, SUPERSEDE_AT, Memory
 from refplatform.toolkits.search import Search
-from refplatform.toolkits.sql import CATALOG, SqlEngine
+from refplatform.toolkits.sql import SqlEngine
+from refplatform.toolkits.sql_trino import CATALOG
 
 VERSION: Final = "refplatform-2.0"
 NAME: Final = "mcp-data-platform"
@@ -148,6 +149,12 @@ class Platform:
                     created_at=at,
                 )
             self.store.set_meta("pack_hash", self.pack.pack_hash)
+
+    def ready(self) -> None:
+        """Block until every part can answer; Unavailable (one line) when one cannot start."""
+        fault = self.sql.ready()
+        if fault:
+            raise Unavailable(f"the SQL engine cannot run queries: {fault}")
 
     def close(self) -> None:
         """Release the state and the SQL engine."""

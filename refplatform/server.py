@@ -365,8 +365,10 @@ class InMemoryPlatform:
         self._running: Any = None
 
     async def __aenter__(self) -> InMemoryPlatform:
-        self._running = self._sessions.run()
         try:
+            # Before anything is served: a part that cannot start fails here, in one line.
+            await anyio.to_thread.run_sync(self.platform.ready)
+            self._running = self._sessions.run()
             await self._running.__aenter__()
         except BaseException:
             self.platform.close()

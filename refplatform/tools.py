@@ -32,7 +32,7 @@ from refplatform.auth import Identity
 from refplatform.errors import PlatformError, ToolError
 from refplatform.platform import IMPLEMENTATION, NAME, VERSION, Platform
 from refplatform.sessions import INIT_TOOL, search_required
-from refplatform.toolkits import sql
+from refplatform.toolkits import sql_render
 
 QUERY_TOOLS: Final = frozenset({"trino_query"})
 ADMIN_TOOLS: Final = frozenset({"apply_knowledge"})
@@ -51,7 +51,7 @@ class Call:
 
 def render(payload: Any, call: Call) -> str:
     """A payload as its text block: indented JSON written as Go writes it, text as is."""
-    return payload if isinstance(payload, str) else sql.go_json(payload)
+    return payload if isinstance(payload, str) else sql_render.go_json(payload)
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def _platform_info(call: Call) -> dict[str, Any]:
 
 
 def _query(call: Call) -> Any:
-    sql.validate_format(call.args.get("format"))
+    sql_render.validate_format(call.args.get("format"))
     return call.platform.sql.query(
         call.args["sql"],
         call.args.get("limit"),
@@ -182,7 +182,7 @@ def _tools() -> dict[str, Tool]:
             "Execute a read-only SQL query (Trino dialect; name tables "
             "fully qualified, e.g. memory.bench.orders).",
             _query,
-            lambda out, c: sql.query_text(out, c.args.get("format")),
+            lambda out, c: sql_render.query_text(out, c.args.get("format")),
         ),
         Tool(
             "trino_describe_table",
@@ -194,7 +194,7 @@ def _tools() -> dict[str, Tool]:
                 c.args["table"],
                 include_sample=bool(c.args.get("include_sample")),
             ),
-            lambda out, c: sql.describe_text(out),
+            lambda out, c: sql_render.describe_text(out),
         ),
         Tool(
             "trino_browse",
@@ -204,7 +204,7 @@ def _tools() -> dict[str, Tool]:
             lambda c: c.platform.sql.browse(
                 c.args.get("catalog"), c.args.get("schema"), c.args.get("pattern")
             ),
-            lambda out, c: sql.browse_text(out),
+            lambda out, c: sql_render.browse_text(out),
         ),
     ]
     return {t.name: t for t in table}

@@ -1,5 +1,5 @@
 """Full replay: re-execute each unit's agent loop and compare per-episode trace hashes
-(DESIGN §5 level 3).
+(docs/ci.md, What is checked: ``--level full``).
 
 Model responses come from the log (a request not in it is a divergence, never a live
 call); tool results come from the log (``tools="log"``) or from a fresh embedded

@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import msgspec
+
 from harness.errors import InfraError
 from harness.platforms.base import CallResult, Description, Observer, ReadBack
 from harness.platforms.mcp_data_platform import McpDataPlatform
@@ -48,18 +50,9 @@ class LogSession:
     def _replay(self, body: SessionCallBody) -> None:
         if self._observer is None:
             return
-        # Structured content goes back only when it was recorded (observers may not take it).
-        extra: dict[str, Any] = {} if body.structured is None else {"structured": body.structured}
-        self._observer.session_call(
-            body.method,
-            body.tool,
-            dict(body.arguments),
-            body.result,
-            body.is_error,
-            body.latency_ms,
-            tuple(body.content),
-            **extra,
-        )
+        if body.episode != self._observer.episode:
+            body = msgspec.structs.replace(body, episode=self._observer.episode)
+        self._observer.session_call(body)
 
     def _take(self, method: str, tool: str, arguments: dict[str, Any]) -> SessionCallBody:
         actual = {"kind": "session_call", "method": method, "tool": tool, "arguments": arguments}

@@ -1,5 +1,5 @@
 """Re-derivation: the decision function on the recorded evidence, the projections on the
-recorded decisions, the trace hashes on the recorded events (DESIGN §5 level 2).
+recorded decisions, the trace hashes on the recorded events (docs/ci.md, What is checked).
 
 Like a workflow replayer catching non-determinism, it catches a grader, rule or
 projection change that would alter a past result: every recorded decision, metric and

@@ -1,0 +1,1 @@
+"""benchledger's tests, with their shared helpers, loopback fakes (``fakes``) and data."""

@@ -7,8 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from harness import settings
-from ledger import Ledger, open_store
-from ledger.store import Store
+from ledger import Ledger, Store, open_store
 from tests.sample import counter_clock
 
 

@@ -9,8 +9,10 @@ import pytest
 
 from cli import main
 from ledger import DamagedEvent, Ledger, LedgerError, open_store
+from ledger.backend import TABLE, Store
 from ledger.events import RunStartedBody, UnitFinishedBody
-from ledger.store import TABLE, PostgresStore, SqliteStore, Store
+from ledger.postgres import PostgresStore
+from ledger.sqlite import SqliteStore
 from tests.sample import PASSING, counter_clock, lifecycle_run
 
 RUN = "r1"

@@ -99,7 +99,7 @@ def test_every_runtime_import_is_the_standard_library_ours_or_a_declared_depende
 
 
 def test_the_sql_engine_s_indirect_need_for_numpy_is_declared():
-    # DuckDB's Python UDFs (refplatform/toolkits/sql.py create_function) import numpy on
+    # DuckDB's Python UDFs (refplatform/toolkits/sql_database.py create_function) import numpy on
     # first registration; our code never imports it, so the scan above cannot see it.
     assert "numpy" in _declared()
 

@@ -19,6 +19,7 @@ import protocols
 from cli import main
 from harness.peer_import import import_peer
 from ledger import Ledger, open_store
+from ledger.backend import TABLE
 from ledger.events import (
     EpisodeFinishedBody,
     GraderDecisionBody,
@@ -29,7 +30,6 @@ from ledger.events import (
     UnitFinishedBody,
     UnitStartedBody,
 )
-from ledger.store import TABLE
 from projections.compare import INCONCLUSIVE, PASS, REGRESS, SKIPPED, Row, judge
 from projections.stats import Interval
 from tests.conftest import peer_dir

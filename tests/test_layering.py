@@ -1,4 +1,4 @@
-"""The import direction between our packages (DESIGN §1), read from the source by an AST walk.
+"""The import direction between our packages (docs/architecture.md), read by an AST walk.
 
 Every import counts: module level and inside functions, ``import x`` and ``from x import y``,
 relative imports resolved against the importing module. A lazy import is still a dependency.
@@ -23,7 +23,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "projections": frozenset({"ledger", "protocols"}),
     "refplatform": frozenset({"protocols"}),
     "harness": frozenset({"ledger", "protocols", "projections"}),
-    # Full replay re-drives the harness's episode loop through its interfaces (DESIGN §1).
+    # Full replay re-drives the harness's episode loop through its interfaces.
     "replay": frozenset({"ledger", "protocols", "projections", "harness"}),
     "benchmarks": frozenset({"ledger", "protocols", "projections", "harness", "refplatform"}),
     "cli": frozenset(
@@ -235,7 +235,7 @@ def test_every_top_level_package_of_the_repository_has_a_rule():
         for name in os.listdir(REPO)
         if os.path.isfile(os.path.join(REPO, name, "__init__.py")) and name != "tests"
     }
-    assert packages == set(OURS), "give each package a row in ALLOWED (and DESIGN §1)"
+    assert packages == set(OURS), "give each package a row in ALLOWED (and docs/architecture.md)"
 
 
 @pytest.mark.parametrize(

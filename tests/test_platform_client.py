@@ -27,13 +27,15 @@ def client_for(running: RunningPlatform) -> McpDataPlatform:
 
 
 class Recorder:
+    episode = "teach"
+
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 
-    def session_call(
-        self, method, tool, arguments, result, is_error, latency_ms, content=(), structured=None
-    ):
-        self.calls.append((method, tool, arguments, result, is_error, content))
+    def session_call(self, body):
+        self.calls.append(
+            (body.method, body.tool, body.arguments, body.result, body.is_error, body.content)
+        )
 
 
 def test_sessions_inject_the_handle_hide_it_and_report_every_call():

@@ -34,7 +34,8 @@ from refplatform.errors import ToolError
 from refplatform.packs import default_pack
 from refplatform.server import RunningPlatform
 from refplatform.toolkits import sqlworker
-from refplatform.toolkits.sql import SqlEngine, query_text
+from refplatform.toolkits.sql import SqlEngine
+from refplatform.toolkits.sql_render import query_text
 from refplatform.toolkits.sqlworker import GRACE_S
 
 READ_ONLY = "read-only"
@@ -274,3 +275,33 @@ def test_mcp_sessions_past_the_cap_are_refused_until_idle_ones_expire():
         while _initialize(p.port)[0] != 200:
             assert time.monotonic() < deadline, "idle sessions never expired"
             time.sleep(0.2)
+
+
+def test_a_query_past_the_memory_limit_spills_nothing_into_the_users_folder(tmp_path):
+    # An in-memory DuckDB spills into ./.tmp of the current folder unless told not to.
+    script = textwrap.dedent(
+        """
+        import duckdb
+        from refplatform.toolkits.sql_database import _configure
+        db = duckdb.connect(":memory:")
+        _configure(db)
+        print(repr(db.execute("SELECT current_setting('temp_directory')").fetchone()[0]))
+        db.execute("SET memory_limit = '40MB'")
+        try:
+            db.execute("SELECT count(*) FROM (SELECT range r, repeat('x', 100) s "
+                       "FROM range(3000000) ORDER BY s, r DESC)").fetchall()
+        except duckdb.OutOfMemoryException:
+            print("refused")
+        """
+    )
+    root = str(__import__("pathlib").Path(__file__).resolve().parent.parent)
+    res = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env={"PYTHONPATH": root, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.stdout.split() == ["''", "refused"], res.stderr
+    assert list(tmp_path.iterdir()) == []

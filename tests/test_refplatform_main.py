@@ -313,3 +313,35 @@ def test_serve_on_a_busy_port_exits_2_with_one_line_and_prints_no_url():
     assert done.returncode == 2 and done.stdout == ""
     err = done.stderr.strip().splitlines()
     assert len(err) == 1 and f"{port}: Address already in use" in err[0], done.stderr
+
+
+@pytest.fixture
+def numpy_missing(tmp_path) -> dict[str, str]:
+    """An environment whose Python finds a ``numpy`` that fails to import (as if absent)."""
+    fake = tmp_path / "site" / "numpy"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named numpy (test)')\n")
+    path = os.pathsep.join(p for p in (str(tmp_path / "site"), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["run", "--ledger", "LEDGER"], ["platform", "serve", "--port", "0"]],
+    ids=["run", "platform-serve"],
+)
+def test_a_platform_whose_sql_engine_cannot_start_fails_at_once_in_one_line(
+    tmp_path, numpy_missing, argv
+):
+    # DuckDB's Python functions need numpy: without it the SQL workers cannot start, and a
+    # run used to seal 0/30 after minutes of failing queries.
+    ledger = tmp_path / "l.sqlite"
+    cmd = [sys.executable, "-m", "cli", *[str(ledger) if a == "LEDGER" else a for a in argv]]
+    res = subprocess.run(
+        cmd, cwd=REPO, env=numpy_missing, capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "SQL engine cannot run queries" in res.stderr and "numpy" in res.stderr
+    assert "serving" not in res.stdout  # never a URL that serves nothing
+    assert not ledger.exists()

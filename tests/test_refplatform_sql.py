@@ -3,7 +3,8 @@
 The first half replays every ``trino_query``, ``trino_describe_table`` and
 ``trino_browse`` call of the peer's k=5 run (its transcripts hold the live platform's
 answers) against ``SqlEngine`` over the peer's seed pack, compares the tool's text byte for
-byte, and prints the counts. The second half is the attack surface (DESIGN §8).
+byte, and prints the counts. The second half is the attack surface
+(docs/refplatform.md, Seed packs and SQL).
 """
 
 from __future__ import annotations
@@ -25,15 +26,10 @@ import pytest
 
 from refplatform.errors import PackError, ToolError
 from refplatform.packs import DEFAULT_PACK_DIR, default_pack, load_pack
-from refplatform.toolkits.sql import (
-    READ_ONLY,
-    SqlEngine,
-    _loaded,
-    browse_text,
-    describe_text,
-    go_float,
-    query_text,
-)
+from refplatform.toolkits.sql import SqlEngine
+from refplatform.toolkits.sql_database import loaded
+from refplatform.toolkits.sql_render import browse_text, describe_text, go_float, query_text
+from refplatform.toolkits.sql_trino import READ_ONLY
 from tests.conftest import peer_dir
 
 K5 = os.path.join("bench", "results", "s5-anthropic-k5")
@@ -398,7 +394,7 @@ def test_an_attack_is_refused_in_the_peers_error_shape_and_changes_nothing(
 
 
 def test_below_the_statement_gate_the_database_itself_refuses_files_and_settings(engine):
-    cur = engine._cursor()  # past the SQL gate: the lock DESIGN §8 asks for must hold alone
+    cur = engine._cursor()  # past the SQL gate: the configuration lock must hold alone
     try:
         with pytest.raises(duckdb.PermissionException):
             cur.execute("SELECT * FROM read_csv('/etc/passwd')")
@@ -531,7 +527,7 @@ def test_engines_over_one_pack_share_its_tables_loaded_once():
     first = SqlEngine(default_pack())
     second = SqlEngine(load_pack(DEFAULT_PACK_DIR))  # another Pack object, the same SQL
     try:
-        assert _loaded(first.pack) is _loaded(second.pack)
+        assert loaded(first.pack) is loaded(second.pack)
         first.close()  # closes its own connection only: the other engine answers on
         got = second.query("SELECT count(*) AS n FROM memory.bench.customers")
         assert got["rows"][0]["n"] > 0

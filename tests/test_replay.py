@@ -373,16 +373,13 @@ class _EditingObserver:
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
+        self.episode = inner.episode if inner is not None else ""
 
-    def session_call(
-        self, method, tool, arguments, result, is_error, latency_ms, content=(), structured=None
-    ):
-        if tool == "search":
-            content = (*content, EXTRA)
+    def session_call(self, body):
+        if body.tool == "search":
+            body = msgspec.structs.replace(body, content=[*body.content, EXTRA])
         if self.inner is not None:
-            self.inner.session_call(
-                method, tool, arguments, result, is_error, latency_ms, content, structured
-            )
+            self.inner.session_call(body)
 
 
 class _EditedSession:

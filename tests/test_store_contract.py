@@ -9,9 +9,10 @@ import threading
 import pytest
 
 from ledger import AppendConflict, Ledger, UnusableInput
+from ledger.backend import TABLE
 from ledger.chain import Record
 from ledger.events import SessionCallBody, UnitFinishedBody
-from ledger.store import TABLE, SqliteStore
+from ledger.sqlite import SqliteStore
 from tests.conftest import drop_schema
 from tests.sample import build_run, counter_clock
 
@@ -301,7 +302,7 @@ def test_a_postgres_ledger_made_before_byte_ordered_keys_still_reads_in_order(pg
     from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 
     from ledger import open_store
-    from ledger.store import TABLE
+    from ledger.backend import TABLE
 
     parts = urllib.parse.urlsplit(pg_url)
     schema = dict(urllib.parse.parse_qsl(parts.query))["schema"]

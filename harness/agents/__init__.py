@@ -1,4 +1,6 @@
-"""Agents: scripted (no model), model agents over a transport (fake, Anthropic, OpenAI)."""
+"""Agents, made from an ``--agent`` spec by ``from_spec``: scripted (no model), fake, model
+agents over a transport (Anthropic, OpenAI-compatible), and recorded (a peer run re-enacted).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Platform clients: how the harness talks to a memory platform (see ``base``)."""
+"""Platform adapters (``base``) and their startup (``provision``): embedded, URL, stdio."""
 
 from harness.platforms.base import CallResult, Observer, PlatformClient, PlatformSession
 from harness.platforms.mcp_data_platform import McpDataPlatform

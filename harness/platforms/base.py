@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from ledger.events import SessionCallBody
+
 T = TypeVar("T")
 
 STAGES = ("teach", "capture", "recall", "promote", "transfer", "update", "abstain")
@@ -43,19 +45,14 @@ class ReadBack(NamedTuple):
 
 
 class Observer(Protocol):
-    """Receives every session call as it happens (the runner records them as events)."""
+    """Receives every session call as it happens, as the event the runner records.
 
-    def session_call(
-        self,
-        method: str,
-        tool: str,
-        arguments: dict[str, Any],
-        result: Any,
-        is_error: bool,
-        latency_ms: float,
-        content: tuple[dict[str, Any], ...] = (),
-        structured: Any = None,
-    ) -> None: ...
+    ``episode`` is the stage the calls belong to; the session puts it in each body.
+    """
+
+    episode: str
+
+    def session_call(self, body: SessionCallBody) -> None: ...
 
 
 class SessionObserver(Observer, Protocol):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2
+
+from harness.errors import PlatformStartFailed
 
 
 @functools.cache
@@ -29,8 +32,8 @@ def check_pack(path: str) -> str:
 
 def preload(path: str) -> None:
     """Start loading the (checked) pack's SQL tables now, while the run starts up: the
-    platforms the run starts share them once loaded (``refplatform.toolkits.sql``)."""
-    from refplatform.toolkits.sql import preload
+    platforms the run starts share them once loaded (``refplatform.toolkits.sql_database``)."""
+    from refplatform.toolkits.sql_database import preload
 
     preload(_pack(path))
 
@@ -42,9 +45,16 @@ async def in_memory(
     """A fresh refplatform served on this event loop without a socket; yields its base URL
     and the HTTP transport that reaches it (MCP and REST as over loopback, see
     ``refplatform.server.InMemoryPlatform``)."""
+    from refplatform.errors import Unavailable
     from refplatform.server import InMemoryPlatform
 
-    async with InMemoryPlatform(
+    served = InMemoryPlatform(
         pool_size=pool_size, admin_key=admin_key, pool_base=pool_base, pack=_pack(pack)
-    ) as platform:
+    )
+    try:
+        platform = await served.__aenter__()
+    except Unavailable as exc:  # before anything is served or written: one line, exit 2
+        raise PlatformStartFailed(f"the embedded platform did not start: {exc}") from None
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_exit(served)
         yield platform.url, platform.transport

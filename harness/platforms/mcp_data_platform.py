@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import json
 import ssl
 import time
 import urllib.parse
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -31,7 +30,6 @@ from mcp.shared.message import SessionMessage
 
 from harness.errors import InfraError
 from harness.platforms.base import (
-    CallResult,
     CaptureCheck,
     Description,
     Evidence,
@@ -43,6 +41,7 @@ from harness.platforms.base import (
     Target,
     UpdateCheck,
 )
+from harness.platforms.session import ObservedSession, observed, parse, scrubbed
 from harness.scrub import Scrubber, scrubber
 from protocols.grading import surfaced
 
@@ -91,7 +90,7 @@ def entity_block(content: tuple[dict[str, Any], ...], data: Any) -> dict[str, An
     if isinstance(data, dict) and "urn" in data:
         return data
     for block in content:
-        parsed = _parse(str(block.get("text", ""))) if block.get("type") == "text" else None
+        parsed = parse(str(block.get("text", ""))) if block.get("type") == "text" else None
         if isinstance(parsed, dict) and "urn" in parsed:
             return parsed
     return None
@@ -103,24 +102,8 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
-    return [exc]
-
-
-def _cause(
-    group: BaseExceptionGroup, doing: str, statuses: list[int] | None = None
-) -> BaseException:
-    """What really ended a session, out of the SDK's nested task-group errors."""
-    leaves = _leaves(group)
-    for leaf in leaves:
-        if isinstance(leaf, InfraError):
-            return leaf
-    for leaf in leaves:  # an exception of the caller's own code passes through as it is
-        if not isinstance(leaf, httpx2.HTTPError | MCPError | TimeoutError):
-            return leaf
-    return translate(leaves[0], doing, statuses)
+# What a broken connection or a refused request looks like; anything else is the caller's.
+TRANSPORT = (httpx2.HTTPError, MCPError, TimeoutError)
 
 
 # JSON-RPC error codes the MCP client makes up for a broken answer.
@@ -166,16 +149,6 @@ def translate(exc: BaseException, doing: str, statuses: list[int] | None = None)
     return InfraError("transport", f"{doing}: {type(leaf).__name__}: {leaf}", retryable=True)
 
 
-def _scrubbed(exc: BaseException, scrub: Scrubber) -> BaseException:
-    """``exc`` with its message scrubbed when it is an InfraError whose message holds a
-    secret (an error may quote the server's answer, and infra errors are recorded)."""
-    if isinstance(exc, InfraError) and scrub:
-        message = scrub.text(exc.message)
-        if message != exc.message:
-            return InfraError(exc.kind, message, retryable=exc.retryable)
-    return exc
-
-
 def _mcp_read(tool: str, status: int, body: Any, start: float) -> ReadBack:
     """An MCP tool call made for a lifecycle check, recorded like an admin read."""
     return ReadBack("MCP", f"tools/call {tool}", status, body, (time.perf_counter() - start) * 1000)
@@ -184,13 +157,6 @@ def _mcp_read(tool: str, status: int, body: Any, start: float) -> ReadBack:
 def _object(value: Any) -> dict[str, Any]:
     """``value`` if it is a JSON object, else an empty one."""
     return value if isinstance(value, dict) else {}
-
-
-def _parse(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 def hide_handle(schema: dict[str, Any]) -> dict[str, Any]:
@@ -204,52 +170,24 @@ def hide_handle(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class McpSession:
+class McpSession(ObservedSession):
     """One MCP session as one identity, with the platform handle injected into calls."""
 
+    hidden = frozenset({"platform_info"})  # the session's own opening call
+
     def __init__(
-        self,
-        session: ClientSession,
-        observer: Observer | None,
-        statuses: list[int] | None = None,
-        scrub: Scrubber | None = None,
+        self, client: ClientSession, observer: Observer | None, statuses: list[int], scrub: Scrubber
     ) -> None:
-        self._session = session
-        self._observer = observer
-        self._statuses = statuses if statuses is not None else []
-        self._scrub = scrub or scrubber()
+        # ``statuses``: the session's failed POST statuses, which ``translate`` puts back.
+        super().__init__(client, observer, fail=functools.partial(translate, statuses=statuses),
+                         scrub=scrub)  # fmt: skip
         self.handle = ""
-        self.email = ""
-        self.server: dict[str, str] = {}
         self.info: dict[str, Any] = {}
 
-    def _observe(
-        self,
-        method: str,
-        tool: str,
-        args: dict[str, Any],
-        result: Any,
-        err: bool,
-        ms: float,
-        content: tuple[dict[str, Any], ...] = (),
-        structured: Any = None,
-    ) -> None:
-        if self._observer is not None:
-            s = self._scrub.value
-            self._observer.session_call(
-                method, tool, s(args), s(result), err, ms, s(content), s(structured)
-            )
-
-    async def _open(self) -> None:
-        start = time.perf_counter()
-        init = await self._session.initialize()
-        ms = (time.perf_counter() - start) * 1000
-        server = self._scrub.value(
-            {"name": init.server_info.name, "version": init.server_info.version}
-        )
-        self.server = server
-        self._observe("initialize", "", {}, {"server": server}, False, ms)
-        info = await self._raw_call("platform_info", {})
+    async def open(self) -> None:
+        """The MCP handshake, then ``platform_info``: the handle and who this identity is."""
+        await super().open()
+        info = await self.recorded("platform_info", {})
         if info.is_error or not isinstance(info.data, dict) or HANDLE_FIELD not in info.data:
             raise InfraError("refused", f"platform_info gave no handle: {info.text[:200]}",
                              retryable=False)  # fmt: skip
@@ -258,55 +196,13 @@ class McpSession:
         self.email = str(user.get("email") or info.data.get("identity") or "")
         self.info = info.data
 
-    async def list_tools(self) -> list[dict[str, Any]]:
-        """Tools as ``{name, description, input_schema}``, the handle hidden from schemas."""
-        start = time.perf_counter()
-        listed = await self._session.list_tools()
-        ms = (time.perf_counter() - start) * 1000
-        tools = self._scrub.value([  # the agent, so every model request, sees these
-            {"name": t.name, "description": t.description or "",
-             "input_schema": hide_handle(t.input_schema)}
-            for t in listed.tools
-            if t.name != "platform_info"
-        ])  # fmt: skip
-        self._observe("tools/list", "", {}, {"tools": [t["name"] for t in tools]}, False, ms)
-        return tools
+    def schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        return hide_handle(schema)
 
-    async def _raw_call(self, name: str, arguments: dict[str, Any]) -> CallResult:
-        wire = dict(arguments)
-        if self.handle:
-            wire[HANDLE_FIELD] = self.handle
-        start = time.perf_counter()
-        res = await self._session.call_tool(name, wire)
-        ms = (time.perf_counter() - start) * 1000
-        # Scrubbed before anything reads it: the agent, the grader and the record see the same.
-        content = self._scrub.value(
-            tuple(c.model_dump(mode="json", exclude_none=True) for c in res.content)
-        )
-        structured = self._scrub.value(res.structured_content)
-        text = "\n".join(str(b["text"]) for b in content if "text" in b)
-        data = structured if structured is not None else _parse(text)
-        result = CallResult(text, bool(res.is_error), data, ms, content)
-        self._observe(
-            "tools/call",
-            name,
-            arguments,
-            None,
-            result.is_error,
-            ms,
-            content,
-            structured,
-        )
-        return result
-
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallResult:
-        """Call a tool; tool errors come back as results, transport failures raise InfraError."""
-        try:
-            return await self._raw_call(name, arguments)
-        except Exception as exc:
-            raise _scrubbed(
-                translate(exc, f"tools/call {name}", self._statuses), self._scrub
-            ) from None
+    def wire(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        if not self.handle:
+            return arguments
+        return {**arguments, HANDLE_FIELD: self.handle}
 
 
 class _Session(ClientSession):
@@ -338,11 +234,12 @@ async def _streams(url: str, http: httpx2.AsyncClient) -> AsyncIterator[Any]:
     requests), none of which the harness takes; it cost every session a second connection
     and a held-open SSE response on both sides, about a fifth of a session's CPU. Requests,
     their JSON or SSE answers, and the closing DELETE go through the SDK's own transport.
+    ``http`` is the session's own client, closed after the DELETE.
     """
     transport = StreamableHTTPTransport(url)
     read_writer, read = create_context_streams[SessionMessage | Exception](0)
     write, write_reader = create_context_streams[SessionMessage](0)
-    async with read_writer, read, write, write_reader, anyio.create_task_group() as tg:
+    async with http, read_writer, read, write, write_reader, anyio.create_task_group() as tg:
         tg.start_soon(transport.post_writer, http, write_reader, read_writer, write, _no_get, tg)
         try:
             yield read, write
@@ -431,25 +328,17 @@ class McpDataPlatform:
     ) -> AsyncIterator[McpSession]:
         """A fresh MCP session as pool identity ``pool_index`` (None = admin)."""
         statuses: list[int] = []  # failed POSTs' HTTP statuses, which the MCP client drops
-        try:
-            async with AsyncExitStack() as stack:
-                try:
-                    http = await stack.enter_async_context(
-                        self._client(self.key(pool_index), statuses)
-                    )
-                    read, write = await stack.enter_async_context(
-                        _streams(f"{self.base_url}/mcp", http)
-                    )
-                    client = await stack.enter_async_context(_Session(read, write))
-                    session = McpSession(client, observer, statuses, self._scrub)
-                    await session._open()
-                except Exception as exc:
-                    raise _scrubbed(translate(exc, "opening an MCP session", statuses),
-                                    self._scrub) from None  # fmt: skip
-                yield session
-        except BaseExceptionGroup as group:
-            # The SDK's task groups wrap whatever ended the session; surface the cause.
-            raise _scrubbed(_cause(group, "MCP session", statuses), self._scrub) from None
+        async with observed(
+            _streams(f"{self.base_url}/mcp", self._client(self.key(pool_index), statuses)),
+            _Session,
+            lambda client: McpSession(client, observer, statuses, self._scrub),
+            transport=TRANSPORT,
+            fail=functools.partial(translate, statuses=statuses),
+            opening="opening an MCP session",
+            during="MCP session",
+            scrub=self._scrub,
+        ) as session:
+            yield session
 
     async def rest(
         self, method: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None
@@ -461,7 +350,7 @@ class McpDataPlatform:
                 method, f"{self.base_url}{path}", params=params, json=body
             )
         except Exception as exc:
-            raise _scrubbed(translate(exc, f"{method} {path}"), self._scrub) from None
+            raise scrubbed(translate(exc, f"{method} {path}"), self._scrub) from None
         ms = (time.perf_counter() - start) * 1000
         if params:
             path = f"{path}?{urllib.parse.urlencode(params)}"
@@ -471,7 +360,7 @@ class McpDataPlatform:
         if response.status_code in (401, 403):
             raise InfraError("refused", f"{method} {path}: HTTP {response.status_code} "
                              "(check the admin key)", retryable=False)  # fmt: skip
-        parsed = self._scrub.value(_parse(response.text))
+        parsed = self._scrub.value(parse(response.text))
         if response.status_code == 200 and parsed is None and response.text.strip():
             # Not an answer of this API (an HTML page, a cut-off body): never graded as one.
             raise InfraError("bad_answer", f"{method} {path}: HTTP 200 with a body that is not "

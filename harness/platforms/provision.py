@@ -33,7 +33,7 @@ import httpx2
 import msgspec
 
 from harness import settings
-from harness.errors import HarnessError
+from harness.errors import HarnessError, PlatformStartFailed
 from harness.platforms import embedded
 from harness.platforms.base import Description, PlatformClient
 from harness.platforms.mcp_data_platform import McpDataPlatform
@@ -48,10 +48,6 @@ SERVER_MEMORY_VERSION = "2026.8.31"
 SERVER_MEMORY_CMD = "server-memory-cmd:"  # how a --server-memory-cmd platform is recorded
 NPM_TIMEOUT_S = 600.0
 _EXACT_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
-
-
-class PlatformStartFailed(HarnessError):
-    """The embedded platform did not start (its first line is kept as evidence)."""
 
 
 class ResetFailed(HarnessError):

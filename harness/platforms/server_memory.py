@@ -51,6 +51,7 @@ from harness.platforms.base import (
     Target,
     UpdateCheck,
 )
+from harness.platforms.session import notify
 from harness.platforms.stdio import StdioSession, failure, open_session
 from projections.decisions import NOT_APPLICABLE
 from protocols.grading import normalize, surfaced
@@ -192,13 +193,10 @@ class SharedServer:
                 raise failure(exc, f"tools/list on {SHARED_FILE}") from None
 
 
-def _report(
-    observer: Observer | None, tool: str, args: dict[str, Any], got: CallResult, result: Any
-) -> None:
-    if observer is not None:
-        structured = got.data if isinstance(got.data, dict) else None
-        observer.session_call("tools/call", tool, args, result, got.is_error, got.latency_ms,
-                              got.content, structured)  # fmt: skip
+def _report(observer: Observer | None, tool: str, args: dict[str, Any], got: CallResult) -> None:
+    structured = got.data if isinstance(got.data, dict) else None
+    notify(observer, "tools/call", tool, args, is_error=got.is_error, latency_ms=got.latency_ms,
+           content=got.content, structured=structured)  # fmt: skip
 
 
 class SharedSession:
@@ -216,13 +214,13 @@ class SharedSession:
         if self._observer is not None:
             ms = (time.perf_counter() - start) * 1000
             names = {"tools": [t["name"] for t in tools]}
-            self._observer.session_call("tools/list", "", {}, names, False, ms)
+            notify(self._observer, "tools/list", result=names, latency_ms=ms)
         return tools
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallResult:
         """Call a tool on the shared graph and record it."""
         got = await self._shared.call(name, arguments)
-        _report(self._observer, name, arguments, got, None)
+        _report(self._observer, name, arguments, got)
         return got
 
 
@@ -269,8 +267,9 @@ class PoolSession:
             merged = merge(mine.data, theirs.data)
             text = json.dumps(merged, indent=2)
             got = CallResult(text, False, merged, ms, ({"type": "text", "text": text},))
-        self._own.observe("tools/call", name, arguments, fanout, got.is_error, ms, got.content,
-                          got.data if isinstance(got.data, dict) else None)  # fmt: skip
+        self._own.observe("tools/call", name, arguments, fanout, is_error=got.is_error,
+                          latency_ms=ms, content=got.content,
+                          structured=got.data if isinstance(got.data, dict) else None)  # fmt: skip
         return got
 
 

@@ -1,4 +1,6 @@
-"""The lifecycle suite (DESIGN §6): teach, capture, recall, promote, transfer, update, abstain.
+"""The lifecycle suite: teach, capture, recall, promote, transfer, update, abstain.
+
+What each stage does and decides: docs/runner.md, "One unit (a protocol attempt)".
 
 The stages run episodes and ask the platform adapter for each check; after each stage
 the one decision function (``projections.decisions``) turns the recorded evidence into

@@ -1,4 +1,4 @@
-"""The provenance lane (DESIGN §7): does every answer point back to a real source?
+"""The provenance lane (docs/provenance.md): does every answer point back to a real source?
 
 One unit is one replicate of one case, as one fresh pool identity: each prime prompt is
 a teach episode (``prime_1``, ``prime_2``, ...), then the scored prompt is answered in a

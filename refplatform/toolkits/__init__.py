@@ -1,1 +1,3 @@
-"""The toolkits refplatform serves, one module per toolkit of the peer (SQL, ...)."""
+"""The toolkits refplatform serves, one per toolkit of the peer: catalog, knowledge, memory,
+search and SQL (with the SQL engine's parts and its worker processes).
+"""

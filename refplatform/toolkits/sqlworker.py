@@ -18,8 +18,8 @@ needed to start plus ``memory_bytes``):
   process only ever holds a bounded result.
 
 A pool per pack and memory budget serves every engine of the process (like the loaded
-database in ``sql._loaded``); its first worker starts in the background when the pool is
-made, more (up to ``size``) when all are busy. A worker exits when the server's end of
+database in ``sql_database.loaded``); its first worker starts in the background when the
+pool is made, more (up to ``size``) when all are busy. A worker exits when the server's end of
 its pipe closes, which includes the server process dying.
 """
 
@@ -98,7 +98,16 @@ class _Worker:
         self._in = Connection(up_r, writable=False)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "refplatform.toolkits.sqlworker", str(down_r), str(up_w)],
+                # -P: the caller's folder is not put first on the path, so a file there named
+                # like a module (a refplatform folder, a duckdb.py) cannot replace ours.
+                [
+                    sys.executable,
+                    "-P",
+                    "-m",
+                    "refplatform.toolkits.sqlworker",
+                    str(down_r),
+                    str(up_w),
+                ],
                 pass_fds=(down_r, up_w),
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -162,6 +171,7 @@ class Pool:
         self._live = 0  # started or starting
         self._starting = 0
         self._cond = threading.Condition()
+        self._fault = ""  # why the last worker start failed ("" once one started)
         self._warm = threading.Thread(target=self._prestart, name="sql-worker-start", daemon=True)
         self._warm.start()
 
@@ -170,8 +180,24 @@ class Pool:
             if self._live >= self._size:
                 return
             self._live += 1
-        with contextlib.suppress(_Lost):  # the first call starts one again, saying why not
-            self._give(self._start())
+        try:
+            worker = self._start()
+        except _Lost as lost:  # the first call starts one again, saying why not
+            self._fault = str(lost)
+            return
+        self._fault = ""
+        self._give(worker)
+
+    def ready(self, timeout: float = STARTUP_TIMEOUT_S) -> str:
+        """Wait for the first worker; "" when it started, else why it did not.
+
+        A server checks this before it answers anything: a worker that cannot start (a
+        missing dependency, a broken pack) would otherwise fail every query one by one.
+        """
+        self._warm.join(timeout)
+        if self._warm.is_alive():
+            return f"the SQL worker did not start within {timeout:g} s"
+        return self._fault
 
     def _replace(self) -> None:
         """Start a worker for the one just lost, in the background (it takes ~1 s)."""
