@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -65,9 +65,19 @@ class Served:
     20 ms, so a SQL worker killed at its bound still counts with what it reached.
     """
 
-    def __init__(self, *extra: str, root: str = ROOT, startup_s: float = 30.0) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    def __init__(
+        self,
+        *extra: str,
+        root: str = ROOT,
+        startup_s: float = 30.0,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        # ``environ``: the child's environment (the command line's), the checkout first on
+        # its path; None: it inherits this process's, and ``cwd=root`` puts the checkout first.
+        env = None
+        if environ is not None:
+            env = dict(environ)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cli", "platform", "serve", "--port", "0",
              "--admin-key", ADMIN_KEY, "--pool-base", POOL_BASE, "--pool", "4", *extra],

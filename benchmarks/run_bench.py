@@ -30,10 +30,10 @@ from harness.driver import Progress, RunDriver
 from harness.record import RunConfig
 from harness.unit import UnitOutcome
 from ledger import Ledger, open_store
-from ledger.events import UnitFinished
+from ledger.events import UnitFinishedEvent
 from projections.fold import fold
-from projections.lifecycle import LifecycleFold, scorecard
 from projections.source import from_ledger
+from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 
 # The recorded latencies x 0.25: at smaller scales, this 2-core machine's own work for
 # the 150 units (about 60 s of runner and 50 s of platform CPU) outweighs the scaled
@@ -80,9 +80,9 @@ def _one(work: Workload, concurrency: int, folder: str) -> dict[str, Any]:
     return {
         "concurrency": concurrency,
         "wall_s": round(wall, 2),
-        "model_calls": sum(1 for e in events if type(e).__name__ == "ModelCall"),
+        "model_calls": sum(1 for e in events if type(e).__name__ == "ModelCallEvent"),
         "units": len(card.units),
-        "infra_failed": sum(1 for e in events if isinstance(e, UnitFinished) and e.body.error),
+        "infra_failed": sum(1 for e in events if isinstance(e, UnitFinishedEvent) and e.body.error),
         "full_lifecycle": card.metrics["full_lifecycle"].num,
     }
 
@@ -138,7 +138,7 @@ def recorded_workload(
     ``RUN_DIR/../../seed`` (the peer's layout); they must be protocols the run recorded
     (by id) and, when they are the whole set, the set its manifests name by hash.
     """
-    from harness.agents.recorded import RecordedRun
+    from harness.peer.recorded_run import RecordedRun
     from protocols import load
     from protocols.errors import ProtocolError
     from protocols.hashing import peer_hash
@@ -189,7 +189,7 @@ def _hms(seconds: float) -> str:
 
 def run_recorded_bench(work: Workload, *, concurrency: int, as_json: bool) -> int:
     """Re-enact a recorded run at concurrency 1 and ``concurrency``; 1 on any infra error."""
-    from harness.agents.recorded import RecordedRun
+    from harness.peer.recorded_run import RecordedRun
 
     run = RecordedRun(work.agent.partition(":")[2])
     serial, parallel = _both(work, concurrency)

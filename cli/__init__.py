@@ -1,44 +1,79 @@
 """The ``benchledger`` command line: one parser built from the command groups, one error map.
 
-Each command group (``cli.ledger``, ``cli.run``, ...) registers its own subcommands; this
-module owns the only mapping from errors to one stderr line and an exit code.
+Each command group (``cli.ledger``, ``cli.run``, ...) registers its own subcommands; a
+group's module is imported only when one of its commands runs (``GROUPS``). This module
+owns the only mapping from errors to one stderr line and an exit code.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Final
 
-from cli import bench, platform, protocols, replay, reports, run, selftest, trust
-from cli import ledger as ledger_commands
-from cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, UsageError
+from cli.common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_UNUSABLE,
+    CommandFailed,
+    UsageError,
+)
+from harness import settings as settings_module
+from harness.settings import Settings
 from ledger import LedgerError, UnknownRun, UnusableInput
+from ledger.bundle import FORMAT
+from ledger.chain import EVENT_DOMAIN
 from protocols.errors import InvalidInput
 
-__all__ = ["build_parser", "main"]
+__all__ = ["GROUPS", "build_parser", "main", "parser_for"]
 
-# In the order ``--help`` lists them.
-_GROUPS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    ledger_commands.register,
-    run.register,
-    protocols.register,
-    platform.register,
-    reports.register,
-    replay.register,
-    bench.register,
-    trust.register,
-    selftest.register,
+# Each command group's module and its commands, each with the line ``--help`` shows for
+# it, in the order ``--help`` lists them. A group's module is imported only when one of
+# its commands runs (its module-level imports are what that command needs): run, replay,
+# bench, selftest and protocols load the harness, the MCP stack or DuckDB, keys
+# cryptography, which the everyday commands never need (tests/test_startup.py).
+GROUPS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
+    (
+        "cli.ledger",
+        (
+            ("verify", "check a run or bundle has not been altered"),
+            ("export", "write a run as a bundle"),
+            ("import", "add a bundle's run to a ledger that does not hold it"),
+            ("runs", "list runs, newest first"),
+            ("log", "print a run's events (after the run verified)"),
+        ),
+    ),
+    ("cli.run", (("run", "run the benchmark; every call goes into the ledger"),)),
+    ("cli.protocols", (("protocols", "validate, hash, list and generate protocol sets"),)),
+    ("cli.platform", (("platform", "the embedded reference memory platform"),)),
+    (
+        "cli.reports",
+        (
+            ("report", "a run's scorecard (several runs merge as passes)"),
+            ("compare", "two runs of one protocol set, paired by protocol"),
+            ("gate", "fail CI when a candidate run regresses against a baseline"),
+            ("audit", "trace a metric to its decision and evidence events"),
+            ("import-peer", "a peer platform's results file as a sealed run"),
+        ),
+    ),
+    (
+        "cli.replay",
+        (("replay", "re-derive or re-execute a recorded run and compare with the record"),),
+    ),
+    ("cli.bench", (("bench", "performance benchmarks (ratios vs raw baselines)"),)),
+    ("cli.keys", (("keys", "Ed25519 keys that sign run seals"),)),
+    ("cli.seal", (("seal", "seal a finished run, signing it with --sign-key"),)),
+    ("cli.prereg", (("prereg", "pre-register the gate a run will be judged by"),)),
+    ("cli.selftest", (("selftest", "prove what benchledger survives"),)),
 )
 
 
 def version_line() -> str:
     """``benchledger --version``: the installed package's version and the formats it writes."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    from ledger.bundle import FORMAT
-    from ledger.chain import EVENT_DOMAIN
-
     try:
         package = version("benchledger")
     except PackageNotFoundError:  # a source tree on sys.path that was never installed
@@ -48,27 +83,64 @@ def version_line() -> str:
     return f"benchledger {package} (ledger format {ledger_format}, bundles {FORMAT})"
 
 
+def _register(module: str, sub: argparse._SubParsersAction) -> None:
+    """Import a command group's module and add its subcommands to ``sub``."""
+    register: Callable[[argparse._SubParsersAction], None] = importlib.import_module(
+        module
+    ).register
+    register(sub)
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option (the top-level
+    options, ``--help`` and ``--version``, take no value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser (tests use it to check documented options exist)."""
+    """The full argument parser, every group's options (tests check documented options exist)."""
+    return _parser(None, full=True)
+
+
+def parser_for(command: str | None) -> argparse.ArgumentParser:
+    """The parser ``benchledger COMMAND ...`` needs: only COMMAND's group is imported and adds
+    its options; every other command is there by name and help line, which is all
+    ``--help``, ``--version`` and an unknown command's usage error show."""
+    return _parser(command, full=False)
+
+
+def _parser(command: str | None, *, full: bool) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="benchledger",
         description="Benchmark agent-memory platforms on a tamper-evident ledger.",
     )
     parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for register in _GROUPS:
-        register(sub)
+    for module, commands in GROUPS:
+        if full or any(command == name for name, _ in commands):
+            _register(module, sub)
+        else:
+            for name, line in commands:
+                sub.add_parser(name, help=line)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: run one command, map errors to one line and an exit code."""
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, settings: Settings | None = None) -> int:
+    """Entry point: run one command, map errors to one line and an exit code.
+
+    ``settings`` are the command's (default: read from the environment, here, once); a
+    caller running commands in-process (the reliability selftest) passes its own.
+    """
+    words = sys.argv[1:] if argv is None else list(argv)
     try:
         # Inside the map: an option's ``type=`` check (cli.common.whole, number) raises
-        # UsageError, one line like every other unusable input.
-        args = parser.parse_args(argv)
+        # UsageError, one line like every other unusable input; and Ctrl-C while a heavy
+        # group imports is "interrupted" too.
+        parser = parser_for(command_of(words))
+        args = parser.parse_args(words)
         args.cli_main = main  # for commands that re-enter the command line (selftest)
+        # The only read of the settings: every command takes them from ``args.settings``.
+        args.settings = settings if settings is not None else settings_module.load()
         func: Callable[[argparse.Namespace], int] = args.func
         return func(args)
     except InvalidInput as exc:
@@ -78,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UnusableInput, UnknownRun, UsageError) as exc:
         print(f"benchledger: error: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
-    except LedgerError as exc:
+    except (LedgerError, CommandFailed) as exc:
         print(f"benchledger: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:

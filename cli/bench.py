@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 
-from cli.common import EXIT_FAILED, UsageError, number, whole
+import protocols
+from benchmarks import platform_bench, run_bench
+from benchmarks.ledger_bench import BenchFailed, check_room
+from benchmarks.ledger_bench import run_bench as run_ledger_bench
+from cli.common import CommandFailed, UsageError, number, whole
+from ledger.postgres import reach_postgres
 
 POSTGRES_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 def cmd_bench_ledger(args: argparse.Namespace) -> int:
     """Append and verify throughput against the raw database (SQLite or PostgreSQL)."""
-    from benchmarks.ledger_bench import BenchFailed, check_room, run_bench
-
     if args.events < 100:
         raise UsageError("--events must be at least 100")
     if args.writers < 1 or (args.writers > 1 and args.backend != "postgres"):
@@ -23,8 +25,6 @@ def cmd_bench_ledger(args: argparse.Namespace) -> int:
         raise UsageError("--events must give every writer at least one 50-event stream")
     location = args.ledger
     if args.backend == "postgres":
-        from ledger.postgres import reach_postgres  # loads the driver: only for postgres
-
         location = location or POSTGRES_DEFAULT
         reach_postgres(location)  # a malformed URL or a server that is not there: one line
     workdir = args.workdir or tempfile.gettempdir()
@@ -33,7 +33,7 @@ def cmd_bench_ledger(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     try:
-        return run_bench(
+        return run_ledger_bench(
             events=args.events,
             backend=args.backend,
             ledger=location,
@@ -44,34 +44,23 @@ def cmd_bench_ledger(args: argparse.Namespace) -> int:
             baseline_format=args.baseline_format,
         )
     except BenchFailed as exc:
-        print(f"benchledger: bench ledger: {exc}; its data was removed", file=sys.stderr)
-        return EXIT_FAILED
+        raise CommandFailed(f"bench ledger: {exc}; its data was removed") from None
 
 
 def cmd_bench_platform(args: argparse.Namespace) -> int:
     """refplatform's MCP throughput and latency against raw HTTP."""
-    from benchmarks.platform_bench import run_bench
-
     if args.sessions < 1 or args.calls < 1:
         raise UsageError("--sessions and --calls must be at least 1")
-    return run_bench(
+    return platform_bench.run_bench(
         sessions=args.sessions, calls=args.calls, as_json=args.json, in_process=args.in_process
     )
 
 
 def cmd_bench_run(args: argparse.Namespace) -> int:
     """The suite with a slow model (fake, or a recorded run re-enacted) at concurrency 1 and N."""
-    import protocols
-    from benchmarks.run_bench import (
-        DEFAULT_TIME_SCALE,
-        recorded_workload,
-        run_bench,
-        run_recorded_bench,
-    )
-
     agent = args.agent or "fake"
     if agent.startswith("recorded:"):
-        scale = DEFAULT_TIME_SCALE if args.time_scale is None else args.time_scale
+        scale = run_bench.DEFAULT_TIME_SCALE if args.time_scale is None else args.time_scale
         concurrency = args.concurrency or 16
         k = 5 if args.k is None else args.k
         if scale < 0 or concurrency < 2 or k < 1:
@@ -79,14 +68,14 @@ def cmd_bench_run(args: argparse.Namespace) -> int:
                 "--time-scale must be >= 0, --concurrency at least 2 and --k at least 1"
             )
         try:
-            work = recorded_workload(
+            work = run_bench.recorded_workload(
                 agent, protocols=args.protocols or "", pack=args.pack or "", k=k,
                 time_scale=scale,
             )  # fmt: skip
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         print(f"time scale {scale:g}: recorded latencies x {scale:g}", flush=True)
-        return run_recorded_bench(work, concurrency=concurrency, as_json=args.json)
+        return run_bench.run_recorded_bench(work, concurrency=concurrency, as_json=args.json)
     if agent != "fake" or args.time_scale is not None or args.pack or args.k is not None:
         raise UsageError(
             "bench run takes --agent fake (the default; --delay sets its latency) or "
@@ -96,7 +85,9 @@ def cmd_bench_run(args: argparse.Namespace) -> int:
     if args.delay < 0 or concurrency < 2:
         raise UsageError("--delay must be >= 0 and --concurrency at least 2")
     path = args.protocols or protocols.LIFECYCLE_DIR
-    return run_bench(protocols=path, delay=args.delay, concurrency=concurrency, as_json=args.json)
+    return run_bench.run_bench(
+        protocols=path, delay=args.delay, concurrency=concurrency, as_json=args.json
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:

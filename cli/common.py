@@ -20,6 +20,10 @@ class UsageError(Exception):
     """Unusable command-line input: one line, exit 2."""
 
 
+class CommandFailed(Exception):
+    """A command failed for the reason it names (``main`` prints it as one line): exit 1."""
+
+
 def whole(option: str, *, at_least: int = 1) -> Callable[[str], int]:
     """An argparse ``type=``: the text as a whole number >= ``at_least``, else UsageError.
 
@@ -79,12 +83,12 @@ def ledger_arg(p: argparse.ArgumentParser) -> None:
 
 
 def open_ledger(args: argparse.Namespace, *, create: bool, read_only: bool | None = None) -> Ledger:
-    """The ledger named by ``--ledger``, else by the settings.
+    """The ledger named by ``--ledger``, else by the settings (``args.settings``, ``main``'s).
 
     A ledger opened without ``create`` is read-only unless ``read_only=False`` says the
     command writes to an existing ledger: reading never needs write access.
     """
-    location = args.ledger or settings.load().ledger
+    location = args.ledger or args.settings.ledger
     ro = not create if read_only is None else read_only
     return Ledger(open_store(location, create=create, read_only=ro))
 
@@ -93,7 +97,7 @@ def open_ledger(args: argparse.Namespace, *, create: bool, read_only: bool | Non
 def new_or_existing_ledger(args: argparse.Namespace) -> Iterator[Ledger]:
     """``open_ledger(create=True)`` for a command that adds a run; a ledger file this made
     is removed again when the command fails before any run is in it (nothing written)."""
-    location = args.ledger or settings.load().ledger
+    location = args.ledger or args.settings.ledger
     fresh = "://" not in location and not os.path.exists(location)
     ledger = open_ledger(args, create=True)
     try:

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 
-from cli import trust
+from cli.authenticity import (
+    after_bundle_verify,
+    authenticity,
+    pubkey_arg,
+    require_trusted,
+    trusted_keys,
+    verify_options,
+)
 from cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -13,10 +21,15 @@ from cli.common import (
     new_or_existing_ledger,
     open_ledger,
 )
-from ledger.bundle import export_run, import_bundle
-from ledger.chain import Failure, Summary
+from cli.export import export_redacted
+from ledger.bundle import export_run
+from ledger.codec import canonical_json
 from ledger.completeness import Completeness
-from ledger.verified import RunUnverified, VerifiedRun, is_bundle, open_run
+from ledger.verdict import Failure, Summary
+from ledger.verified import RunUnverified, VerifiedRun, import_bundle, is_bundle, open_run
+from projections.card import standing_lines
+from projections.runs import run_rows
+from projections.source import banner_of
 
 
 def _print_failure(what: str, failure: Failure) -> None:
@@ -52,7 +65,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Verify a bundle, an audit bundle, one run or every run; 1 on the first bad one."""
     target = args.target
     bundle = bool(target and is_bundle(target))
-    args.trusted = trust.verify_options(args, bundle=bundle)
+    args.trusted = verify_options(args, bundle=bundle)
     if bundle:
         return _verify_bundle(target, args)
     ledger = open_ledger(args, create=False)
@@ -77,7 +90,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 continue
         else:
             _print_ok(f"run {run_id}", summary)
-        status = max(status, trust.authenticity(run_id, run, args.trusted, bool(args.root)))
+        status = max(status, authenticity(run_id, run, args.trusted, bool(args.root)))
     for stream in ledger.orphans() if not target else []:
         print(f"FAILED stream {stream!r}: its run header stream is missing")
         status = EXIT_FAILED
@@ -105,21 +118,21 @@ def _verify_bundle(target: str, args: argparse.Namespace) -> int:
         v = run.verification  # what it lacks is named: the seal lists every stream
         print(f"ok audit bundle {target} (run {run.run_id}): {v.streams} of {v.total_streams} "
               f"streams in root {run.root}{v.missing_text()}")  # fmt: skip
-        return trust.after_bundle_verify(target, run, args)
+        return after_bundle_verify(target, run, args)
     what = f"bundle {target} (run {run.run_id})"
     if not summary.sealed_root:
         if not _accept_unsealed(what, summary, done, args.allow_unsealed):
             return EXIT_FAILED
     else:
         _print_ok(what, summary)
-    return trust.after_bundle_verify(target, run, args)
+    return after_bundle_verify(target, run, args)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a run as a bundle."""
     ledger = open_ledger(args, create=False)
     if args.withhold or args.withhold_stream or args.withhold_copies:
-        return trust.export_redacted(ledger, args)  # copies alone: "nothing to withhold"
+        return export_redacted(ledger, args)  # copies alone: "nothing to withhold"
     n = export_run(ledger, args.run, args.output)
     info = ledger.run_info(args.run)
     print(f"exported run {args.run}: {n} events to {args.output} (root {info.root or 'unsealed'})")
@@ -145,10 +158,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     """List the ledger's runs, newest first: start, agent, platform, units, seal, subset."""
-    import json
-
-    from projections.runs import run_rows
-
     rows = run_rows(open_ledger(args, create=False))
     if args.json:
         print(json.dumps([r.as_json() for r in rows], indent=2))
@@ -187,21 +196,16 @@ def _seal_cell(sealed: bool, signed: bool, infra_failed: tuple[str, ...]) -> str
 
 
 def _one_line(value: object, width: int = 100) -> str:
-    from ledger.codec import canonical_json
-
     text = canonical_json(value).decode()
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def cmd_log(args: argparse.Namespace) -> int:
     """Print a run's (or one stream's) events, one line each, once the whole run verified."""
-    from projections.report import standing_lines
-    from projections.source import banner_of, open_run
-
-    trusted = trust.trusted_keys(args)  # a bad key file: one line, exit 2, first
+    trusted = trusted_keys(args)  # a bad key file: one line, exit 2, first
     run = open_run(args.run, lambda: open_ledger(args, create=False), require_seal=False,
                    allow_partial=True, trusted=trusted)  # fmt: skip
-    trust.require_trusted(run, trusted)
+    require_trusted(run, trusted)
     stream = args.stream
     if stream is not None and stream != run.run_id and not stream.startswith(run.run_id + "/"):
         stream = f"{run.run_id}/{stream}"
@@ -233,7 +237,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check a run or bundle has not been altered")
     p.add_argument("target", nargs="?", help="run id, or a bundle FILE.jsonl[.gz]")
     p.add_argument("--root", metavar="HEX", help="the run root you expect (published root)")
-    trust.pubkey_arg(p)
+    pubkey_arg(p)
     p.add_argument(
         "--reveal",
         metavar="FULL_BUNDLE",
@@ -291,6 +295,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("log", help="print a run's events (after the run verified)")
     p.add_argument("run", help="run id, or a bundle file")
     p.add_argument("stream", nargs="?", help="one stream (full name or the part after RUN/)")
-    trust.pubkey_arg(p, " of the run")
+    pubkey_arg(p, " of the run")
     ledger_arg(p)
     p.set_defaults(func=cmd_log)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from cli.common import UsageError
-from harness import settings
 from refplatform.__main__ import add_serve_options, serve
 from refplatform.errors import PlatformError
 
@@ -18,7 +17,7 @@ def cmd_platform_serve(args: argparse.Namespace) -> int:
             port=args.port,
             db=args.db,
             pool=args.pool,
-            admin_key=args.admin_key or settings.load().admin_key or None,
+            admin_key=args.admin_key or args.settings.admin_key or None,
             pool_base=args.pool_base,
             embedder_spec=args.embedder,
             pack_path=args.pack,

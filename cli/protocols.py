@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 
+import protocols
 from cli.common import EXIT_OK, UsageError
+from protocols.generate import PACK_DIR, PROTOCOLS_DIR, write
+from protocols.hashing import RECIPES
+from protocols.schema import Question
 
 
 def _is_cases(path: str) -> bool:
@@ -14,8 +18,6 @@ def _is_cases(path: str) -> bool:
 
 def cmd_protocols_validate(args: argparse.Namespace) -> int:
     """Load a protocol set or case file; every problem raises InvalidInput (exit 2)."""
-    import protocols
-
     if _is_cases(args.path):
         cases = protocols.load_cases(args.path)
         kinds = sorted({k for c in cases.cases for k in c.expected_sources})
@@ -35,26 +37,19 @@ def cmd_protocols_validate(args: argparse.Namespace) -> int:
 
 def cmd_protocols_hash(args: argparse.Namespace) -> int:
     """Print the canonical protocol-set hash, alone on the last line."""
-    import protocols
-
     pset = protocols.load(args.path)
     print(f"{len(pset.protocols)} protocols, recipe {args.recipe}")
     print(protocols.set_hash(pset.protocols, args.recipe))
     return EXIT_OK
 
 
-def _expected(q: object) -> str:
-    from protocols.schema import Question
-
-    assert isinstance(q, Question)
+def _expected(q: Question) -> str:
     g = q.grading
     return f"{g.value:g}" if g.kind == "numeric" and g.value is not None else "/".join(g.aliases)
 
 
 def cmd_protocols_list(args: argparse.Namespace) -> int:
     """One line per protocol (stages, expected answers) or per provenance case."""
-    import protocols
-
     if _is_cases(args.path):
         cases = protocols.load_cases(args.path)
         print(f"{'id':<16} {'category':<13} {'prime':>5}  sources")
@@ -81,8 +76,6 @@ def _listing(names: list[str], most: int = 5) -> str:
 
 def cmd_protocols_generate(args: argparse.Namespace) -> int:
     """Write benchledger's own protocol set and seed pack into ``--out``, nothing outside it."""
-    from protocols.generate import PACK_DIR, PROTOCOLS_DIR, write
-
     out = args.out
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out {out} is a file; give the folder to write protocols into")
@@ -110,9 +103,6 @@ def cmd_protocols_generate(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``protocols validate|hash|list|generate``."""
-    import protocols
-    from protocols.hashing import RECIPES
-
     group = sub.add_parser("protocols", help="validate, hash, list and generate protocol sets")
     psub = group.add_subparsers(dest="protocols", required=True, metavar="ACTION")
     path_help = (

@@ -10,17 +10,15 @@ import argparse
 import json
 
 from cli.common import EXIT_FAILED, EXIT_OK, UsageError, ledger_arg, open_ledger
-from replay.report import LEVELS, TOOLS
+from replay.check import check_dir
+from replay.findings import LEVELS, TOOLS
+from replay.levels import replay
 
 CHECK = "check"
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay one run or bundle at a level, or check every bundle of a folder."""
-    # Imported here, not at module level: replay loads the decision functions and the
-    # protocol loader (about a quarter of `import cli`), which no other command needs.
-    from replay.levels import replay
-
     if args.target == CHECK and args.dir is not None:
         return _check(args)
     if args.dir is not None:
@@ -42,8 +40,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from replay.check import check_dir
-
     checked = check_dir(args.dir, level=args.level, protocols=args.protocols)
     for c in checked:
         print(c.line())

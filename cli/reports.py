@@ -1,11 +1,18 @@
-"""Commands over recorded runs: report, compare, gate, audit, and import-peer."""
+"""Commands over recorded runs: report, compare, gate, audit, and import-peer.
+
+Each command reads a run through the door and asks the run's recorded suite
+(``projections.suites.of_run``) for its card, renderer and audit; nothing here tests a
+suite's name.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import Any
 
-from cli import provenance
+from cli.authenticity import pubkey_arg, require_trusted, trusted_keys
 from cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -17,9 +24,106 @@ from cli.common import (
     open_ledger,
     write_output,
 )
+from cli.gate import gate_bar, gate_bar_args, gate_baseline, gate_json
+from cli.watch import watch
+from harness.peer.importer import import_peer
+from harness.peer.layout import find_transcripts
+from ledger import Ledger, LedgerError, UnusableInput
 from ledger.bundle import export_audit
-from projections.lifecycle import Scorecard
-from projections.source import RunEvents, banner_of, is_bundle
+from projections.audit import UnknownMetric, render
+from projections.audit_json import audit_json
+from projections.card import standing_lines
+from projections.fold import LiveView, fold
+from projections.prereg import item_problems
+from projections.source import RunEvents, banner_of, is_bundle, open_run
+from projections.suites import ReadSuite, lookup, names, of_run
+from projections.suites.lifecycle.compare import (
+    INCONCLUSIVE,
+    REGRESS,
+    Incomparable,
+    comparable,
+    gate,
+)
+from projections.suites.lifecycle.report import gate_text
+from projections.suites.lifecycle.scorecard import LifecycleFold, Scorecard
+from protocols.errors import InvalidInput
+from replay.levels import replay
+
+
+def refuse(target: str, suite: ReadSuite, command: str) -> None:
+    """UsageError when ``target``'s suite does not merge: compare and gate judge merging ones."""
+    if not suite.merges:
+        judged = ", ".join(n for n in names() if lookup(n).merges)
+        raise UsageError(
+            f"cannot {command}: {target} is a {suite.name} run; its verdicts are in "
+            f"`benchledger report {target}` (compare and gate judge {judged} runs)"
+        )
+
+
+def log_replay(
+    target: str, ledger: Callable[[], Ledger], run: RunEvents, stage: str
+) -> tuple[dict[str, bool] | None, str]:
+    """Per unit stream of ``run``, whether the log-driven replay reproduced its ``stage`` turn.
+
+    None, with why, when it cannot run (the run is unsealed or damaged, or its items are
+    not on this machine).
+    """
+
+    try:  # the run the display read, replayed without reading ``target`` again
+        report = replay(target, level="full", tools="log", ledger=ledger, opened=run)
+    except (UnusableInput, InvalidInput, LedgerError) as exc:
+        return None, f"log-driven replay not run: {exc}"
+    if report.failure is not None:
+        return None, f"log-driven replay not run: {report.failure}"
+    units = {m.stream for m in report.mismatches}
+    missed = {m.stream for m in report.mismatches if m.what == f"episode {stage}"}
+    if report.first is not None and report.first.what == f"episode {stage}":
+        missed.add(report.first.stream)
+    note = ""
+    if units - missed:
+        note = (
+            f"log-driven replay: {len(units - missed)} unit(s) differ outside the scored turn; "
+            f"see `benchledger replay {target} --level full`"
+        )
+    streams = {e.stream for e, _ in run.events if e.stream != run.run_id}
+    return {s: s not in missed for s in sorted(streams)}, note
+
+
+def _card_alone(
+    run: RunEvents,
+    suite: ReadSuite,
+    target: str,
+    ledger: Callable[[], Ledger],
+    *,
+    replay: bool = True,
+    stood: bool = True,
+) -> Any:
+    """The card of one run (``target``) of a suite that does not merge.
+
+    With ``replay``, the log-driven replay the suite's card counts (if it counts one); with
+    ``stood``, the card says who vouches for the run and where its units came from.
+    """
+    reproduced, note = None, ""
+    if suite.replayed_stage is not None and replay:
+        reproduced, note = log_replay(target, ledger, run, suite.replayed_stage)
+    found = suite.card([run], replayed=reproduced)
+    if stood:
+        found.meta.standing, found.meta.origin = run.standing, run.origin  # open_run set them
+    if note:
+        found = found._replace(notes=(*found.notes, note))
+    return found
+
+
+def show(run: RunEvents, ledger: Ledger) -> bool | None:
+    """Print a finished run's card as a table (after ``run``); its overall verdict, if any.
+
+    The log-driven replay, when the card counts one, runs only once the run is sealed.
+    """
+    suite = of_run(run)
+    found = _card_alone(run, suite, run.run_id, lambda: ledger, replay=bool(run.root), stood=False)
+    print()
+    print(suite.render(found, "table"), end="")
+    return suite.passed(found)
 
 
 def _run_events(
@@ -34,13 +138,11 @@ def _run_events(
     With ``--pubkey`` (``args.trusted``, loaded by the command before any work) a run no
     named key vouches for is refused here, before anything from it is shown.
     """
-    from cli import trust
-    from projections.source import open_run
 
     trusted = getattr(args, "trusted", None)
     run = open_run(target, lambda: open_ledger(args, create=False), require_seal=require_seal,
                    allow_partial=allow_partial, trusted=trusted)  # fmt: skip
-    return trust.require_trusted(run, trusted)
+    return require_trusted(run, trusted)
 
 
 def _ci_choice(args: argparse.Namespace) -> str:
@@ -52,9 +154,6 @@ def _scorecard(
     targets: list[str], args: argparse.Namespace, read: RunEvents | None = None
 ) -> Scorecard:
     """The merged scorecard of ``targets``, each read once (``read``: targets[0], read)."""
-    from projections.compare import Incomparable, comparable
-    from projections.fold import fold
-    from projections.lifecycle import LifecycleFold, scorecard
 
     runs = [read if i == 0 and read is not None else _run_events(t, args)
             for i, t in enumerate(targets)]  # fmt: skip
@@ -64,42 +163,43 @@ def _scorecard(
         if first != target or targets.count(target) > 1:
             raise UsageError(f"run {run.run_id} is given twice ({first}, {target}): merging a "
                              "run with itself would count its units twice")  # fmt: skip
-    folds = [fold(LifecycleFold(), run.events) for run in runs]
+    suites = [of_run(run) for run in runs]
+    for target, suite in zip(targets, suites, strict=True):
+        refuse(target, suite, "merge, compare or gate")
+    folds = [fold(suites[0].fold(), run.events) for run in runs]
     for (meta, _), run in zip(folds, runs, strict=True):
         meta.verified = run.check.line() if run.check else ""
         meta.standing, meta.origin = run.standing, run.origin
-    for target, (meta, _) in zip(targets, folds, strict=True):
-        provenance.refuse(target, meta.suite, "merge, compare or gate")
     try:
         comparable([m for m, _ in folds], what="passes")
     except Incomparable as exc:
         raise UsageError(f"cannot merge these runs: {exc}") from None
-    return scorecard(folds, ci=_ci_choice(args))
+    card: Scorecard = suites[0].scorecard(folds, ci=_ci_choice(args))
+    return card
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Render the scorecard of one run, or of several merged as passes."""
-    from cli import trust
-    from projections.report import render
 
     if args.watch:
         return _watch(args)
-    args.trusted = trust.trusted_keys(args)  # a bad key file: one line, exit 2, first
+    args.trusted = trusted_keys(args)  # a bad key file: one line, exit 2, first
     # Routed on what the door read, not on a peek at the file first: a bundle is read
     # once (a FIFO, or a file that changes between reads, gives no second read to trust).
     first = _run_events(args.runs[0], args)
-    if provenance.suite_of(first) == provenance.SUITE:  # the provenance lane has its own card
-        return provenance.cmd_report(args, first)
-    card = _scorecard(args.runs, args, first)
-    write_output(render(card, args.format), args.output)
+    suite = of_run(first)
+    if suite.merges:
+        card = _scorecard(args.runs, args, first)
+    elif len(args.runs) > 1:
+        raise UsageError(f"a {suite.name} run is reported on its own: give one RUN")
+    else:
+        card = _card_alone(first, suite, args.runs[0], lambda: open_ledger(args, create=False))
+    write_output(suite.render(card, args.format), args.output)
     return EXIT_OK
 
 
 def _watch(args: argparse.Namespace) -> int:
     """``report RUN --watch``: follow one run in a ledger until it is sealed (cli/watch.py)."""
-    from cli.watch import watch
-    from projections.fold import LiveView
-    from projections.lifecycle import LifecycleFold
 
     if len(args.runs) != 1 or is_bundle(args.runs[0]) or args.output:
         raise UsageError("--watch follows one run in a ledger (not a bundle; no -o)")
@@ -116,22 +216,29 @@ def _watch(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Per-metric differences between two runs, paired by protocol."""
-    from cli import trust
-    from projections.compare import Incomparable, compare, differences
-    from projections.report import compare_text, run_completeness
-
-    args.trusted = trust.trusted_keys(args)  # a bad key file: one line, exit 2, first
-    a, b = _scorecard([args.run_a], args), _scorecard([args.run_b], args)
+    """Two runs of one suite side by side, as that suite compares them."""
+    args.trusted = trusted_keys(args)  # a bad key file: one line, exit 2, first
+    ids = (args.run_a, args.run_b)
+    runs = [_run_events(target, args) for target in ids]
+    suite = of_run(runs[0])
+    other = of_run(runs[1])
+    if other.name != suite.name:
+        raise UsageError(f"cannot compare: {ids[0]} is a {suite.name} run, {ids[1]} a "
+                         f"{other.name} run")  # fmt: skip
+    if suite.compare is None:
+        compared = ", ".join(n for n in names() if lookup(n).compare is not None)
+        raise UsageError(
+            f"cannot compare: {ids[0]} is a {suite.name} run; its verdicts are in "
+            f"`benchledger report {ids[0]}` (compare judges {compared} runs)"
+        )
+    if suite.merges:
+        cards = [_scorecard([target], args, run) for target, run in zip(ids, runs, strict=True)]
+    else:
+        cards = [suite.card([run], ci=_ci_choice(args)) for run in runs]
     try:
-        rows = compare(a, b)
-    except Incomparable as exc:
+        text = suite.compare(cards[0], cards[1], ids, args.format)
+    except ValueError as exc:  # Incomparable: what differs that a comparison holds fixed
         raise UsageError(f"cannot compare: {exc}") from None
-    differs = differences(a.meta, b.meta)
-    verified = [a.meta.verified, b.meta.verified]
-    progress = [*run_completeness(a), *run_completeness(b)]
-    text = compare_text(rows, args.run_a, args.run_b, args.format, differs, verified, progress,
-                        [a.meta, b.meta])  # fmt: skip
     write_output(text, args.output)
     return EXIT_OK
 
@@ -152,15 +259,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
     incomplete, all infra errors or coupled, or runs that differ in protocol set, k, agent,
     platform or model. Exit 1 on a regression (with --strict, also on inconclusive).
     """
-    from cli import trust
-    from ledger import LedgerError
-    from projections.compare import INCONCLUSIVE, REGRESS, Incomparable, gate
-    from projections.fold import fold
-    from projections.lifecycle import LifecycleFold, scorecard
-    from projections.prereg import item_problems
-    from projections.report import gate_text, standing_lines
 
-    args.trusted = trust.trusted_keys(args)  # a bad key file: one line, exit 2, first
+    args.trusted = trusted_keys(args)  # a bad key file: one line, exit 2, first
 
     def verified(target: str) -> RunEvents:
         try:
@@ -169,11 +269,11 @@ def cmd_gate(args: argparse.Namespace) -> int:
             raise UsageError(f"cannot gate: {exc}") from None
 
     candidate = verified(args.candidate)
-    provenance.refuse(args.candidate, provenance.suite_of(candidate), "gate")
-    baseline = verified(trust.gate_baseline(args, candidate))
-    provenance.refuse("the baseline", provenance.suite_of(baseline), "gate")
-    bar = trust.gate_bar(args, candidate, baseline)  # the pre-registered bar, unless overridden
-    cards = [scorecard([fold(LifecycleFold(), run.events)]) for run in (baseline, candidate)]
+    refuse(args.candidate, of_run(candidate), "gate")
+    baseline = verified(gate_baseline(args, candidate))
+    refuse("the baseline", of_run(baseline), "gate")
+    bar = gate_bar(args, candidate, baseline)  # the pre-registered bar, unless overridden
+    cards = [of_run(run).card([run]) for run in (baseline, candidate)]
     try:
         rows = [g for g in gate(cards[0], cards[1], bar.tolerance) if g.row.name in bar.metrics]
     except Incomparable as exc:
@@ -196,7 +296,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if bar.note:  # not the candidate's pre-registered bar: overridden, or it had none
         verdict += f" [{bar.note}]"
     if args.format == "json":
-        print(trust.gate_json(bar, rows, baseline, candidate, verdict, status))
+        print(gate_json(bar, rows, baseline, candidate, verdict, status))
         return status
     print(bar.describe())  # the gate's first line: which bar judges (OVERRIDDEN says so)
     gated = (("baseline", baseline), ("candidate", candidate))
@@ -213,29 +313,26 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Trace a metric to its decisions and evidence; optionally write an audit bundle."""
-    from cli import trust
-    from projections import provenance_audit
-    from projections.audit import UnknownMetric, audit, render
-    from projections.report import standing_lines
 
-    args.trusted = trust.trusted_keys(args)  # a bad key file: one line, exit 2, first
+    args.trusted = trusted_keys(args)  # a bad key file: one line, exit 2, first
     if args.bundle:
         check_output(args.bundle)
     run = _run_events(args.run, args, allow_partial=True)  # an audit bundle, labelled partial
-    # Each lane audits its own metrics; the provenance one builds on the lifecycle's pieces.
-    lane = provenance_audit.audit if provenance_audit.is_provenance(run.events) else audit
-    try:
-        result = lane(run, args.metric)
+    try:  # each suite audits its own metrics
+        result = of_run(run).audit(run, args.metric)
     except UnknownMetric as exc:
         raise UsageError(str(exc)) from None
-    banner = banner_of(run)  # an unsealed or incomplete run says so first
-    if banner:
-        print(banner)
-    for line in standing_lines([(run.run_id, run.standing, run.origin)]):
-        print(line)
-    if run.check is not None:
-        print(f"verified: {run.check.line()}")
-    print(render(result, full=args.full, origin=run.origin))
+    if args.format == "json":  # the same audit, values whole, with authentication and origin
+        print(audit_json(result, run))
+    else:
+        banner = banner_of(run)  # an unsealed or incomplete run says so first
+        if banner:
+            print(banner)
+        for line in standing_lines([(run.run_id, run.standing, run.origin)]):
+            print(line)
+        if run.check is not None:
+            print(f"verified: {run.check.line()}")
+        print(render(result, full=args.full, origin=run.origin))
     if args.bundle:
         if is_bundle(args.run):
             raise UsageError("--bundle needs the run in a ledger (import the bundle first)")
@@ -243,14 +340,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(
             f"\nwrote audit bundle {args.bundle}: {n} events, {len(result.streams) + 1} streams "
             f"with inclusion proofs; check it offline with: benchledger verify {args.bundle} "
-            f"--root {run.root}"
+            f"--root {run.root}",
+            file=sys.stderr if args.format == "json" else sys.stdout,  # stdout stays JSON
         )
     return EXIT_OK
 
 
 def cmd_import_peer(args: argparse.Namespace) -> int:
     """Import a peer platform's results file (and transcripts) as a sealed run."""
-    from harness.peer_import import find_transcripts, import_peer
 
     transcripts = args.transcripts
     if transcripts is None:
@@ -268,13 +365,11 @@ def cmd_import_peer(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add report, compare, gate, audit and import-peer."""
-    from cli import trust
-    from projections.lifecycle import METRIC_NAMES
-    from projections.report import FORMATS
 
+    formats = tuple(dict.fromkeys(f for n in names() for f in lookup(n).formats))
     p = sub.add_parser("report", help="a run's scorecard (several runs merge as passes)")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run id or bundle file")
-    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--format", choices=formats, default="table")
     p.add_argument("-o", "--output", metavar="FILE")
     p.add_argument(
         "--ci",
@@ -296,7 +391,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="--watch: seconds between polls",
     )
-    trust.pubkey_arg(p, " of every run")
+    pubkey_arg(p, " of every run")
     ledger_arg(p)
     p.set_defaults(func=cmd_report)
 
@@ -305,7 +400,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_b", metavar="RUN_B")
     p.add_argument("--format", choices=["table", "markdown", "json"], default="table")
     p.add_argument("-o", "--output", metavar="FILE")
-    trust.pubkey_arg(p, " of both runs")
+    pubkey_arg(p, " of both runs")
     ledger_arg(p)
     p.set_defaults(func=cmd_compare)
 
@@ -325,7 +420,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="BASELINE",
         help="run id or bundle file (default: the candidate's pre-registered baseline)",
     )
-    trust.gate_bar_args(p)
+    gate_bar_args(p)
     p.add_argument(
         "--strict", action="store_true", help="also fail on inconclusive (too small to decide)"
     )
@@ -335,13 +430,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="judge a pre-registered run by the bar given here instead (reported as such)",
     )
     p.add_argument("--format", choices=["table", "json"], default="table")
-    trust.pubkey_arg(p, " of both the candidate and the baseline")
+    pubkey_arg(p, " of both the candidate and the baseline")
     ledger_arg(p)
     p.set_defaults(func=cmd_gate)
 
     p = sub.add_parser("audit", help="trace a metric to its decision and evidence events")
     p.add_argument("run", metavar="RUN", help="run id or bundle file")
-    p.add_argument("metric", metavar="METRIC", help=", ".join(METRIC_NAMES))
+    p.add_argument("metric", metavar="METRIC", help=", ".join(lookup("").metric_names))
     p.add_argument(
         "--full",
         action="store_true",
@@ -349,7 +444,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "long ones are shortened, marked '… (+N chars)'",
     )
     p.add_argument("--bundle", metavar="OUT", help="write a self-contained audit bundle")
-    trust.pubkey_arg(p, " of the run")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    pubkey_arg(p, " of the run")
     ledger_arg(p)
     p.set_defaults(func=cmd_audit)
 

@@ -6,10 +6,11 @@ import argparse
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cli import provenance, trust
+from cli import reports
 from cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -20,13 +21,24 @@ from cli.common import (
     open_ledger,
     whole,
 )
-from harness import settings
+from cli.gate import gate_bar_args
+from cli.keys import sign_key_arg, signer_from
+from cli.prereg import prereg_for_run
+from harness import suites
 from harness.errors import HarnessError
-from ledger import LedgerError, UnknownRun
+from harness.record import RunConfig
+from harness.sharding import parse_shard
+from ledger import Ledger, LedgerError, UnknownRun
+from ledger.signing import Signer
+from projections.source import open_run
+
+if TYPE_CHECKING:  # the driver loads with the run's other heavy imports, in cmd_run
+    from harness.driver import RunResult
 
 
-def _progress(suite: str = "lifecycle") -> tuple[Any, Callable[[], None]]:
-    """Progress callbacks: a rich bar on a terminal, one line per finished unit otherwise."""
+def _progress() -> tuple[Any, Callable[[], None]]:
+    """Progress callbacks: a rich bar on a terminal, one line per finished unit otherwise
+    (each unit's status in its suite's words)."""
     from harness.driver import Progress
 
     if sys.stdout.isatty():
@@ -56,13 +68,8 @@ def _progress(suite: str = "lifecycle") -> tuple[Any, Callable[[], None]]:
         print(f"running {total} units", flush=True)
 
     def done_plain(outcome: Any, n: int, total: int) -> None:
-        status = (
-            f"error: {outcome.error}" if outcome.error else ("pass" if outcome.passed else "fail")
-        )
-        if suite == provenance.SUITE:
-            status = provenance.unit_status(outcome)
         print(
-            f"unit {n}/{total} {outcome.protocol_id} attempt {outcome.attempt}: {status}",
+            f"unit {n}/{total} {outcome.protocol_id} attempt {outcome.attempt}: {outcome.status}",
             flush=True,
         )
 
@@ -97,75 +104,29 @@ def _agent_params(args: argparse.Namespace) -> dict[str, Any]:
             if getattr(args, opt) is not None}  # fmt: skip
 
 
-def _time_scale(args: argparse.Namespace, agent: str) -> float:
-    """``--time-scale`` (1.0 unless given; >= 0 as it parses); UsageError unless recorded."""
-    if args.time_scale is None:
-        return 1.0
-    # On resume the agent comes from the run record, which the driver checks.
-    if not agent.startswith("recorded:") and not args.resume:
-        raise UsageError(
-            "--time-scale scales a recorded agent's latencies: use --agent recorded:DIR"
-        )
-    return float(args.time_scale)
-
-
-def _with_command(platform: str, cmd: str | None) -> str:
-    """``--platform server-memory --server-memory-cmd CMD`` as the one platform it names."""
-    from harness.platforms.provision import SERVER_MEMORY_CMD
-
-    if cmd is None:
-        return platform
-    if platform != "server-memory":
-        raise UsageError(
-            "--server-memory-cmd starts server-memory with the given command: use it with "
-            "--platform server-memory (no @VERSION: the command decides the version)"
-        )
-    return SERVER_MEMORY_CMD + cmd
-
-
-def _config(args: argparse.Namespace) -> Any:
-    """The run configuration the options ask for (secrets resolved from the settings)."""
-    from harness.platforms.provision import parse_platform
-    from harness.record import RunConfig
-
+def _config(args: argparse.Namespace) -> RunConfig:
+    """The run configuration the options ask for (secrets resolved from the settings); the
+    harness checks it (``harness.plan.settle``)."""
     given = frozenset(_RESTORABLE[o] for o in _RESTORABLE if getattr(args, o) is not None)
     agent_params = _agent_params(args)
     if agent_params:
         given |= {"agent_params"}
+    if args.time_scale is not None:
+        given |= {"time_scale"}
     value: dict[str, Any] = {
         o: getattr(args, o) if getattr(args, o) is not None else _DEFAULTS.get(o)
         for o in _RESTORABLE
     }
-    if args.retry_infra and not args.resume:
-        raise UsageError("--retry-infra re-runs an unsealed run's infra-failed units: use it "
-                         "with --resume RUN_ID")  # fmt: skip
-    shard = _shard(args)
-    value["platform"] = _with_command(value["platform"], args.server_memory_cmd)
-    try:
-        spec = parse_platform(value["platform"])
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if spec.kind == "external":  # as parse_platform normalised it: URL/mcp names URL
-        value["platform"] = spec.url
-    provenance.suite_defaults(args, value, spec.kind == "external")
-    conf = settings.load()
-    admin_key = args.admin_key or conf.admin_key
-    pool_base = args.pool_base or conf.pool_base
-    if (
-        spec.kind == "external"
-        and not args.resume
-        and not (admin_key and pool_base and args.pool_size)
-    ):
-        raise UsageError(
-            "an external --platform needs --admin-key (or $BENCHLEDGER_ADMIN_KEY), "
-            "--pool-base (or $BENCHLEDGER_POOL_BASE) and --pool-size"
-        )
+    conf = args.settings
+    items_options = tuple(f"--{o}" for o in ("protocols", "cases") if getattr(args, o) is not None)
     return RunConfig(
         protocols_path=value["cases"] or value["protocols"] or "",
+        items_options=items_options,
         agent=value["agent"],
         platform=value["platform"],
-        admin_key=admin_key,
-        pool_base=pool_base,
+        server_memory_cmd=args.server_memory_cmd or "",
+        admin_key=args.admin_key or conf.admin_key,
+        pool_base=args.pool_base or conf.pool_base,
         pool_size=value["pool_size"] or 0,
         k=value["k"],
         concurrency=value["concurrency"],
@@ -180,10 +141,10 @@ def _config(args: argparse.Namespace) -> Any:
         base_url=args.base_url or "",
         rpm=args.rpm or 0,
         tpm=args.tpm or 0,
-        time_scale=_time_scale(args, value["agent"]),
+        time_scale=1.0 if args.time_scale is None else float(args.time_scale),
         settings=conf,
-        prereg=trust.prereg_for_run(args),
-        shard=shard,
+        prereg=prereg_for_run(args),
+        shard=_shard(args),
         protocol=list(dict.fromkeys(value["protocol"] or ())),  # each id once, as given
         limit=value["limit"] or 0,
         retry_infra=args.retry_infra,
@@ -192,18 +153,13 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _shard(args: argparse.Namespace) -> Any:
-    """``--shard i/n`` parsed (None without it); every shard must name the run."""
-    from harness.sharding import parse_shard
-
+    """``--shard i/n`` parsed (None without it)."""
     if not args.shard:
         return None
     try:
-        shard = parse_shard(args.shard)
+        return parse_shard(args.shard)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if not (args.run_id or args.resume):
-        raise UsageError("--shard needs --run-id ID (every shard names the same run) or --resume")
-    return shard
 
 
 def ledger_has_runs(ledger: Any) -> bool:
@@ -222,6 +178,21 @@ def ledger_has(ledger: Any, run_id: str) -> bool:
         return False
 
 
+def _warm_embedded(args: argparse.Namespace) -> None:
+    """For a new run on the in-process platform, start its SQL worker and tables loading
+    now, beside the ~1 s of imports that follow (the engine picks them up when made)."""
+    if (args.platform or "embedded") != "embedded" or args.resume:
+        return
+    from refplatform.packs import default_pack, load_pack
+    from refplatform.toolkits.sql import warm
+
+    def go() -> None:
+        with contextlib.suppress(Exception):  # a bad pack is the provisioner's to report
+            warm(load_pack(args.pack) if args.pack else default_pack())
+
+    threading.Thread(target=go, name="sql-warm", daemon=True).start()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the suite into the ledger, seal it and print the scorecard; 130 on Ctrl-C."""
     import asyncio
@@ -231,34 +202,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     # What these imports make (~1M objects: the MCP SDK's models, the pack) lives as long as
     # the process: no collection during them, and none walks them again afterwards.
     gc.disable()
-    from harness.agents import from_spec
-    from harness.driver import RunDriver, RunResult
+    _warm_embedded(args)
+    from harness.driver import RunDriver
     from harness.logging import quiet_logs
     from harness.record import RunRefused
-    from projections.fold import fold
-    from projections.lifecycle import LifecycleFold, scorecard
-    from projections.provenance import is_provenance
-    from projections.report import table
-    from projections.source import open_run
 
     gc.freeze()
     gc.enable()
 
     cfg = _config(args)
-    if not cfg.resume:
-        try:
-            from_spec(cfg.agent, params=cfg.agent_params, settings=cfg.settings,
-                      base_url=cfg.base_url, rpm=cfg.rpm, tpm=cfg.tpm,
-                      time_scale=cfg.time_scale)  # fmt: skip
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
     quiet_logs()
-    signer = trust.signer_from(args.sign_key)  # a bad key file: exit 2, nothing written
-    ledger_location = args.ledger or settings.load().ledger
+    signer = signer_from(args.sign_key, args.settings)  # a bad key file: exit 2, nothing written
+    ledger_location = args.ledger or args.settings.ledger
     fresh_file = "://" not in ledger_location and not os.path.exists(ledger_location)
     ledger = open_ledger(args, create=True)
     ledger.signer = signer
-    progress, stop_bar = _progress(cfg.suite)
+    progress, stop_bar = _progress()
     driver = RunDriver(ledger, cfg, progress)
     shard_opt = f" --shard {cfg.shard}" if cfg.shard else ""
 
@@ -268,7 +227,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         assert task is not None
         loop.add_signal_handler(signal.SIGINT, task.cancel)
         try:
-            return await driver.execute()
+            # Plan (every option checked, nothing written), then the one execute.
+            return await driver.execute(driver.plan())
         finally:
             loop.remove_signal_handler(signal.SIGINT)
 
@@ -315,16 +275,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         discard()
         raise
     stop_bar()
+    return _finished(result, ledger, cfg, signer, shard_opt, ledger_location)
+
+
+def _finished(
+    result: RunResult,
+    ledger: Ledger,
+    cfg: RunConfig,
+    signer: Signer | None,
+    shard_opt: str,
+    ledger_location: str,
+) -> int:
+    """The finished run's card and how it ended (sealed, partial, a shard, infra-failed),
+    with the command that goes on from there; the exit code."""
     # Through the door, as every display: the scorecard shows what verified.
     run_events = open_run(result.run_id, ledger, require_seal=False, allow_partial=False)
-    lane = is_provenance(run_events.events)
-    lane_passed = True
-    if lane:  # the provenance lane's card, with its overall verdict
-        lane_passed = provenance.show(run_events, ledger)
-    else:
-        card = scorecard([fold(LifecycleFold(), run_events.events)])
-        print()
-        print(table(card), end="")
+    verdict = reports.show(run_events, ledger)  # the suite's card; its overall verdict, if any
     for failed in result.failed:
         print(f"infra-failed: {failed.stream}: {failed.error}")
     if result.missing:
@@ -342,6 +308,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"all have: benchledger seal {result.run_id} --ledger {ledger_location}"
         )
         return result.status
+
     if result.infra:
         _not_sealed_for_infra(result.run_id, result.infra, shard_opt, ledger_location)
         return EXIT_FAILED
@@ -353,8 +320,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if result.status != EXIT_OK:
         print(f"run FAILED: every one of its {len(result.outcomes)} units infra-failed")
-    elif lane and not lane_passed:
-        print("run FAILED: the provenance lane's overall verdict did not pass")
+    elif verdict is False:
+        print(f"run FAILED: the {result.suite} lane's overall verdict did not pass")
         return EXIT_FAILED
     return result.status
 
@@ -379,7 +346,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--suite",
         default="lifecycle",
-        choices=["lifecycle", "provenance"],
+        choices=suites.names(),
         help="lifecycle (default) or provenance (the provenance lane: each case twice, "
         "on fresh platforms; docs/provenance.md)",
     )
@@ -495,10 +462,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "as harness failures for good); without it such a run is left unsealed, to be "
         "retried with --resume RUN_ID --retry-infra or sealed with `benchledger seal`",
     )
-    trust.sign_key_arg(p)
+    sign_key_arg(p)
     g = p.add_argument_group("pre-registered gate (recorded in run_started before any unit runs)")
     g.add_argument("--gate-baseline", metavar="RUN", help="the sealed baseline run (id or bundle)")
-    trust.gate_bar_args(g)
+    gate_bar_args(g)
     g.add_argument("--prereg", metavar="FILE", help="a file from `benchledger prereg new`")
     ledger_arg(p)
     p.set_defaults(func=cmd_run)

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import sys
 
+from benchmarks.reliability import SCENARIOS, Config, run, table
 from cli.common import EXIT_FAILED, EXIT_OK, UsageError
-from harness import settings
+from harness.logging import quiet_logs
 
 
 def cmd_selftest_reliability(args: argparse.Namespace) -> int:
     """Run the reliability scenarios and print what was tried and what survived."""
-    from benchmarks.reliability import SCENARIOS, Config, run, table
-    from harness.logging import quiet_logs
-
     only = frozenset(args.only or ())
     unknown = sorted(only - set(SCENARIOS))
     if unknown:
@@ -33,11 +32,14 @@ def cmd_selftest_reliability(args: argparse.Namespace) -> int:
         quick=args.quick,
         seed=seed,
         workdir=args.keep or "",
-        postgres=args.postgres if args.postgres is not None else settings.load().test_postgres,
+        postgres=args.postgres if args.postgres is not None else args.settings.test_postgres,
         only=only,
         main=args.cli_main,  # the caller's entry point: importing it here would be a cycle
         log=log,
         kill_points=args.kill_points or 0,
+        settings=args.settings,
+        # What the scenarios' child commands start with: this command's environment.
+        environ=dict(os.environ),
     )
     rows = run(cfg)
     sys.stdout.write(table(rows))

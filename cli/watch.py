@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable, Iterator
 
 from projections.fold import LiveView
-from projections.lifecycle import LifecycleFold, scorecard
-from projections.report import render
 from projections.source import completeness
+from projections.suites.lifecycle.report import render
+from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 
 
 def live_frames(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import blake3
 import msgspec
@@ -19,13 +19,23 @@ from ledger.events import (
     SessionCallBody,
 )
 from ledger.ledger import StreamWriter
-from projections.decisions import CAPTURE_TOOLS, SEARCH_TOOLS
 from projections.trace import episode_trace_hash
 from protocols.cases import cited_sources
 from protocols.grading import surfaced
 
 EXTRA_COMPLETIONS = 2  # after the budget is spent, the model gets this many more turns
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
+
+
+class ToolSets(NamedTuple):
+    """The tool names an episode records as a search (``search_called``) and a capture
+    (``capture_attempted``): the suite's, since its decisions read them."""
+
+    search: frozenset[str] = frozenset()
+    capture: frozenset[str] = frozenset()
+
+
+NO_TOOLS: Final = ToolSets()
 
 
 class EpisodeResult(NamedTuple):
@@ -92,10 +102,12 @@ async def run_episode(
     *,
     attempt: int = 0,
     cites: bool = False,
+    tools: ToolSets = NO_TOOLS,
 ) -> EpisodeResult:
     """Run one episode to its final answer; events are staged on ``writer`` (not committed).
 
-    ``cites``: the answer ends with a ``SOURCES:`` line, recorded as the episode's sources.
+    ``cites``: the answer ends with a ``SOURCES:`` line, recorded as the episode's sources;
+    ``tools``: the calls counted as searches and captures.
     """
     rec = Recorder(writer, episode.stage)
     rec.append(
@@ -115,9 +127,9 @@ async def run_episode(
     tokens = dict.fromkeys(USAGE_KEYS, 0)
     answer = ""
     async with platform.session(pool_index, rec) as session:
-        tools = await session.list_tools()
+        listed = await session.list_tools()
         for _ in range(episode.budget + EXTRA_COMPLETIONS + 2):
-            turn = await agent.next_turn(episode, messages, tools, observer=rec)
+            turn = await agent.next_turn(episode, messages, listed, observer=rec)
             if agent.records_model_calls:
                 usage = dict(turn.usage or {})
                 for key in tokens:
@@ -160,8 +172,8 @@ async def run_episode(
                     )
                     continue
                 calls += 1
-                search |= call.name in SEARCH_TOOLS
-                capture |= call.name in CAPTURE_TOOLS
+                search |= call.name in tools.search
+                capture |= call.name in tools.capture
                 res = await session.call_tool(call.name, call.arguments)
                 errors += res.is_error
                 results.append(res.text)

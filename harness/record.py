@@ -22,7 +22,13 @@ from harness.errors import HarnessError
 from harness.settings import Settings
 from harness.sharding import Shard
 from ledger import Ledger
-from ledger.events import Preregistration, RunRecord, RunStarted, RunStartedBody, UnitStarted
+from ledger.events import (
+    Preregistration,
+    RunRecord,
+    RunStartedBody,
+    RunStartedEvent,
+    UnitStartedEvent,
+)
 
 REDACTED: Final = "<redacted>"
 _SECRET_NAME = re.compile(r"(?i)(key|token|secret|passw|pwd|auth|credential)")
@@ -42,8 +48,12 @@ class RunConfig:
     """What the user asked for. ``given`` names the options set explicitly (for resume)."""
 
     protocols_path: str = ""
+    # The options that named ``protocols_path`` (``--protocols``, ``--cases``): a suite
+    # refuses another suite's (none when not given on a command line).
+    items_options: tuple[str, ...] = ()
     agent: str = "scripted"
     platform: str = "embedded"
+    server_memory_cmd: str = ""  # start server-memory with this command (no npm install)
     admin_key: str = ""
     pool_base: str = ""
     pool_size: int = 0
@@ -266,7 +276,7 @@ def platform_option(record: RunRecord) -> str:
 def read_record(ledger: Ledger, run_id: str) -> RunRecord:
     """The record in a run's ``run_started`` (RunRefused if the run predates run records)."""
     for event, _ in ledger.events(run_id, run_id):
-        if isinstance(event, RunStarted):
+        if isinstance(event, RunStartedEvent):
             if event.body.record is None:
                 raise RunRefused(
                     f"run {run_id} was started by an older benchledger without a run record; "
@@ -281,7 +291,7 @@ def highest_identity(ledger: Ledger, run_id: str) -> int:
     """The highest pool index any unit of the run was given (0 if none)."""
     top = 0
     for event, _ in ledger.events(run_id):
-        if isinstance(event, UnitStarted):
+        if isinstance(event, UnitStartedEvent):
             for label in (event.body.teacher, event.body.learner):
                 m = _IDENTITY.match(label)
                 if m:

@@ -1,8 +1,13 @@
-"""Configuration: the one place that reads environment variables."""
+"""Configuration: the settings type, and the one reader of environment variables.
+
+Only the command line calls ``load`` (tests/test_layering.py holds every other package to
+that); below it the values are handed down: ``RunConfig.settings``, constructor arguments.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 DEFAULT_LEDGER = os.path.join(".benchledger", "ledger.sqlite")
@@ -12,8 +17,10 @@ DEFAULT_NPM_DIR = os.path.join(".benchledger", "npm")
 
 @dataclass(frozen=True)
 class Settings:
-    ledger: str
-    test_postgres: str
+    """What the environment configures; ``Settings()`` is the defaults, no keys."""
+
+    ledger: str = DEFAULT_LEDGER
+    test_postgres: str = ""
     peer_data: str = ""
     admin_key: str = ""
     pool_base: str = ""
@@ -29,8 +36,9 @@ class Settings:
     platform_timeout_s: float = 0.0
 
 
-def load(environ: dict[str, str] | None = None) -> Settings:
-    """Settings from the environment (``BENCHLEDGER_*``, provider keys), with defaults."""
+def load(environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings from ``environ`` (default: this process's environment): ``BENCHLEDGER_*``,
+    the provider keys, with defaults."""
     env = os.environ if environ is None else environ
     return Settings(
         ledger=env.get("BENCHLEDGER_LEDGER") or DEFAULT_LEDGER,
@@ -47,7 +55,8 @@ def load(environ: dict[str, str] | None = None) -> Settings:
         platform_timeout_s=_seconds(env.get("BENCHLEDGER_PLATFORM_TIMEOUT_S", "")),
         key_dir=env.get("BENCHLEDGER_KEY_DIR")
         or os.path.join(
-            env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config"),
+            env.get("XDG_CONFIG_HOME")
+            or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".config"),
             "benchledger",
         ),
     )

@@ -1,8 +1,11 @@
-"""One unit's recording context: its stream, its decisions, retries and episodes.
+"""One unit: its recording context (stream, decisions, retries, episodes) and its runner.
 
 Every suite runs its units through a ``UnitContext``. It is the ``Evidence`` a platform
 adapter records its reads into, holds the retry policy and the clock (injected, so a
 replay runs without the wall clock), and runs episodes with the unit's agent.
+``run_unit`` is the one way a unit runs, for the driver and for full replay alike: its
+``unit_started``, the suite's stages behind the fault barrier, its ``unit_finished`` with
+the trace hash.
 """
 
 from __future__ import annotations
@@ -10,20 +13,28 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
-from harness.agents.base import Agent, Episode
-from harness.episode import EpisodeResult, Recorder, run_episode
+from harness.agents.base import Agent, Episode, UnitInfo
+from harness.episode import NO_TOOLS, EpisodeResult, Recorder, ToolSets, run_episode
 from harness.errors import InfraError
 from harness.platforms.base import Clock, PlatformClient, ReadBack
-from ledger import Ledger
-from ledger.events import Body, GraderDecisionBody, InfraErrorBody, ReadBackBody
+from ledger import Ledger, LedgerError
+from ledger.events import (
+    INTERNAL_ERROR,
+    Body,
+    GraderDecisionBody,
+    InfraErrorBody,
+    ReadBackBody,
+    UnitFinishedBody,
+    UnitStartedBody,
+)
 from ledger.ledger import StreamWriter
-from projections import lifecycle as lc
-from projections.decisions import Decision
+from projections.card import Ruling
+from projections.trace import unit_trace_hash
 
 MAX_RETRIES: Final = 3
 BACKOFF_S: Final = 0.25
@@ -72,23 +83,28 @@ class UnitPlan:
 
 @dataclass
 class UnitOutcome:
+    """How a unit ended: its verdicts, its error, and (by its suite's rule) pass and status."""
+
     stream: str
     unit_id: str
     attempt: int
     outcome: dict[str, bool | None] = field(default_factory=dict)
     error: str = ""
+    passed: bool = False
+    status: str = ""  # for the progress line: the suite's word, or ``error: ...``
 
     @property
     def protocol_id(self) -> str:
         return self.unit_id
 
-    @property
-    def passed(self) -> bool:
-        return not self.error and lc.lifecycle_passed(self.outcome.get)
-
 
 class UnitFailed(Exception):
     """A stage failed for infrastructure reasons after its retries."""
+
+
+def _seen(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 class UnitContext:
@@ -103,8 +119,10 @@ class UnitContext:
         *,
         clock: Clock | None = None,
         backoff_s: float = BACKOFF_S,
+        tools: ToolSets = NO_TOOLS,
     ) -> None:
         self.ledger = ledger
+        self.tools = tools
         self.platform = platform
         self.agent = agent
         self.plan = plan
@@ -128,8 +146,12 @@ class UnitContext:
         while it is under way.
         """
         done = _writer().submit(self.ledger.commit, self.w)
+        waiting = asyncio.wrap_future(done)
+        # A unit cancelled mid-write re-raises the write's error below, from ``done``; the
+        # shielded future's copy is marked seen, else asyncio logs it as never retrieved.
+        waiting.add_done_callback(_seen)
         try:
-            await asyncio.shield(asyncio.wrap_future(done))
+            await asyncio.shield(waiting)
         except asyncio.CancelledError:
             done.result()  # as long as the write takes; raises what it raised
             raise
@@ -153,7 +175,7 @@ class UnitContext:
         )  # fmt: skip
         return self.w.append(body, refs=sorted(set(refs)))
 
-    def decisions(self, decided: Iterable[Decision]) -> None:
+    def decisions(self, decided: Iterable[Ruling]) -> None:
         """Append decisions computed by the one decision function; remember their verdicts."""
         for d in decided:
             self.outcome[d.body.check] = d.body.verdict
@@ -232,9 +254,85 @@ class UnitContext:
                 fact,
                 attempt=attempt,
                 cites=cites,
+                tools=self.tools,
             )
             if commit:
                 await self.commit()
             return result
 
         return await self.retrying(episode.stage, go)
+
+
+class UnitSuite(Protocol):
+    """The part of a suite (``harness.suites.base.Suite``) the unit runner uses."""
+
+    tools: ToolSets
+
+    def item_hash(self, item: Any) -> str: ...
+
+    def passed(self, outcome: Mapping[str, bool | None]) -> bool: ...
+
+    def unit_status(self, outcome: Mapping[str, bool | None]) -> str: ...
+
+    async def run_unit(self, ctx: UnitContext) -> None: ...
+
+
+def unit_started(suite: UnitSuite, platform: PlatformClient, plan: UnitPlan) -> UnitStartedBody:
+    """The ``unit_started`` a new unit of ``plan`` records."""
+    labels = [identity_label(platform, i) for i in plan.identities]
+    return UnitStartedBody(
+        protocol_id=plan.unit_id,
+        attempt=plan.attempt,
+        protocol_hash=suite.item_hash(plan.item),
+        teacher=labels[0],
+        learner=labels[-1],
+        resumes=plan.resumes,
+    )
+
+
+async def run_unit(
+    suite: UnitSuite,
+    ledger: Ledger,
+    platform: PlatformClient,
+    agent: Agent,
+    plan: UnitPlan,
+    *,
+    clock: Clock | None = None,
+    started: UnitStartedBody | None = None,
+    stops: tuple[type[BaseException], ...] = (),
+    log: list[tuple[int, Body]] | None = None,
+) -> UnitOutcome:
+    """One unit behind the fault barrier: whatever goes wrong ends it with an error.
+
+    ``started``: the ``unit_started`` to record (a replay's, as recorded); built from the
+    plan otherwise. ``stops``: exceptions that end the unit unfinished and propagate (a
+    replay's divergences), as storage faults and cancellation do. ``log``: filled with the
+    unit's events as they are staged, so a caller sees them even when the unit stops.
+    """
+    start = started or unit_started(suite, platform, plan)
+    info = UnitInfo(plan.stream, plan.unit_id, plan.attempt, start.teacher, start.learner)
+    ctx = UnitContext(ledger, platform, agent.for_unit(info), plan, clock=clock, tools=suite.tools)
+    if log is not None:
+        ctx.w.log = log  # the writer's own list: staged events land in the caller's
+    ctx.w.append(start)
+    await ctx.commit()
+    error = ""
+    try:
+        await suite.run_unit(ctx)
+    except stops:
+        raise
+    except UnitFailed as exc:
+        error = str(exc)
+    except (LedgerError, asyncio.CancelledError):
+        raise  # storage faults and Ctrl-C end the run; the unit resumes later
+    except InfraError as exc:  # an adapter's failure outside its retries
+        error = f"{ctx.stage}: {exc}"
+    except Exception as exc:  # the fault barrier: one unit's bug never ends the run
+        error = f"{INTERNAL_ERROR}{ctx.stage or 'the unit'}: {type(exc).__name__}: {exc}"
+    trace = unit_trace_hash(body for _, body in ctx.log)
+    ctx.w.append(UnitFinishedBody(outcome=dict(ctx.outcome), error=error, trace_hash=trace))
+    await ctx.commit()
+    passed = not error and suite.passed(ctx.outcome)
+    status = f"error: {error}" if error else suite.unit_status(ctx.outcome)
+    return UnitOutcome(plan.stream, plan.unit_id, plan.attempt, dict(ctx.outcome), error,
+                       passed, status)  # fmt: skip

@@ -5,7 +5,7 @@ Imports nothing else of benchledger.
 """
 
 from ledger.backend import Store
-from ledger.chain import Failure, Fault, Record, genesis, link_hash
+from ledger.chain import Record, genesis, link_hash
 from ledger.errors import (
     AppendConflict,
     BundleConflict,
@@ -17,6 +17,7 @@ from ledger.errors import (
 )
 from ledger.ledger import Ledger, RunInfo, StreamWriter
 from ledger.store import open_store
+from ledger.verdict import Failure, Fault
 
 __all__ = [
     "AppendConflict",

@@ -4,7 +4,7 @@ Line 1 is the header ``{"format":"benchledger-bundle/1","root":...,"run":...}``;
 further line is one event's canonical bytes, ordered by stream name then seq. Readers
 stream the file, so verifying a bundle takes constant memory.
 
-Three kinds of bundle, all checked by the one chain checker (ledger/chain.py): a full run
+Three kinds of bundle, all checked by the one chain checker (ledger/checker.py): a full run
 (``benchledger-bundle/1``), an audit bundle holding only some streams with their inclusion
 proofs (``benchledger-audit/1``, checked ``partial``), and a redacted bundle whose withheld
 events are placeholders (``benchledger-redacted/1``; what a placeholder is and what may be
@@ -25,12 +25,12 @@ from typing import IO, Any, Final, cast
 
 import msgspec
 
-from ledger.chain import Failure, Fault, Record, RunChecker, Summary, link_hash
+from ledger.chain import Record, link_hash
+from ledger.checker import RunChecker
 from ledger.codec import canonical_json, decode_link
 from ledger.errors import LedgerError, UnusableInput
-from ledger.events import NEVER_WITHHELD, WITHHOLDABLE
-from ledger.events import RunSealed as RunSealedEvent
-from ledger.ledger import Imported, Ledger, check_run_id
+from ledger.events import NEVER_WITHHELD, WITHHOLDABLE, RunSealedEvent
+from ledger.ledger import Ledger, check_run_id
 from ledger.merkle import inclusion_proof, verify_inclusion
 from ledger.redaction import (
     Copy,
@@ -41,6 +41,7 @@ from ledger.redaction import (
     read_placeholder,
     rule_of,
 )
+from ledger.verdict import Failure, Fault, Summary
 
 FORMAT = "benchledger-bundle/1"
 AUDIT_FORMAT = "benchledger-audit/1"
@@ -312,21 +313,47 @@ def export_run(
     *,
     proofs: dict[str, Any] | None = None,
     streams: set[str] | None = None,
+    max_line: int = MAX_LINE,
 ) -> int:
-    """Write ``run_id`` (or just ``streams`` of it) as a bundle; return events written."""
+    """Write ``run_id`` (or just ``streams`` of it) as a bundle; return events written.
+
+    A line longer than ``max_line`` (what readers accept) refuses the export, nothing
+    written: EventTooLong names the event.
+    """
     info = ledger.run_info(run_id)
     header = BundleHeader(
         format=AUDIT_FORMAT if proofs else FORMAT, run=run_id, root=info.root, proofs=proofs or {}
     )
     n = 0
     with atomic_output(path) as out:
-        out.write(canonical_json(header) + b"\n")
-        for stream, _seq, _kind, data in ledger.store.scan(run_id):
+        out.write(_bounded(path, run_id, "", -1, canonical_json(header), max_line))
+        for stream, seq, _kind, data in ledger.store.scan(run_id):
             if streams is not None and stream not in streams:
                 continue
-            out.write(bytes(data) + b"\n")
+            out.write(_bounded(path, run_id, stream, seq, bytes(data), max_line))
             n += 1
     return n
+
+
+class EventTooLong(UnusableInput):
+    """An event (or header) longer than a bundle line may be: written, no reader could
+    read the bundle back (``MAX_LINE``), so the export is refused."""
+
+    def __init__(self, path: str, run_id: str, stream: str, seq: int, size: int, limit: int):
+        self.run_id, self.stream, self.seq, self.size, self.limit = run_id, stream, seq, size, limit
+        what = f"stream {stream!r} seq {seq}: the event" if stream else "the header line"
+        super().__init__(
+            path,
+            f"run {run_id!r} {what} is {size} bytes, longer than the {limit}-byte maximum of a "
+            "bundle line, so no reader could read the bundle back; nothing was written",
+        )
+
+
+def _bounded(path: str, run_id: str, stream: str, seq: int, data: bytes, limit: int) -> bytes:
+    """``data`` as a bundle line (with its newline); EventTooLong past ``limit`` bytes."""
+    if len(data) > limit:
+        raise EventTooLong(path, run_id, stream, seq, len(data), limit)
+    return data + b"\n"
 
 
 def export_audit(ledger: Ledger, run_id: str, streams: set[str], path: str) -> int:
@@ -343,24 +370,6 @@ def export_audit(ledger: Ledger, run_id: str, streams: set[str], path: str) -> i
         for s in sorted(wanted)
     }
     return export_run(ledger, run_id, path, proofs=proofs, streams=wanted)
-
-
-def import_bundle(ledger: Ledger, path: str, *, allow_unsealed: bool = False) -> Imported:
-    """Add a verified bundle's run, which the ledger must not hold (``Ledger.import_run``
-    says what is taken and what is refused); nothing is written unless all of it is.
-
-    A bundle that fails verification, a redacted and an audit bundle are refused whole.
-    """
-    if read_header(path).format == REDACTED_FORMAT:
-        raise UnusableInput(path, "a redacted bundle withholds events; it cannot be imported")
-    failure, summary, header = verify_bundle(path)
-    if failure is not None:
-        raise LedgerError(f"{path}: bundle failed verification: {failure}; nothing was imported")
-    if header.format == AUDIT_FORMAT:
-        raise UnusableInput(path, "an audit bundle holds only some streams; it cannot be imported")
-    return ledger.import_run(
-        path, header.run, summary, lambda: records(path), allow_unsealed=allow_unsealed
-    )
 
 
 def verify_audit_bundle(
@@ -440,13 +449,14 @@ def _redactable(ledger: Ledger, run_id: str, selection: Selection) -> str:
 
 
 def export_redacted(
-    ledger: Ledger, run_id: str, path: str, selection: Selection
+    ledger: Ledger, run_id: str, path: str, selection: Selection, max_line: int = MAX_LINE
 ) -> tuple[int, dict[str, int]]:
     """Write sealed ``run_id`` with the selected events as placeholders.
 
     Returns (lines written, withheld events per kind). Refuses (UnusableInput, nothing
-    written) an unsealed run or a stream glob that matches no stream of the run. A run in
-    event format 1 gets format-1 placeholders, whose envelope no hash binds.
+    written) an unsealed run, a stream glob that matches no stream of the run, or a line
+    longer than ``max_line`` (EventTooLong). A run in event format 1 gets format-1
+    placeholders, whose envelope no hash binds.
     """
     header = BundleHeader(
         format=REDACTED_FORMAT,
@@ -457,13 +467,13 @@ def export_redacted(
     n = 0
     withheld: dict[str, int] = {}
     with atomic_output(path) as out:
-        out.write(canonical_json(header) + b"\n")
-        for stream, _seq, kind, data in ledger.store.scan(run_id):
+        out.write(_bounded(path, run_id, "", -1, canonical_json(header), max_line))
+        for stream, seq, kind, data in ledger.store.scan(run_id):
             raw = bytes(data)
             if selection.selects(run_id, stream, kind):
                 raw = placeholder_bytes(raw)
                 withheld[kind] = withheld.get(kind, 0) + 1
-            out.write(raw + b"\n")
+            out.write(_bounded(path, run_id, stream, seq, raw, max_line))
             n += 1
     return n, withheld
 
@@ -587,17 +597,17 @@ class Revealing:
         if data is None:
             return Failure("", -1, Fault.REVEAL_MISMATCH, "the full bundle has more lines")
         ph = read_placeholder(data)
-        where = _where(data, ph)
+        at = located(data, ph)
         if ph is None:
             if data != full:
-                return Failure(*where, Fault.REVEAL_MISMATCH, "a shown event differs")
+                return Failure(*at, Fault.REVEAL_MISMATCH, "a shown event differs")
             return None
         if read_placeholder(full) is not None:
             detail = "the full bundle withholds this event too"
-            return Failure(*where, Fault.REVEAL_MISMATCH, detail)
+            return Failure(*at, Fault.REVEAL_MISMATCH, detail)
         if placeholder_bytes(full) != data:
             return Failure(
-                *where,
+                *at,
                 Fault.REVEAL_MISMATCH,
                 "the full event does not match its placeholder",
                 expected=ph.hash,
@@ -611,16 +621,18 @@ class Revealing:
         if self._failure is None:
             rest = next(self._redacted, None)
             if rest is not None:
-                where = _where(rest, read_placeholder(rest))
-                self._failure = Failure(*where, Fault.REVEAL_MISMATCH, "the full bundle ends early")
+                at = located(rest, read_placeholder(rest))
+                self._failure = Failure(*at, Fault.REVEAL_MISMATCH, "the full bundle ends early")
         return self._failure, self._matched
 
 
-def _where(data: bytes, ph: Placeholder | None) -> tuple[str, int]:
+def located(data: bytes, ph: Placeholder | None = None) -> tuple[str, int]:
+    """Where a bundle line is (stream, seq): its placeholder's, else its envelope's, else
+    ``("?", -1)`` when not even the envelope decodes."""
     if ph is not None:
         return ph.stream, ph.seq
     try:
         link = decode_link(data)
     except msgspec.DecodeError:
-        return "", -1
+        return "?", -1
     return link.stream, link.seq

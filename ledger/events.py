@@ -330,72 +330,72 @@ class Event(msgspec.Struct, frozen=True, tag_field="kind", kw_only=True):
         return 1 if self.v is msgspec.UNSET else int(self.v)
 
 
-class RunStarted(Event, frozen=True, tag="run_started"):
+class RunStartedEvent(Event, frozen=True, tag="run_started"):
     body: RunStartedBody
 
 
-class UnitStarted(Event, frozen=True, tag="unit_started"):
+class UnitStartedEvent(Event, frozen=True, tag="unit_started"):
     body: UnitStartedBody
 
 
-class EpisodeStarted(Event, frozen=True, tag="episode_started"):
+class EpisodeStartedEvent(Event, frozen=True, tag="episode_started"):
     body: EpisodeStartedBody
 
 
-class SessionCall(Event, frozen=True, tag="session_call"):
+class SessionCallEvent(Event, frozen=True, tag="session_call"):
     body: SessionCallBody
 
 
-class ModelCall(Event, frozen=True, tag="model_call"):
+class ModelCallEvent(Event, frozen=True, tag="model_call"):
     body: ModelCallBody
 
 
-class ReadBack(Event, frozen=True, tag="read_back"):
+class ReadBackEvent(Event, frozen=True, tag="read_back"):
     body: ReadBackBody
 
 
-class GraderDecision(Event, frozen=True, tag="grader_decision"):
+class GraderDecisionEvent(Event, frozen=True, tag="grader_decision"):
     body: GraderDecisionBody
 
 
-class EpisodeFinished(Event, frozen=True, tag="episode_finished"):
+class EpisodeFinishedEvent(Event, frozen=True, tag="episode_finished"):
     body: EpisodeFinishedBody
 
 
-class InfraError(Event, frozen=True, tag="infra_error"):
+class InfraErrorEvent(Event, frozen=True, tag="infra_error"):
     body: InfraErrorBody
 
 
-class UnitFinished(Event, frozen=True, tag="unit_finished"):
+class UnitFinishedEvent(Event, frozen=True, tag="unit_finished"):
     body: UnitFinishedBody
 
 
-class UnitAbandoned(Event, frozen=True, tag="unit_abandoned"):
+class UnitAbandonedEvent(Event, frozen=True, tag="unit_abandoned"):
     body: UnitAbandonedBody
 
 
-class RunSealed(Event, frozen=True, tag="run_sealed"):
+class RunSealedEvent(Event, frozen=True, tag="run_sealed"):
     body: RunSealedBody
 
 
-class RunImported(Event, frozen=True, tag="run_imported"):
+class RunImportedEvent(Event, frozen=True, tag="run_imported"):
     body: RunImportedBody
 
 
 AnyEvent = Union[  # noqa: UP007 - msgspec needs a runtime Union object
-    RunStarted,
-    UnitStarted,
-    EpisodeStarted,
-    SessionCall,
-    ModelCall,
-    ReadBack,
-    GraderDecision,
-    EpisodeFinished,
-    InfraError,
-    UnitFinished,
-    UnitAbandoned,
-    RunSealed,
-    RunImported,
+    RunStartedEvent,
+    UnitStartedEvent,
+    EpisodeStartedEvent,
+    SessionCallEvent,
+    ModelCallEvent,
+    ReadBackEvent,
+    GraderDecisionEvent,
+    EpisodeFinishedEvent,
+    InfraErrorEvent,
+    UnitFinishedEvent,
+    UnitAbandonedEvent,
+    RunSealedEvent,
+    RunImportedEvent,
 ]
 
 EVENT_TYPES: tuple[type[Event], ...] = AnyEvent.__args__  # type: ignore[attr-defined]

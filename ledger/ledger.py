@@ -5,11 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import blake3
 import msgspec
@@ -17,16 +16,16 @@ import msgspec
 from ledger.backend import Store
 from ledger.chain import (
     BODY_DOMAIN,
+    BODY_KEY,
     EVENT_DOMAIN,
     EVENT_DOMAIN_V1,
-    Failure,
+    KIND_KEY,
     Record,
-    RunChecker,
-    Summary,
     event_format,
     genesis,
     link_hash,
 )
+from ledger.checker import RunChecker
 from ledger.codec import (
     Envelope,
     canonical,
@@ -51,19 +50,20 @@ from ledger.events import (
     Body,
     Event,
     RunImportedBody,
+    RunImportedEvent,
     RunSealedBody,
+    RunSealedEvent,
     RunStartedBody,
+    RunStartedEvent,
     StreamHead,
+    UnitFinishedEvent,
+    UnitStartedEvent,
     infra_failed_units,
     make_event,
     stream_unit,
 )
-from ledger.events import RunImported as RunImportedEvent
-from ledger.events import RunSealed as RunSealedEvent
-from ledger.events import RunStarted as RunStartedEvent
-from ledger.events import UnitFinished as UnitFinishedEvent
-from ledger.events import UnitStarted as UnitStartedEvent
 from ledger.merkle import merkle_root
+from ledger.verdict import Failure, Summary
 
 if TYPE_CHECKING:
     from ledger.signing import Signer
@@ -74,8 +74,6 @@ _tuple_new = tuple.__new__
 _encode = canonical_json
 _T = TypeVar("_T")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-_BODY_KEY = b',"body":'
-_KIND_KEY = b',"kind":"'
 _WITHHOLDABLE = frozenset(WITHHOLDABLE)
 
 
@@ -93,38 +91,6 @@ def _stored(
         return decode(data)
     except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
         raise DamagedEvent(stream or "", seq or 0, str(exc)) from None
-
-
-def _verified_copy(
-    path: str, run_id: str, summary: Summary, rows: Callable[[], Iterable[Record]]
-) -> IO[bytes]:
-    """``rows()`` read once more into a private temporary file, and checked on the way to be
-    the run ``summary`` describes; ImportRefused when it is not.
-
-    What is written is read from the copy, which nothing else can change: the bundle itself
-    may be a file that changes between reads (a FIFO, a network mount), and the rows are
-    written only if this read is the run that was verified.
-    """
-    copy = tempfile.TemporaryFile(prefix=".benchledger-import-")  # noqa: SIM115 - returned
-    checker = RunChecker(run_id, require_seal=bool(summary.sealed_root))
-
-    def kept() -> Iterator[Record]:
-        for rec in rows():
-            copy.write(rec.data + b"\n")  # a bundle line holds no newline
-            yield rec
-
-    try:
-        failure = checker.check(kept())
-    except BaseException:
-        copy.close()
-        raise
-    got = checker.summary
-    if failure is not None or (got.sealed_root, got.heads) != (summary.sealed_root, summary.heads):
-        copy.close()
-        why = f": {failure}" if failure is not None else ", with other streams or heads"
-        raise ImportRefused(path, run_id, f"read differently after it was verified{why}")
-    copy.seek(0)
-    return copy
 
 
 def check_run_id(run_id: str) -> str:
@@ -193,8 +159,8 @@ class StreamWriter:
             # Format 2, a withholdable kind (chain.link_hash, inline): the bytes with the
             # body replaced by its digest. The body starts after the first ',"body":' and
             # ends at the last ',"kind":"' (the envelope's own; no string holds it unescaped).
-            b = data.find(_BODY_KEY) + 8
-            t = data.rfind(_KIND_KEY)
+            b = data.find(BODY_KEY) + 8
+            t = data.rfind(KIND_KEY)
             digest = _hash(BODY_DOMAIN + data[b:t]).hexdigest().encode()
             self.head = _hash(EVENT_DOMAIN + data[:b] + b'"' + digest + b'"' + data[t:]).hexdigest()
         self.next_seq = seq + 1
@@ -211,7 +177,7 @@ class RunInfo:
 
 @dataclass(frozen=True)
 class Imported:
-    """What ``Ledger.import_bundle`` did: the run, the events it added, the run's sealed
+    """What ``Ledger.import_run`` did: the run, the events it added, the run's sealed
     root ('' for an unsealed run, which it marked ``run_imported``), and whether the run
     was here already as that sealed whole (then nothing was added)."""
 
@@ -426,13 +392,17 @@ class Ledger:
         path: str,
         run_id: str,
         summary: Summary,
-        rows: Callable[[], Iterable[Record]],
+        lines: Iterable[bytes],
         *,
         allow_unsealed: bool = False,
     ) -> Imported:
-        """Add the run a bundle at ``path`` holds, verified as ``summary`` (``rows`` reads
-        its records again), which this ledger must not hold; nothing is written unless all
-        of it is (one transaction). ``ledger.bundle.import_bundle`` reads and verifies.
+        """Add the run a bundle at ``path`` holds, verified as ``summary``, which this ledger
+        must not hold; nothing is written unless all of it is (one transaction).
+
+        ``lines`` are the bundle's event lines exactly as the one verifying read saw them,
+        from a private copy nothing else can change (``ledger.verified.import_bundle`` reads,
+        verifies and keeps them): what is written is what was verified, even when the file
+        itself reads differently later (a FIFO, a network mount).
 
         The run already here as the bundle's sealed whole, same root, is a no-op. Any other
         run of that id here refuses the bundle (ImportRefused), as does an unsealed bundle
@@ -463,21 +433,18 @@ class Ledger:
             event = make_event(run_id, top.length, top.head, self.clock(), body, v=summary.format)
             marker = [Record(run_id, top.length, body.KIND, canonical(event))]
 
-        with _verified_copy(path, run_id, summary, rows) as copy:
+        def batches() -> Iterator[list[Record]]:
+            batch: list[Record] = []
+            for data in lines:
+                link = decode_link(data)
+                batch.append(Record(link.stream, link.seq, link.kind, data))
+                if len(batch) >= 1000:
+                    yield batch
+                    batch = []
+            if batch or marker:
+                yield batch + marker
 
-            def batches() -> Iterator[list[Record]]:
-                batch: list[Record] = []
-                for line in copy:
-                    data = line.rstrip(b"\n")
-                    link = decode_link(data)
-                    batch.append(Record(link.stream, link.seq, link.kind, data))
-                    if len(batch) >= 1000:
-                        yield batch
-                        batch = []
-                if batch or marker:
-                    yield batch + marker
-
-            added = self.store.append_all(batches())
+        added = self.store.append_all(batches())
         return Imported(run_id, added - len(marker), root)
 
     def _holds_sealed_whole(

@@ -37,7 +37,8 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from ledger.chain import Rule, link_hash, sealed_form, try_link
+from ledger.chain import link_hash, sealed_form, try_link
+from ledger.checker import Rule
 from ledger.codec import canonical_json, decode_link, decode_placeholder_v1
 from ledger.events import KINDS, NEVER_WITHHELD, WITHHOLDABLE, Event
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
@@ -22,26 +23,29 @@ from ledger.bundle import (
     check_audit,
     check_full,
     check_redacted,
+    located,
     read_bundle,
 )
-from ledger.chain import Failure, Fault, RunChecker, Summary, link_hash
-from ledger.codec import decode_event, decode_link
+from ledger.chain import link_hash
+from ledger.checker import RunChecker
+from ledger.codec import decode_event
 from ledger.completeness import Completeness, Plan, UnitState, completeness, plan_of
 from ledger.errors import LedgerError, UnknownRun, UnusableInput
 from ledger.events import (
     Event,
-    RunImported,
-    RunSealed,
+    RunImportedEvent,
     RunSealedBody,
-    RunStarted,
+    RunSealedEvent,
+    RunStartedEvent,
     StreamHead,
-    UnitAbandoned,
-    UnitFinished,
-    UnitStarted,
+    UnitAbandonedEvent,
+    UnitFinishedEvent,
+    UnitStartedEvent,
     stream_unit,
 )
-from ledger.ledger import Ledger
+from ledger.ledger import Imported, Ledger, check_run_id
 from ledger.redaction import WithheldEvent, as_event, read_placeholder
+from ledger.verdict import Failure, Fault, Summary
 
 # Standing.state values: one word each, so JSON readers can switch on them.
 TRUSTED = "trusted"  # signed, the signature verifies, by a key the reader named
@@ -195,23 +199,25 @@ class Tally:
     def add(self, event: Event) -> None:
         """Count one event of the run."""
         if event.stream == self.run_id:
-            if isinstance(event, RunStarted):
+            if isinstance(event, RunStartedEvent):
                 self.plan = plan_of(event.body)
                 if event.body.tool_version == "import-peer":
                     self.origin = Origin(PEER_CLAIMS, event.body.platform)
-            elif isinstance(event, RunSealed):
+            elif isinstance(event, RunSealedEvent):
                 self.sealed = True
-            elif isinstance(event, RunImported):
+            elif isinstance(event, RunImportedEvent):
                 self.origin = Origin(IMPORTED, event.body.bundle)
             return
-        if not isinstance(event, UnitStarted | UnitFinished | UnitAbandoned | WithheldEvent):
+        if not isinstance(
+            event, UnitStartedEvent | UnitFinishedEvent | UnitAbandonedEvent | WithheldEvent
+        ):
             return
         unit = self._units.setdefault(event.stream, ["", 0, False, False, ""])
-        if isinstance(event, UnitStarted):
+        if isinstance(event, UnitStartedEvent):
             unit[0], unit[1] = event.body.protocol_id, event.body.attempt
-        elif isinstance(event, UnitFinished):
+        elif isinstance(event, UnitFinishedEvent):
             unit[2], unit[4] = True, event.body.error
-        elif isinstance(event, UnitAbandoned):
+        elif isinstance(event, UnitAbandonedEvent):
             unit[3] = True
         elif event.withheld_kind == "unit_finished":
             unit[2] = True
@@ -318,11 +324,31 @@ class PartialRun(RunUnverified):
 
 
 def is_bundle(target: str) -> bool:
-    """Whether ``target`` names a bundle file rather than a run id."""
-    # exists, not isfile: a bundle may be served through a FIFO or another special file.
-    return target.endswith((".jsonl", ".jsonl.gz", ".gz")) or (
-        os.path.exists(target) and not os.path.isdir(target)
-    )
+    """Whether ``target`` names a bundle file rather than a run id, from how it is written
+    alone: a bundle's suffix, a path separator, or no run id's spelling. What files exist
+    never decides it, so a file named like a run id cannot shadow the run (``./NAME`` reads
+    the file)."""
+    if target.endswith((".jsonl", ".jsonl.gz", ".gz")) or os.sep in target:
+        return True
+    if os.altsep and os.altsep in target:
+        return True
+    try:
+        check_run_id(target)
+    except ValueError:
+        return True
+    return False
+
+
+class UnknownRunHere(UnknownRun):
+    """No run of that id, though a file of that name is here: a bare name is a run id, so
+    the message says how to read the file instead."""
+
+    def __init__(self, run_id: str, known: list[str]) -> None:
+        super().__init__(run_id, known)
+        self.args = (
+            f"{self.args[0]}; a file {run_id!r} is here, but a bare name is a run id: give "
+            f"./{run_id} to read the file as a bundle",
+        )
 
 
 def open_run(
@@ -350,7 +376,8 @@ def open_run(
     there is nothing to verify.
     """
     if is_bundle(target):
-        run = _open_bundle(target, require_seal, allow_partial, root, keep_events, keep_lines)
+        lines: list[bytes] | None = [] if keep_lines else None
+        run = _open_bundle(target, require_seal, allow_partial, root, keep_events, lines)
     else:
         run = _open_stored(target, ledger, require_seal, root, keep_events)
     assert run.summary is not None
@@ -370,6 +397,55 @@ def seal_standing(run: RunEvents, trusted: Iterable[bytes] | None) -> Standing:
     return standing(run.run_id, _seal_body(run.summary), trusted)
 
 
+class _Lines(Protocol):
+    """Where the one pass keeps a bundle's raw lines as it reads them."""
+
+    def append(self, data: bytes, /) -> None: ...
+
+
+class _Copy:
+    """A bundle's lines as the verifying read saw them, in a private temporary file: what
+    ``import_bundle`` writes (constant memory, and nothing else can change it)."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix=".benchledger-import-")  # noqa: SIM115
+
+    def append(self, data: bytes, /) -> None:
+        self._file.write(data + b"\n")  # a bundle line holds no newline
+
+    def __iter__(self) -> Iterator[bytes]:
+        self._file.seek(0)
+        for line in self._file:
+            yield line.rstrip(b"\n")
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def import_bundle(ledger: Ledger, path: str, *, allow_unsealed: bool = False) -> Imported:
+    """Add a bundle file's run, verified, which the ledger must not hold (``Ledger.import_run``
+    says what is taken and what is refused); nothing is written unless all of it is.
+
+    The bundle is read once, through the door's one pass, into a private copy; what is
+    written is that copy, the very lines that verified. A bundle that fails verification
+    (LedgerError, exit 1), a redacted and an audit bundle are refused whole.
+    """
+    copy = _Copy()
+    try:
+        try:
+            run = _open_bundle(path, False, False, None, False, copy)
+        except RunUnverified as exc:
+            raise LedgerError(
+                f"{path}: bundle failed verification: {exc.failure}; nothing was imported"
+            ) from None
+        assert run.bundle is not None and run.summary is not None
+        if run.bundle.format == REDACTED_FORMAT:
+            raise UnusableInput(path, "a redacted bundle withholds events; it cannot be imported")
+        return ledger.import_run(path, run.run_id, run.summary, copy, allow_unsealed=allow_unsealed)
+    finally:
+        copy.close()
+
+
 class _Undecodable(Exception):
     def __init__(self, failure: Failure) -> None:
         self.failure = failure
@@ -378,9 +454,9 @@ class _Undecodable(Exception):
 class _Pass:
     """The decoding half of the one pass: rows go on to the chain checker unchanged."""
 
-    def __init__(self, run_id: str, redacted: bool, keep: bool, keep_lines: bool = False) -> None:
+    def __init__(self, run_id: str, redacted: bool, keep: bool, lines: _Lines | None) -> None:
         self.events: list[tuple[Event, str]] = []
-        self.lines: list[bytes] | None = [] if keep_lines else None
+        self.lines = lines
         self.tally = Tally(run_id)
         self.redacted = redacted
         self.keep = keep
@@ -407,7 +483,9 @@ class _Pass:
                 ph = read_placeholder(data) if self.redacted else None
                 if ph is None:
                     detail = f"undecodable event: {' '.join(str(exc).split())}"
-                    pending = _where(row, data, detail)
+                    # A store row names its place; a bundle line only in its bytes.
+                    stream, seq = (row[0], row[1]) if row[0] is not None else located(data)
+                    pending = Failure(str(stream), int(seq or 0), Fault.UNDECODABLE, detail)
                     yield row
                     continue
                 event, h = as_event(ph), ph.hash
@@ -428,17 +506,6 @@ class _Pass:
             return check(self.rows(rows))
         except _Undecodable as bad:
             return bad.failure, Summary()
-
-
-def _where(row: Any, data: bytes, detail: str) -> Failure:
-    stream, seq = row[0], row[1]
-    if stream is None:
-        try:
-            link = decode_link(data)
-            stream, seq = link.stream, link.seq
-        except msgspec.DecodeError:
-            stream, seq = "?", -1
-    return Failure(str(stream), int(seq or 0), Fault.UNDECODABLE, detail)
 
 
 def _first_missing(summary: Summary, run_id: str) -> Failure:
@@ -478,19 +545,23 @@ def _open_stored(
     keep: bool,
 ) -> VerifiedRun:
     if ledger is None:
-        raise UnusableInput(target, "no such bundle file, and no ledger to find a run in")
+        raise UnusableInput(
+            target, "a run id (a bare name), and no ledger to find a run in; give ./NAME for a "
+            "bundle file of that name"
+        )  # fmt: skip
     led = ledger if isinstance(ledger, Ledger) else ledger()
     store = led.store
     if store.head(target) is None:
         with _closing(store.scan(target)) as rows:
             if next(iter(rows), None) is None:
-                raise UnknownRun(target, store.run_ids())
+                unknown = UnknownRunHere if os.path.lexists(target) else UnknownRun
+                raise unknown(target, store.run_ids())
     checker = RunChecker(target, require_seal=require_seal or bool(root))
 
     def check(rows: Iterable[Any]) -> tuple[Failure | None, Summary]:
         return checker.check(rows), checker.summary
 
-    one = _Pass(target, False, keep)
+    one = _Pass(target, False, keep, None)
     with _closing(store.scan(target)) as rows:
         failure, summary = one.check(check, rows)
     failure = failure or _root_is(target, summary, root)
@@ -514,11 +585,11 @@ def _open_bundle(
     allow_partial: bool,
     root: str | None,
     keep: bool,
-    keep_lines: bool,
+    lines: _Lines | None,
 ) -> VerifiedRun:
     with read_bundle(path) as (header, recs):
         redacted = header.format == REDACTED_FORMAT
-        one = _Pass(header.run, redacted, keep, keep_lines)
+        one = _Pass(header.run, redacted, keep, lines)
         if header.format == AUDIT_FORMAT:
             failure, summary = one.check(lambda rows: check_audit(header, rows, root), recs)
         elif redacted:
@@ -564,7 +635,7 @@ def _open_bundle(
         )
     return VerifiedRun(header.run, summary.sealed_root, one.events, header, check, None,
                        one.tally.origin, one.tally.completeness(), summary,
-                       one.lines)  # fmt: skip
+                       lines if isinstance(lines, list) else None)  # fmt: skip
 
 
 def _units_lacking(

@@ -1,4 +1,9 @@
-"""Audit: trace one metric to the decision events behind it and the evidence they cite."""
+"""Audit: trace one metric to the decision events behind it and the evidence they cite.
+
+What every suite's audit shares: the audit's shape, the evidence read from the run, and
+the text it prints as. Each suite's ``audit`` (``projections/suites/<name>/audit.py``,
+``ReadSuite.audit``) picks the contributions of its own metrics.
+"""
 
 from __future__ import annotations
 
@@ -6,35 +11,24 @@ from typing import Any, NamedTuple
 
 from ledger.codec import canonical_json
 from ledger.events import (
-    EpisodeFinished,
+    EpisodeFinishedEvent,
     Event,
-    ModelCall,
-    ReadBack,
-    SessionCall,
+    ModelCallEvent,
+    ReadBackEvent,
     SessionCallBody,
+    SessionCallEvent,
 )
 from ledger.redaction import WithheldEvent
 from ledger.verified import PEER_CLAIMS, Origin
-from projections.fold import fold
-from projections.lifecycle import (
-    CI_LABELS,
-    METRIC_NAMES,
-    METRICS,
-    Decision,
-    LifecycleFold,
-    Metric,
-    scorecard,
-)
-from projections.report import fmt_interval, fmt_num, fmt_pct
-from projections.source import RunEvents
+from projections.card import CI_LABELS, Decision, Metric, fmt_interval, fmt_num, fmt_pct
 
 
 class UnknownMetric(ValueError):
-    """The metric name is not one the lifecycle suite defines."""
+    """The metric name is not one the run's suite defines (``known``: the ones it does)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, known: tuple[str, ...] = ()) -> None:
         self.name = name
-        super().__init__(f"no metric {name!r}; known metrics: {', '.join(METRIC_NAMES)}")
+        super().__init__(f"no metric {name!r}; known metrics: {', '.join(known)}")
 
 
 class Evidence(NamedTuple):
@@ -99,30 +93,32 @@ def recorded_result(body: SessionCallBody) -> Any:
 def _describe(event: Event, full: bool = False) -> str:
     if isinstance(event, WithheldEvent):
         return f"WITHHELD {event.withheld_kind}: body not disclosed, digest {event.hash}"
-    if isinstance(event, SessionCall):
+    if isinstance(event, SessionCallEvent):
         b = event.body
         err = " (error)" if b.is_error else ""
         args, result = _short(b.arguments, 60, full), _short(recorded_result(b), 70, full)
         return f"{b.method} {b.tool} {args} -> {result}{err}"
-    if isinstance(event, ModelCall):
+    if isinstance(event, ModelCallEvent):
         response = _short(event.body.response, 90, full)
         return f"model turn {event.body.request_hash[:12]}: {response}"
-    if isinstance(event, ReadBack):
+    if isinstance(event, ReadBackEvent):
         rb = event.body
         return f"{rb.method} {rb.path} -> {rb.status} {_short(rb.body, 80, full)}"
-    if isinstance(event, EpisodeFinished):
+    if isinstance(event, EpisodeFinishedEvent):
         answer = _short(event.body.final_answer, 90, full)
         return f"episode {event.body.episode} final answer: {answer}"
     return _short(getattr(event, "body", None), full=full)
 
 
-def _evidence(by_seq: dict[int, tuple[Event, str]], refs: tuple[int, ...]) -> tuple[Evidence, ...]:
+def evidence_of(
+    by_seq: dict[int, tuple[Event, str]], refs: tuple[int, ...]
+) -> tuple[Evidence, ...]:
     """The events a decision refs, and (one level further) what an episode summary refs."""
     seen: list[int] = []
     for r in refs:
         seen.append(r)
         event = by_seq.get(r, (None, ""))[0]
-        if isinstance(event, EpisodeFinished) or (
+        if isinstance(event, EpisodeFinishedEvent) or (
             isinstance(event, WithheldEvent) and event.withheld_kind == "episode_finished"
         ):
             seen.extend(x for x in event.refs if x not in seen)
@@ -137,45 +133,6 @@ def _evidence(by_seq: dict[int, tuple[Event, str]], refs: tuple[int, ...]) -> tu
             summary, whole = _describe(event), _describe(event, full=True)
             out.append(Evidence(seq, str(kind), link, summary, withheld, whole))
     return tuple(out)
-
-
-def audit(run: RunEvents, metric_name: str) -> Audit:
-    """A lifecycle run's metric value and every contributing unit with its decision and evidence.
-
-    A provenance run is audited by ``projections.provenance_audit.audit`` (the caller picks).
-    """
-    if metric_name not in METRIC_NAMES:
-        raise UnknownMetric(metric_name)
-    lf = fold(LifecycleFold(), run.events)
-    card = scorecard([lf])
-    metric = card.metrics[metric_name]
-    streams: dict[str, dict[int, tuple[Event, str]]] = {}
-    for event, link in run.events:
-        streams.setdefault(event.stream, {})[event.seq] = (event, link)
-    num_refs = set(metric.num_refs)
-    spec = next((s for s in METRICS if s.name == metric_name), None)
-    short = {pid for pid, _ in card.pass_k_short}
-    out = []
-    for unit in card.units:
-        if spec is not None:
-            if not spec.in_den(unit):
-                continue
-            decision = unit.decisions.get(spec.num_check) or unit.decisions.get(spec.den_check)
-            in_num = spec.in_num(unit)
-        else:  # pass_k: every counted unit of a protocol with k attempts, by all its decisions
-            if not unit.counted or unit.protocol_id in short:
-                continue
-            failing = [d for d in unit.decisions.values() if d.verdict is False]
-            decision = failing[0] if failing else None
-            in_num = unit.passed()
-        refs = decision.refs if decision else ()
-        evidence = _evidence(streams.get(unit.stream, {}), refs)
-        out.append(
-            Contribution(unit.stream, unit.protocol_id, unit.attempt, in_num, decision, evidence)
-        )
-    assert spec is None or len(num_refs) <= metric.num
-    withheld = tuple(u.stream for u in card.units if u.outcome_withheld)
-    return Audit(run.run_id, run.root or card.meta.root, metric, tuple(out), withheld)
 
 
 def render(a: Audit, full: bool = False, origin: Origin | None = None) -> str:

@@ -20,10 +20,10 @@ import blake3
 import msgspec
 
 from ledger.codec import canonical_json
-from ledger.events import Preregistration, RunStarted, UnitStarted
+from ledger.events import Preregistration, RunStartedEvent, UnitStartedEvent
 from ledger.redaction import WithheldEvent
-from projections.lifecycle import GATED
 from projections.source import RunEvents
+from projections.suites.lifecycle.scorecard import GATED
 
 FORMAT: Final = "benchledger-prereg/1"
 DOMAIN: Final = b"benchledger:prereg:v1\x00"
@@ -143,13 +143,13 @@ def matches_run(p: Preregistration, protocol_set_hash: str, items: Sequence[str]
 
 def _set_hash(run: RunEvents) -> str:
     for event, _ in run.events:
-        if isinstance(event, RunStarted):
+        if isinstance(event, RunStartedEvent):
             rec = event.body.record
             return (rec.protocol_set_hash if rec else "") or event.body.protocol_set_hash
     return ""
 
 
-def run_started(run: RunEvents) -> RunStarted:
+def run_started(run: RunEvents) -> RunStartedEvent:
     """The run's ``run_started``; BadPreregistration when the run shows none.
 
     Without it nobody can tell whether the run pre-registered a bar: a withheld one (a
@@ -157,7 +157,7 @@ def run_started(run: RunEvents) -> RunStarted:
     never read as "pre-registered none".
     """
     for event, _ in run.events:
-        if isinstance(event, RunStarted):
+        if isinstance(event, RunStartedEvent):
             return event
     hidden = next(
         (
@@ -189,7 +189,7 @@ def recorded(run: RunEvents) -> Preregistration | None:
 def item_problems(p: Preregistration, run: RunEvents) -> list[str]:
     """How the run's units differ from the pre-registered items, by content hash."""
     problems = []
-    ran = {e.body.protocol_hash for e, _ in run.events if isinstance(e, UnitStarted)}
+    ran = {e.body.protocol_hash for e, _ in run.events if isinstance(e, UnitStartedEvent)}
     if p.protocol_set_hash and _set_hash(run) != p.protocol_set_hash:
         problems.append(
             f"protocol set {_set_hash(run)[:12] or '(none)'} is not the pre-registered "

@@ -7,36 +7,20 @@ events, so listing stays fast on a large ledger: a unit stream whose head is
 display counts; the header's head says whether the run is sealed (and signed), and the
 header's first event, ``run_started``, says when it started, with what, and what
 it planned. Of an unsealed run, the finished heads are decoded too, for the units that
-ended in infrastructure errors (``Ledger.infra_failed``). Only ``ledger`` is imported: the
-command starts without the harness.
+ended in infrastructure errors (``Ledger.infra_failed``). Only ``ledger`` is imported at
+start (the suite registry only to name a subset run's items): the command starts without
+the harness.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Final, NamedTuple
+from typing import Any, NamedTuple
 
 from ledger import Ledger, UnknownRun
 from ledger.completeness import Plan, UnitState, completeness, plan_of
-from ledger.events import RunRecord, RunStarted
-
-_SHOWN_IDS: Final = 5  # --protocol ids a subset label names before "..."
-
-
-def subset_label(record: RunRecord | None) -> str:
-    """A subset run's ``N of M protocols (--protocol A, B; --limit L)``; "" for a whole set."""
-    if record is None or not (record.only or record.limit):
-        return ""
-    ran = len({u.unit_id for u in record.units})
-    noun = "cases" if record.suite == "provenance" else "protocols"
-    asked = []
-    if record.only:
-        ids = ", ".join(record.only[:_SHOWN_IDS])
-        asked.append(f"--protocol {ids}{', ...' if len(record.only) > _SHOWN_IDS else ''}")
-    if record.limit:
-        asked.append(f"--limit {record.limit}")
-    of = f" of {record.set_items}" if record.set_items else ""
-    return f"{ran}{of} {noun} ({'; '.join(asked)})"
+from ledger.events import RunStartedEvent
+from projections.card import subset_label
 
 
 class RunRow(NamedTuple):
@@ -86,6 +70,17 @@ class RunRow(NamedTuple):
         }
 
 
+def _noun(suite: str) -> str:
+    """What ``suite`` calls its items (``ReadSuite.noun``); "items" for a suite not known here."""
+    # Imported only for a subset run's label: listing runs starts without the suites' readers.
+    from projections.suites import UnknownSuite, lookup
+
+    try:
+        return lookup(suite).noun
+    except UnknownSuite:
+        return "items"
+
+
 def run_row(ledger: Ledger, run_id: str) -> RunRow:
     """One run's row (UnknownRun when absent); reads its heads and its header's first event."""
     heads = ledger.store.heads(run_id)
@@ -95,13 +90,14 @@ def run_row(ledger: Ledger, run_id: str) -> RunRow:
     first = next(ledger.events(run_id, run_id), None)
     header = first[0] if first else None
     started_at, agent, platform, plan, subset = 0, "", "", Plan(), ""
-    if isinstance(header, RunStarted):
+    if isinstance(header, RunStartedEvent):
         body, record = header.body, header.body.record
         started_at = header.at
         agent = (record.agent if record else "") or body.agent
         platform = f"{body.platform} {body.platform_version}".strip()
         plan = plan_of(body)
-        subset = subset_label(record)
+        if record is not None and (record.only or record.limit):
+            subset = subset_label(record, _noun(record.suite))
     # The one count of finished units, from the heads: a stream's last event says whether
     # it finished (unit_finished) or was abandoned (unit_abandoned, after any finish).
     ends = (UnitState(h.stream or "", "", 0, h.kind == "unit_finished",

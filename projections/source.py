@@ -31,7 +31,8 @@ from ledger.verified import (
 )
 
 if TYPE_CHECKING:
-    from projections.lifecycle import RunMeta, Unit
+    from projections.card import RunMeta
+    from projections.suites.lifecycle.scorecard import Unit
 
 __all__ = [
     "Completeness",

@@ -99,33 +99,92 @@ def _is_volatile(key: str) -> bool:
     return key in VOLATILE_KEYS or key.endswith(VOLATILE_SUFFIX)
 
 
+# Keys seen so far and whether they are volatile: a trace asks about the same few hundred
+# keys hundreds of thousands of times. Bounded, since the keys come from platform data.
+_VOLATILE: dict[str, bool] = {}
+_VOLATILE_MAX: Final = 4096
+_CONTAINERS = (dict, list, tuple)
+
+
 def normalize(value: Any, ids: Ids) -> Any:
     """``value`` with volatile keys dropped, ids numbered, floats rounded, JSON text parsed."""
-    if isinstance(value, dict | list | tuple):
-        # A model request repeats the conversation so far, so most containers come back
-        # many times: their form is looked up by their JSON bytes (a C encoder, far cheaper
-        # than walking them). Exact for the reason the text cache is.
-        try:
-            key: bytes | None = _key(value)
-        except (TypeError, ValueError, OverflowError, msgspec.EncodeError):  # not JSON: walk it
-            key = None
-        seen = ids.containers.get(key) if key is not None else None
-        if seen is not None:
-            return seen
-        if isinstance(value, dict):
-            out: Any = {
-                str(k): normalize(v, ids) for k, v in value.items() if not _is_volatile(str(k))
-            }
-        else:
-            out = [normalize(v, ids) for v in value]
-        if key is not None:
-            ids.containers[key] = out
-        return out
-    if isinstance(value, float):
+    kind = type(value)
+    if kind is str:
+        return normalize_text(value, ids)
+    if kind in _CONTAINERS or isinstance(value, _CONTAINERS):
+        return _container(value, ids)
+    if kind is float or isinstance(value, float):
         return round(value, FLOAT_DIGITS)
     if isinstance(value, str):
         return normalize_text(value, ids)
     return value
+
+
+def _container(
+    value: dict[Any, Any] | list[Any] | tuple[Any, ...], ids: Ids, cached: bool = True
+) -> Any:
+    # A model request repeats the conversation so far, so most containers come back many
+    # times: their form is looked up by their JSON bytes (a C encoder, far cheaper than
+    # walking them). Exact for the reason the text cache is.
+    key: bytes | None = None
+    if cached:
+        try:
+            key = _key(value)
+        except (TypeError, ValueError, OverflowError, msgspec.EncodeError):  # not JSON: walk
+            key = None
+    if key is not None:
+        seen = ids.containers.get(key)
+        if seen is not None:
+            return seen
+    texts = ids.texts
+    out: Any
+    # The leaves inline (strings already seen, ints, bools, None): most of a trace's calls.
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            name = k if type(k) is str else str(k)
+            volatile = _VOLATILE.get(name)
+            if volatile is None:
+                volatile = _is_volatile(name)
+                if len(_VOLATILE) < _VOLATILE_MAX:
+                    _VOLATILE[name] = volatile
+            if volatile:
+                continue
+            kind = type(v)
+            if kind is str:
+                got = texts.get(v)
+                out[name] = normalize_text(v, ids) if got is None else got
+            elif kind is int or kind is bool or v is None:
+                out[name] = v
+            elif cached:
+                out[name] = normalize(v, ids)
+            else:
+                out[name] = _plain(v, ids)
+    else:
+        out = []
+        for v in value:
+            kind = type(v)
+            if kind is str:
+                got = texts.get(v)
+                out.append(normalize_text(v, ids) if got is None else got)
+            elif kind is int or kind is bool or v is None:
+                out.append(v)
+            elif cached:
+                out.append(normalize(v, ids))
+            else:
+                out.append(_plain(v, ids))
+    if key is not None:
+        ids.containers[key] = out
+    return out
+
+
+def _plain(value: Any, ids: Ids) -> Any:
+    """``normalize`` without the container cache: for a document parsed from text, whose
+    text the text cache already caught if it came before (re-encoding it would cost more
+    than the walk saves)."""
+    if isinstance(value, _CONTAINERS):
+        return _container(value, ids, cached=False)
+    return normalize(value, ids)
 
 
 def normalize_text(text: str, ids: Ids) -> Any:
@@ -147,7 +206,7 @@ def _normalize_text(text: str, ids: Ids) -> Any:
         except ValueError:
             parsed = None
         if isinstance(parsed, dict | list):
-            return normalize(parsed, ids)
+            return _container(parsed, ids, cached=False)
     # Each pattern runs only on text holding what every match of it holds (most text is
     # short JSON leaves that match none): the same result, without most of the scans.
     if "dps_" in text:
@@ -278,7 +337,7 @@ def unit_trace_hash(bodies: Iterable[Body]) -> str:
     return _digest("unit", trace(enumerate(bodies)))
 
 
-class Episode(NamedTuple):
+class EpisodeSpan(NamedTuple):
     """One finished episode of a stream: where it starts and ends, and its events."""
 
     stage: str
@@ -288,9 +347,9 @@ class Episode(NamedTuple):
     recorded: str  # the trace hash its episode_finished carries ("" for old events)
 
 
-def episodes(events: Sequence[tuple[int, Body]]) -> list[Episode]:
+def episodes(events: Sequence[tuple[int, Body]]) -> list[EpisodeSpan]:
     """Every finished episode of a stream: the events from its episode_started on."""
-    out: list[Episode] = []
+    out: list[EpisodeSpan] = []
     start = None
     for i, (seq, body) in enumerate(events):
         if isinstance(body, EpisodeStartedBody):
@@ -298,7 +357,7 @@ def episodes(events: Sequence[tuple[int, Body]]) -> list[Episode]:
         elif isinstance(body, EpisodeFinishedBody):
             first = start if start is not None else i
             part = list(events[first : i + 1])
-            out.append(Episode(body.episode, part[0][0], seq, part, body.trace_hash))
+            out.append(EpisodeSpan(body.episode, part[0][0], seq, part, body.trace_hash))
             start = None
     return out
 

@@ -16,7 +16,7 @@ from typing import Any, Final
 from refplatform import ids
 from refplatform.auth import Identity
 from refplatform.errors import NotFound
-from refplatform.store import Store, dumps
+from refplatform.store import StateStore, dumps
 from refplatform.times import rfc3339
 
 EVENT_KIND: Final = "mcp_tool_call"
@@ -33,7 +33,7 @@ DEFAULT_PER_PAGE, MAX_PER_PAGE = 50, 1000
 class Audit:
     """Appends audit events and answers the admin audit routes."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StateStore) -> None:
         self.store = store
 
     def record(

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from refplatform import ids
 from refplatform.errors import Conflict, NotFound
-from refplatform.store import Store, dumps
+from refplatform.store import StateStore, dumps
 from refplatform.times import rfc3339
 
 REF_PROMOTED: Final = "promoted"
@@ -76,7 +76,7 @@ def _view(row: sqlite3.Row) -> dict[str, Any]:
 class PageStore:
     """Knowledge pages, their versions and references, over the platform store."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StateStore) -> None:
         self.store = store
 
     # -- reads ------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 ``Platform`` is the composition root. It opens (or creates) the state, seeds it from
 the pack exactly once (catalog entities and glossary terms from the DataHub MCEs,
 knowledge pages from ``knowledge_pages.sql``; SQL runs on the pack's own engine), and
-hands the same store to every toolkit, so the one lock of ``Store`` covers them all.
+hands the same store to every toolkit, so the one lock of ``StateStore`` covers them all.
 A state file remembers the pack it was seeded from and refuses another.
 """
 
@@ -21,7 +21,7 @@ from refplatform.errors import PlatformError, Unavailable
 from refplatform.packs import Pack, default_pack
 from refplatform.pages import PageStore
 from refplatform.sessions import Sessions
-from refplatform.store import Store
+from refplatform.store import StateStore
 from refplatform.toolkits.catalog import Catalog, entity_doc
 from refplatform.toolkits.knowledge import Knowledge
 from refplatform.toolkits.memory import SIMILAR_AT, SUPERSEDE_AT, Memory
@@ -89,7 +89,7 @@ class Platform:
     ) -> None:
         self.pack = pack or default_pack()
         self.embedder: Embedder = embedder or LexicalEmbedder()
-        self.store = Store(path, clock=clock)
+        self.store = StateStore(path, clock=clock)
         self.sql = SqlEngine(self.pack)
         self.pages = PageStore(self.store)
         self.catalog = Catalog(self.store, self.columns_of)

@@ -18,7 +18,7 @@ from typing import Final
 from refplatform import ids
 from refplatform.auth import Identity
 from refplatform.errors import ToolError
-from refplatform.store import Store
+from refplatform.store import StateStore
 
 INIT_TOOL: Final = "platform_info"
 SESSION_HINT: Final = (
@@ -67,7 +67,7 @@ def search_required(tool: str) -> ToolError:
 class Sessions:
     """Minted handles, per-user discovery, and per-handle enrichment memory."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StateStore) -> None:
         self.store = store
 
     def mint(self, who: Identity) -> str:

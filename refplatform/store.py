@@ -105,7 +105,7 @@ def _refuse_foreign(path: str) -> None:
                             "of its own")  # fmt: skip
 
 
-class Store:
+class StateStore:
     """The SQLite connection, its one re-entrant lock, the clock and the id counters."""
 
     def __init__(self, path: str = ":memory:", *, clock: Callable[[], int] = time.time_ns) -> None:

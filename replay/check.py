@@ -6,8 +6,8 @@ import os
 from typing import NamedTuple
 
 from ledger import UnusableInput
+from replay.findings import Report, shown
 from replay.levels import replay
-from replay.report import Report, shown
 
 SUFFIXES = (".jsonl", ".jsonl.gz")
 

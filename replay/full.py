@@ -4,8 +4,8 @@
 Model responses come from the log (a request not in it is a divergence, never a live
 call); tool results come from the log (``tools="log"``) or from a fresh embedded
 platform (``tools="live"``, which also checks the platform). Each unit runs the suite's
-own ``run_unit`` through a ``UnitContext`` on a scratch in-memory ledger, on virtual
-time. Needs no model key and no network.
+own stages through the driver's unit runner (``harness.unit.run_unit``) on a scratch
+in-memory ledger, on virtual time. Needs no model key and no network.
 """
 
 from __future__ import annotations
@@ -21,23 +21,22 @@ from typing import Final
 import msgspec
 
 from harness import agents
-from harness.agents.base import Agent, UnitInfo
-from harness.errors import InfraError
+from harness.agents.base import Agent
 from harness.models import Divergence
 from harness.platforms.base import PlatformClient
 from harness.platforms.provision import EmbeddedProvisioner, PlatformSpec
 from harness.suites import Suite, suite_for
-from harness.unit import UnitContext, UnitFailed, UnitPlan
+from harness.unit import UnitPlan, run_unit
 from ledger import Ledger, UnusableInput, open_store
-from ledger.events import INTERNAL_ERROR, Body, ModelCallBody, RunRecord, UnitFinishedBody
+from ledger.events import Body, ModelCallBody, RunRecord, UnitFinishedBody
 from projections.trace import episode_trace_hash, episodes, trace, unit_trace_hash
 from protocols.schema import Protocol
 from replay.clock import ReplayClock
+from replay.findings import TOOLS, Mismatch, Report, first_difference
 from replay.log_platform import LogPlatform
 from replay.log_server_memory import LogServerMemory
-from replay.report import TOOLS, Mismatch, Report, first_difference
-from replay.source import Run, Unit
 from replay.tape import RequestDivergence, Tape, TapeTransport, ToolDivergence, describe
+from replay.target import ReplayUnit, Run
 
 POOL_MARGIN: Final = 4
 _POOL = re.compile(r"^pool:(\d+)\b")
@@ -51,7 +50,7 @@ Events = list[tuple[int, Body]]
 class Replayed:
     """One unit as replay re-ran it: its events, and what stopped it early (if anything)."""
 
-    unit: Unit
+    unit: ReplayUnit
     events: Events = field(default_factory=list)
     stop: Exception | None = None
     left: list[tuple[int, Body]] = field(default_factory=list)  # recorded, never replayed
@@ -92,8 +91,7 @@ async def replay_full_async(
     report = Report("full", target or run.run_id, run.run_id)
     units = _planned_order(record, [u for u in run.units if not u.abandoned])
     suite = suite_for(record.suite)
-    if hasattr(suite, "capture_timeout_s"):
-        suite.capture_timeout_s = record.capture_timeout_s
+    suite.configure(record)
     pool = max((i for u in units for i in _identities(u)), default=0) + POOL_MARGIN
     replayed: list[Replayed] = []
     stdio = record.platform.kind == "stdio"  # server-memory: its own adapter, its own I/O
@@ -134,11 +132,11 @@ async def replay_full_async(
     return report
 
 
-def _planned_order(record: RunRecord, units: list[Unit]) -> list[Unit]:
+def _planned_order(record: RunRecord, units: list[ReplayUnit]) -> list[ReplayUnit]:
     """Units in the order the run planned them (pass by pass), resumed ones at their place."""
     order = {(u.unit_id, u.attempt): i for i, u in enumerate(record.units)}
 
-    def key(u: Unit) -> tuple[int, int, str]:
+    def key(u: ReplayUnit) -> tuple[int, int, str]:
         started = u.started
         if started is None:
             raise UnusableInput(u.stream, "the unit stream has no unit_started event")
@@ -148,18 +146,18 @@ def _planned_order(record: RunRecord, units: list[Unit]) -> list[Unit]:
     return sorted(units, key=key)
 
 
-def _scopes(record: RunRecord, units: list[Unit]) -> list[list[Unit]]:
+def _scopes(record: RunRecord, units: list[ReplayUnit]) -> list[list[ReplayUnit]]:
     """Units grouped by the platform they shared: one per pass, or one each."""
     if record.runtime_scope == "unit":
         return [[u] for u in units]
-    groups: dict[int, list[Unit]] = {}
+    groups: dict[int, list[ReplayUnit]] = {}
     for u in units:
         started = u.started
         groups.setdefault(started.body.attempt if started else 0, []).append(u)
     return list(groups.values())
 
 
-def _identities(unit: Unit) -> tuple[int, int]:
+def _identities(unit: ReplayUnit) -> tuple[int, int]:
     """The unit's (teacher, learner) pool indexes, from the labels it recorded."""
     started = unit.started
     labels = (started.body.teacher, started.body.learner) if started else ("", "")
@@ -169,7 +167,7 @@ def _identities(unit: Unit) -> tuple[int, int]:
     return int(teacher[1]), int(learner[1])
 
 
-def _agent(record: RunRecord, unit: Unit, tape: Tape) -> Agent:
+def _agent(record: RunRecord, unit: ReplayUnit, tape: Tape) -> Agent:
     """The recorded agent, its model served from the tape (the scripted agent as it is)."""
     if record.agent == "scripted":
         return agents.from_spec("scripted")
@@ -187,7 +185,7 @@ def _agent(record: RunRecord, unit: Unit, tape: Tape) -> Agent:
 
 
 async def _unit(
-    unit: Unit,
+    unit: ReplayUnit,
     protocols: Mapping[str, Protocol],
     suite: Suite,
     record: RunRecord,
@@ -207,35 +205,19 @@ async def _unit(
             "protocols with --protocols PATH",
         )
     plan = UnitPlan(protocol, b.attempt, unit.stream, _identities(unit), resumes=b.resumes)
-    agent = _agent(record, unit, tape).for_unit(
-        UnitInfo(unit.stream, b.protocol_id, b.attempt, b.teacher, b.learner)
-    )
     ledger = Ledger(open_store(":memory:"))
+    out = Replayed(unit)
     try:
-        ctx = UnitContext(ledger, client, agent, plan, clock=ReplayClock(start))
-        ctx.w.append(b)
-        out = Replayed(unit)
-        error = ""
-        try:
-            await suite.run_unit(ctx)
-        except (Divergence, ToolDivergence) as exc:
-            out.stop = exc
-        except UnitFailed as exc:
-            error = str(exc)
-        except InfraError as exc:
-            error = f"{ctx.stage}: {exc}"
-        except Exception as exc:  # as the driver's fault barrier: recorded, not raised
-            error = f"{INTERNAL_ERROR}{ctx.stage or 'the unit'}: {type(exc).__name__}: {exc}"
-        if out.stop is None:
-            traced = unit_trace_hash(body for _, body in ctx.log)
-            ctx.w.append(
-                UnitFinishedBody(outcome=dict(ctx.outcome), error=error, trace_hash=traced)
-            )
-        out.events = list(ctx.log)
-        out.left = tape.left()
-        return out
+        # The driver's own unit runner, from the recorded unit_started; a divergence stops it.
+        await run_unit(suite, ledger, client, _agent(record, unit, tape), plan,
+                       clock=ReplayClock(start), started=b, stops=(Divergence, ToolDivergence),
+                       log=out.events)  # fmt: skip
+    except (Divergence, ToolDivergence) as exc:
+        out.stop = exc
     finally:
         ledger.store.close()
+    out.left = tape.left()
+    return out
 
 
 def _episode_at(events: Sequence[tuple[int, Body]], seq: int) -> str:
@@ -319,7 +301,7 @@ def _first(r: Replayed) -> Mismatch | None:
     return Mismatch(stream, step.seq, what, f"{step.item[0]}.{path}".rstrip("."), a, b)
 
 
-def _from_stop(unit: Unit, stop: Exception) -> Mismatch:
+def _from_stop(unit: ReplayUnit, stop: Exception) -> Mismatch:
     """A divergence raised mid-episode, as a diff of what was recorded and what was asked."""
     stream, recorded = unit.stream, unit.pairs
     if isinstance(stop, RequestDivergence):

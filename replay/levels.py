@@ -1,4 +1,4 @@
-"""One entry point per target: verify it, find its protocols, replay it at a level."""
+"""One entry point per target: verify it, find its items (its suite's ``items``), replay it."""
 
 from __future__ import annotations
 
@@ -6,12 +6,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ledger import Ledger, UnusableInput
-from projections.decisions import decide_unit
-from projections.provenance_decisions import decide_case
-from replay.protocol_set import resolve
+from projections.suites import lookup
+from replay.findings import LEVELS, Report
 from replay.rederive import Decider, rederive
-from replay.report import LEVELS, Report
-from replay.source import verified
+from replay.target import verified
 
 if TYPE_CHECKING:
     from ledger.verified import RunEvents
@@ -45,10 +43,10 @@ def replay(
     run, failure = verified(target, ledger, opened)
     if run is None:
         return Report(level, target, failure=failure)
-    found = resolve(run.header, protocols)
+    suite = lookup(run.header.suite)  # the recorded suite's reader (UnusableInput if none)
+    found = suite.items(run.header, protocols)
     if level == "rederive":
-        default = decide_case if run.header.suite == "provenance" else decide_unit
-        report = rederive(run, found.by_id, decide=decide or default, target=target)
+        report = rederive(run, found.by_id, decide=decide or suite.decide, target=target)
     else:
         # Imported here: full replay loads the harness (agents, MCP clients, the embedded
         # platform), which rederive, verify and every other command do without.

@@ -17,24 +17,24 @@ from ledger import UnusableInput
 from ledger.events import (
     Body,
     Event,
-    GraderDecision,
     GraderDecisionBody,
-    UnitFinished,
+    GraderDecisionEvent,
+    UnitFinishedEvent,
     make_event,
 )
-from projections import lifecycle as lc
-from projections import provenance as pv
-from projections.decisions import Decision, decide_unit
+from projections.card import Metric, Ruling
 from projections.fold import fold
+from projections.suites import lookup
+from projections.suites.lifecycle import scorecard as lc
 from projections.trace import check_hashes
 from protocols.schema import Protocol
-from replay.report import Mismatch, Report
-from replay.source import Run, Unit
+from replay.findings import Mismatch, Report
+from replay.target import ReplayUnit, Run
 
 # How a unit's decisions are computed (from its protocol, or a provenance run's case);
 # injectable so a test (or a what-if) can change a grader and see which recorded results
 # it would alter.
-Decider = Callable[[Any, Sequence[tuple[int, Body]]], list[Decision]]
+Decider = Callable[[Any, Sequence[tuple[int, Body]]], list[Ruling]]
 
 OURS: Final = "benchledger"
 # The checks graded from an answer: the only ones an imported peer run can re-derive
@@ -53,9 +53,18 @@ Replaced = list[tuple[int, GraderDecisionBody, tuple[int, ...]]]
 
 
 def rederive(
-    run: Run, protocols: Mapping[str, Protocol], *, decide: Decider = decide_unit, target: str = ""
+    run: Run,
+    protocols: Mapping[str, Protocol],
+    *,
+    decide: Decider | None = None,
+    target: str = "",
 ) -> Report:
-    """Re-derive every decision, metric and trace hash of ``run``; the report lists mismatches."""
+    """Re-derive every decision, metric and trace hash of ``run``; the report lists mismatches.
+
+    ``decide`` defaults to the decision function of the run's suite (``ReadSuite.decide``).
+    """
+    if decide is None:
+        decide = lookup(run.header.suite).decide
     report = Report("rederive", target or run.run_id, run.run_id)
     report.compared = dict.fromkeys(("decisions", "metrics", "trace hashes"), 0)
     report.skipped = dict.fromkeys((NOT_REDERIVABLE, NOT_RECORDED, ABANDONED), 0)
@@ -74,7 +83,7 @@ def rederive(
     return report
 
 
-def _protocol(unit: Unit, protocols: Mapping[str, Protocol]) -> Protocol:
+def _protocol(unit: ReplayUnit, protocols: Mapping[str, Protocol]) -> Protocol:
     started = unit.started
     if started is None:
         raise UnusableInput(unit.stream, "the unit stream has no unit_started event")
@@ -88,10 +97,10 @@ def _protocol(unit: Unit, protocols: Mapping[str, Protocol]) -> Protocol:
     return protocol
 
 
-def _decisions(report: Report, unit: Unit, protocol: Protocol, decide: Decider) -> Replaced:
+def _decisions(report: Report, unit: ReplayUnit, protocol: Protocol, decide: Decider) -> Replaced:
     """Compare the unit's recorded decisions with re-derived ones; return the re-derived."""
     derived = decide(protocol, unit.pairs)
-    recorded = [e for e in unit.events if isinstance(e, GraderDecision)]
+    recorded = [e for e in unit.events if isinstance(e, GraderDecisionEvent)]
     skip = 0
     if any(e.body.origin != OURS for e in recorded):
         found, replaced, skip = _compare_imported(unit.stream, recorded, derived)
@@ -104,7 +113,7 @@ def _decisions(report: Report, unit: Unit, protocol: Protocol, decide: Decider) 
     return replaced
 
 
-def _trace_hashes(report: Report, unit: Unit) -> None:
+def _trace_hashes(report: Report, unit: ReplayUnit) -> None:
     """Every recorded trace hash of the unit against the one recomputed from its events."""
     for check in check_hashes(unit.pairs):
         if not check.recorded_at_all:
@@ -119,7 +128,7 @@ def _trace_hashes(report: Report, unit: Unit) -> None:
 
 
 def _compare_own(
-    unit: Unit, recorded: list[GraderDecision], derived: list[Decision]
+    unit: ReplayUnit, recorded: list[GraderDecisionEvent], derived: list[Ruling]
 ) -> tuple[list[Mismatch], Replaced]:
     """Our own decisions: every field, the refs, and the order, matched by check."""
     out: list[Mismatch] = []
@@ -168,7 +177,7 @@ def _compare_own(
 
 
 def _compare_imported(
-    stream: str, recorded: list[GraderDecision], derived: list[Decision]
+    stream: str, recorded: list[GraderDecisionEvent], derived: list[Ruling]
 ) -> tuple[list[Mismatch], Replaced, int]:
     """A peer's decisions: only answer verdicts can be re-derived; the rest are kept as is."""
     out: list[Mismatch] = []
@@ -205,9 +214,9 @@ def _compare_imported(
     return out, replaced, skip
 
 
-def _outcome(unit: Unit, recorded: list[GraderDecision]) -> list[Mismatch]:
+def _outcome(unit: ReplayUnit, recorded: list[GraderDecisionEvent]) -> list[Mismatch]:
     """The unit's recorded outcome is the projection of its recorded decisions."""
-    finished = next((e for e in unit.events if isinstance(e, UnitFinished)), None)
+    finished = next((e for e in unit.events if isinstance(e, UnitFinishedEvent)), None)
     if finished is None:
         return []
     verdicts = {e.body.check: e.body.verdict for e in recorded}
@@ -221,36 +230,28 @@ def _outcome(unit: Unit, recorded: list[GraderDecision]) -> list[Mismatch]:
     ]
 
 
-def _with_decisions(unit: Unit, decisions: Replaced) -> list[Event]:
+def _with_decisions(unit: ReplayUnit, decisions: Replaced) -> list[Event]:
     """The unit's events with its grader decisions replaced (for the projections)."""
-    kept = [e for e in unit.events if not isinstance(e, GraderDecision)]
+    kept = [e for e in unit.events if not isinstance(e, GraderDecisionEvent)]
     added = [make_event(unit.stream, seq, "", 0, body, refs) for seq, body, refs in decisions]
     return kept + added
 
 
-def _card(events: Iterable[Event]) -> lc.Scorecard:
-    return lc.scorecard([fold(lc.LifecycleFold(), ((e, "") for e in events))])
-
-
-def _provenance_card(events: Iterable[Event]) -> dict[str, lc.Metric]:
-    return pv.scorecard(fold(pv.ProvenanceFold(), ((e, "") for e in events))).metrics
+def _card(run: Run, events: Iterable[Event]) -> dict[str, Metric]:
+    """The metrics of the run's suite's card over ``events``."""
+    suite = lookup(run.header.suite)
+    return suite.scorecard([fold(suite.fold(), ((e, "") for e in events))]).metrics
 
 
 def _metrics(run: Run, rederived: list[Event]) -> tuple[list[Mismatch], int]:
     """The scorecard from the recorded decisions against the one from re-derived decisions."""
     header = [e for e, _ in run.events.events if e.stream == run.run_id]
-    if run.header.suite == pv.SUITE:
-        mine = _provenance_card(e for e, _ in run.events.events)
-        theirs = _provenance_card([*header, *rederived])
-        return _differ(run, mine, theirs), len(mine)
-    recorded = _card(e for e, _ in run.events.events)
-    again = _card([*header, *rederived])
-    return _differ(run, recorded.metrics, again.metrics), len(recorded.metrics)
+    recorded = _card(run, (e for e, _ in run.events.events))
+    again = _card(run, [*header, *rederived])
+    return _differ(run, recorded, again), len(recorded)
 
 
-def _differ(
-    run: Run, recorded: dict[str, lc.Metric], again: dict[str, lc.Metric]
-) -> list[Mismatch]:
+def _differ(run: Run, recorded: dict[str, Metric], again: dict[str, Metric]) -> list[Mismatch]:
     """Each recorded metric's num/den against the re-derived one's."""
     out = []
     for name, metric in recorded.items():

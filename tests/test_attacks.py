@@ -32,8 +32,8 @@ from ledger.events import (
     UnitFinishedBody,
     UnitStartedBody,
 )
-from ledger.keys import load_private_key, write_key_pair
-from ledger.signing import Signer
+from ledger.keys import write_key_pair
+from tests.conftest import signing_ledger
 from tests.sample import PASSING, counter_clock
 
 RUN = "pub"
@@ -56,7 +56,7 @@ def publish(tmp_path_factory) -> dict[str, str]:
     key, pub, _ = write_key_pair(str(d))
     db = str(d / "l.sqlite")
     store = open_store(db)
-    ledger = Ledger(store, clock=counter_clock(), signer=Signer(load_private_key(key), "t"))
+    ledger = signing_ledger(store, key, "t")
     ledger.start_run(RUN, RunStartedBody(suite="lifecycle", protocol_set_hash="set-1", k=1))
     for i in range(5):
         pid = f"p{i}"

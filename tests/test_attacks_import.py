@@ -13,7 +13,6 @@ import asyncio
 import base64
 import http.server
 import json
-import os
 import shlex
 import threading
 import urllib.parse
@@ -23,9 +22,7 @@ from pathlib import Path
 import pytest
 
 import protocols
-from cli import main
 from harness.agents import ScriptedAgent
-from harness.driver import Progress, RunDriver
 from harness.platforms.mcp_data_platform import McpDataPlatform
 from harness.record import RunConfig, read_record
 from harness.unit import UnitContext, UnitPlan
@@ -33,16 +30,19 @@ from ledger import Ledger, open_store
 from ledger.bundle import export_run
 from ledger.chain import Record
 from ledger.events import (
-    PlannedUnit,
-    PlatformRecord,
-    RunRecord,
     RunStartedBody,
-    UnitFinishedBody,
-    UnitStartedBody,
 )
-from refplatform.auth import Keyring
-from refplatform.platform import Platform
-from refplatform.server import LoopbackServer, build_app
+from refplatform.server import LoopbackServer
+from tests.conftest import (
+    cli,
+    external_config,
+    interrupted_after,
+    one_line_exit_2,
+    planned_run,
+    protocol_subset,
+    refplatform_server,
+    unit_stream,
+)
 from tests.sample import counter_clock
 
 RUN = "vic"
@@ -51,47 +51,9 @@ SECRET, PASSWORD = "SECRET-PLANTED-1618", "pw-PLANTED-2718"
 IDS = ["bl-keystone-region", "bl-margin-region"]
 
 
-def subset(tmp_path: Path, ids: list[str] = IDS) -> str:
-    folder = tmp_path / "protocols"
-    folder.mkdir(exist_ok=True)
-    for pid in ids:
-        with open(os.path.join(protocols.LIFECYCLE_DIR, f"{pid}.yaml")) as fh:
-            (folder / f"{pid}.yaml").write_text(fh.read())
-    return str(folder)
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line_exit_2(code: int, err: str, *needles: str) -> None:
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1, err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-
-
 def rows(path: str) -> list[tuple[str, int, str, bytes]]:
     with open_store(path, create=False) as store:
         return [(s, q, k, bytes(d)) for s, q, k, d in store.scan(None)]
-
-
-def planned_run(ledger: Ledger, run_id: str, units: list[str], finished: list[str]) -> None:
-    """A run whose record plans ``units`` (attempt 1) and whose ``finished`` ones finished."""
-    record = RunRecord(suite="lifecycle", platform=PlatformRecord(kind="embedded"),
-                       units=[PlannedUnit(u, 1) for u in units])  # fmt: skip
-    ledger.start_run(run_id, RunStartedBody(suite="lifecycle", protocols=len(units), record=record))
-    for unit in finished:
-        unit_stream(ledger, f"{run_id}/{unit}/1", unit)
-
-
-def unit_stream(ledger: Ledger, stream: str, unit: str, outcome: bool = True) -> None:
-    w = ledger.new_stream(stream)
-    w.append(UnitStartedBody(protocol_id=unit, attempt=1))
-    w.append(UnitFinishedBody(outcome={"captured": outcome}))
-    ledger.commit(w)
 
 
 # -- import never changes a run it does not own -----------------------------------------------
@@ -202,28 +164,11 @@ def test_an_unsealed_bundle_is_refused_unless_allowed_and_no_ledger_is_left_behi
 # -- an imported run is never resumed, joined or sealed by the importer -------------------------
 
 
-def _interrupt(ledger: Ledger, cfg: RunConfig, after: int) -> None:
-    """Run ``cfg`` and stop it (as Ctrl-C does) once ``after`` units finished."""
-
-    async def go() -> None:
-        task = asyncio.current_task()
-        assert task is not None
-
-        def done(outcome, n, total) -> None:
-            if n == after:
-                task.cancel()
-
-        await RunDriver(ledger, cfg, Progress(unit_done=done)).execute()
-
-    with pytest.raises(asyncio.CancelledError):
-        asyncio.run(go())
-
-
 def test_resuming_an_imported_run_is_refused_naming_the_units_it_did_not_write(tmp_path, capsys):
     publisher = str(tmp_path / "publisher.sqlite")
     with open_store(publisher) as store:
-        cfg = RunConfig(protocols_path=subset(tmp_path), run_id=RUN, concurrency=1)
-        _interrupt(Ledger(store), cfg, 1)
+        cfg = RunConfig(protocols_path=protocol_subset(tmp_path, IDS), run_id=RUN, concurrency=1)
+        interrupted_after(Ledger(store), cfg, 1)
         export_run(Ledger(store), RUN, str(tmp_path / "open.jsonl"))
     mine = str(tmp_path / "mine.sqlite")
     code, out, _ = cli(capsys, "import", str(tmp_path / "open.jsonl"), "--allow-unsealed",
@@ -270,10 +215,8 @@ def test_an_imported_run_keeps_saying_so_when_exported_and_imported_again(tmp_pa
 
 @pytest.fixture
 def platform() -> Iterator[LoopbackServer]:
-    server = LoopbackServer(build_app(Platform(), Keyring(ADMIN, POOL, 60)))
-    server.start()
-    yield server
-    server.stop()
+    with refplatform_server(ADMIN, POOL) as server:
+        yield server
 
 
 def _reset(url: str, secret: str = SECRET, password: str = PASSWORD) -> str:
@@ -292,7 +235,8 @@ def _external(*extra: str, url: str, ledger: str, path: str = "") -> list[str]:
 def test_a_reset_command_leaves_no_secret_in_the_ledger_or_any_bundle(tmp_path, platform, capsys):
     ledger = str(tmp_path / "l.sqlite")
     argv = _external("--run-id", RUN, "--k", "2", "--reset-cmd", _reset(platform.url),
-                     url=platform.url, ledger=ledger, path=subset(tmp_path))  # fmt: skip
+                     url=platform.url, ledger=ledger,
+                     path=protocol_subset(tmp_path, IDS))  # fmt: skip
     code, out, err = cli(capsys, *argv)
     assert code == 0, err
     full, red = str(tmp_path / "full.jsonl"), str(tmp_path / "red.jsonl")
@@ -310,10 +254,9 @@ def test_a_reset_command_leaves_no_secret_in_the_ledger_or_any_bundle(tmp_path, 
 def _interrupted_with_reset(tmp_path: Path, url: str) -> str:
     ledger = str(tmp_path / "l.sqlite")
     with open_store(ledger) as store:
-        cfg = RunConfig(protocols_path=subset(tmp_path), platform=url, admin_key=ADMIN,
-                        pool_base=POOL, pool_size=60, run_id=RUN, k=2, concurrency=1,
-                        reset_cmd=_reset(url))  # fmt: skip
-        _interrupt(Ledger(store), cfg, 1)
+        cfg = external_config(url, ADMIN, POOL, protocols_path=protocol_subset(tmp_path, IDS),
+                              run_id=RUN, k=2, concurrency=1, reset_cmd=_reset(url))  # fmt: skip
+        interrupted_after(Ledger(store), cfg, 1)
     return ledger
 
 

@@ -29,16 +29,13 @@ from ledger.events import (
     EpisodeFinishedBody,
     GraderDecisionBody,
     ModelCallBody,
-    PlannedUnit,
-    PlatformRecord,
-    RunRecord,
     RunStartedBody,
     UnitFinishedBody,
     UnitStartedBody,
 )
-from ledger.keys import load_private_key, load_public_keys, write_key_pair
-from ledger.signing import Signer
+from ledger.keys import load_public_keys, write_key_pair
 from ledger.verified import UNBOUND, open_run
+from tests.conftest import planned_run, signing_ledger
 from tests.sample import counter_clock
 from tests.test_attacks import (
     RUN,
@@ -474,10 +471,10 @@ def test_a_seal_spelling_out_its_default_algorithm_is_refused_as_non_canonical(
 def rerun(public, tmp_path_factory) -> dict[str, str]:
     """The publisher ran ``pub`` again elsewhere (p1 passing now), sealed with the same key."""
     d = tmp_path_factory.mktemp("rerun")
-    key = load_private_key(os.path.join(public["dir"], "benchledger.key"))
+    key = os.path.join(public["dir"], "benchledger.key")
     db = str(d / "l.sqlite")
     with open_store(db) as store:
-        ledger = Ledger(store, clock=counter_clock(), signer=Signer(key, "t"))
+        ledger = signing_ledger(store, key, "t")
         ledger.start_run(RUN, RunStartedBody(suite="lifecycle", protocol_set_hash="set-1", k=1))
         w = ledger.new_stream(f"{RUN}/p1/1")
         w.append(UnitStartedBody(protocol_id="p1", attempt=1))
@@ -651,8 +648,7 @@ def public_v1(tmp_path_factory) -> dict[str, str]:
     key, pub, _ = write_key_pair(str(d))
     db = str(d / "l.sqlite")
     with open_store(db) as store:
-        ledger = Ledger(store, clock=counter_clock(), signer=Signer(load_private_key(key), "t"),
-                        event_format=1)  # fmt: skip
+        ledger = signing_ledger(store, key, "t", event_format=1)
         ledger.start_run(RUN, RunStartedBody(suite="lifecycle", protocol_set_hash="set-1", k=1))
         for pid in ("p0", "p1"):
             w = ledger.new_stream(f"{RUN}/{pid}/1")
@@ -759,14 +755,7 @@ def _victim(tmp_path: Path) -> str:
     """A ledger holding an interrupted run ``vic``: p1 finished, p2 still to run."""
     path = str(tmp_path / "victim.sqlite")
     with open_store(path) as store:
-        ledger = Ledger(store, clock=counter_clock())
-        record = RunRecord(suite="lifecycle", platform=PlatformRecord(kind="embedded"),
-                           units=[PlannedUnit("p1", 1), PlannedUnit("p2", 1)])  # fmt: skip
-        ledger.start_run("vic", RunStartedBody(suite="lifecycle", protocols=2, record=record))
-        w = ledger.new_stream("vic/p1/1")
-        w.append(UnitStartedBody(protocol_id="p1", attempt=1))
-        w.append(UnitFinishedBody(outcome={"captured": False}))
-        ledger.commit(w)
+        planned_run(Ledger(store, clock=counter_clock()), "vic", ["p1", "p2"], ["p1"])
     return path
 
 
@@ -798,22 +787,29 @@ def _flipped(public: dict[str, str]) -> bytes:
     return b"\n".join([canon(b.header), *b.lines]) + b"\n"
 
 
+@pytest.mark.parametrize("at", [1, 2, 3], ids=lambda n: f"changed-on-open-{n}")
 @pytest.mark.parametrize(
     "then", [_with_a_unit_for_the_victim, _flipped], ids=["adds-a-unit-to-another-run", "flips"]
 )
-def test_a_bundle_that_changes_after_it_was_verified_is_not_imported(
-    public, tmp_path, capsys, changing, then
+def test_a_bundle_that_changes_between_opens_is_read_once_and_what_is_written_is_what_verified(
+    public, tmp_path, capsys, changing, then, at
 ):
-    """The genuine bundle for the header read and for verification, another one for the
-    read that writes: what is written must be what was verified."""
+    """The altered bundle on the ``at``-th open, the genuine one on the others: import opens
+    the file once, so it either refuses the altered bundle or imports the genuine one."""
     victim = _victim(tmp_path)
     before = _rows(victim)
     genuine = Path(public["full"]).read_bytes()
-    pipe = changing([genuine, genuine, then(public)])
+    pipe = changing([genuine] * (at - 1) + [then(public), genuine])
     code = main(["import", pipe.path, "--ledger", victim])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "nothing was imported" in err[0], err
-    assert _rows(victim) == before
+    assert pipe.opened == 1, f"import opened the bundle {pipe.opened} times"
+    if at == 1:  # the one read was the altered bundle: refused, nothing written
+        assert code == 1 and len(err) == 1 and "nothing was imported" in err[0], err
+        assert _rows(victim) == before
+    else:  # the one read was the genuine bundle: that, and only that, is written
+        assert code == 0, err
+        added = [row for row in _rows(victim) if row not in before]
+        assert [data for _s, _q, data in added] == Bundle(public["full"]).lines
     with open_store(victim, create=False) as store:
         assert Ledger(store).unfinished("vic") == ["p2/1"]  # still the victim's to run
 

@@ -5,9 +5,10 @@ import gzip
 import pytest
 
 from ledger import Ledger, LedgerError, UnusableInput, open_store
-from ledger.bundle import export_run, import_bundle, verify_bundle
+from ledger.bundle import export_run, verify_bundle
 from ledger.errors import ImportRefused
 from ledger.events import UnitFinishedBody
+from ledger.verified import import_bundle
 from tests.sample import build_run, counter_clock
 
 

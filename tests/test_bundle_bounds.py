@@ -12,6 +12,7 @@ address-space limit, so a reader that regresses fails the test instead of the ma
 from __future__ import annotations
 
 import gzip
+import inspect
 import json
 import os
 import subprocess
@@ -23,8 +24,21 @@ from pathlib import Path
 import pytest
 
 from cli import main
-from ledger.bundle import GZIP_FLOOR, GZIP_RATIO, MAX_LINE, read_header, records
+from ledger import Ledger, open_store
+from ledger.bundle import (
+    GZIP_FLOOR,
+    GZIP_RATIO,
+    MAX_LINE,
+    EventTooLong,
+    export_redacted,
+    export_run,
+    read_header,
+    records,
+)
 from ledger.errors import UnusableInput
+from ledger.events import WITHHOLDABLE
+from ledger.redaction import Selection
+from tests.sample import build_run, counter_clock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOOD = os.path.join(ROOT, "tests", "data", "bad", "bundles", "good.jsonl")
@@ -251,3 +265,46 @@ def test_damaged_gzip_is_one_line_and_exit_2(tmp_path, capsys, name, data, says)
         err = capsys.readouterr().err
         assert code == 2, err
         assert err.count("\n") == 1 and says in err, err
+
+
+# -- export writes only what a reader can read back -------------------------------------------
+
+
+def _largest_event(tmp_path: Path) -> tuple[Ledger, str, int, int, str]:
+    """A sealed run r1 and its largest event: (ledger, its stream, seq, size and kind)."""
+    ledger = Ledger(open_store(str(tmp_path / "l.sqlite")), clock=counter_clock())
+    build_run(ledger, "r1", units=2, seed=3)
+    stream, seq, kind, data = max(ledger.store.scan("r1"), key=lambda r: len(r[3]))
+    return ledger, str(stream), int(seq), len(data), str(kind)
+
+
+@pytest.mark.parametrize("redacted", [False, True], ids=["full", "redacted"])
+def test_an_event_longer_than_a_bundle_line_refuses_the_export_naming_it(tmp_path, redacted):
+    """The bound lowered through the export's own parameter, so no 64 MiB event is built."""
+    ledger, stream, seq, size, kind = _largest_event(tmp_path)
+    out = tmp_path / "r1.jsonl"
+    with pytest.raises(EventTooLong) as err:
+        if redacted:  # another kind withheld: this event is still shown whole
+            other = next(k for k in sorted(WITHHOLDABLE) if k != kind)
+            selection = Selection(frozenset({other}))
+            export_redacted(ledger, "r1", str(out), selection, max_line=size - 1)
+        else:
+            export_run(ledger, "r1", str(out), max_line=size - 1)
+    message = str(err.value)
+    assert (err.value.stream, err.value.seq) == (stream, seq)
+    assert f"stream {stream!r} seq {seq}: the event is {size} bytes" in message, message
+    assert f"longer than the {size - 1}-byte maximum" in message and "\n" not in message
+    written = [f for f in os.listdir(tmp_path) if not f.startswith("l.sqlite")]
+    assert not out.exists() and written == [], "wrote something"
+
+
+def test_an_event_exactly_a_bundle_line_long_is_exported_and_read_back(tmp_path):
+    ledger, _stream, _seq, size, _kind = _largest_event(tmp_path)
+    out = str(tmp_path / "r1.jsonl")
+    n = export_run(ledger, "r1", out, max_line=size)
+    assert n == sum(1 for _ in records(out))
+
+
+def test_the_export_bound_is_the_readers_bound():
+    assert inspect.signature(export_run).parameters["max_line"].default == MAX_LINE
+    assert inspect.signature(export_redacted).parameters["max_line"].default == MAX_LINE

@@ -5,7 +5,8 @@ import random
 import msgspec
 import pytest
 
-from ledger.chain import Fault, Record, RunChecker, event_format, genesis, link_hash, sealed_form
+from ledger.chain import Record, event_format, genesis, link_hash, sealed_form
+from ledger.checker import RunChecker
 from ledger.codec import canonical, decode_event, envelope_bytes
 from ledger.events import (
     EVENT_TYPES,
@@ -14,6 +15,7 @@ from ledger.events import (
     SessionCallBody,
     make_event,
 )
+from ledger.verdict import Fault
 from tests.sample import build_run
 
 

@@ -164,3 +164,25 @@ def test_version_prints_the_package_version_and_the_ledger_format(capsys):
     assert exit_.value.code == 0
     assert out.startswith(f"benchledger {version('benchledger')} ")
     assert "ledger format v2" in out and "benchledger-bundle/1" in out
+
+
+def test_help_lists_every_command_with_the_line_its_group_registers(capsys):
+    from cli import build_parser, parser_for
+
+    def listed(parser) -> dict[str, str]:
+        action = parser._subparsers._group_actions[0]
+        return {c.dest: c.help for c in action._choices_actions}
+
+    # ``benchledger --help`` imports no command group; what it lists is what they register.
+    assert listed(parser_for(None)) == listed(build_parser())
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "selftest" in out and "prove what benchledger survives" in out
+
+
+def test_an_unknown_command_is_a_usage_error_naming_the_commands(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["nonsense"])
+    assert exit_.value.code == 2
+    assert "invalid choice: 'nonsense'" in capsys.readouterr().err

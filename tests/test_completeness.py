@@ -13,19 +13,9 @@ import re
 
 import pytest
 
-from cli import main
 from ledger import Ledger, open_store
 from ledger.bundle import export_run
-from ledger.events import (
-    EpisodeFinishedBody,
-    GraderDecisionBody,
-    PlannedUnit,
-    PlatformRecord,
-    RunRecord,
-    RunStartedBody,
-    UnitFinishedBody,
-    UnitStartedBody,
-)
+from tests.conftest import cli, write_run
 from tests.sample import PASSING, PROMOTE, counter_clock
 from tests.test_driver import ADMIN, POOL, SUBSET, external, interrupted_after, subset
 
@@ -35,28 +25,8 @@ CUT = "p007/1"  # the unit cut out of the bundle
 
 def write_partial(ledger: Ledger, run_id: str, *, suite: str, finished: int, seal: bool) -> None:
     """A run whose record plans 30 units (p000/1 ..), of which the first ``finished`` ran."""
-    plan = [PlannedUnit(f"p{i:03d}", 1) for i in range(PLANNED)]
-    rec = RunRecord(suite=suite, platform=PlatformRecord(kind="embedded"), units=plan,
-                    protocol_set_hash="set-1", agent="scripted")  # fmt: skip
-    ledger.start_run(
-        run_id,
-        RunStartedBody(suite=suite, protocol_set_hash="set-1", protocols=PLANNED, agent="scripted",
-                       platform="refplatform", platform_version="test", record=rec),
-    )  # fmt: skip
-    for unit in plan[:finished]:
-        w = ledger.new_stream(f"{run_id}/{unit.unit_id}/1")
-        w.append(UnitStartedBody(protocol_id=unit.unit_id, attempt=1))
-        fin = w.append(EpisodeFinishedBody(episode="recall", final_answer="FINAL ANSWER: 1"))
-        checks = dict(PASSING) | dict(PROMOTE)
-        for check, verdict in checks.items():
-            w.append(
-                GraderDecisionBody(stage=check.split("_")[0], check=check, verdict=verdict),
-                refs=[fin],
-            )
-        w.append(UnitFinishedBody(outcome=dict(checks)))
-        ledger.commit(w)
-    if seal:
-        ledger.seal(run_id)
+    units = {(f"p{i:03d}", 1): dict(PASSING) | dict(PROMOTE) for i in range(finished)}
+    write_run(ledger, run_id, units, suite=suite, planned=PLANNED, seal=seal)
 
 
 @pytest.fixture(scope="module")
@@ -79,12 +49,6 @@ def runs(tmp_path_factory) -> dict[str, str]:
     cut = folder / "cut.jsonl"
     cut.write_text("\n".join([header, *kept]) + "\n")
     return {"db": db, "cut": str(cut), "dir": str(folder)}
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def target(runs: dict[str, str], which: str) -> list[str]:

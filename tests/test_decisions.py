@@ -11,8 +11,8 @@ import protocols
 from harness.driver import RunDriver
 from harness.record import RunConfig
 from ledger import Ledger, open_store
-from ledger.events import GraderDecision, UnitStarted
-from projections.decisions import decide_stage, decide_unit
+from ledger.events import GraderDecisionEvent, UnitStartedEvent
+from projections.suites.lifecycle.decisions import decide_stage, decide_unit
 
 SUBSET = ["bl-keystone-region", "bl-focus-region", "bl-core-cohort", "bl-showcase-region"]
 
@@ -37,8 +37,8 @@ def test_re_deciding_a_recorded_unit_gives_exactly_the_live_decisions(recorded):
     by_id, streams = recorded
     assert len(streams) == len(SUBSET)
     for stream, evs in streams.items():
-        start = next(e for e in evs if isinstance(e, UnitStarted))
-        live = [(e.body, e.refs) for e in evs if isinstance(e, GraderDecision)]
+        start = next(e for e in evs if isinstance(e, UnitStartedEvent))
+        live = [(e.body, e.refs) for e in evs if isinstance(e, GraderDecisionEvent)]
         again = decide_unit(by_id[start.body.protocol_id], [(e.seq, e.body) for e in evs])
         assert [(d.body, d.refs) for d in again] == live, stream
         assert len(live) >= 7  # teach 2, capture, recall 3, abstain at least
@@ -48,7 +48,7 @@ def test_every_decision_cites_evidence_recorded_before_it(recorded):
     _, streams = recorded
     for evs in streams.values():
         for e in evs:
-            if isinstance(e, GraderDecision):
+            if isinstance(e, GraderDecisionEvent):
                 assert e.refs and max(e.refs) < e.seq
 
 

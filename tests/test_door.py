@@ -19,11 +19,12 @@ from cli import main
 from ledger import Ledger, open_store
 from ledger.bundle import export_redacted, export_run
 from ledger.events import RunStartedBody, UnitFinishedBody, UnitStartedBody
-from ledger.keys import load_private_key, load_public_keys, write_key_pair
+from ledger.keys import load_public_keys
 from ledger.redaction import Selection
-from ledger.signing import Signer, fingerprint
+from ledger.signing import fingerprint
 from ledger.verified import TRUSTED, UNTRUSTED_KEY
 from projections.source import RunUnverified, from_bundle, open_run
+from tests.conftest import keypair, signing_ledger
 from tests.sample import build_run, counter_clock
 
 OPENS = 8  # more opens than any reader of a bundle ever made
@@ -86,11 +87,9 @@ def runs(tmp_path_factory) -> dict[str, object]:
     d = tmp_path_factory.mktemp("door")
     out: dict[str, object] = {}
     for who, seed in (("genuine", 7), ("forged", 8)):
-        (d / who).mkdir()
-        key, pub, _ = write_key_pair(str(d / who))
+        key, pub = keypair(d / who)
         store = open_store(str(d / f"{who}.sqlite"))
-        signer = Signer(load_private_key(key), "benchledger test")
-        ledger = Ledger(store, clock=counter_clock(), signer=signer)
+        ledger = signing_ledger(store, key)
         out[f"{who} root"] = build_run(ledger, "r1", units=3 if who == "genuine" else 4, seed=seed)
         full, red = d / f"{who}.jsonl", d / f"{who}-red.jsonl"
         export_run(ledger, "r1", str(full))
@@ -158,6 +157,18 @@ def test_verify_reveal_reads_the_redacted_bundle_once(runs, tmp_path, capsys):
     out = capsys.readouterr().out
     assert got == [0], f"verify read the redacted bundle more than once:\n{out}"
     assert "revealed: all" in out and "authenticated: " in out
+
+
+def test_import_reads_a_bundle_once_and_writes_what_it_verified(runs, tmp_path, capsys):
+    genuine = runs["genuine full"]
+    served = Served(tmp_path / "once.jsonl", lambda n: genuine if n == 1 else None)
+    ledger = str(tmp_path / "l.sqlite")
+    got = _read_once(served.path, lambda: main(["import", served.path, "--ledger", ledger]))
+    out = capsys.readouterr()
+    assert got == [0] and served.opens == 1, f"import read the bundle twice:\n{out}"
+    with open_store(ledger, create=False) as store:
+        written = b"".join(bytes(d) + b"\n" for _s, _q, _k, d in store.scan("r1"))
+    assert written == genuine.split(b"\n", 1)[1]  # type: ignore[union-attr]
 
 
 # -- a file that changes between opens ------------------------------------------------------
@@ -279,3 +290,42 @@ def test_a_display_of_a_bundle_served_once_reads_it_once_and_shows_it(
     out = capsys.readouterr()
     assert got == [0] and served.opens == 1, f"{command} read the bundle twice:\n{out}"
     assert shown in out.out, out.out
+
+
+# -- a run id or a file: how the target is written decides ------------------------------------
+
+
+@pytest.fixture
+def shadowed(runs, tmp_path, monkeypatch) -> str:
+    """A ledger holding the genuine r1, in a folder holding a file named ``r1`` (the forged
+    bundle); the current folder. Returns the ledger's path."""
+    ledger = str(tmp_path / "l.sqlite")
+    assert main(["import", _alone(runs, "genuine full", tmp_path), "--ledger", ledger]) == 0
+    (tmp_path / "r1").write_bytes(runs["forged full"])  # type: ignore[arg-type]
+    monkeypatch.chdir(tmp_path)
+    return ledger
+
+
+def test_a_file_named_like_a_run_id_never_shadows_the_run(runs, shadowed, capsys):
+    capsys.readouterr()
+    assert main(["verify", "r1", "--ledger", shadowed]) == 0
+    out = capsys.readouterr().out
+    assert "ok run r1: " in out and runs["genuine root"] in out, out
+    assert runs["forged root"] not in out, out
+
+
+def test_a_path_to_a_file_named_like_a_run_id_reads_the_file(runs, shadowed, capsys):
+    capsys.readouterr()
+    assert main(["verify", "./r1", "--ledger", shadowed]) == 0
+    out = capsys.readouterr().out
+    assert "ok bundle ./r1 (run r1)" in out and runs["forged root"] in out, out
+
+
+def test_a_bare_name_the_ledger_lacks_says_how_to_read_the_file_of_that_name(
+    runs, shadowed, tmp_path, capsys
+):
+    (tmp_path / "r9").write_bytes(runs["forged full"])  # type: ignore[arg-type]
+    capsys.readouterr()
+    assert main(["verify", "r9", "--ledger", shadowed]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no run 'r9'" in err[0] and "give ./r9 to read the file" in err[0]

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import os
 from typing import Any
 
 import msgspec
 import pytest
 
-import protocols
 from harness.agents.fake import scripted_decision
 from harness.agents.model import ModelAgent
 from harness.driver import Progress, RunDriver
@@ -18,30 +16,26 @@ from harness.models import FakeTransport, ModelResponse
 from harness.record import RunConfig, RunRefused, diff, read_record, redact_command
 from ledger import Ledger, open_store
 from ledger.events import (
-    EpisodeFinished,
+    EpisodeFinishedEvent,
     PlatformRecord,
     RunRecord,
-    RunStarted,
-    SessionCall,
-    UnitAbandoned,
-    UnitFinished,
-    UnitStarted,
+    RunStartedEvent,
+    SessionCallEvent,
+    UnitAbandonedEvent,
+    UnitFinishedEvent,
+    UnitStartedEvent,
 )
 from refplatform.auth import Keyring
 from refplatform.platform import VERSION, Platform
 from refplatform.server import LoopbackServer, build_app
+from tests.conftest import protocol_subset
 
 SUBSET = ["bl-keystone-region", "bl-margin-region", "bl-focus-region", "bl-showcase-region"]
 ADMIN, POOL = "adm-key-123", "poolkey"
 
 
 def subset(tmp_path, ids=SUBSET) -> str:
-    folder = tmp_path / "protocols"
-    folder.mkdir(exist_ok=True)
-    for pid in ids:
-        with open(os.path.join(protocols.LIFECYCLE_DIR, f"{pid}.yaml")) as fh:
-            (folder / f"{pid}.yaml").write_text(fh.read())
-    return str(folder)
+    return protocol_subset(tmp_path, list(ids))
 
 
 @pytest.fixture
@@ -135,7 +129,7 @@ def test_the_run_record_is_written_once_and_read_back_whole(tmp_path, ledger, se
 def test_run_started_records_the_version_the_server_reports(tmp_path, ledger, server):
     asyncio.run(RunDriver(ledger, external(subset(tmp_path, SUBSET[:1]), server.url,
                                            run_id="v")).execute())  # fmt: skip
-    started = next(e for e in evs(ledger, "v") if isinstance(e, RunStarted))
+    started = next(e for e in evs(ledger, "v") if isinstance(e, RunStartedEvent))
     assert started.body.platform_version == VERSION
     assert started.body.record is not None and started.body.record.platform.version == VERSION
 
@@ -148,7 +142,7 @@ def test_a_refused_resume_writes_nothing(tmp_path, ledger, server):
     with pytest.raises(RunRefused, match="pool identities up to"):
         asyncio.run(RunDriver(ledger, resume).execute())
     assert len(evs(ledger, "p")) == before
-    assert not any(isinstance(e, UnitAbandoned) for e in evs(ledger, "p"))
+    assert not any(isinstance(e, UnitAbandonedEvent) for e in evs(ledger, "p"))
 
 
 def test_successive_resumes_never_reuse_a_pool_identity(tmp_path, ledger, server):
@@ -157,14 +151,16 @@ def test_successive_resumes_never_reuse_a_pool_identity(tmp_path, ledger, server
     interrupted_mid_unit(ledger, external("", server.url, resume="i"), 2)
     result = asyncio.run(RunDriver(ledger, external("", server.url, resume="i")).execute())
     assert result.root
-    starts = [e.body for e in evs(ledger, "i") if isinstance(e, UnitStarted)]
+    starts = [e.body for e in evs(ledger, "i") if isinstance(e, UnitStartedEvent)]
     identities = [x for b in starts for x in (b.teacher, b.learner)]
-    abandoned = sum(isinstance(e, UnitAbandoned) for e in evs(ledger, "i"))
+    abandoned = sum(isinstance(e, UnitAbandonedEvent) for e in evs(ledger, "i"))
     assert abandoned >= 4 and len(starts) == len(SUBSET) + abandoned
     assert len(set(identities)) == len(identities)
-    started = {e.stream: e.body.protocol_id for e in evs(ledger, "i") if isinstance(e, UnitStarted)}
+    started = {
+        e.stream: e.body.protocol_id for e in evs(ledger, "i") if isinstance(e, UnitStartedEvent)
+    }
     finished = collections.Counter(
-        started[e.stream] for e in evs(ledger, "i") if isinstance(e, UnitFinished)
+        started[e.stream] for e in evs(ledger, "i") if isinstance(e, UnitFinishedEvent)
     )
     assert finished == collections.Counter(SUBSET)
     assert ledger.verify("i", require_seal=True)[0] is None
@@ -251,7 +247,7 @@ def test_cache_tokens_are_rolled_up_per_episode(tmp_path, ledger):
     agent = ModelAgent(FakeTransport(cached, delay_s=0), model="fake-model")
     cfg = RunConfig(protocols_path=subset(tmp_path, SUBSET[:1]), run_id="t")
     asyncio.run(RunDriver(ledger, cfg, agent=agent).execute())  # type: ignore[arg-type]
-    finished = [e.body for e in evs(ledger, "t") if isinstance(e, EpisodeFinished)]
+    finished = [e.body for e in evs(ledger, "t") if isinstance(e, EpisodeFinishedEvent)]
     assert finished and all(b.cache_read_tokens == 7 * b.tool_calls + 7 for b in finished)
     assert all(b.cache_creation_tokens == 3 * (b.tool_calls + 1) for b in finished)
 
@@ -259,7 +255,7 @@ def test_cache_tokens_are_rolled_up_per_episode(tmp_path, ledger):
 def test_tool_results_are_recorded_as_their_content_blocks(tmp_path, ledger):
     asyncio.run(RunDriver(ledger, RunConfig(protocols_path=subset(tmp_path, SUBSET[:1]),
                                             run_id="cb")).execute())  # fmt: skip
-    calls = [e.body for e in evs(ledger, "cb") if isinstance(e, SessionCall)]
+    calls = [e.body for e in evs(ledger, "cb") if isinstance(e, SessionCallEvent)]
     tool_calls = [b for b in calls if b.method == "tools/call"]
     assert tool_calls and all(b.result is None and b.content for b in tool_calls)
     assert all(b.content[0]["type"] == "text" and b.text() for b in tool_calls)
@@ -272,7 +268,7 @@ def test_a_fresh_platform_per_unit_gives_every_unit_its_own_ids(tmp_path, ledger
     assert result.root and not result.failed
     first_handle: dict[str, str] = {}
     for e in evs(ledger, "pu"):
-        if isinstance(e, SessionCall) and e.body.tool == "platform_info":
+        if isinstance(e, SessionCallEvent) and e.body.tool == "platform_info":
             first_handle.setdefault(e.stream, msgspec.json.decode(e.body.text())["session_id"])
     # Each unit opened the first session of its own platform.
     assert len(first_handle) == 2 and len(set(first_handle.values())) == 1

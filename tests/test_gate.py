@@ -17,25 +17,13 @@ import pytest
 
 import protocols
 from cli import main
-from harness.peer_import import import_peer
+from harness.peer.importer import import_peer
 from ledger import Ledger, open_store
 from ledger.backend import TABLE
-from ledger.events import (
-    EpisodeFinishedBody,
-    GraderDecisionBody,
-    PlannedUnit,
-    PlatformRecord,
-    RunRecord,
-    RunStartedBody,
-    UnitFinishedBody,
-    UnitStartedBody,
-)
-from projections.compare import INCONCLUSIVE, PASS, REGRESS, SKIPPED, Row, judge
 from projections.stats import Interval
-from tests.conftest import peer_dir
+from projections.suites.lifecycle.compare import INCONCLUSIVE, PASS, REGRESS, SKIPPED, Row, judge
+from tests.conftest import Outcomes, peer_dir, write_run
 from tests.sample import PASSING, PROMOTE, UPDATE, counter_clock
-
-Outcomes = dict[tuple[str, int], dict[str, bool | None]]
 
 
 def checks_for(i: int, **override: bool | None) -> dict[str, bool | None]:
@@ -50,63 +38,6 @@ def outcomes(n: int, k: int = 1, flip: int = 0, check: str = "recall_correct") -
         for i in range(n)
         for a in range(1, k + 1)
     }
-
-
-def write_run(
-    ledger: Ledger,
-    run_id: str,
-    units: Outcomes,
-    *,
-    planned: int | None = None,
-    k: int = 1,
-    errors: dict[tuple[str, int], str] | None = None,
-    seal: bool = True,
-    record: bool = True,
-    coupled: bool = False,
-    set_hash: str = "set-1",
-    model: str = "m-1",
-) -> None:
-    """A lifecycle run whose units carry exactly ``units``, planning ``planned`` protocols."""
-    pids = sorted({pid for pid, _ in units})
-    n_protocols = planned if planned is not None else len(pids)
-    plan = [PlannedUnit(f"p{i:03d}", a) for a in range(1, k + 1) for i in range(n_protocols)]
-    rec = RunRecord(
-        suite="lifecycle",
-        platform=PlatformRecord(kind="embedded", name="refplatform"),
-        protocol_set_hash=set_hash,
-        units=plan,
-        k=k,
-        agent="scripted",
-    )
-    ledger.start_run(
-        run_id,
-        RunStartedBody(
-            suite="lifecycle",
-            protocol_set_hash=set_hash,
-            protocols=n_protocols,
-            k=k,
-            agent="scripted",
-            model=model,
-            platform="refplatform (embedded)",
-            platform_version="test",
-            coupled=coupled,
-            record=rec if record else None,
-        ),
-    )
-    for (pid, attempt), checks in sorted(units.items()):
-        w = ledger.new_stream(f"{run_id}/{pid}/{attempt}")
-        w.append(UnitStartedBody(protocol_id=pid, attempt=attempt))
-        fin = w.append(EpisodeFinishedBody(episode="recall", final_answer="FINAL ANSWER: 1"))
-        error = (errors or {}).get((pid, attempt), "")
-        for name, verdict in ({} if error else checks).items():
-            w.append(
-                GraderDecisionBody(stage=name.split("_")[0], check=name, verdict=verdict),
-                refs=[fin],
-            )
-        w.append(UnitFinishedBody(outcome={} if error else dict(checks), error=error))
-        ledger.commit(w)
-    if seal:
-        ledger.seal(run_id)
 
 
 @pytest.fixture

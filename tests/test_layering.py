@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
@@ -266,3 +268,205 @@ def test_an_import_is_named_by_its_file_line_and_statement():
     assert str(first) == "ledger/x.py:1: import os"
     assert str(lazy) == "ledger/x.py:4: from cli import main"
     assert (lazy.importer, lazy.imported) == ("ledger", "cli")
+
+
+# -- settings and the environment are read once, by the command line ------------------------
+
+# Below ``cli`` nothing reads an environment variable or loads the settings: the command line
+# reads them once and hands the values down (constructors, parameters, ``RunConfig.settings``),
+# so a caller (a test, the reliability selftest) steers them by passing values, never by
+# editing ``os.environ``. Each exception names where it is, as ``file:function``, and why.
+ENVIRONMENT_READERS: dict[str, str] = {
+    "harness/settings.py:load": "the one reader of the settings: a call of it below cli is "
+    "itself a read this test refuses, so only the command line calls it",
+    "refplatform/toolkits/sqlworker.py:_Worker.__init__": "copies the environment into the "
+    "SQL worker child it starts (adding two variables); it reads no setting",
+}
+_ENV_NAMES = frozenset({"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"})
+SETTINGS_MODULE = "harness.settings"
+
+
+@dataclass(frozen=True)
+class Read:
+    """One read of the environment or the settings, and the function it sits in."""
+
+    file: str
+    line: int
+    where: str  # the enclosing function's qualified name ("" at module level)
+    what: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.file}:{self.where}"
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.what}" + (
+            f" (in {self.where})" if self.where else ""
+        )
+
+
+def _bindings(tree: ast.AST, rel_path: str) -> tuple[set[str], set[str], set[str]]:
+    """Names bound to the ``os`` module, to ``harness.settings``, and to its ``load``."""
+    os_names, settings_names, load_names = set(), set(), set()
+    for imp_node in ast.walk(tree):
+        if isinstance(imp_node, ast.Import):
+            for a in imp_node.names:
+                if a.name == "os":
+                    os_names.add(a.asname or "os")
+                elif a.name == SETTINGS_MODULE and a.asname:
+                    settings_names.add(a.asname)
+        elif isinstance(imp_node, ast.ImportFrom):
+            for imp in imports_in(ast.unparse(imp_node), rel_path):
+                for a in imp_node.names:
+                    bound = a.asname or a.name
+                    if imp.target == "harness" and a.name == "settings":
+                        settings_names.add(bound)
+                    elif imp.target == SETTINGS_MODULE and a.name == "load":
+                        load_names.add(bound)
+    return os_names, settings_names, load_names
+
+
+def reads_in(source: str, rel_path: str) -> Iterator[Read]:
+    """Every read of the environment (``os.environ``, ``os.getenv``, ``from os import
+    environ``, ...) or of the settings (``harness.settings.load``) in ``source``."""
+    tree = ast.parse(source, rel_path)
+    os_names, settings_names, load_names = _bindings(tree, rel_path)
+    # ``load(mapping)`` parses the mapping it is given (the selftest's bad-input cases name
+    # their environment): only ``load()`` reads this process's.
+    parses = {
+        id(node.func)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and (node.args or node.keywords)
+    }
+
+    def visit(node: ast.AST, where: str) -> Iterator[Read]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                yield from visit(child, f"{where}.{child.name}" if where else child.name)
+                continue
+            what = ""
+            if isinstance(child, ast.ImportFrom) and child.module == "os" and not child.level:
+                names = [a.name for a in child.names if a.name in _ENV_NAMES]
+                what = f"from os import {', '.join(names)}" if names else ""
+            elif isinstance(child, ast.Attribute) and isinstance(child.value, ast.Name):
+                owner = child.value.id
+                if owner in os_names and child.attr in _ENV_NAMES:
+                    what = f"{owner}.{child.attr}"
+                elif owner in settings_names and child.attr == "load":
+                    what = f"{owner}.load (the settings)"
+            elif (
+                isinstance(child, ast.Attribute) and ast.unparse(child) == SETTINGS_MODULE + ".load"
+            ):
+                what = "harness.settings.load (the settings)"
+            elif isinstance(child, ast.Name) and child.id in load_names:
+                what = f"{child.id} (harness.settings.load: the settings)"
+            if what.endswith("the settings)") and id(child) in parses:
+                what = ""
+            if what:
+                yield Read(rel_path, child.lineno, where, what)
+            yield from visit(child, where)
+
+    yield from visit(tree, "")
+
+
+def reads_below_the_command_line() -> list[Read]:
+    """Every read of the environment or the settings in the packages under ``cli``."""
+    found = []
+    for package in sorted(OURS - {TOP}):
+        for rel in _python_files(package):
+            with open(os.path.join(REPO, rel), encoding="utf-8") as fh:
+                found += reads_in(fh.read(), rel)
+    return found
+
+
+def test_nothing_below_the_command_line_reads_the_environment_or_the_settings():
+    bad = [str(r) for r in reads_below_the_command_line() if r.key not in ENVIRONMENT_READERS]
+    assert not bad, "\n  ".join(
+        ["read these in cli/ and hand the values down (or allow one with a reason):", *bad]
+    )
+
+
+def test_every_allowed_environment_reader_still_reads_it():
+    keys = {r.key for r in reads_below_the_command_line()}
+    stale = sorted(set(ENVIRONMENT_READERS) - keys)
+    assert not stale, f"allowed, but no longer reading the environment: {stale}"
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import os\nx = os.environ['HOME']\n", ["os.environ"]),
+        ("import os\ndef f():\n    return os.getenv('X')\n", ["os.getenv"]),
+        ("import os as o\nx = o.environ.get('X')\n", ["o.environ"]),
+        ("from os import environ\n", ["from os import environ"]),
+        ("from os import getenv as g\n", ["from os import getenv"]),
+        ("from harness import settings\nsettings.load()\n", ["settings.load (the settings)"]),
+        (
+            "from harness.settings import load as ls\nls()\n",
+            ["ls (harness.settings.load: the settings)"],
+        ),
+        ("from .. import settings\nsettings.load()\n", ["settings.load (the settings)"]),
+        ("from harness import settings\nsettings.load({'A': 'b'})\n", []),
+        ("import os\nx = os.path.join('a', 'b')\n", []),
+        ("from harness.settings import Settings\nSettings()\n", []),
+    ],
+    ids=[
+        "environ-item",
+        "getenv",
+        "aliased-os",
+        "from-os-environ",
+        "from-os-getenv",
+        "settings-load",
+        "load-alias",
+        "relative-settings",
+        "settings-from-a-mapping",
+        "other-os",
+        "settings-type",
+    ],
+)
+def test_the_walk_finds_every_kind_of_environment_read(source, expected):
+    assert [r.what for r in reads_in(source, "harness/agents/x.py")] == expected
+
+
+def test_a_read_is_named_by_its_file_line_and_function():
+    source = "import os\nclass A:\n    def f(self):\n        return os.environ\n"
+    [read] = reads_in(source, "harness/x.py")
+    assert (str(read), read.key) == ("harness/x.py:4: os.environ (in A.f)", "harness/x.py:A.f")
+
+
+# Run in a child: each module is imported first, with none of ours loaded before it (a
+# cycle through a package's __init__ fails only in that order, which the AST walk above
+# cannot see: importing projections.compare once loaded the suites, whose report imported
+# the half-made compare).
+_FIRST_IMPORT = """
+import importlib, sys
+ours, names = set(sys.argv[1].split(",")), sys.argv[2:]
+for name in names:
+    for loaded in [m for m in sys.modules if m.split(".")[0] in ours]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        print(f"{name}: {type(exc).__name__}: {exc}")
+"""
+
+
+def _modules() -> list[str]:
+    out = []
+    for package in sorted(OURS):
+        for folder, _, files in os.walk(os.path.join(REPO, package)):
+            for file in sorted(files):
+                if file.endswith(".py") and file != "__main__.py":
+                    rel = os.path.relpath(os.path.join(folder, file), REPO)
+                    out.append(_module_name(rel.replace(os.sep, "/"))[0])
+    return out
+
+
+def test_every_module_imports_when_it_is_the_first_of_ours_imported():
+    env = {**os.environ, "PYTHONPATH": REPO}
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_IMPORT, ",".join(sorted(OURS)), *_modules()],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "", "modules that fail when imported first:\n" + done.stdout

@@ -37,19 +37,18 @@ from harness.settings import Settings
 from harness.unit import SystemClock
 from ledger import Ledger, open_store
 from ledger.events import (
-    EpisodeFinished,
-    ModelCall,
+    EpisodeFinishedEvent,
+    InfraErrorEvent,
+    ModelCallEvent,
     PlatformRecord,
     RunRecord,
-    RunStarted,
-    UnitFinished,
-)
-from ledger.events import (
-    InfraError as InfraErrorEvent,
+    RunStartedEvent,
+    UnitFinishedEvent,
 )
 from projections.fold import fold
-from projections.lifecycle import LifecycleFold, scorecard
 from projections.source import from_ledger
+from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from tests.conftest import protocol_subset
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.brain import ScriptedBrain
 from tests.fakes.openai_api import FakeOpenAI
@@ -134,12 +133,7 @@ def request(messages_: list[dict[str, Any]] | None = None, **params: Any) -> Can
 
 
 def subset(tmp_path, ids=SUBSET) -> str:
-    folder = tmp_path / "protocols"
-    folder.mkdir(exist_ok=True)
-    for pid in ids:
-        with open(os.path.join(protocols.LIFECYCLE_DIR, f"{pid}.yaml")) as fh:
-            (folder / f"{pid}.yaml").write_text(fh.read())
-    return str(folder)
+    return protocol_subset(tmp_path, list(ids))
 
 
 def brain_for(path: str) -> ScriptedBrain:
@@ -394,7 +388,7 @@ def test_each_fault_is_retried_and_each_retry_is_a_model_call_event_with_its_err
     sleeps = Sleeps()
     result, evs = run_driver(tmp_path, one, transport(provider, srv.url, sleeps))
     assert result.root and not result.failed
-    calls = [e.body for e in evs if isinstance(e, ModelCall)]
+    calls = [e.body for e in evs if isinstance(e, ModelCallEvent)]
     failed = [c for c in calls if c.error]
     assert [(c.error.split(":")[0], c.status, c.retry) for c in failed] == [
         (recorded_kind, status, 0),
@@ -493,7 +487,7 @@ def test_a_unit_whose_model_keeps_failing_records_infra_errors_and_fails(tmp_pat
     assert "overloaded" in failed.error
     infra = [e.body for e in evs if isinstance(e, InfraErrorEvent)]
     assert [(i.stage, i.error, i.retryable) for i in infra] == [("teach", "overloaded", True)] * 4
-    assert sum(1 for e in evs if isinstance(e, ModelCall) and e.body.status == 529) == 4
+    assert sum(1 for e in evs if isinstance(e, ModelCallEvent) and e.body.status == 529) == 4
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
@@ -509,7 +503,7 @@ def test_401_is_not_retried_and_names_the_status_never_the_key(tmp_path, one, se
     infra = [e.body for e in evs if isinstance(e, InfraErrorEvent)]
     assert [(i.error, i.retryable) for i in infra] == [("refused", False)]
     assert "HTTP 401" in infra[0].message
-    calls = [e.body for e in evs if isinstance(e, ModelCall)]
+    calls = [e.body for e in evs if isinstance(e, ModelCallEvent)]
     assert [(c.status, c.error.split(":")[0]) for c in calls] == [(401, "refused")]
     for text in (failed.error, infra[0].message, calls[0].error):
         assert KEY not in text and OPENAI_KEY not in text
@@ -533,12 +527,12 @@ def test_refusal_and_max_tokens_end_the_episode_with_its_text_and_the_grader_jud
     srv.fail(Fault(ending, when=lambda body: first_user_text(body) == p.recall.prompt))
     result, evs = run_driver(tmp_path, one, transport(provider, srv.url, Sleeps()))
     assert result.root and not result.failed
-    recall = next(e.body for e in evs if isinstance(e, EpisodeFinished)
+    recall = next(e.body for e in evs if isinstance(e, EpisodeFinishedEvent)
                   and e.body.episode == "recall")  # fmt: skip
     assert recall.final_answer == answer and recall.tool_calls == 0
-    call = next(e.body for e in evs if isinstance(e, ModelCall) and e.body.episode == "recall")
+    call = next(e.body for e in evs if isinstance(e, ModelCallEvent) and e.body.episode == "recall")
     assert call.stop_reason == ending and "tool_calls" not in call.response  # a cut call is dropped
-    finished = next(e.body for e in evs if isinstance(e, UnitFinished))
+    finished = next(e.body for e in evs if isinstance(e, UnitFinishedEvent))
     assert finished.outcome["recall_correct"] is False
     assert finished.outcome["abstain_correct"] is True  # the later stages still ran
 
@@ -552,11 +546,11 @@ def test_usage_with_cache_tokens_is_recorded_per_call_and_rolled_up_per_episode(
     assert result.root
     per_episode: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for e in evs:
-        if isinstance(e, ModelCall):
+        if isinstance(e, ModelCallEvent):
             assert set(e.body.usage) == {"input_tokens", "output_tokens", "cache_read_tokens",
                                          "cache_creation_tokens"}  # fmt: skip
             per_episode[e.body.episode].update(e.body.usage)
-    episodes = [e.body for e in evs if isinstance(e, EpisodeFinished)]
+    episodes = [e.body for e in evs if isinstance(e, EpisodeFinishedEvent)]
     assert episodes
     for ep in episodes:
         got = per_episode[ep.episode]
@@ -705,13 +699,13 @@ def test_every_lifecycle_stage_runs_end_to_end_through_the_fake_server_and_verif
     assert m["full_lifecycle"] == (4, 4)
     assert m["transfer_rate"] == (2, 2) and m["update_correctness"] == (2, 2)
     evs = ledger_events(ledger, "e2e")
-    stages = {e.body.episode for e in evs if isinstance(e, ModelCall)}
+    stages = {e.body.episode for e in evs if isinstance(e, ModelCallEvent)}
     assert stages == {"teach", "recall", "transfer", "update", "update_recall", "abstain"}
     for e in evs:
-        if isinstance(e, ModelCall):
+        if isinstance(e, ModelCallEvent):
             assert e.body.request_hash == request_hash(e.body.request)  # type: ignore[arg-type]
             assert e.body.request["params"] == {"max_tokens": 700, "temperature": 0.0}
-    record = next(e for e in evs if isinstance(e, RunStarted)).body.record
+    record = next(e for e in evs if isinstance(e, RunStartedEvent)).body.record
     assert record is not None and record.agent_params == {"max_tokens": 700, "temperature": 0.0}
     assert all(s.body["temperature"] == 0.0 and s.body["max_tokens"] == 700 for s in srv.seen)
 
@@ -737,7 +731,9 @@ def test_a_planted_key_appears_in_no_ledger_byte_bundle_report_or_output_line(
         assert main(["report", "k", "--format", fmt, "--ledger", ledger]) == 0
     assert main(["log", "k", "--ledger", ledger]) == 0
     out = capsys.readouterr()
-    errors = [e for e in ledger_events(ledger, "k") if isinstance(e, ModelCall) and e.body.error]
+    errors = [
+        e for e in ledger_events(ledger, "k") if isinstance(e, ModelCallEvent) and e.body.error
+    ]
     assert len(errors) == 2
     assert all(s.headers.get("authorization") == f"Bearer {key}" or s.headers.get("x-api-key")
                == key for s in srv.seen)  # fmt: skip
@@ -881,7 +877,7 @@ def test_a_healthy_or_transiently_failing_endpoint_gets_one_preflight_recorded_n
     (sent,) = srv.preflights
     assert sent.body["max_tokens"] == 1 and PREFLIGHT_PROMPT in sent.raw.decode()
     assert srv.seen and not srv.faults  # the run went on, and its own calls were answered
-    calls = [e for e in ledger_events(ledger, "pf") if isinstance(e, ModelCall)]
+    calls = [e for e in ledger_events(ledger, "pf") if isinstance(e, ModelCallEvent)]
     assert calls and all(PREFLIGHT_PROMPT not in str(c.body.request) for c in calls)
     assert len(calls) == len(srv.seen)
 

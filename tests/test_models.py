@@ -18,7 +18,6 @@ from harness.models import (
     CanonicalRequest,
     Divergence,
     FakeTransport,
-    LogTransport,
     ModelResponse,
     ModelToolCall,
     build_request,
@@ -29,6 +28,7 @@ from harness.models import (
 from harness.prompts import SYSTEM
 from harness.settings import load as load_settings
 from ledger.events import ModelCallBody
+from replay.log_transport import LogTransport
 
 TOOLS: list[dict[str, Any]] = [
     {

@@ -10,12 +10,11 @@ import pytest
 
 from protocols import dataset
 from refplatform.errors import PackError
+from refplatform.pack_sql import split_statements, split_tokens
 from refplatform.packs import (
     DEFAULT_PACK_DIR,
     SETUP_SQL,
     Pack,
-    _split_statements,
-    _split_tokens,
     default_pack,
     load_pack,
 )
@@ -212,4 +211,4 @@ def test_the_setup_sql_splitter_agrees_with_the_tokenizer_on_packs_and_random_sq
     texts = [default_pack().setup_sql, *("".join(rnd.choice(_SQL_ATOMS) for _ in range(
         rnd.randint(0, 14))) for _ in range(20_000))]  # fmt: skip
     for text in texts:
-        assert _split(_split_statements, text) == _split(_split_tokens, text), repr(text[:200])
+        assert _split(split_statements, text) == _split(split_tokens, text), repr(text[:200])

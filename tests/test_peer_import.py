@@ -10,11 +10,12 @@ import pytest
 
 from cli import main
 from harness import settings
-from harness.peer_import import find_transcripts, import_peer
+from harness.peer.importer import import_peer
+from harness.peer.layout import find_transcripts
 from ledger import Ledger, LedgerError, UnusableInput, open_store
 from projections.fold import fold
-from projections.lifecycle import LifecycleFold, by_protocol, scorecard
 from projections.source import from_bundle, from_ledger
+from projections.suites.lifecycle.scorecard import LifecycleFold, by_protocol, scorecard
 from tests.conftest import _PEER_CANDIDATES, peer_dir
 from tests.sample import counter_clock
 
@@ -106,7 +107,9 @@ def test_the_imported_run_verifies_and_reimporting_gives_the_same_root(imported,
 
 def test_transcripts_become_session_calls_with_tool_results(imported):
     ledger, _, run_id, *_ = imported
-    calls = [e for e, _ in from_ledger(ledger, run_id).events if type(e).__name__ == "SessionCall"]
+    calls = [
+        e for e, _ in from_ledger(ledger, run_id).events if type(e).__name__ == "SessionCallEvent"
+    ]
     assert len(calls) > 2000
     assert any(c.body.tool == "memory_capture" and '"id"' in c.body.result for c in calls)
 
@@ -149,7 +152,7 @@ def test_a_single_pass_imports_with_its_transcripts_found_beside_it(tmp_path, ca
         published["capture_rate"]["den"],
     ]
     streams = Ledger(open_store(ledger)).events("pass1")
-    assert any(type(e).__name__ == "SessionCall" for e, _ in streams)
+    assert any(type(e).__name__ == "SessionCallEvent" for e, _ in streams)
 
 
 def test_the_older_v1102_shape_is_accepted(tmp_path):
@@ -370,7 +373,9 @@ def test_a_file_without_update_captured_records_derived_decisions_with_their_rea
     out.write_text(json.dumps(data))
     ledger = Ledger(open_store(str(tmp_path / "l.sqlite")))
     run_id, _, _ = import_peer(ledger, str(out), transcripts=[])
-    decisions = [e.body for e, _ in ledger.events(run_id) if type(e).__name__ == "GraderDecision"]
+    decisions = [
+        e.body for e, _ in ledger.events(run_id) if type(e).__name__ == "GraderDecisionEvent"
+    ]
     derived = [d for d in decisions if d.check == "update_captured"]
     assert sorted(d.verdict for d in derived) == [False] + [True] * 41
     assert all(d.reason.startswith("derived (the file predates update_captured)") for d in derived)
@@ -639,7 +644,9 @@ def test_null_verdicts_are_accepted_as_not_recorded_and_booleans_become_decision
     results = _write_peer(tmp_path / "peer.json", _peer_data())
     ledger = Ledger(open_store(str(tmp_path / "l.sqlite")))
     run_id, _, _ = import_peer(ledger, results)
-    decisions = [e.body for e, _ in ledger.events(run_id) if type(e).__name__ == "GraderDecision"]
+    decisions = [
+        e.body for e, _ in ledger.events(run_id) if type(e).__name__ == "GraderDecisionEvent"
+    ]
     assert {(d.check, d.verdict) for d in decisions} == {
         ("capture_attempted", True),
         ("teach_budget_exhausted", False),

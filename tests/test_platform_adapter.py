@@ -11,7 +11,7 @@ from harness.platforms.mcp_data_platform import McpDataPlatform
 from harness.suites.lifecycle import target
 from harness.unit import UnitContext, UnitPlan
 from ledger import Ledger, open_store
-from ledger.events import ReadBack, RunStartedBody
+from ledger.events import ReadBackEvent, RunStartedBody
 from refplatform.server import RunningPlatform
 
 PAGE_PROTOCOL = "bl-core-cohort"  # a knowledge_page protocol of the committed set
@@ -74,7 +74,7 @@ def test_a_page_promotion_is_verified_on_the_protocols_own_page_not_on_any_page(
         landed, shown_elsewhere = asyncio.run(go(running))
     assert landed.ok, landed.reason
     assert shown_elsewhere is False
-    reads = [e.body for e, _ in ledger.events("t") if isinstance(e, ReadBack)]
+    reads = [e.body for e, _ in ledger.events("t") if isinstance(e, ReadBackEvent)]
     sink = [b for b in reads if b.purpose == "sink"]
     assert sink and all(b.path.startswith("/api/v1/portal/knowledge-pages") for b in sink)
     assert sink[0].observed == {"slug": "core-cohort-definition", "shows": True}

@@ -22,8 +22,8 @@ from ledger.events import (
     EpisodeFinishedBody,
     GraderDecisionBody,
     Preregistration,
-    RunStarted,
     RunStartedBody,
+    RunStartedEvent,
     UnitFinishedBody,
     UnitStartedBody,
 )
@@ -36,6 +36,7 @@ from projections.prereg import (
     to_bytes,
 )
 from projections.source import from_ledger
+from tests.conftest import one_line_exit_2
 from tests.sample import PASSING, PROMOTE, counter_clock
 
 Outcomes = dict[tuple[str, int], dict[str, bool | None]]
@@ -123,13 +124,6 @@ def gate(capsys, db: str, *extra: str) -> tuple[int, str, str]:
     code = main(["gate", "cand", "--ledger", db, *extra])
     out = capsys.readouterr()
     return code, out.out, out.err
-
-
-def one_line_exit_2(code: int, err: str, *needles: str) -> None:
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1, err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
 
 
 def metric_rows(out: str) -> list[str]:
@@ -251,7 +245,7 @@ def test_a_run_that_shows_no_run_started_has_no_readable_pre_registration(db):
     write(Ledger(store, clock=counter_clock()), "cand", outcomes(3))
     run = from_ledger(Ledger(store), "cand")
     store.close()
-    cut = run._replace(events=[(e, h) for e, h in run.events if not isinstance(e, RunStarted)])
+    cut = run._replace(events=[(e, h) for e, h in run.events if not isinstance(e, RunStartedEvent)])
     with pytest.raises(BadPreregistration, match=r"shows no run_started event \(it is absent\)"):
         recorded(cut)
 
@@ -407,11 +401,11 @@ def real(tmp_path_factory) -> dict[str, str]:
     return {"db": db, "folder": str(folder), "file": prereg_file, "dir": str(tmp)}
 
 
-def _run_started(db: str, run_id: str) -> RunStarted:
+def _run_started(db: str, run_id: str) -> RunStartedEvent:
     store = open_store(db)
     event = next(e for e, _ in Ledger(store).events(run_id, run_id))
     store.close()
-    assert isinstance(event, RunStarted)
+    assert isinstance(event, RunStartedEvent)
     return event
 
 

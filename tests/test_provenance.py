@@ -18,7 +18,6 @@ import msgspec
 import pytest
 
 from cli import main
-from cli import provenance as cli_provenance
 from harness.agents import ScriptedAgent
 from harness.agents.base import Episode, Turn
 from harness.agents.scripted_cases import capture_type, case_turn, question_parts
@@ -32,19 +31,20 @@ from ledger.events import (
     EpisodeFinishedBody,
     EpisodeStartedBody,
     ReadBackBody,
-    SessionCall,
     SessionCallBody,
+    SessionCallEvent,
 )
-from projections import lifecycle as lc
-from projections import provenance as pv
-from projections.provenance_decisions import (
+from projections.source import from_ledger
+from projections.suites import lookup
+from projections.suites.lifecycle import scorecard as lc
+from projections.suites.provenance import scorecard as pv
+from projections.suites.provenance.decisions import (
     ATTRIBUTION,
     PRECISION,
     VALIDITY,
     decide_case,
     resolve,
 )
-from projections.source import from_ledger
 from protocols.cases import Case, case_set_hash, cited_sources
 from replay.levels import replay
 
@@ -384,9 +384,9 @@ def test_each_replicate_ran_as_a_fresh_identity_on_a_fresh_platform(lane):
         events = [e for e, _ in Ledger(store).events("p1")]
     finally:
         store.close()
-    starts = [e.body for e in events if type(e).__name__ == "UnitStarted"]
+    starts = [e.body for e in events if type(e).__name__ == "UnitStartedEvent"]
     assert len({s.teacher for s in starts}) == 10
-    record = next(e.body.record for e in events if type(e).__name__ == "RunStarted")
+    record = next(e.body.record for e in events if type(e).__name__ == "RunStartedEvent")
     assert record.runtime_scope == "unit" and record.k == 2 and record.suite == "provenance"
     assert record.protocols_path.endswith("elsewhere")
 
@@ -416,7 +416,7 @@ def test_a_lane_audit_shows_each_search_result_as_recorded_and_whole_with_full(l
         searches = [
             (e.body.text(), link)
             for e, link in Ledger(store).events("p1")
-            if isinstance(e, SessionCall) and e.body.tool == "search"
+            if isinstance(e, SessionCallEvent) and e.body.tool == "search"
         ]
     recorded, link = next((text, link) for text, link in searches if link[:12] in out)
     line = next(x for x in out.splitlines() if link[:12] in x)
@@ -471,7 +471,7 @@ def _lane_card(tmp_path, rows: list[dict[str, Any]], agent: Any) -> pv.Card:
                         run_id="f1")  # fmt: skip
         result = asyncio.run(RunDriver(ledger, cfg, agent=agent).execute())
         assert result.root and not result.failed
-        return cli_provenance.card(from_ledger(ledger, "f1"), None)
+        return lookup(pv.SUITE).card([from_ledger(ledger, "f1")])
     finally:
         ledger.store.close()
 

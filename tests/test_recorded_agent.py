@@ -21,20 +21,21 @@ from cli import main
 from harness.agents import from_spec
 from harness.agents.base import Episode, UnitInfo
 from harness.agents.model import ModelAgent
-from harness.agents.recorded import RecordedAgent, RecordedRun
+from harness.agents.recorded import RecordedAgent
 from harness.models.recorded import (
     ID_PATTERN,
     NO_RECORDING,
     IdMap,
-    RecordedEpisode,
     RecordedTransport,
 )
+from harness.peer.recorded_run import RecordedRun
+from harness.peer.transcript import RecordedEpisode
 from harness.prompts import SYSTEM
 from ledger import Ledger, open_store
-from ledger.events import EpisodeFinished, ModelCall, SessionCall, UnitFinished
+from ledger.events import EpisodeFinishedEvent, ModelCallEvent, SessionCallEvent, UnitFinishedEvent
 from projections.fold import fold
-from projections.lifecycle import LifecycleFold, scorecard
 from projections.source import from_ledger
+from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 from tests.conftest import peer_dir
 
 # Peer verdict -> benchledger check (the peer stores "search called in recall" as
@@ -103,7 +104,7 @@ def differences(recorded: RecordedRun, events: list) -> dict:
     """(protocol, attempt) -> {check: (peer, ours)} where our decisions differ from the peer's."""
     out = {}
     for e in events:
-        if not isinstance(e, UnitFinished):
+        if not isinstance(e, UnitFinishedEvent):
             continue
         _, pid, attempt = e.stream.split("/")
         run = recorded.attempts[pid][int(attempt) - 1].run
@@ -141,12 +142,12 @@ def test_the_recorded_agent_plays_the_peers_tool_calls_and_final_answers(reenact
     for e in events:
         # platform_info is the harness's session handle, not a call of the model's
         if (
-            isinstance(e, SessionCall)
+            isinstance(e, SessionCallEvent)
             and e.body.method == "tools/call"
             and (e.body.tool != "platform_info")
         ):
             calls.setdefault((e.stream, e.body.episode), []).append(e.body)
-    finished = [e for e in events if isinstance(e, EpisodeFinished)]
+    finished = [e for e in events if isinstance(e, EpisodeFinishedEvent)]
     assert len(finished) >= 40
     for e in finished:
         _, pid, attempt = e.stream.split("/")
@@ -170,7 +171,7 @@ def test_a_recorded_insight_id_in_a_reject_becomes_the_one_our_platform_gave(ree
     _, _, events = reenacted
     for attempt in (1, 2, 3):  # the model rejects its taught insight by id in these passes
         stream = f"re/lc-core-market/{attempt}"
-        mine = [e.body for e in events if isinstance(e, SessionCall) and e.stream == stream]
+        mine = [e.body for e in events if isinstance(e, SessionCallEvent) and e.stream == stream]
         taught = next(b for b in mine if b.episode == "teach" and b.tool == "memory_capture")
         taught_id = json.loads(taught.content[0]["text"])["id"]
         reject = next(b for b in mine if b.tool == "apply_knowledge")
@@ -180,7 +181,7 @@ def test_a_recorded_insight_id_in_a_reject_becomes_the_one_our_platform_gave(ree
 
 def test_every_turn_is_a_model_call_under_the_recorded_model_with_the_recorded_usage(reenacted):
     peer, _, events = reenacted
-    models = [e.body for e in events if isinstance(e, ModelCall)]
+    models = [e.body for e in events if isinstance(e, ModelCallEvent)]
     assert models and {m.response["model"] for m in models} == {"claude-sonnet-5"}
     assert all(m.request["model"] == "claude-sonnet-5" for m in models)
     recorded = RecordedRun(run_dir(peer))
@@ -198,7 +199,7 @@ def test_the_re_enactment_verifies_and_differs_from_the_peer_only_for_named_reas
     assert main(["verify", "re", "--ledger", ledger]) == 0
     got = differences(RecordedRun(run_dir(peer)), events)
     assert got == {key: diff for key, (diff, _why) in EXPECTED.items()}
-    note = [e for e in events if isinstance(e, EpisodeFinished)
+    note = [e for e in events if isinstance(e, EpisodeFinishedEvent)
             and e.stream == "re/lc-holiday-total/5" and e.body.episode == "transfer"]  # fmt: skip
     assert note[0].body.final_answer.endswith(NO_RECORDING)
     assert "[recorded: no transfer episode for lc-holiday-total attempt 5" in (
@@ -222,10 +223,10 @@ def test_an_episode_it_has_no_recording_of_answers_insufficient_information_with
             "--protocols", str(folder), "--ledger", ledger, "--run-id", "own"]  # fmt: skip
     assert main(argv) == 0
     events = read(ledger, "own")
-    answers = [e.body.final_answer for e in events if isinstance(e, EpisodeFinished)]
+    answers = [e.body.final_answer for e in events if isinstance(e, EpisodeFinishedEvent)]
     assert answers and all(a.endswith(NO_RECORDING) for a in answers)
     assert all("has no protocol bl-keystone-region" in a and "\n" not in a for a in answers)
-    assert not [e for e in events if isinstance(e, UnitFinished) and e.body.error]
+    assert not [e for e in events if isinstance(e, UnitFinishedEvent) and e.body.error]
 
 
 def test_a_missing_run_dir_is_one_line_and_exit_2_before_anything_is_written(tmp_path, capsys):

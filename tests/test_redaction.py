@@ -33,32 +33,17 @@ from ledger.events import (
     UnitFinishedBody,
     UnitStartedBody,
 )
-from ledger.keys import load_private_key, write_key_pair
 from ledger.redaction import CopyFinder, Selection, read_placeholder
-from ledger.signing import Signer
-from projections.lifecycle import OUTCOME_KINDS
+from projections.suites.lifecycle.scorecard import OUTCOME_KINDS
+from tests.conftest import cli, keypair, one_line_exit_2, signing_ledger
 from tests.sample import PASSING, build_run, counter_clock
 
 
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def one_line_exit_2(code: int, err: str, needle: str) -> None:
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1, err
-    assert needle in lines[0], (needle, lines[0])
-
-
 def _signed(tmp_path: Path, fmt: int) -> dict[str, str]:
-    (tmp_path / "k").mkdir()
-    key, pub, _ = write_key_pair(str(tmp_path / "k"))
+    key, pub = keypair(tmp_path / "k")
     db = str(tmp_path / "l.sqlite")
     store = open_store(db)
-    signer = Signer(load_private_key(key), "benchledger test")
-    ledger = Ledger(store, clock=counter_clock(), signer=signer, event_format=fmt)
+    ledger = signing_ledger(store, key, event_format=fmt)
     root = build_run(ledger, "r1", units=4)
     full = str(tmp_path / "full.jsonl")
     export_run(ledger, "r1", full)

@@ -4,6 +4,7 @@ fails green (issue 15). The scenarios of `benchledger selftest reliability`, sma
 from __future__ import annotations
 
 import asyncio
+import gc
 import http.server
 import json
 import os
@@ -20,18 +21,16 @@ import protocols
 from benchmarks import reliability
 from benchmarks.fault_proxy import FAULTS, FaultProxy
 from cli import main
-from harness.driver import Progress, RunDriver
+from harness.driver import RunDriver
 from harness.record import RunConfig
 from ledger import Ledger, UnusableInput, open_store
-from ledger.bundle import import_bundle
 from ledger.chain import Record, genesis, link_hash
 from ledger.codec import encode_string, envelope_bytes
-from ledger.events import RunStartedBody, UnitStarted
+from ledger.events import RunStartedBody, UnitStartedEvent
+from ledger.verified import import_bundle
 from projections.source import RunUnverified, open_run
-from refplatform.auth import Keyring
-from refplatform.platform import Platform
-from refplatform.server import LoopbackServer, build_app
-from tests.conftest import postgres_url
+from refplatform.server import LoopbackServer
+from tests.conftest import external_config, interrupted_after, postgres_url, refplatform_server
 
 BAD = reliability.CORPUS
 BUNDLES = os.path.join(BAD, "bundles")
@@ -63,16 +62,21 @@ def good_ledger(tmp_path) -> str:
 
 @pytest.fixture
 def platform() -> Iterator[LoopbackServer]:
-    server = LoopbackServer(build_app(Platform(), Keyring(ADMIN, POOL, 60)))
-    server.start()
-    yield server
-    server.stop()
+    with refplatform_server(ADMIN, POOL) as server:
+        yield server
 
 
 def config(tmp_path, **kw) -> reliability.Config:
     print(f"seed {SEED}")  # shown with a failure: rerun the same faults with it
+    # This test process's environment for the child commands, as the command line hands it.
     cfg = reliability.Config(
-        quick=True, seed=SEED, workdir=str(tmp_path), main=main, log=print, **kw
+        quick=True,
+        seed=SEED,
+        workdir=str(tmp_path),
+        main=main,
+        log=print,
+        environ=dict(os.environ),
+        **kw,
     )
     return cfg
 
@@ -241,7 +245,7 @@ def test_a_read_only_store_never_writes(good_ledger):
 def read_only_mount(tmp_path) -> Iterator[str]:
     folder = str(tmp_path / "ro")
     os.makedirs(folder)
-    if not reliability._mount(folder, "16m"):
+    if not reliability.mount(folder, "16m"):
         pytest.skip("mounting a tmpfs needs root here; the read-only store test still runs")
     yield folder
     # Lazy: the command under test may still hold the file open in this process.
@@ -376,13 +380,16 @@ def test_every_injected_platform_fault_is_one_recorded_retry_and_failed_units_ar
 # -- storage faults ------------------------------------------------------------------------
 
 
-def test_a_page_capped_ledger_fills_mid_run_and_resume_completes_it(tmp_path):
+def test_a_page_capped_ledger_fills_mid_run_and_resume_completes_it(tmp_path, capfd):
     work = str(tmp_path / "capped")
     os.makedirs(work)
     cfg = config(tmp_path)
     path = subset(tmp_path, 3)
-    row = reliability._disk_full_capped(cfg, work, ["--protocols", path], "3 protocols")
+    row = reliability.disk_full_capped(cfg, work, ["--protocols", path], "3 protocols")
     assert row.ok, row.problems
+    gc.collect()  # a failed write nobody looked at is logged when its future is collected
+    err = capfd.readouterr().err
+    assert "never retrieved" not in err, err  # the units cancelled mid-write saw it too
 
 
 def test_a_full_disk_stops_the_run_with_one_line_and_resume_completes_it(tmp_path):
@@ -402,24 +409,7 @@ def test_a_killed_postgres_connection_stops_the_run_and_resume_completes_it(tmp_
 
 
 def _external(path: str, url: str, **kw) -> RunConfig:
-    return RunConfig(
-        protocols_path=path, platform=url, admin_key=ADMIN, pool_base=POOL, pool_size=60, **kw
-    )
-
-
-def _interrupt_after(ledger: Ledger, cfg: RunConfig, units: int) -> None:
-    async def go() -> None:
-        task = asyncio.current_task()
-        assert task is not None
-
-        def done(outcome, n, total) -> None:
-            if n == units:
-                task.cancel()
-
-        await RunDriver(ledger, cfg, Progress(unit_done=done)).execute()
-
-    with pytest.raises(asyncio.CancelledError):
-        asyncio.run(go())
+    return external_config(url, ADMIN, POOL, protocols_path=path, **kw)
 
 
 def test_resume_restores_the_recorded_concurrency_and_resets_before_going_on(tmp_path, platform):
@@ -429,18 +419,20 @@ def test_resume_restores_the_recorded_concurrency_and_resets_before_going_on(tmp
     cfg = _external(
         subset(tmp_path, 3), platform.url, run_id="c", k=2, concurrency=1, reset_cmd=reset
     )
-    _interrupt_after(ledger, cfg, 1)  # in pass 1: no reset has run yet
+    interrupted_after(ledger, cfg, 1)  # in pass 1: no reset has run yet
     assert not log.exists()
     # Concurrency defaults to 4, not given; the reset command is given again (only its
     # digest is recorded).
     resume = _external("", platform.url, resume="c", reset_cmd=reset,
                        given=frozenset({"reset_cmd"}))  # fmt: skip
     driver = RunDriver(ledger, resume)
-    result = asyncio.run(driver.execute())
-    assert result.root and driver.cfg.concurrency == 1
+    plan = driver.plan()
+    assert plan.concurrency == 1  # the recorded one
+    result = asyncio.run(driver.execute(plan))
+    assert result.root
     # Before the resumed units (earlier units left state behind), then between passes.
     assert log.read_text().splitlines() == ["reset", "reset"]
-    starts = [e for e, _ in ledger.events("c") if isinstance(e, UnitStarted)]
+    starts = [e for e, _ in ledger.events("c") if isinstance(e, UnitStartedEvent)]
     assert len({(e.body.protocol_id, e.body.attempt) for e in starts}) == 6
 
 
@@ -515,3 +507,21 @@ def test_the_selftest_prints_its_table_and_passes_on_the_bad_input_corpus(capsys
     assert main(["selftest", "reliability", "--quick", "--only", "bad", "--seed", "7"]) == 0
     out = capsys.readouterr().out
     assert "seed 7" in out and "| bad inputs |" in out and "PASS" in out
+
+
+def test_a_bad_input_case_gets_its_environment_as_settings_and_this_process_keeps_its_own(
+    tmp_path,
+):
+    seen = []
+
+    def main_seeing(argv, settings):
+        seen.append((settings.ledger, dict(os.environ)))
+        return main(argv, settings)
+
+    [case] = [c for c in reliability.load_cases() if c.id == "ledger-env-points-nowhere"]
+    before = dict(os.environ)
+    with reliability.Corpus(str(tmp_path), main_seeing) as corpus:
+        assert corpus.check(case) == []
+    [(ledger, during)] = seen
+    assert ledger == str(tmp_path / "cases" / case.id / "nowhere.sqlite")
+    assert during == before == dict(os.environ)

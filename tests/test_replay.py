@@ -19,7 +19,7 @@ import pytest
 import protocols
 from cli import main
 from harness.errors import InfraError
-from harness.peer_import import import_peer
+from harness.peer.importer import import_peer
 from harness.platforms.base import CallResult
 from harness.platforms.provision import EmbeddedProvisioner, PlatformSpec
 from ledger import Ledger, UnusableInput, open_store
@@ -28,19 +28,19 @@ from ledger.codec import decode_event
 from ledger.events import (
     EpisodeFinishedBody,
     Event,
-    GraderDecision,
+    GraderDecisionEvent,
     InfraErrorBody,
-    ModelCall,
+    ModelCallEvent,
     ReadBackBody,
-    SessionCall,
-    UnitStarted,
+    SessionCallEvent,
+    UnitStartedEvent,
 )
-from projections import lifecycle as lc
-from projections.decisions import decide_unit
+from projections.suites.lifecycle import scorecard as lc
+from projections.suites.lifecycle.decisions import decide_unit
 from protocols import grading
+from replay.findings import first_difference
 from replay.levels import replay
 from replay.log_platform import LogPlatform
-from replay.report import first_difference
 from replay.tape import Tape, ToolDivergence
 from tests.conftest import peer_dir
 
@@ -142,12 +142,12 @@ def test_a_recorded_run_replays_with_zero_divergences(recorded, no_network, run_
 def test_every_episode_and_unit_of_a_live_run_records_its_trace_hash(recorded):
     for run_id in AGENTS:
         for e in recorded.events(run_id):
-            if type(e).__name__ in ("EpisodeFinished", "UnitFinished"):
+            if type(e).__name__ in ("EpisodeFinishedEvent", "UnitFinishedEvent"):
                 assert len(e.body.trace_hash) == 64, (e.stream, e.seq)  # type: ignore[attr-defined]
 
 
 def test_the_fake_model_run_replays_served_from_the_log_by_request_hash(recorded):
-    calls = [e for e in recorded.events("fake") if isinstance(e, ModelCall)]
+    calls = [e for e in recorded.events("fake") if isinstance(e, ModelCallEvent)]
     assert calls, "the fake-model run records its model calls"
     report = replay(recorded.bundles["fake"], level="full")
     assert report.ok and report.compared["episodes"] > 0
@@ -261,7 +261,7 @@ def test_a_changed_grader_makes_rederive_fail_naming_the_first_decision_it_alter
     first_abstain = next(
         e
         for e in recorded.events("scripted")
-        if isinstance(e, GraderDecision) and e.body.check == lc.ABSTAIN_CORRECT
+        if isinstance(e, GraderDecisionEvent) and e.body.check == lc.ABSTAIN_CORRECT
     )
     first = report.first_mismatch
     assert first is not None
@@ -290,7 +290,7 @@ def rechain(src: str, dst: str, edit: Callable[[Event], Event]) -> None:
     so the result verifies: only replay can tell it was changed."""
     header = read_header(src)
     events = [decode_event(r.data) for r in records(src)]
-    kept = [e for e in events if type(e).__name__ != "RunSealed"]
+    kept = [e for e in events if type(e).__name__ != "RunSealedEvent"]
     ats = iter(e.at for e in kept)
     led = Ledger(open_store(":memory:"), clock=lambda: next(ats))
     writers: dict[str, Any] = {}
@@ -326,17 +326,17 @@ def test_one_edited_model_response_makes_full_replay_fail_at_exactly_that_episod
     recorded, tmp_path, edit
 ):
     episode, which, change, field = EDITS[edit]
-    units = sorted({e.stream for e in recorded.events("fake") if isinstance(e, UnitStarted)})
+    units = sorted({e.stream for e in recorded.events("fake") if isinstance(e, UnitStartedEvent)})
     stream = units[1]
     calls = [
         e
         for e in recorded.events("fake")
-        if isinstance(e, ModelCall) and e.stream == stream and e.body.episode == episode
+        if isinstance(e, ModelCallEvent) and e.stream == stream and e.body.episode == episode
     ]
     victim = calls[which]
 
     def edit_one(e: Event) -> Event:
-        if isinstance(e, ModelCall) and (e.stream, e.seq) == (victim.stream, victim.seq):
+        if isinstance(e, ModelCallEvent) and (e.stream, e.seq) == (victim.stream, victim.seq):
             body = msgspec.structs.replace(e.body, response=change(e.body.response))
             return msgspec.structs.replace(e, body=body)
         return e
@@ -423,13 +423,13 @@ def test_tools_live_against_a_changed_platform_fails_at_the_first_changed_tool_r
         recorded.bundles["scripted"], level="full", tools="live", runtime=changed_runtime
     )
     assert not report.ok
-    record = next(e for e in recorded.events("scripted") if type(e).__name__ == "RunStarted")
+    record = next(e for e in recorded.events("scripted") if type(e).__name__ == "RunStartedEvent")
     first_unit = record.body.record.units[0]  # type: ignore[attr-defined]
     stream = f"scripted/{first_unit.unit_id}/{first_unit.attempt}"
     first_search = next(
         e
         for e in recorded.events("scripted")
-        if isinstance(e, SessionCall) and e.stream == stream and e.body.tool == "search"
+        if isinstance(e, SessionCallEvent) and e.stream == stream and e.body.tool == "search"
     )
     first = report.first_mismatch
     assert first is not None
@@ -570,7 +570,7 @@ def _add_changed_verdict(recorded: Recorded, folder: str) -> str:
     """A bundle whose recorded abstain verdict no grader of ours gives (re-chained, verifies)."""
 
     def flip(e: Event) -> Event:
-        if isinstance(e, GraderDecision) and e.body.check == lc.ABSTAIN_CORRECT:
+        if isinstance(e, GraderDecisionEvent) and e.body.check == lc.ABSTAIN_CORRECT:
             return msgspec.structs.replace(e, body=msgspec.structs.replace(e.body, verdict=False))
         return e
 

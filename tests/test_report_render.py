@@ -21,7 +21,8 @@ import pytest
 
 from cli import main
 from ledger import Ledger, open_store
-from projections.report import DECIDES_PASS, fmt_interval, fmt_num, fmt_pct, fmt_signed
+from projections.card import fmt_interval, fmt_num, fmt_pct, fmt_signed
+from projections.suites.lifecycle.report import DECIDES_PASS
 from tests.sample import PASSING, PROMOTE, UPDATE, lifecycle_run
 
 CHROMIUM = shutil.which("chromium") or (

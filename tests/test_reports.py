@@ -11,10 +11,10 @@ import pytest
 import protocols
 from cli import main
 from ledger import Ledger, open_store
-from ledger.events import SessionCall
+from ledger.events import SessionCallEvent
 from projections.fold import LiveView, fold
-from projections.lifecycle import LifecycleFold, scorecard
 from projections.source import from_ledger
+from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 from tests.sample import PASSING, PROMOTE, UPDATE, lifecycle_run
 
 PROTOCOLS = [f"p{i:02d}" for i in range(12)]
@@ -259,7 +259,7 @@ def test_audit_shows_each_tool_calls_recorded_result_shortened_with_a_marker_or_
         call, link = next(
             (e, link)
             for e, link in Ledger(store).events("s")
-            if isinstance(e, SessionCall) and e.body.tool == "memory_capture"
+            if isinstance(e, SessionCallEvent) and e.body.tool == "memory_capture"
         )
     recorded = call.body.text()
     assert call.body.content and call.body.result is None and len(recorded) > 100

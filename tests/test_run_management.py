@@ -9,52 +9,25 @@ import time
 from typing import Any
 
 import pytest
-from starlette.responses import JSONResponse
 
-import protocols
 from cli import main
 from cli.watch import live_frames
-from harness.driver import Progress, RunDriver
+from harness.driver import RunDriver
 from harness.record import RunConfig, read_record
 from ledger import Ledger, open_store
-from ledger.events import InfraError, UnitAbandoned, UnitFinished, UnitStarted
+from ledger.events import InfraErrorEvent, UnitAbandonedEvent, UnitFinishedEvent, UnitStartedEvent
 from ledger.keys import load_private_key, write_key_pair
 from ledger.signing import Signer
 from projections.fold import LiveView, fold
-from projections.lifecycle import LifecycleFold, scorecard
 from projections.source import from_ledger
-from refplatform.auth import Keyring
-from refplatform.platform import Platform
-from refplatform.server import LoopbackServer, build_app
+from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from tests.conftest import external_config, protocol_subset, refplatform_server
+from tests.conftest import interrupted_after as run_until
 from tests.sample import counter_clock
 
 IDS = ["bl-focus-region", "bl-keystone-region", "bl-margin-region"]
 ADMIN, POOL = "adm-key-123", "poolkey"
 INSIGHTS = "/api/v1/admin/knowledge/insights"  # the capture read-back every unit makes
-
-
-def protocol_set(tmp_path: Any, ids: list[str] = IDS) -> str:
-    folder = tmp_path / "protocols"
-    folder.mkdir(exist_ok=True)
-    for pid in ids:
-        with open(os.path.join(protocols.LIFECYCLE_DIR, f"{pid}.yaml")) as fh:
-            (folder / f"{pid}.yaml").write_text(fh.read())
-    return str(folder)
-
-
-class Outage:
-    """ASGI wrapper: while ``down``, every request under ``prefix`` gets a 503 (with
-    ``only``, only those whose query string holds it: one unit's identity, say)."""
-
-    def __init__(self, app: Any, prefix: str) -> None:
-        self.app, self.prefix, self.down, self.only = app, prefix, False, b""
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        hit = scope["type"] == "http" and scope["path"].startswith(self.prefix)
-        if self.down and hit and self.only in scope["query_string"]:
-            await JSONResponse({"error": "injected outage"}, status_code=503)(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
 
 
 class NoWait:
@@ -72,16 +45,16 @@ class NoWait:
 
 @pytest.fixture
 def platform():
-    outage = Outage(build_app(Platform(), Keyring(ADMIN, POOL, 60)), INSIGHTS)
-    server = LoopbackServer(outage)
-    server.start()
-    server.outage = outage  # type: ignore[attr-defined]
-    yield server
-    server.stop()
+    with refplatform_server(ADMIN, POOL, outage=INSIGHTS) as server:
+        yield server
 
 
 def external(url: str, **kw: Any) -> RunConfig:
-    return RunConfig(platform=url, admin_key=ADMIN, pool_base=POOL, pool_size=60, **kw)
+    return external_config(url, ADMIN, POOL, **kw)
+
+
+def protocol_set(tmp_path: Any, ids: list[str] = IDS) -> str:
+    return protocol_subset(tmp_path, ids)
 
 
 def platform_args(url: str) -> list[str]:
@@ -169,7 +142,9 @@ def test_a_subset_run_records_its_selection_runs_only_it_and_is_labelled_and_not
     # The first of the named protocols in set order, and nothing else.
     assert [(u.unit_id, u.attempt) for u in record.units] == [(IDS[1], 1)]
     streams = unit_streams(ledger, "part").values()
-    started = [e.body.protocol_id for evs in streams for e in evs if isinstance(e, UnitStarted)]
+    started = [
+        e.body.protocol_id for evs in streams for e in evs if isinstance(e, UnitStartedEvent)
+    ]
     assert started == [IDS[1]]
 
     assert main(["report", "part", "--ledger", ledger_file]) == 0
@@ -216,21 +191,8 @@ def test_an_unusable_selection_is_one_line_exit_2_and_writes_nothing(tmp_path, e
 
 
 def interrupted_after(ledger: Ledger, cfg: RunConfig, units: int, **kw: Any) -> None:
-    """Run until ``units`` units finished, then cancel the run, as Ctrl-C does."""
-
-    async def go() -> None:
-        task = asyncio.current_task()
-        assert task is not None
-
-        def done(outcome: Any, n: int, total: int) -> None:
-            kw.get("after", lambda n: None)(n)
-            if n == units:
-                task.cancel()
-
-        await RunDriver(ledger, cfg, Progress(unit_done=done), clock=NoWait()).execute()
-
-    with pytest.raises(asyncio.CancelledError):
-        asyncio.run(go())
+    """Run until ``units`` units finished, then cancel the run; backoffs do not wait."""
+    run_until(ledger, cfg, units, clock=NoWait(), **kw)
 
 
 def test_retry_infra_reruns_exactly_the_infra_failed_units_and_keeps_the_failed_attempts(
@@ -248,12 +210,11 @@ def test_retry_infra_reruns_exactly_the_infra_failed_units_and_keeps_the_failed_
     # then the run is stopped before unit 3 finishes.
     interrupted_after(ledger, cfg, 2, after=outage_after_first)
     before = unit_streams(ledger, "flaky")
-    failed = [s for s, evs in before.items()
-              if any(isinstance(e, UnitFinished) and e.body.error for e in evs)]  # fmt: skip
-    passed = [s for s, evs in before.items()
-              if any(isinstance(e, UnitFinished) and not e.body.error for e in evs)]  # fmt: skip
+    ends = {s: [e for e in evs if isinstance(e, UnitFinishedEvent)] for s, evs in before.items()}
+    failed = [s for s, got in ends.items() if any(e.body.error for e in got)]
+    passed = [s for s, got in ends.items() if any(not e.body.error for e in got)]
     assert len(failed) == 1 and len(passed) == 1
-    assert any(isinstance(e, InfraError) for e in before[failed[0]])
+    assert any(isinstance(e, InfraErrorEvent) for e in before[failed[0]])
     ledger.store.close()
 
     platform.outage.down = False  # the outage is over
@@ -267,13 +228,13 @@ def test_retry_infra_reruns_exactly_the_infra_failed_units_and_keeps_the_failed_
     # The failed attempt is kept whole, then marked as re-run; the passed unit is untouched.
     assert after[failed[0]][: len(before[failed[0]])] == before[failed[0]]
     (mark,) = after[failed[0]][len(before[failed[0]]) :]
-    assert isinstance(mark, UnitAbandoned) and mark.body.resumed_as == retried
+    assert isinstance(mark, UnitAbandonedEvent) and mark.body.resumed_as == retried
     assert after[passed[0]] == before[passed[0]]
     start = after[retried][0]
-    assert isinstance(start, UnitStarted) and start.body.resumes == failed[0]
+    assert isinstance(start, UnitStartedEvent) and start.body.resumes == failed[0]
     new = set(after) - set(before)
     assert retried in new and len(new) == 2  # the retry and the never-finished third unit
-    assert all(not e.body.error for s in new for e in after[s] if isinstance(e, UnitFinished))
+    assert all(not e.body.error for s in new for e in after[s] if isinstance(e, UnitFinishedEvent))
 
     card = scorecard([fold(LifecycleFold(), from_ledger(ledger, "flaky").events)])
     assert card.harness_failures == 0 and card.metrics["pass_k"].num == 3
@@ -430,7 +391,9 @@ def test_retry_infra_reruns_exactly_a_finished_runs_infra_failed_units_until_non
     after = unit_streams(ledger, "hiccup")
     assert set(after) - set(before) == {f"{failed}-r1", f"{failed}-r2"}
     for old, new in ((failed, f"{failed}-r1"), (f"{failed}-r1", f"{failed}-r2")):
-        assert isinstance(after[old][-1], UnitAbandoned) and after[old][-1].body.resumed_as == new
+        assert (
+            isinstance(after[old][-1], UnitAbandonedEvent) and after[old][-1].body.resumed_as == new
+        )
         assert after[new][0].body.resumes == old
     assert after[failed][:-1] == before[failed]  # the failed attempt is kept whole
     for stream in set(before) - {failed}:

@@ -23,20 +23,20 @@ from harness.episode import request_hash
 from harness.prompts import SYSTEM
 from ledger import Ledger, open_store
 from ledger.events import (
-    EpisodeFinished,
-    GraderDecision,
-    InfraError,
-    ModelCall,
-    ReadBack,
-    RunStarted,
-    SessionCall,
-    UnitAbandoned,
-    UnitFinished,
-    UnitStarted,
+    EpisodeFinishedEvent,
+    GraderDecisionEvent,
+    InfraErrorEvent,
+    ModelCallEvent,
+    ReadBackEvent,
+    RunStartedEvent,
+    SessionCallEvent,
+    UnitAbandonedEvent,
+    UnitFinishedEvent,
+    UnitStartedEvent,
 )
 from projections.fold import fold
-from projections.lifecycle import LifecycleFold, scorecard
 from projections.source import from_ledger
+from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 from refplatform.auth import Keyring
 from refplatform.platform import Platform
 from refplatform.server import LoopbackServer, build_app
@@ -82,23 +82,25 @@ def test_a_run_records_every_call_grades_every_stage_and_seals(tmp_path, capsys)
     assert main(["verify", "r1", "--ledger", ledger]) == 0
     evs = [e for e, _ in events(ledger, "r1")]
     kinds = collections.Counter(type(e).__name__ for e in evs)
-    assert kinds["UnitStarted"] == kinds["UnitFinished"] == 4
-    methods = {e.body.method for e in evs if isinstance(e, SessionCall)}
+    assert kinds["UnitStartedEvent"] == kinds["UnitFinishedEvent"] == 4
+    methods = {e.body.method for e in evs if isinstance(e, SessionCallEvent)}
     assert methods == {"initialize", "tools/list", "tools/call"}
-    tools = {e.body.tool for e in evs if isinstance(e, SessionCall)}
+    tools = {e.body.tool for e in evs if isinstance(e, SessionCallEvent)}
     assert {"platform_info", "memory_capture", "search", "trino_query", "apply_knowledge"} <= tools
-    assert any(isinstance(e, ReadBack) and e.body.method == "PUT" for e in evs)
-    checks = collections.Counter(e.body.check for e in evs if isinstance(e, GraderDecision))
+    assert any(isinstance(e, ReadBackEvent) and e.body.method == "PUT" for e in evs)
+    checks = collections.Counter(e.body.check for e in evs if isinstance(e, GraderDecisionEvent))
     assert checks["captured"] == 4 and checks["promoted"] == 2 and checks["transfer_correct"] == 2
     assert checks["update_captured"] == checks["duplicated"] == checks["update_correct"] == 2
     for e in evs:
-        if isinstance(e, GraderDecision):
+        if isinstance(e, GraderDecisionEvent):
             assert e.refs, e.body.check  # every decision cites its evidence
-    recall = next(e for e in evs if isinstance(e, EpisodeFinished) and e.body.episode == "recall")
+    recall = next(
+        e for e in evs if isinstance(e, EpisodeFinishedEvent) and e.body.episode == "recall"
+    )
     assert recall.body.search_called and recall.body.fact_surfaced and recall.body.tool_calls == 2
     assert recall.body.final_answer.startswith("FINAL ANSWER:")
     for e in evs:  # the session handle is injected, never recorded as an argument
-        if isinstance(e, SessionCall):
+        if isinstance(e, SessionCallEvent):
             assert "session_id" not in e.body.arguments
     m = metrics(ledger, "r1")
     assert m["capture_rate"] == m["personal_recall"] == m["abstention_rate"] == (4, 4)
@@ -123,7 +125,7 @@ def test_units_with_one_identity_pair_each(tmp_path, capsys):
         )
         == 0
     )
-    starts = [e for e, _ in events(ledger, "r") if isinstance(e, UnitStarted)]
+    starts = [e for e, _ in events(ledger, "r") if isinstance(e, UnitStartedEvent)]
     idents = [x for s in starts for x in (s.body.teacher, s.body.learner)]
     assert len(starts) == 8 and len(set(idents)) == 16
     assert all(x.startswith("pool:") for x in idents)
@@ -148,10 +150,14 @@ def test_passes_never_see_each_others_promoted_knowledge(tmp_path, capsys):
         == 0
     )
     evs = [e for e, _ in events(ledger, "r")]
-    run = next(e for e in evs if isinstance(e, RunStarted))
+    run = next(e for e in evs if isinstance(e, RunStartedEvent))
     assert run.body.coupled is False and run.body.k == 2
     for e in evs:
-        if isinstance(e, SessionCall) and e.body.episode == "transfer" and e.body.tool == "search":
+        if (
+            isinstance(e, SessionCallEvent)
+            and e.body.episode == "transfer"
+            and e.body.tool == "search"
+        ):
             hits = next(g for g in json.loads(e.body.text())["groups"] if g["source"] == "insights")
             facts = [h["text"] for h in hits["hits"]]
             assert len(facts) == len(set(facts)), "a fact promoted twice means shared state"
@@ -168,7 +174,9 @@ def test_the_budget_refuses_calls_and_the_agent_still_answers(tmp_path, capsys):
     path = subset(tmp_path, ["bl-keystone-region"], budget=1)
     assert main(["run", "--protocols", path, "--ledger", ledger, "--run-id", "b"]) == 0
     evs = [e for e, _ in events(ledger, "b")]
-    recall = next(e for e in evs if isinstance(e, EpisodeFinished) and e.body.episode == "recall")
+    recall = next(
+        e for e in evs if isinstance(e, EpisodeFinishedEvent) and e.body.episode == "recall"
+    )
     assert recall.body.budget_exhausted and recall.body.tool_calls == 1
     assert recall.body.final_answer == "FINAL ANSWER: INSUFFICIENT INFORMATION"
     assert metrics(ledger, "b")["personal_recall"] == (0, 1)
@@ -181,7 +189,7 @@ def test_the_fake_model_agent_records_model_calls_by_request_hash(tmp_path, caps
         main(["run", "--protocols", path, "--ledger", ledger, "--run-id", "f", "--agent", "fake:0"])
         == 0
     )
-    calls = [e for e, _ in events(ledger, "f") if isinstance(e, ModelCall)]
+    calls = [e for e, _ in events(ledger, "f") if isinstance(e, ModelCallEvent)]
     assert len(calls) >= 10
     for c in calls:
         assert c.body.request_hash == request_hash(c.body.request)
@@ -288,7 +296,7 @@ def test_transient_5xx_is_retried_and_recorded(tmp_path, capsys):
     server = external("/api/v1/admin/knowledge/insights", 2)
     assert run_external(server, subset(tmp_path, ["bl-keystone-region"]), ledger, "x") == 0
     evs = [e for e, _ in events(ledger, "x")]
-    errors = [e for e in evs if isinstance(e, InfraError)]
+    errors = [e for e in evs if isinstance(e, InfraErrorEvent)]
     assert [(e.body.error, e.body.retry, e.body.retryable) for e in errors] == [
         ("http_5xx", 0, True),
         ("http_5xx", 1, True),
@@ -305,7 +313,7 @@ def test_a_unit_that_keeps_failing_ends_with_an_error_and_is_excluded(tmp_path, 
     out = capsys.readouterr().out
     assert "2 infra-failed (excluded from rates)" in out
     evs = [e for e, _ in events(ledger, "y")]
-    finished = [e for e in evs if isinstance(e, UnitFinished)]
+    finished = [e for e in evs if isinstance(e, UnitFinishedEvent)]
     assert sorted(bool(e.body.error) for e in finished) == [False, True, True]
     m = metrics(ledger, "y")
     assert m["capture_rate"] == (1, 1) and m["pass_k"] == (1, 3)  # failures count in pass^k
@@ -326,7 +334,7 @@ def test_an_external_platform_without_reset_is_coupled(tmp_path, capsys):
     server = external("/nothing", 0)
     assert run_external(server, subset(tmp_path, SUBSET[:1]), ledger, "c", "--k", "2") == 0
     assert "COUPLED" in capsys.readouterr().out
-    run = next(e for e, _ in events(ledger, "c") if isinstance(e, RunStarted))
+    run = next(e for e, _ in events(ledger, "c") if isinstance(e, RunStartedEvent))
     assert run.body.coupled is True
 
 
@@ -346,7 +354,7 @@ def test_a_reset_command_runs_between_passes_and_the_run_is_not_coupled(tmp_path
     )
     assert code == 0 and "COUPLED" not in capsys.readouterr().out
     assert marker.read_text() == "x\nx\n"  # between passes 1-2 and 2-3
-    run = next(e for e, _ in events(ledger, "rc") if isinstance(e, RunStarted))
+    run = next(e for e, _ in events(ledger, "rc") if isinstance(e, RunStartedEvent))
     assert run.body.coupled is False and run.body.record.reset_program == "echo"
 
 
@@ -424,9 +432,11 @@ def _unit_lines(proc, until: int) -> None:
 def _finished_once(path: str, run_id: str) -> collections.Counter:
     evs = [e for e, _ in events(path, run_id)]
     starts = {
-        e.stream: (e.body.protocol_id, e.body.attempt) for e in evs if isinstance(e, UnitStarted)
+        e.stream: (e.body.protocol_id, e.body.attempt)
+        for e in evs
+        if isinstance(e, UnitStartedEvent)
     }
-    return collections.Counter(starts[e.stream] for e in evs if isinstance(e, UnitFinished))
+    return collections.Counter(starts[e.stream] for e in evs if isinstance(e, UnitFinishedEvent))
 
 
 @pytest.mark.slow
@@ -476,7 +486,7 @@ def test_a_killed_run_resumes_to_the_same_metrics_as_an_uninterrupted_one(tmp_pa
     assert main(["verify", "k", "--ledger", killed]) == 0
     after = _finished_once(killed, "k")
     assert after == collections.Counter({(pid, 1): 1 for pid in ids})
-    abandoned = [e for e, _ in events(killed, "k") if isinstance(e, UnitAbandoned)]
+    abandoned = [e for e, _ in events(killed, "k") if isinstance(e, UnitAbandonedEvent)]
     assert all(e.body.resumed_as.endswith("-r1") for e in abandoned)
     whole = str(tmp_path / "whole.sqlite")
     assert main(["run", "--protocols", path, "--ledger", whole, "--run-id", "w"]) == 0
@@ -570,6 +580,6 @@ def test_the_peers_protocols_on_the_peers_pack_score_full_lifecycle_with_the_scr
     m = metrics(ledger, "peer")
     assert m["full_lifecycle"] == (30, 30) and m["transfer_rate"] == (20, 20)
     assert m["update_correctness"] == (10, 10) and m["duplicate_rate"] == (0, 10)
-    run = next(e for e, _ in events(ledger, "peer") if isinstance(e, RunStarted))
+    run = next(e for e, _ in events(ledger, "peer") if isinstance(e, RunStartedEvent))
     assert run.body.protocol_set_hash and run.body.record.pack.endswith("seed")
     assert len(run.body.record.pack_hash) == 64

@@ -41,21 +41,21 @@ from harness.suites.lifecycle import target
 from harness.unit import UnitContext, UnitPlan
 from ledger import Ledger, open_store
 from ledger.events import (
-    EpisodeStarted,
-    GraderDecision,
-    ReadBack,
+    EpisodeStartedEvent,
+    GraderDecisionEvent,
     ReadBackBody,
-    RunStarted,
+    ReadBackEvent,
     RunStartedBody,
-    SessionCall,
+    RunStartedEvent,
+    SessionCallEvent,
 )
-from projections.decisions import decide_stage
 from projections.fold import fold
-from projections.lifecycle import LifecycleFold, scorecard
-from projections.report import table
 from projections.source import from_ledger
+from projections.suites.lifecycle.decisions import decide_stage
+from projections.suites.lifecycle.report import table
+from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 from replay.full import replay_full
-from replay.source import verified
+from replay.target import verified
 from tests.test_runner import subset
 
 ORDERS = "urn:li:dataset:(urn:li:dataPlatform:trino,memory.bench.orders,PROD)"
@@ -132,7 +132,7 @@ def test_the_scripted_suite_completes_on_server_memory_with_every_stage_graded(r
 
 
 def test_the_run_record_names_the_npm_package_and_the_servers_own_version(runs):
-    started = next(e for e in _events(runs, "sm") if isinstance(e, RunStarted))
+    started = next(e for e in _events(runs, "sm") if isinstance(e, RunStartedEvent))
     platform = started.body.record.platform
     assert platform.kind == "stdio"
     assert platform.url == f"npm:@modelcontextprotocol/server-memory@{SERVER_MEMORY_VERSION}"
@@ -143,14 +143,14 @@ def test_the_run_record_names_the_npm_package_and_the_servers_own_version(runs):
 
 def test_every_stdio_call_and_every_read_back_is_an_event(runs):
     evs = _events(runs, "sm")
-    episodes = [e for e in evs if isinstance(e, EpisodeStarted)]
-    calls = [e for e in evs if isinstance(e, SessionCall)]
+    episodes = [e for e in evs if isinstance(e, EpisodeStartedEvent)]
+    calls = [e for e in evs if isinstance(e, SessionCallEvent)]
     # A fresh session is a fresh process: each episode opens with its own handshake.
     for ep in episodes:
         first = next(c for c in calls if c.stream == ep.stream and c.seq > ep.seq)
         assert first.body.method == "initialize"
         assert first.body.result["server"] == {"name": "memory-server", "version": "0.6.3"}
-    reads = [e.body for e in evs if isinstance(e, ReadBack)]
+    reads = [e.body for e in evs if isinstance(e, ReadBackEvent)]
     assert {b.purpose for b in reads} >= {
         "capture", "approve", "apply", "insight_status", "sink", "update", "original_status",
         "not_applicable",
@@ -177,7 +177,7 @@ def test_a_full_replay_names_a_graph_read_the_recording_does_not_hold(runs):
     unit = run.units[0]
     read = next(
         i for i, e in enumerate(unit.events)
-        if isinstance(e, SessionCall) and e.body.tool == "read_graph"
+        if isinstance(e, SessionCallEvent) and e.body.tool == "read_graph"
     )  # fmt: skip
     dropped = unit.events[read]
     del unit.events[read]
@@ -201,7 +201,7 @@ def test_the_report_says_which_stages_did_not_apply_and_why(runs, capsys):
     promoted = {
         e.stream.split("/")[1]: e.body
         for e in _events(runs, "sm")
-        if isinstance(e, GraderDecision) and e.body.check == "promoted"
+        if isinstance(e, GraderDecisionEvent) and e.body.check == "promoted"
     }
     assert promoted["bl-core-cohort"].verdict is None
     assert promoted["bl-core-cohort"].reason.startswith("not applicable: ")
@@ -227,7 +227,7 @@ def test_a_given_server_command_runs_and_is_recorded(tmp_path, argv):
     path = subset(tmp_path, ["bl-focus-region"])
     assert main(["run", "--platform", "server-memory", "--server-memory-cmd", cmd,
                  "--protocols", path, "--ledger", ledger, "--run-id", "c"]) == 0  # fmt: skip
-    started = next(e for e in _events(ledger, "c") if isinstance(e, RunStarted))
+    started = next(e for e in _events(ledger, "c") if isinstance(e, RunStartedEvent))
     assert started.body.record.platform.url == f"server-memory-cmd:{cmd}"
 
 
@@ -342,7 +342,7 @@ def test_the_learner_sees_the_shared_graph_and_never_the_teachers_own_file(argv,
     assert p.fact not in before.text
     assert promotion.ok, promotion.reason
     assert p.fact in after.text
-    searches = [e.body for e, _ in ledger.events("t") if isinstance(e, SessionCall)
+    searches = [e.body for e, _ in ledger.events("t") if isinstance(e, SessionCallEvent)
                 and e.body.tool == "search_nodes"]  # fmt: skip
     servers = [f["server"] for f in searches[-1].result["fanout"]]
     assert servers == ["bench-agent-002.jsonl", "shared.jsonl"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import os
 import re
 import secrets
 import signal
@@ -32,15 +31,15 @@ from ledger.events import (
     PlatformRecord,
     RunRecord,
     RunStartedBody,
-    UnitFinished,
     UnitFinishedBody,
-    UnitStarted,
+    UnitFinishedEvent,
     UnitStartedBody,
+    UnitStartedEvent,
 )
 from projections.fold import LiveView, fold
-from projections.lifecycle import LifecycleFold, scorecard
 from projections.source import from_ledger
-from tests.conftest import REPO, drop_schema, postgres_url
+from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from tests.conftest import REPO, drop_schema, postgres_url, protocol_subset
 
 # Seven protocols over four entities, with promote and update stages among them.
 IDS = [
@@ -55,20 +54,15 @@ IDS = [
 
 
 def subset(tmp_path, ids=IDS) -> str:
-    folder = tmp_path / "protocols"
-    folder.mkdir(exist_ok=True)
-    for pid in ids:
-        with open(os.path.join(protocols.LIFECYCLE_DIR, f"{pid}.yaml")) as fh:
-            (folder / f"{pid}.yaml").write_text(fh.read())
-    return str(folder)
+    return protocol_subset(tmp_path, list(ids))
 
 
 def finished_once(ledger: Ledger, run_id: str) -> collections.Counter:
     """(protocol, attempt) -> how many streams of the run finished it."""
     evs = [e for e, _ in ledger.events(run_id)]
     starts = {e.stream: (e.body.protocol_id, e.body.attempt) for e in evs
-              if isinstance(e, UnitStarted)}  # fmt: skip
-    return collections.Counter(starts[e.stream] for e in evs if isinstance(e, UnitFinished))
+              if isinstance(e, UnitStartedEvent)}  # fmt: skip
+    return collections.Counter(starts[e.stream] for e in evs if isinstance(e, UnitFinishedEvent))
 
 
 def metrics(ledger: Ledger, run_id: str) -> dict[str, tuple[float, int]]:

@@ -33,31 +33,16 @@ from cli import main
 from ledger import Ledger, UnusableInput, open_store
 from ledger.bundle import export_run
 from ledger.events import RunSealedBody, StreamHead
-from ledger.keys import load_private_key, load_public_keys, write_key_pair
+from ledger.keys import load_private_key, load_public_keys
 from ledger.signing import Signer, authenticate, fingerprint
+from tests.conftest import keypair, one_line_exit_2, planned_run, signed_run
 from tests.sample import PASSING, counter_clock, lifecycle_run
+from tests.test_attacks import H, canon, mth
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "ledger-format.md"
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-def keypair(directory: Path) -> tuple[str, str]:
-    directory.mkdir(parents=True, exist_ok=True)
-    key, pub, _ = write_key_pair(str(directory))
-    return key, pub
-
-
-def signed_run(path: str, key: str | None, run_id: str = "r1") -> str:
-    """A sealed lifecycle run of three units (signed with ``key`` when given); its root."""
-    store = open_store(path)
-    signer = Signer(load_private_key(key), "benchledger test") if key else None
-    ledger = Ledger(store, clock=counter_clock(), signer=signer)
-    outcomes = {(f"p{i}", 1): dict(PASSING) for i in range(3)}
-    root = lifecycle_run(ledger, run_id, outcomes)
-    store.close()
-    return root
 
 
 def export(ledger_path: str, run_id: str, out: Path) -> str:
@@ -73,30 +58,7 @@ def verify(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def one_line_exit_2(code: int, err: str, needle: str) -> None:
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1, err
-    assert needle in lines[0], (needle, lines[0])
-
-
 # -- a forger who follows docs/ledger-format.md -------------------------------------------
-
-
-def canon(v: object) -> bytes:
-    return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def H(b: bytes) -> bytes:
-    return blake3(b).digest()
-
-
-def mth(leaves: list[bytes]) -> bytes:
-    if len(leaves) == 1:
-        return leaves[0]
-    k = 1
-    while k * 2 < len(leaves):
-        k *= 2
-    return H(b"\x01" + mth(leaves[:k]) + mth(leaves[k:]))
 
 
 def link(e: dict) -> str:
@@ -437,14 +399,7 @@ def test_seal_with_a_bad_key_file_is_one_line_exit_2_and_leaves_the_run_unsealed
     store.close()
     # lifecycle_run seals; make a second, unsealed run to seal.
     store = open_store(db)
-    led = Ledger(store, clock=counter_clock(1_790_000_000_000_000_000))
-    from ledger.events import RunStartedBody, UnitFinishedBody, UnitStartedBody
-
-    led.start_run("r2", RunStartedBody(suite="lifecycle"))
-    w = led.new_stream("r2/p1/1")
-    w.append(UnitStartedBody(protocol_id="p1", attempt=1))
-    w.append(UnitFinishedBody())
-    led.commit(w)
+    planned_run(Ledger(store, clock=counter_clock(1_790_000_000_000_000_000)), "r2", ["p1"], ["p1"])
     store.close()
     code = main(["seal", "r2", "--sign-key", str(path), "--ledger", db])
     one_line_exit_2(code, capsys.readouterr().err, needle)
@@ -498,14 +453,7 @@ def test_seal_signs_with_the_key_named_in_the_environment(tmp_path, capsys, monk
     key, pub = keypair(tmp_path / "k")
     db = str(tmp_path / "l.sqlite")
     store = open_store(db)
-    led = Ledger(store, clock=counter_clock())
-    from ledger.events import RunStartedBody, UnitFinishedBody, UnitStartedBody
-
-    led.start_run("r2", RunStartedBody(suite="lifecycle"))
-    w = led.new_stream("r2/p1/1")
-    w.append(UnitStartedBody(protocol_id="p1", attempt=1))
-    w.append(UnitFinishedBody())
-    led.commit(w)
+    planned_run(Ledger(store, clock=counter_clock()), "r2", ["p1"], ["p1"])
     store.close()
     monkeypatch.setenv("BENCHLEDGER_SIGNING_KEY", key)
     assert main(["seal", "r2", "--ledger", db]) == 0

@@ -22,11 +22,9 @@ import pytest
 from cli import main
 from ledger import Ledger, open_store
 from ledger.bundle import export_run
-from tests.conftest import peer_dir
+from tests.conftest import keypair, peer_dir, planned_run, signed_run
 from tests.sample import counter_clock
-from tests.test_attacks_import import planned_run
 from tests.test_provenance import HOLDOUT
-from tests.test_signing import keypair, signed_run
 
 
 class Runs(NamedTuple):

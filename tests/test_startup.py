@@ -121,6 +121,17 @@ def test_everyday_commands_load_no_model_sdk_mcp_server_or_database_engine(
     assert _heavy(modules) == [], f"benchledger {' '.join(command)} loaded heavy modules"
 
 
+def test_a_command_imports_only_its_own_command_group(
+    sealed: tuple[str, str], tmp_path: Path
+) -> None:
+    ledger, _ = sealed
+    code, modules = _loaded_by(["runs", "--ledger", ledger], tmp_path)
+    assert code == 0
+    groups = {m for m in modules if m.split(".")[0] == "cli"}
+    # cli.ledger and what its commands use (the --pubkey options, redacted export).
+    assert groups == {"cli", "cli.common", "cli.ledger", "cli.authenticity", "cli.export"}
+
+
 @pytest.mark.parametrize("spec", ["scripted", "fake:0"], ids=["scripted", "fake"])
 def test_an_agent_that_calls_no_provider_loads_no_model_sdk(spec: str) -> None:
     probe = (

@@ -15,7 +15,8 @@ import pytest
 
 from ledger import Ledger
 from ledger.bundle import export_run, records, verify_bundle
-from ledger.chain import Record, RunChecker
+from ledger.chain import Record
+from ledger.checker import RunChecker
 from ledger.codec import decode_link
 from tests.sample import build_run, counter_clock
 

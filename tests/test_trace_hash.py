@@ -12,16 +12,16 @@ from cli import main
 from ledger import Ledger, open_store
 from ledger.codec import canonical_json, decode_event
 from ledger.events import (
-    EpisodeFinished,
     EpisodeFinishedBody,
+    EpisodeFinishedEvent,
     EpisodeStartedBody,
     GraderDecisionBody,
     InfraErrorBody,
     ModelCallBody,
     ReadBackBody,
     SessionCallBody,
-    UnitFinished,
     UnitFinishedBody,
+    UnitFinishedEvent,
     UnitStartedBody,
 )
 from projections.trace import (
@@ -58,7 +58,7 @@ def test_the_documented_example_recomputes_to_the_documented_items_and_hash():
     (documented,) = doc_block("hash")
     assert episode_trace_hash(b for _, b in pairs) == documented
     finished = events[-1]
-    assert isinstance(finished, EpisodeFinished)
+    assert isinstance(finished, EpisodeFinishedEvent)
     assert finished.body.trace_hash == documented  # what the live runner recorded
 
 
@@ -217,7 +217,7 @@ def test_two_runs_on_fresh_platforms_have_equal_trace_hashes_and_another_protoco
         hashes = {
             run_id: {(e.stream.split("/", 1)[1], e.seq): e.body.trace_hash
                      for e, _ in led.events(run_id)
-                     if isinstance(e, EpisodeFinished | UnitFinished)}
+                     if isinstance(e, EpisodeFinishedEvent | UnitFinishedEvent)}
             for run_id in ("first", "second")
         }  # fmt: skip
     finally:

@@ -17,7 +17,6 @@ from harness.agents.scripted import ScriptedAgent
 from harness.models.limiter import RateLimiter
 from harness.models.transport import ModelTransport
 from harness.settings import Settings
-from harness.settings import load as load_settings
 
 FAKE_MODEL = "fake-model"
 _OPENAI_URL = re.compile(r"^(?P<model>.+)@(?P<url>https?://\S+)$")
@@ -88,7 +87,7 @@ def from_spec(
     A given ``transport`` replaces the spec's own (replay passes a ``LogTransport``):
     ``fake:*`` then keeps the fake's model name, ``anthropic:M`` / ``openai:M[@URL]`` use M.
     Otherwise a model spec builds its provider's transport with the key from ``settings``
-    (loaded from the environment when None), the server from ``base_url`` (or the spec's
+    (the command line's; None: no keys), the server from ``base_url`` (or the spec's
     ``@URL``, or ``ANTHROPIC_BASE_URL``) and a limiter for ``rpm``/``tpm``; Anthropic
     requests get ``max_tokens`` 4096 unless ``params`` set it, so the default is recorded.
     ``recorded:RUN_DIR`` re-enacts a recorded run, its latencies times ``time_scale``.
@@ -114,7 +113,7 @@ def from_spec(
     if spec.startswith(("anthropic:", "openai:")):
         provider, model, url = _model_spec(spec, base_url)
         if transport is None:
-            conf = settings if settings is not None else load_settings()
+            conf = settings if settings is not None else Settings()
             transport = _model_transport(provider, model, url, conf, rpm, tpm)
             if provider == "anthropic":
                 from harness.models.anthropic import DEFAULT_MAX_TOKENS

@@ -1,16 +1,15 @@
 """The model layer under the agents: one canonical request, transports beneath it.
 
 An agent's policy builds a ``CanonicalRequest`` with ``build_request`` and hands it to
-a ``ModelTransport``: a real provider, the ``FakeTransport`` or, in replay, the
-``LogTransport`` that serves recorded responses by ``request_hash`` and raises
-``Divergence`` on a miss.
+a ``ModelTransport``: a real provider, the ``FakeTransport``, the recorded run's
+``RecordedTransport`` or, in replay, ``replay.log_transport.LogTransport``, which serves
+recorded responses by ``request_hash`` and raises ``Divergence`` on a miss.
 """
 
 from __future__ import annotations
 
 from harness.models.errors import Divergence, ModelError
 from harness.models.fake import FakeTransport, fake_usage
-from harness.models.log import LogTransport
 from harness.models.request import (
     CanonicalRequest,
     ToolSpec,
@@ -33,7 +32,6 @@ __all__ = [
     "CanonicalRequest",
     "Divergence",
     "FakeTransport",
-    "LogTransport",
     "ModelError",
     "ModelObserver",
     "ModelResponse",

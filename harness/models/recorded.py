@@ -7,7 +7,7 @@ platform's ids mapped to the ones the platform under test handed out (``IdMap``)
 share of the episode's recorded wall time spent as an asyncio sleep (scaled) and its
 share of the recorded token usage. The episode's stage comes from the ``hint`` (the
 ``Episode``), the turn number from the request's messages, so a retried episode plays
-from its first turn again.
+from its first turn again. The recording itself is read by ``harness.peer``.
 """
 
 from __future__ import annotations
@@ -16,15 +16,14 @@ import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from harness.models.errors import ModelError
 from harness.models.request import CanonicalRequest
 from harness.models.response import ModelResponse, ModelToolCall
 from harness.models.transport import ModelObserver
+from harness.peer.transcript import USAGE_KEYS, RecordedEpisode
 
-USAGE_KEYS: Final = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
 NO_RECORDING: Final = "FINAL ANSWER: INSUFFICIENT INFORMATION"
 # Platform-generated ids in the peer's forms: session handles, created pages' ids
 # (``kp_`` + a UUID) and 32-hex record, insight and changeset ids. Pack ids
@@ -135,63 +134,6 @@ class IdMap:
         if isinstance(value, list):
             return [self.translate(v) for v in value]
         return value
-
-
-@dataclass(frozen=True)
-class RecordedTurn:
-    """One assistant turn of a transcript: its text and tool calls ``(id, name, args)``."""
-
-    text: str
-    calls: tuple[tuple[str, str, dict[str, Any]], ...] = ()
-
-
-@dataclass(frozen=True)
-class RecordedEpisode:
-    """One recorded episode: its turns, tool results, final answer, wall time and usage."""
-
-    stage: str
-    turns: tuple[RecordedTurn, ...]
-    results: tuple[str, ...]  # every tool result text, in transcript order
-    final_answer: str
-    wall_ms: float = 0.0
-    usage: Mapping[str, int] = field(default_factory=dict)
-    source: str = ""  # the transcript file, for notes
-
-    @classmethod
-    def from_transcript(
-        cls,
-        stage: str,
-        transcript: list[dict[str, Any]],
-        *,
-        final_answer: str | None = None,
-        wall_ms: float = 0.0,
-        usage: Mapping[str, int] | None = None,
-        source: str = "",
-    ) -> RecordedEpisode:
-        """From the peer's transcript turns (assistant ``tool_calls``, user ``tool_results``).
-
-        ValueError naming ``source`` when a turn is not of that shape.
-        """
-        if not isinstance(transcript, list):
-            raise ValueError(f"{source or 'transcript'}: the transcript is not a list of turns")
-        turns, results = [], []
-        for n, msg in enumerate(transcript):
-            try:
-                if msg.get("role") == "assistant":
-                    calls = tuple(
-                        (str(c["id"]), str(c["name"]), dict(c.get("args") or {}))
-                        for c in msg.get("tool_calls") or []
-                    )
-                    turns.append(RecordedTurn(str(msg.get("text") or ""), calls))
-                results += [str(r["text"]) for r in msg.get("tool_results") or []]
-            except (AttributeError, KeyError, TypeError, ValueError) as exc:
-                raise ValueError(
-                    f"{source or 'transcript'}: turn {n} is not a transcript turn ({exc!r})"
-                ) from None
-        if final_answer is None:
-            final_answer = turns[-1].text if turns and not turns[-1].calls else ""
-        return cls(stage, tuple(turns), tuple(results), final_answer, wall_ms,
-                   dict(usage or {}), source)  # fmt: skip
 
 
 def share(total: int, parts: int, index: int) -> int:

@@ -33,9 +33,9 @@ def check_pack(path: str) -> str:
 def preload(path: str) -> None:
     """Start loading the (checked) pack's SQL tables now, while the run starts up: the
     platforms the run starts share them once loaded (``refplatform.toolkits.sql_database``)."""
-    from refplatform.toolkits.sql_database import preload
+    from refplatform.toolkits.sql import warm
 
-    preload(_pack(path))
+    warm(_pack(path))
 
 
 @asynccontextmanager

@@ -32,13 +32,13 @@ from typing import NamedTuple
 import httpx2
 import msgspec
 
-from harness import settings
 from harness.errors import HarnessError, PlatformStartFailed
 from harness.platforms import embedded
 from harness.platforms.base import Description, PlatformClient
 from harness.platforms.mcp_data_platform import McpDataPlatform
 from harness.platforms.server_memory import PACKAGE, ServerMemory
 from harness.record import redact_command
+from harness.settings import DEFAULT_NPM_DIR, Settings
 from ledger.events import PlatformRecord
 
 KINDS = ("embedded", "embedded:thread", "embedded:process")
@@ -255,12 +255,14 @@ class ExternalProvisioner(Provisioner):
         pool_base: str,
         reset_cmd: str = "",
         k: int = 1,
+        timeout_s: float = 0.0,
     ) -> None:
         super().__init__(spec, pool_size=pool_size)
         self.admin_key = admin_key
         self.pool_base = pool_base
         self.reset_cmd = reset_cmd
         self.k = k
+        self.timeout_s = timeout_s  # bounds every request when > 0 (else the client's defaults)
 
     @asynccontextmanager
     async def runtime(self) -> AsyncIterator[PlatformClient]:
@@ -269,9 +271,8 @@ class ExternalProvisioner(Provisioner):
             admin_key=self.admin_key,
             pool_base=self.pool_base,
             pool_size=self.pool_size,
-            # $BENCHLEDGER_PLATFORM_TIMEOUT_S, when set, bounds every request to the platform.
-            timeout_s=settings.load().platform_timeout_s or 30.0,
-            read_timeout_s=settings.load().platform_timeout_s or None,
+            timeout_s=self.timeout_s or 30.0,
+            read_timeout_s=self.timeout_s or None,
         )
         try:
             yield client
@@ -354,9 +355,11 @@ class ServerMemoryProvisioner(Provisioner):
 
     fresh_state = True
 
-    def __init__(self, spec: PlatformSpec, *, pool_size: int, npm_dir: str = "") -> None:
+    def __init__(
+        self, spec: PlatformSpec, *, pool_size: int, npm_dir: str = DEFAULT_NPM_DIR
+    ) -> None:
         super().__init__(spec, pool_size=pool_size)
-        self.npm_dir = npm_dir or settings.load().npm_dir
+        self.npm_dir = npm_dir or DEFAULT_NPM_DIR
         self._argv: tuple[str, ...] = ()
         self._installing = asyncio.Lock()
 
@@ -407,12 +410,15 @@ def provisioner(
     reset_cmd: str = "",
     k: int = 1,
     pack: str = "",
+    settings: Settings | None = None,
 ) -> Provisioner:
-    """The provisioner for a parsed ``--platform`` (``pack``: the embedded platform's seed)."""
+    """The provisioner for a parsed ``--platform`` (``pack``: the embedded platform's seed;
+    ``settings``: the command line's, for the request timeout and the npm folder)."""
+    conf = settings if settings is not None else Settings()
     if spec.kind == "stdio":
         if pack:
             raise ValueError("--pack seeds the embedded platform; server-memory starts empty")
-        return ServerMemoryProvisioner(spec, pool_size=pool_size)
+        return ServerMemoryProvisioner(spec, pool_size=pool_size, npm_dir=conf.npm_dir)
     if spec.kind == "external":
         return ExternalProvisioner(
             spec,
@@ -421,5 +427,6 @@ def provisioner(
             pool_base=pool_base,
             reset_cmd=reset_cmd,
             k=k,
+            timeout_s=conf.platform_timeout_s,
         )
     return EmbeddedProvisioner(spec, pool_size=pool_size, pack=pack)

@@ -53,7 +53,7 @@ from harness.platforms.base import (
 )
 from harness.platforms.session import notify
 from harness.platforms.stdio import StdioSession, failure, open_session
-from projections.decisions import NOT_APPLICABLE
+from projections.suites.lifecycle.decisions import NOT_APPLICABLE
 from protocols.grading import normalize, surfaced
 
 PACKAGE: Final = "@modelcontextprotocol/server-memory"

@@ -10,6 +10,7 @@ cause of a session that ended picked out of the SDK's nested task-group errors.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -82,9 +83,16 @@ def notify(
     latency_ms: float = 0.0,
     content: tuple[dict[str, Any], ...] = (),
     structured: Any = None,
+    scrub: Scrubber | None = None,
 ) -> None:
-    """Hand ``observer`` (if any) the ``session_call`` body of one call, in its episode."""
+    """Hand ``observer`` (if any) the ``session_call`` body of one call, in its episode,
+    its arguments, result and content scrubbed by ``scrub`` when given."""
     if observer is not None:
+        if scrub is not None:
+            s = scrub.value
+            arguments, result, content, structured = (
+                s(arguments), s(result), s(content), s(structured)
+            )  # fmt: skip
         observer.session_call(
             SessionCallBody(
                 episode=observer.episode,
@@ -123,24 +131,8 @@ class ObservedSession:
         self._scrub = scrub or scrubber()
         self.email = ""
         self.server: dict[str, str] = {}
-
-    def observe(
-        self,
-        method: str,
-        tool: str = "",
-        arguments: dict[str, Any] | None = None,
-        result: Any = None,
-        *,
-        is_error: bool = False,
-        latency_ms: float = 0.0,
-        content: tuple[dict[str, Any], ...] = (),
-        structured: Any = None,
-    ) -> None:
-        """Report one call to the observer, if there is one, scrubbed (see ``notify``)."""
-        if self._observer is not None:
-            s = self._scrub.value
-            notify(self._observer, method, tool, s(arguments), s(result), is_error=is_error,
-                   latency_ms=latency_ms, content=s(content), structured=s(structured))  # fmt: skip
+        # Report one call to the observer, if any, scrubbed: notify's own parameter list.
+        self.observe = functools.partial(notify, observer, scrub=self._scrub)
 
     async def open(self) -> None:
         """The MCP handshake; remembers the server's self-reported name and version."""

@@ -1,25 +1,52 @@
-"""Suites: what a run's units are and how one unit runs, on the suite-agnostic driver."""
+"""Suites: what a run's units are and how one unit runs, on the suite-agnostic driver.
+
+Suites are found by name in one registry; the driver, full replay and the command line
+look a run's suite up by the name it records. The built-in suites load on first use,
+so listing the names costs no import.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from harness.suites.base import Loaded, Suite
-from harness.suites.lifecycle import LifecycleSuite
-from harness.suites.provenance import ProvenanceSuite
+
+
+def _lifecycle() -> Suite:
+    from harness.suites.lifecycle import LifecycleSuite
+
+    return LifecycleSuite()
+
+
+def _provenance() -> Suite:
+    from harness.suites.provenance import ProvenanceSuite
+
+    return ProvenanceSuite()
+
 
 SUITES: dict[str, Callable[[], Suite]] = {
-    "lifecycle": LifecycleSuite,
-    "provenance": ProvenanceSuite,
+    "lifecycle": _lifecycle,
+    "provenance": _provenance,
 }
 
 
+def register(name: str, factory: Callable[[], Suite]) -> None:
+    """Make ``factory``'s suite runnable as ``name`` (a new suite, or a test's)."""
+    SUITES[name] = factory
+
+
+def names() -> list[str]:
+    """The registered suites' names, the default (lifecycle) first."""
+    return list(SUITES)
+
+
 def suite_for(name: str) -> Suite:
-    """The suite called ``name``; ValueError lists the suites there are."""
+    """A fresh suite called ``name``; ValueError lists the suites there are."""
     try:
-        return SUITES[name]()
+        factory = SUITES[name]
     except KeyError:
         raise ValueError(f"--suite {name!r}: use one of {', '.join(SUITES)}") from None
+    return factory()
 
 
-__all__ = ["SUITES", "LifecycleSuite", "Loaded", "ProvenanceSuite", "Suite", "suite_for"]
+__all__ = ["SUITES", "Loaded", "Suite", "names", "register", "suite_for"]

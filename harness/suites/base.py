@@ -1,10 +1,22 @@
-"""The suite interface the driver runs: load items, then run one unit of an item."""
+"""The suite interface the driver runs: load items, then run one unit of an item.
+
+Everything the driver, the unit runner, full replay and the command line ask of a suite
+is here, so none of them tells suites apart by name: a new suite is a class with these
+attributes, registered by name (``harness.suites.register``).
+"""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from harness.unit import UnitContext
+if TYPE_CHECKING:  # the registry stays light: the CLI lists suites before any run starts
+    from harness.episode import ToolSets
+    from harness.record import RunConfig
+    from harness.unit import UnitContext
+    from ledger.events import RunRecord
+
+Outcome = Mapping[str, bool | None]  # a unit's verdict per check (None: not judged)
 
 
 class Loaded(NamedTuple):
@@ -20,6 +32,9 @@ class Suite(Protocol):
 
     name: str
     identities_per_unit: int
+    run_prefix: str  # a new run's id starts with it (``lc-20260101-...``)
+    item_noun: str  # what one item is called in messages: "protocol", "case"
+    tools: ToolSets  # which tool names an episode records as a search, a capture
 
     def default_path(self) -> str:
         """Where the suite's committed items live."""
@@ -31,6 +46,26 @@ class Suite(Protocol):
 
     def entity(self, item: Any) -> str:
         """The shared resource units of this item write to (promotions serialise on it)."""
+        ...
+
+    def item_hash(self, item: Any) -> str:
+        """The item's content hash as its ``unit_started`` records it ("" for none)."""
+        ...
+
+    def passed(self, outcome: Outcome) -> bool:
+        """Whether a unit that ended without an error passed, by its verdicts."""
+        ...
+
+    def unit_status(self, outcome: Outcome) -> str:
+        """A unit that ended without an error, in a word or two for the progress line."""
+        ...
+
+    def settle(self, config: RunConfig, external: bool) -> None:
+        """Fill the suite's defaults into ``config`` and check its options (RunRefused)."""
+        ...
+
+    def configure(self, record: RunRecord) -> None:
+        """Take the suite's own settings from the run's record (new, resumed or replayed)."""
         ...
 
     async def run_unit(self, ctx: UnitContext) -> None:

@@ -3,22 +3,27 @@
 What each stage does and decides: docs/runner.md, "One unit (a protocol attempt)".
 
 The stages run episodes and ask the platform adapter for each check; after each stage
-the one decision function (``projections.decisions``) turns the recorded evidence into
-grader decisions, exactly as re-derivation will.
+the one decision function (``projections.suites.lifecycle.decisions``) turns the recorded
+evidence into grader decisions, exactly as re-derivation will.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Final
 
 import protocols
 from harness.agents.base import Episode
+from harness.episode import ToolSets
 from harness.platforms.base import Page, PollPolicy, Target
 from harness.prompts import SYSTEM
-from harness.suites.base import Loaded
+from harness.record import RunConfig, RunRefused
+from harness.suites.base import Loaded, Outcome
 from harness.unit import UnitContext
-from projections.decisions import decide_stage
+from ledger.events import RunRecord
+from projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
+from projections.suites.lifecycle.decisions import decide_stage
+from projections.suites.lifecycle.scorecard import lifecycle_passed
 from protocols.hashing import benchledger_hash
 from protocols.schema import Protocol
 
@@ -31,9 +36,16 @@ def target(p: Protocol) -> Target:
     return Target(p.entity_urn, p.sink, p.fact, page, p.update.fact if p.update else "")
 
 
+# The tools whose calls the lifecycle's decisions read as a search and as a capture.
+TOOLS: Final = ToolSets(search=SEARCH_TOOLS, capture=CAPTURE_TOOLS)
+
+
 class LifecycleSuite:
     name = "lifecycle"
     identities_per_unit = 2  # teacher, learner
+    run_prefix = "lc"
+    item_noun = "protocol"
+    tools = TOOLS
 
     def __init__(self, capture_timeout_s: float = 10.0) -> None:
         self.capture_timeout_s = capture_timeout_s
@@ -50,6 +62,22 @@ class LifecycleSuite:
 
     def entity(self, item: Any) -> str:
         return str(item.entity_urn)
+
+    def item_hash(self, item: Any) -> str:
+        return benchledger_hash([item])
+
+    def passed(self, outcome: Outcome) -> bool:
+        return lifecycle_passed(outcome.get)
+
+    def unit_status(self, outcome: Outcome) -> str:
+        return "pass" if self.passed(outcome) else "fail"
+
+    def settle(self, config: RunConfig, external: bool) -> None:
+        if "--cases" in config.items_options:
+            raise RunRefused("--cases is the provenance lane's: use it with --suite provenance")
+
+    def configure(self, record: RunRecord) -> None:
+        self.capture_timeout_s = record.capture_timeout_s
 
     def _episode(self, p: Protocol, stage: str, prompt: str) -> Episode:
         return Episode(stage, SYSTEM[stage], prompt, p, p.budget_tool_calls)

@@ -5,9 +5,9 @@ a teach episode (``prime_1``, ``prime_2``, ...), then the scored prompt is answe
 fresh session (episode ``answer``) ending with ``FINAL ANSWER:`` and a ``SOURCES:`` line,
 recorded as the episode's sources. The harness then resolves every cited ref through
 the platform adapter (``read_ref``), and the one decision function
-(``projections.provenance_decisions``) judges the citations, exactly as re-derivation will.
+(``projections.suites.provenance.decisions``) judges the citations, exactly as re-derivation will.
 Run with ``k = 2`` and a fresh platform per unit, each case is answered twice on fresh
-runtimes; the metrics (``projections.provenance``) compare the two.
+runtimes; the metrics (``projections.suites.provenance.scorecard``) compare the two.
 """
 
 from __future__ import annotations
@@ -16,9 +16,13 @@ from typing import Any, Final
 
 import protocols
 from harness.agents.base import Episode
-from harness.suites.base import Loaded
+from harness.episode import ToolSets
+from harness.record import RunConfig, RunRefused
+from harness.suites.base import Loaded, Outcome
 from harness.unit import UnitContext
-from projections.provenance_decisions import (
+from ledger.events import RunRecord
+from projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
+from projections.suites.provenance.decisions import (
     MAX_SOURCES,
     RESOLVE,
     SCORED,
@@ -53,6 +57,10 @@ ANSWER_PROMPT: Final = (
 class ProvenanceSuite:
     name = "provenance"
     identities_per_unit = 1  # one fresh identity per replicate: its memories are its own
+    run_prefix = "prov"
+    item_noun = "case"
+    # The lifecycle's: an episode records whether it searched or captured the same way.
+    tools = ToolSets(search=SEARCH_TOOLS, capture=CAPTURE_TOOLS)
 
     def default_path(self) -> str:
         return protocols.CASES_PUBLIC_V1
@@ -63,6 +71,32 @@ class ProvenanceSuite:
 
     def entity(self, item: Any) -> str:
         return f"case:{item.id}"
+
+    def item_hash(self, item: Any) -> str:
+        return ""  # a case is bound by the case set's hash in run_started
+
+    def passed(self, outcome: Outcome) -> bool:
+        return not any(v is False for v in outcome.values())
+
+    def unit_status(self, outcome: Outcome) -> str:
+        failed = [check for check, v in outcome.items() if v is False]
+        return "ok" if not failed else "failed " + ", ".join(failed)
+
+    def settle(self, config: RunConfig, external: bool) -> None:
+        """Each case runs k=2 times, on a fresh platform per unit when the platform is
+        embedded (an external one is shared; fresh identities keep each replicate's
+        memories apart). ``--cases`` names the case file or folder."""
+        if "--protocols" in config.items_options:
+            raise RunRefused("--suite provenance reads cases: give them with --cases PATH")
+        if "k" not in config.given:
+            config.k = max(config.k, DEFAULT_K)
+        elif config.k < 2:
+            raise RunRefused("--suite provenance needs --k 2 or more: M1 compares the replicates")
+        if "runtime_scope" not in config.given and not external:
+            config.runtime_scope = "unit"
+
+    def configure(self, record: RunRecord) -> None:
+        pass  # nothing of its own: budgets and prompts are fixed
 
     async def run_unit(self, ctx: UnitContext) -> None:
         case: Case = ctx.plan.item

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from refplatform.errors import NotFound, ToolError
-from refplatform.store import Store, dumps
+from refplatform.store import StateStore, dumps
 
 BROWSABLE: Final = ("tags", "domains", "data_products")
 QUERY_CONNECTION: Final = "e2e-trino"
@@ -85,14 +85,14 @@ def entity_doc(
 class Catalog:
     """Catalog entities and glossary terms: the DataHub read tools and the apply writer."""
 
-    def __init__(self, store: Store, columns_of: ColumnsOf) -> None:
+    def __init__(self, store: StateStore, columns_of: ColumnsOf) -> None:
         self.store = store
         self.columns_of = columns_of
 
     # -- seeding and raw access -------------------------------------------------------------
 
     def seed(self, docs: Iterable[dict[str, Any]], terms: Iterable[dict[str, Any]]) -> None:
-        """Store the pack's entities and glossary terms (inside the seeding transaction)."""
+        """StateStore the pack's entities and glossary terms (inside the seeding transaction)."""
         with self.store.tx() as db:
             for seq, doc in enumerate(docs, 1):
                 db.execute("INSERT INTO entities VALUES (?, ?, ?)", (doc["urn"], seq, dumps(doc)))

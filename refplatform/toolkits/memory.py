@@ -20,7 +20,7 @@ from refplatform import records
 from refplatform.auth import Identity
 from refplatform.embedder import Embedder, LexicalEmbedder, Vector, cosine
 from refplatform.errors import Conflict, EmbedderError, NotFound, ToolError
-from refplatform.store import Store, dumps
+from refplatform.store import StateStore, dumps
 
 SUPERSEDE_AT: Final = 0.90
 SIMILAR_AT: Final = 0.75
@@ -47,7 +47,7 @@ def clamp_limit(limit: int | None, default: int = DEFAULT_LIST, most: int = MAX_
 class Memory:
     """Memory records: capture with recall-first supersede, and their lifecycle commands."""
 
-    def __init__(self, store: Store, embedder: Embedder) -> None:
+    def __init__(self, store: StateStore, embedder: Embedder) -> None:
         self.store = store
         self.embedder = embedder
 

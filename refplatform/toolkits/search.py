@@ -25,7 +25,7 @@ from refplatform.auth import Identity
 from refplatform.embedder import Embedder, LexicalEmbedder, Vector, cosine
 from refplatform.errors import EmbedderError, NotFound, ToolError
 from refplatform.pages import PageStore
-from refplatform.store import Store
+from refplatform.store import StateStore
 from refplatform.toolkits.catalog import Catalog, query_table
 from refplatform.toolkits.memory import Memory
 
@@ -61,7 +61,12 @@ class Search:
     """Ranked discovery over the platform's sources, and dereferencing of their references."""
 
     def __init__(
-        self, store: Store, embedder: Embedder, memory: Memory, catalog: Catalog, pages: PageStore
+        self,
+        store: StateStore,
+        embedder: Embedder,
+        memory: Memory,
+        catalog: Catalog,
+        pages: PageStore,
     ) -> None:
         self.store = store
         self.embedder = embedder

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 import protocols
-from harness.peer_import import import_peer
+from harness.peer.importer import import_peer
 from ledger import Ledger, open_store
 from ledger.bundle import MAX_LINE, export_audit, export_run, verify_bundle
 from ledger.events import GraderDecisionBody, RunStartedBody, UnitFinishedBody, UnitStartedBody

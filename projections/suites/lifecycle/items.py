@@ -1,63 +1,36 @@
-"""Which protocols a run is re-derived against: the recorded set, found again, or one given.
+"""A lifecycle run's protocols, found again: the recorded set, or one given.
 
 Order: ``--protocols PATH``; else the run record's ``protocols_path`` if it exists here;
 else the committed set when its hash is the recorded one. A set whose hash differs from
 the recorded one is used, with a note: a changed grading rule is exactly what
-re-derivation is for. A unit whose protocol is missing makes the input unusable.
+re-derivation is for.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple
 
 import protocols
 from ledger import UnusableInput
 from ledger.events import RunStartedBody
-from protocols.cases import case_set_hash, load_cases
-from protocols.hashing import set_hash
+from projections.suites.base import ItemSet
+from protocols.hashing import benchledger_hash, set_hash
 from protocols.schema import Protocol
 
 RECIPES = ("benchledger", "peer")
-
-
-class ProtocolSet(NamedTuple):
-    """The protocols (a provenance run's cases) by id, where they came from, and notes."""
-
-    by_id: dict[str, Any]
-    path: str
-    notes: list[str]
 
 
 def _hashes(items: tuple[Protocol, ...]) -> dict[str, str]:
     return {recipe: set_hash(items, recipe) for recipe in RECIPES}
 
 
-def _cases(header: RunStartedBody, given: str | None) -> ProtocolSet:
-    """A provenance run's cases: ``given``, else the recorded path (holdouts live elsewhere)."""
-    record = header.record
-    recorded_hash = header.protocol_set_hash or (record.protocol_set_hash if record else "")
-    path = given or (record.protocols_path if record else "") or protocols.CASES_PUBLIC_V1
-    if not os.path.exists(path):
-        raise UnusableInput(
-            "--protocols",
-            f"the run's cases at {path} are not on this machine; pass the case file with "
-            "--protocols PATH",
-        )
-    loaded = load_cases(path).cases
-    notes = []
-    if recorded_hash and case_set_hash(loaded) != recorded_hash:
-        notes.append(
-            f"the cases at {path} are not the recorded ones (set hash {recorded_hash[:12]}): "
-            "differences may come from changed cases"
-        )
-    return ProtocolSet({c.id: c for c in loaded}, path, notes)
+def item_hash(item: Protocol) -> str:
+    """One protocol's content hash, as pre-registration records it."""
+    return benchledger_hash([item])
 
 
-def resolve(header: RunStartedBody, given: str | None = None) -> ProtocolSet:
+def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
     """The run's protocols (``given`` wins); UnusableInput when none can be found."""
-    if header.suite == "provenance":
-        return _cases(header, given)
     record = header.record
     recorded_hash = header.protocol_set_hash or (record.protocol_set_hash if record else "")
     candidates = [given] if given else []
@@ -84,4 +57,4 @@ def resolve(header: RunStartedBody, given: str | None = None) -> ProtocolSet:
             f"the protocol set at {path} is not the recorded one (set hash "
             f"{recorded_hash[:12]}): differences may come from changed protocols"
         )
-    return ProtocolSet({p.id: p for p in loaded}, path, notes)
+    return ItemSet({p.id: p for p in loaded}, path, notes)

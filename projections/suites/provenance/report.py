@@ -8,11 +8,19 @@ each with its threshold and verdict, and lists every failing case with why.
 from __future__ import annotations
 
 import html
-import json
 from typing import Any, Final
 
-from projections.lifecycle import Metric
-from projections.provenance import (
+from projections.card import (
+    Metric,
+    card_standing,
+    completeness_json,
+    html_top,
+    render_card,
+    standing_json,
+)
+from projections.source import Completeness, completeness
+from projections.suites.provenance.decisions import ATTRIBUTION, CHECKS, VALIDITY
+from projections.suites.provenance.scorecard import (
     DESCRIPTIONS,
     GATED,
     M1,
@@ -23,15 +31,12 @@ from projections.provenance import (
     OVERALL,
     PRECISION_METRIC,
     SAME_PROMPT,
+    SUITE,
     THRESHOLDS,
     Card,
     CaseUnit,
 )
-from projections.provenance_decisions import ATTRIBUTION, CHECKS, VALIDITY
-from projections.report import card_standing, completeness_json, html_top, standing_json
-from projections.source import Completeness, completeness
 
-FORMATS: Final = ("table", "markdown", "json", "html")
 # Display order; an indented row belongs to the gated metric above it.
 ROWS: Final = ((M1, False), (M1_LOG, True), (M2, False), (SAME_PROMPT, True), (M3, False),
                (PRECISION_METRIC, True), (M4, False))  # fmt: skip
@@ -183,7 +188,7 @@ def as_json(card: Card) -> dict[str, Any]:
     return {
         **completeness_json([run_completeness(card)]),
         **standing_json([card.meta]),
-        "suite": "provenance",
+        "suite": SUITE,
         "run": {
             "run_id": m.run_id,
             "root": m.root,
@@ -262,12 +267,4 @@ def _mark(v: bool | None) -> str:
 
 def render(card: Card, fmt: str) -> str:
     """The card in ``fmt`` (table, markdown, json, html)."""
-    if fmt == "table":
-        return table(card)
-    if fmt == "markdown":
-        return markdown(card)
-    if fmt == "json":
-        return json.dumps(as_json(card), indent=2, sort_keys=True) + "\n"
-    if fmt == "html":
-        return page(card)
-    raise ValueError(f"unknown format {fmt!r}; use {', '.join(FORMATS)}")
+    return render_card(card, fmt, table=table, markdown=markdown, as_json=as_json, page=page)

@@ -9,13 +9,11 @@ proves them against the run root, as for lifecycle metrics.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from ledger.events import Event
-from projections import provenance as pv
-from projections.audit import Audit, Contribution, UnknownMetric, _evidence
+from projections.audit import Audit, Contribution, UnknownMetric, evidence_of
 from projections.fold import fold
 from projections.source import RunEvents
+from projections.suites.provenance import scorecard as pv
 
 AUDITABLE = tuple(name for name in pv.METRIC_NAMES if name != pv.M1_LOG)
 
@@ -30,11 +28,6 @@ class UnknownProvenanceMetric(UnknownMetric):
             f"({pv.M1_LOG} is measured by replaying: benchledger replay RUN --level full)",
         )
         self.name = name
-
-
-def is_provenance(events: Iterable[tuple[Event, str]]) -> bool:
-    """Whether a run's events are a provenance run."""
-    return pv.is_provenance(events)
 
 
 def audit(run: RunEvents, metric_name: str) -> Audit:
@@ -55,7 +48,7 @@ def audit(run: RunEvents, metric_name: str) -> Audit:
             continue
         decision = next((d for d in unit.unit.decisions.values() if d.seq == seq), None)
         refs = decision.refs if decision is not None else (seq,)
-        evidence = _evidence(streams.get(stream, {}), refs)
+        evidence = evidence_of(streams.get(stream, {}), refs)
         in_num = (stream, seq) in counted
         out.append(Contribution(stream, unit.case_id, unit.attempt, in_num, decision, evidence))
     return Audit(run.run_id, run.root or card.meta.root, metric, tuple(out))

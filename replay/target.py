@@ -10,20 +10,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ledger import Ledger, UnusableInput
-from ledger.chain import Failure, Fault
 from ledger.events import (
     Body,
     Event,
-    RunStarted,
     RunStartedBody,
-    UnitAbandoned,
-    UnitStarted,
+    RunStartedEvent,
+    UnitAbandonedEvent,
+    UnitStartedEvent,
 )
+from ledger.verdict import Failure, Fault
 from ledger.verified import PartialRun, RunEvents, RunUnverified, open_run
 
 
 @dataclass
-class Unit:
+class ReplayUnit:
     """One unit stream of a run: its events in order (typed bodies with their envelopes)."""
 
     stream: str
@@ -35,13 +35,13 @@ class Unit:
         return [(e.seq, e.body) for e in self.events]  # type: ignore[attr-defined]
 
     @property
-    def started(self) -> UnitStarted | None:
-        return next((e for e in self.events if isinstance(e, UnitStarted)), None)
+    def started(self) -> UnitStartedEvent | None:
+        return next((e for e in self.events if isinstance(e, UnitStartedEvent)), None)
 
     @property
     def abandoned(self) -> bool:
         """Interrupted and re-run under another stream on resume: not a result."""
-        return any(isinstance(e, UnitAbandoned) for e in self.events)
+        return any(isinstance(e, UnitAbandonedEvent) for e in self.events)
 
 
 @dataclass
@@ -51,7 +51,7 @@ class Run:
     run_id: str
     root: str
     header: RunStartedBody
-    units: list[Unit]
+    units: list[ReplayUnit]
     events: RunEvents
 
 
@@ -85,13 +85,13 @@ def verified(
 
 def _split(run: RunEvents) -> Run:
     header: RunStartedBody | None = None
-    units: dict[str, Unit] = {}
+    units: dict[str, ReplayUnit] = {}
     for event, _ in run.events:
         if event.stream == run.run_id:
-            if isinstance(event, RunStarted):
+            if isinstance(event, RunStartedEvent):
                 header = event.body
             continue
-        units.setdefault(event.stream, Unit(event.stream)).events.append(event)
+        units.setdefault(event.stream, ReplayUnit(event.stream)).events.append(event)
     if header is None:
         raise UnusableInput(run.run_id, "the run has no run_started event")
     return Run(run.run_id, run.root, header, list(units.values()), run)

@@ -18,15 +18,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
-from projections.lifecycle import (
-    GATED,
-    METRICS,
-    MetricSpec,
-    RunMeta,
-    Scorecard,
-    Unit,
-    pass_k_values,
-)
+from projections.card import RunMeta
 from projections.source import completeness
 from projections.stats import (
     BOOTSTRAP_REPS,
@@ -41,6 +33,14 @@ from projections.stats import (
     pooled_gain,
     resolution,
     tango,
+)
+from projections.suites.lifecycle.scorecard import (
+    GATED,
+    METRICS,
+    MetricSpec,
+    Scorecard,
+    Unit,
+    pass_k_values,
 )
 
 TANGO: Final = "Tango score interval, protocols as pairs"

@@ -8,26 +8,37 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ledger.verified import OWN, Origin, Standing
 from projections import disclosure
-from projections.compare import GateRow, Row
-from projections.lifecycle import (
-    CHECKS,
+from projections.card import (
     CI_CLUSTER,
     CI_LABELS,
     CI_WILSON,
+    Metric,
+    RunMeta,
+    card_runs,
+    card_standing,
+    completeness_json,
+    fmt_interval,
+    fmt_num,
+    fmt_pct,
+    fmt_signed,
+    html_top,
+    render_card,
+    standing_json,
+    standing_lines,
+)
+from projections.source import Completeness, completeness
+from projections.suites.lifecycle.compare import GateRow, Row
+from projections.suites.lifecycle.scorecard import (
+    CHECKS,
     DUPLICATED,
     METRICS,
     TEACH_BUDGET_EXHAUSTED,
-    Metric,
-    RunMeta,
     Scorecard,
     Unit,
     lifecycle_passed,
 )
-from projections.source import Completeness, completeness
 
-FORMATS: Final = ("table", "markdown", "json", "html")
 NOT_APPLICABLE: Final = "not applicable"  # how a decision for a stage the platform lacks begins
 FUNNEL: Final = (
     ("teach", None),
@@ -57,38 +68,6 @@ def _decides_pass(check: str) -> bool:
 # agent did, e.g. whether the fact surfaced in a tool result), shown as yes or no, so a
 # passing unit never carries a ✗.
 DECIDES_PASS: Final = frozenset(c for c in CHECKS if _decides_pass(c))
-
-
-def _unsigned_zero(text: str) -> str:
-    """``-0.000`` (a tiny negative rounded away) reads as a real negative: print it as 0."""
-    if text.startswith("-") and not any(c in "123456789" for c in text):
-        return text[1:]
-    return text
-
-
-def fmt_num(x: float, digits: int = 2) -> str:
-    """A count as an integer; a fractional numerator (pass^k) with ``digits`` decimals.
-
-    Rounded first, so float noise (29.999999999999996 for 30) prints as the count it is.
-    """
-    r = round(float(x), digits)
-    return str(int(r)) if r.is_integer() else _unsigned_zero(f"{r:.{digits}f}")
-
-
-def fmt_pct(x: float | None) -> str:
-    """A rate or an interval bound for display: a percentage with one decimal (JSON keeps all)."""
-    return "n/a" if x is None else _unsigned_zero(f"{x:.1%}")
-
-
-def fmt_signed(x: float, digits: int = 3) -> str:
-    """A difference for display, signed, never ``-0.000``."""
-    text = f"{x:+.{digits}f}"
-    return f"{0:+.{digits}f}" if float(text) == 0 else text
-
-
-def fmt_interval(low: float, high: float) -> str:
-    """A rate's 95% interval in the rate's own notation: ``[88.6%, 100.0%]``."""
-    return f"[{fmt_pct(low)}, {fmt_pct(high)}]"
 
 
 def _rate(m: Metric) -> str:
@@ -140,98 +119,6 @@ def run_completeness(card: Scorecard) -> list[Completeness]:
 def banners(card: Scorecard) -> list[str]:
     """The lines every format starts with: one per unsealed or incomplete run (else none)."""
     return [b for b in (c.banner() for c in run_completeness(card)) if b]
-
-
-def standing_lines(
-    runs: Sequence[tuple[str, Standing | None, Origin | None]], *, named: bool = False
-) -> list[str]:
-    """Who vouches for each (name, standing, origin), then where its units came from.
-
-    Every display prints these right after its partial-run banners; ``named`` prefixes
-    each line with its name (``run X`` of merged or paired runs).
-    """
-    out = []
-    for name, stood, origin in runs:
-        who = f"{name}: " if named else ""
-        if stood is not None:
-            out.append(who + stood.line())
-        if origin is not None and origin.line():
-            out.append(who + origin.line())
-    return out
-
-
-def card_standing(runs: Sequence[RunMeta]) -> list[str]:
-    """``standing_lines`` of a card's runs (named when several were merged)."""
-    return standing_lines(_card_runs(runs), named=len(runs) > 1)
-
-
-def standing_json(runs: Sequence[RunMeta]) -> dict[str, Any]:
-    """The JSON ``authentication`` and ``origin`` fields of a card's runs ({} if unread).
-
-    One run: its ``Standing.as_json()`` and ``Origin.as_json()``. Several merged: whether
-    all are authenticated, their lines joined, and each run's own under ``runs``.
-    """
-    stood = {r.run_id: r.standing for r in runs if r.standing is not None}
-    origins = {r.run_id: (r.origin or Origin(OWN)).as_json() for r in runs if r.run_id in stood}
-    if not stood:
-        return {}
-    if len(stood) == 1:
-        [(run_id, only)] = stood.items()
-        return {"authentication": only.as_json(), "origin": origins[run_id]}
-    kinds = {o["kind"] for o in origins.values()}
-    return {
-        "authentication": {
-            "authenticated": all(s.authenticated for s in stood.values()),
-            "line": " | ".join(f"run {r}: {s.line()}" for r, s in stood.items()),
-            "runs": {r: s.as_json() for r, s in stood.items()},
-        },
-        "origin": {"kind": kinds.pop() if len(kinds) == 1 else "mixed", "runs": origins},
-    }
-
-
-def html_standing(
-    runs: Sequence[tuple[str, Standing | None, Origin | None]], *, named: bool = False
-) -> str:
-    """``standing_lines`` as banner elements near the top of an HTML page (green if trusted)."""
-    out = []
-    for name, stood, origin in runs:
-        for line in standing_lines([(name, stood, origin)], named=named):
-            trusted = stood is not None and stood.authenticated and line.endswith(stood.line())
-            style = (
-                "background:#e6f4ea;border:2px solid #1a7f37;color:#14532d"
-                if trusted
-                else "background:#fff3cd;border:2px solid #c00;color:#800"
-            )
-            role = "" if trusted else ' role="alert"'
-            out.append(
-                f'<p class="standing"{role} style="{style};padding:8px 12px;font-weight:bold">'
-                f"{html.escape(line)}</p>\n"
-            )
-    return "".join(out)
-
-
-def html_top(runs: Sequence[RunMeta], partial: Sequence[str]) -> str:
-    """An HTML page's first elements: the partial-run banners, then the runs' standing."""
-    return html_banner(partial) + html_standing(_card_runs(runs), named=len(runs) > 1)
-
-
-def _card_runs(runs: Sequence[RunMeta]) -> list[tuple[str, Standing | None, Origin | None]]:
-    return [(f"run {r.run_id}", r.standing, r.origin) for r in runs]
-
-
-def completeness_json(found: Sequence[Completeness]) -> dict[str, Any]:
-    """The top-level JSON ``completeness`` (and ``warning`` when partial) of runs."""
-    if len(found) == 1:
-        body = found[0].as_json()
-    else:
-        body = {
-            "sealed": all(c.sealed for c in found),
-            "planned_units": sum(c.planned for c in found),
-            "finished_units": sum(c.finished for c in found),
-            "missing_units": [f"{c.run_id}: {m}" for c in found for m in c.missing],
-        }
-    warning = " | ".join(b for b in (c.banner() for c in found) if b)
-    return {"completeness": body, **({"warning": warning} if warning else {})}
 
 
 def header_lines(card: Scorecard) -> list[tuple[str, str]]:
@@ -533,15 +420,6 @@ def _head_value(key: str, value: str, card: Scorecard) -> str:
     return html.escape(value)
 
 
-def html_banner(lines: Sequence[str]) -> str:
-    """A partial run's banner at the top of an HTML page ("" for whole runs)."""
-    return "".join(
-        f'<p class="banner" role="alert" style="background:#fff3cd;border:2px solid #c00;'
-        f'padding:8px 12px;font-weight:bold;color:#800">{html.escape(b)}</p>\n'
-        for b in lines
-    )
-
-
 def page(card: Scorecard) -> str:
     """A self-contained HTML page: no scripts, no fonts, nothing fetched at view time."""
     esc = html.escape
@@ -616,15 +494,7 @@ td.diag{{color:#777;font-size:12px}}td.diag.no{{color:#a15c00}}th.diag{{color:#6
 
 def render(card: Scorecard, fmt: str) -> str:
     """The scorecard in ``fmt`` (table, markdown, json, html)."""
-    if fmt == "table":
-        return table(card)
-    if fmt == "markdown":
-        return markdown(card)
-    if fmt == "json":
-        return json.dumps(as_json(card), indent=2, sort_keys=True) + "\n"
-    if fmt == "html":
-        return page(card)
-    raise ValueError(f"unknown format {fmt!r}; use {', '.join(FORMATS)}")
+    return render_card(card, fmt, table=table, markdown=markdown, as_json=as_json, page=page)
 
 
 def _diff_cells(r: Row) -> tuple[str, str, str]:
@@ -658,7 +528,7 @@ def compare_text(
     """
     methods = sorted({r.method for r in rows if r.method})
     partial = [x for x in (c.banner() for c in progress) if x]
-    partial += standing_lines(_card_runs(runs), named=True)
+    partial += standing_lines(card_runs(runs), named=True)
     if fmt == "json":
         found = {x: c.as_json() for x, c in zip("ab", progress, strict=True)}
         stood = {x: standing_json([r]) for x, r in zip("ab", runs, strict=True)} if runs else {}

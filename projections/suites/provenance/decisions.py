@@ -2,7 +2,7 @@
 
 The live suite calls ``decide_case`` once the scored turn's cited refs are resolved;
 re-derivation calls it again on the recorded stream and compares (as the lifecycle's
-``projections.decisions``). Everything it reads is in the unit's own stream:
+``projections.suites.lifecycle.decisions``). Everything it reads is in the unit's own stream:
 
 - the scored turn (episode ``answer``): its ``sources`` and the tool results it saw;
 - the prime episodes (``prime_1``, ``prime_2``, ...): the ids their ``memory_capture``
@@ -38,7 +38,7 @@ from ledger.events import (
     ReadBackBody,
     SessionCallBody,
 )
-from projections.decisions import Decision
+from projections.card import Ruling
 from protocols.cases import SOURCE_KINDS, Case
 
 SCORED: Final = "answer"  # the episode whose provenance is scored
@@ -250,12 +250,12 @@ def _vault_or_teaching(
 
 def _decision(
     check: str, verdict: bool | None, reason: str, refs: Sequence[int], **kw: Any
-) -> Decision:
+) -> Ruling:
     body = GraderDecisionBody(stage=RESOLVE, check=check, verdict=verdict, reason=reason, **kw)
-    return Decision(body, tuple(sorted(set(refs))))
+    return Ruling(body, tuple(sorted(set(refs))))
 
 
-def decide_case(case: Case, events: Events) -> list[Decision]:
+def decide_case(case: Case, events: Events) -> list[Ruling]:
     """Source validity, attribution and precision of the scored turn ([] before it finished)."""
     sources = resolve(events)
     fin = scored(events)

@@ -1,4 +1,8 @@
-"""Replay's transport: responses served from recorded ``model_call`` events by request hash."""
+"""Replay's model transport: responses served from recorded ``model_call`` events by hash.
+
+It lives in replay, which alone uses it; the harness takes it as any ``ModelTransport``
+through ``harness.agents.from_spec(..., transport=...)`` and never names it.
+"""
 
 from __future__ import annotations
 

@@ -9,25 +9,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from ledger.events import (
-    EpisodeFinished,
+    EpisodeFinishedEvent,
     Event,
-    GraderDecision,
-    InfraError,
-    RunSealed,
-    RunStarted,
-    UnitAbandoned,
-    UnitFinished,
-    UnitStarted,
+    GraderDecisionEvent,
+    InfraErrorEvent,
+    RunSealedEvent,
+    RunStartedEvent,
+    UnitAbandonedEvent,
+    UnitFinishedEvent,
+    UnitStartedEvent,
 )
 from ledger.redaction import WithheldEvent
-from ledger.verified import Origin, Standing
-from projections.runs import subset_label
+from projections.card import (
+    CI_CHOICES,
+    CI_CLUSTER,
+    CI_WILSON,
+    CI_WILSON_PROTOCOLS,
+    Decision,
+    Metric,
+    Ref,
+    RunMeta,
+    subset_label,
+)
 from projections.stats import (
-    BOOTSTRAP_REPS,
-    BOOTSTRAP_SEED,
     Interval,
     cluster_rate_interval,
     pass_hat,
@@ -57,27 +64,10 @@ CHECKS: Final = (
 # Peer run records name the search-called boolean `recall_surfaced`.
 PEER_NAMES: Final = {RECALL_SEARCH_CALLED: "recall_surfaced"}
 
-Ref = tuple[str, int]
 # Withheld in a redacted bundle, these hide a unit's outcome, so no rate can count it.
 OUTCOME_KINDS: Final = frozenset(
     {"unit_started", "grader_decision", "infra_error", "unit_finished", "unit_abandoned"}
 )
-
-
-class Decision(NamedTuple):
-    """One recorded grader decision and where it is in the ledger."""
-
-    stream: str
-    seq: int
-    link: str
-    stage: str
-    check: str
-    verdict: bool | None
-    reason: str
-    answer: str
-    expected: Any
-    origin: str
-    refs: tuple[int, ...]
 
 
 def lifecycle_passed(v: Callable[[str], bool | None]) -> bool:
@@ -149,43 +139,6 @@ class Unit:
     def all_refs(self) -> list[Ref]:
         refs = [(d.stream, d.seq) for d in self.decisions.values()]
         return refs + ([self.finished] if self.finished else [])
-
-
-# How a metric's interval was computed (``Metric.ci_method``).
-CI_WILSON: Final = "wilson"
-CI_CLUSTER: Final = "protocol-cluster bootstrap"
-CI_WILSON_PROTOCOLS: Final = "wilson over protocols"
-CI_LABELS: Final = {
-    CI_WILSON: "Wilson (attempts treated as independent)",
-    CI_CLUSTER: f"protocol-cluster bootstrap ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})",
-    CI_WILSON_PROTOCOLS: "Wilson over protocols",
-}
-# ``scorecard(ci=...)``: auto clusters by protocol when a protocol has several attempts.
-CI_CHOICES: Final = ("auto", "wilson", "cluster")
-
-
-class Metric(NamedTuple):
-    """A rate with its interval and the decisions behind its numerator and denominator."""
-
-    name: str
-    num: float
-    den: int
-    ci: Interval | None  # None when the denominator is empty
-    num_refs: tuple[Ref, ...]
-    den_refs: tuple[Ref, ...]
-    label: str = ""
-    units: tuple[str, ...] = ()  # streams in the denominator
-    ci_method: str = CI_WILSON
-
-    @property
-    def rate(self) -> float | None:
-        return self.num / self.den if self.den else None
-
-    def as_json(self) -> dict[str, Any]:
-        ci = self.ci
-        return {"num": self.num, "den": self.den, "rate": self.rate,
-                "ci_low": ci.low if ci else None, "ci_high": ci.high if ci else None,
-                "ci_method": self.ci_method}  # fmt: skip
 
 
 class MetricSpec(NamedTuple):
@@ -268,43 +221,17 @@ METRIC_NAMES: Final = (*(m.name for m in METRICS), "pass_k")
 GATED: Final = (*(m.name for m in METRICS if m.gated), "pass_k")
 
 
-@dataclass
-class RunMeta:
-    """What ``run_started`` (and ``run_sealed``) say about a run."""
-
-    run_id: str = ""
-    suite: str = ""
-    protocol_set_hash: str = ""
-    protocols: int = 0
-    k: int = 1
-    agent: str = ""
-    model: str = ""
-    platform: str = ""
-    platform_version: str = ""
-    coupled: bool = False
-    root: str = ""
-    config: dict[str, Any] = field(default_factory=dict)
-    planned: tuple[tuple[str, int], ...] = ()  # the run record's planned (unit, attempt) keys
-    verified: str = ""  # what reading it verified, against which root (projections.source)
-    withheld: list[str] = field(default_factory=list)  # header-stream kinds withheld
-    subset: str = ""  # a subset run's selection (projections.runs.subset_label); "" = whole set
-    standing: Standing | None = None  # who vouches for its root (set by the reader, open_run)
-    origin: Origin | None = None  # who wrote its units (set by the reader, open_run)
-
-    @property
-    def sealed(self) -> bool:
-        return bool(self.root)
-
-    @property
-    def planned_units(self) -> int:
-        """Units the run set out to finish: its record's plan, else protocols × k."""
-        return len(self.planned) if self.planned else self.protocols * self.k
+NOUN: Final = "protocols"  # what the lifecycle's items are called (a subset's label)
 
 
 class LifecycleFold:
-    """Folds a run's events into units (a ``Fold`` of ``(RunMeta, list[Unit])``)."""
+    """Folds a run's events into units (a ``Fold`` of ``(RunMeta, list[Unit])``).
 
-    def __init__(self) -> None:
+    ``noun`` names the items in a subset run's label (a suite folding with it says its own).
+    """
+
+    def __init__(self, noun: str = NOUN) -> None:
+        self.noun = noun
         self.meta = RunMeta()
         self.units: dict[str, Unit] = {}
 
@@ -315,40 +242,41 @@ class LifecycleFold:
         return unit
 
     def apply(self, event: Event, link: str) -> None:
-        if isinstance(event, RunStarted):
+        if isinstance(event, RunStartedEvent):
             rs = event.body
             rec = rs.record
             planned = tuple((u.unit_id, u.attempt) for u in rec.units) if rec else ()
+            subset = subset_label(rec, self.noun)
             self.meta = RunMeta(event.stream, rs.suite,
                                 (rec.protocol_set_hash if rec else "") or rs.protocol_set_hash,
                                 rs.protocols, rec.k if rec else rs.k, rs.agent, rs.model,
                                 rs.platform, rs.platform_version, rs.coupled, self.meta.root,
-                                dict(rs.config), planned, subset=subset_label(rec))  # fmt: skip
-        elif isinstance(event, RunSealed):
+                                dict(rs.config), planned, subset=subset)  # fmt: skip
+        elif isinstance(event, RunSealedEvent):
             self.meta.root = event.body.root
-        elif isinstance(event, UnitStarted):
+        elif isinstance(event, UnitStartedEvent):
             unit = self._unit(event.stream)
             unit.protocol_id, unit.attempt = event.body.protocol_id, event.body.attempt
-        elif isinstance(event, GraderDecision):
+        elif isinstance(event, GraderDecisionEvent):
             gd = event.body
             self._unit(event.stream).decisions[gd.check] = Decision(
                 event.stream, event.seq, link, gd.stage, gd.check, gd.verdict, gd.reason,
                 gd.answer, gd.expected, gd.origin, tuple(event.refs),
             )  # fmt: skip
-        elif isinstance(event, EpisodeFinished):
+        elif isinstance(event, EpisodeFinishedEvent):
             tokens = self._unit(event.stream).tokens
             ef = event.body
             for key, value in (("input", ef.input_tokens), ("output", ef.output_tokens),
                                ("cache_read", ef.cache_read_tokens),
                                ("cache_creation", ef.cache_creation_tokens)):  # fmt: skip
                 tokens[key] = tokens.get(key, 0) + value
-        elif isinstance(event, InfraError):
+        elif isinstance(event, InfraErrorEvent):
             self._unit(event.stream).infra_errors += 1
-        elif isinstance(event, UnitFinished):
+        elif isinstance(event, UnitFinishedEvent):
             unit = self._unit(event.stream)
             unit.finished = (event.stream, event.seq)
             unit.error = event.body.error
-        elif isinstance(event, UnitAbandoned):
+        elif isinstance(event, UnitAbandonedEvent):
             self._unit(event.stream).abandoned = True
         elif isinstance(event, WithheldEvent):
             if "/" in event.stream:

@@ -11,7 +11,7 @@ verdict passes only if all four pass (and the log-driven replay, when given, is 
 
 Every number carries the events behind it: M1 and M2 the scored turns'
 ``episode_finished`` events, M3 and M4 the ``grader_decision`` events of the one
-decision function (``projections.provenance_decisions``). A denominator of zero never
+decision function (``projections.suites.provenance.decisions``). A denominator of zero never
 passes. Units with an infrastructure error are left out of every rate and counted.
 """
 
@@ -22,19 +22,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
-from ledger.events import EpisodeFinished, EpisodeStarted, Event, RunStarted
-from projections import lifecycle as lc
-from projections.lifecycle import CI_WILSON, Metric, Ref, RunMeta
-from projections.provenance_decisions import (
+from ledger.events import EpisodeFinishedEvent, EpisodeStartedEvent, Event, RunStartedEvent
+from projections.card import CI_WILSON, Metric, Ref, RunMeta
+from projections.stats import wilson
+from projections.suites.lifecycle import scorecard as lc
+from projections.suites.provenance.decisions import (
     ATTRIBUTION,
     PRECISION,
     SCORED,
     VALIDITY,
     is_prime,
 )
-from projections.stats import wilson
 
 SUITE: Final = "provenance"
+NOUN: Final = "cases"  # what its items are called (a subset's label)
 M1: Final = "replay_determinism"
 M2: Final = "input_sensitivity"
 M3: Final = "source_attribution"
@@ -128,7 +129,7 @@ class ProvenanceFold:
     """Folds a run's events into case replicates (a ``Fold`` of ``(RunMeta, [CaseUnit])``)."""
 
     def __init__(self) -> None:
-        self.base = lc.LifecycleFold()  # run metadata, decisions, errors, abandonment
+        self.base = lc.LifecycleFold(NOUN)  # run metadata, decisions, errors, abandonment
         self.extra: dict[str, CaseUnit] = {}
 
     def _extra(self, stream: str) -> CaseUnit:
@@ -139,9 +140,9 @@ class ProvenanceFold:
 
     def apply(self, event: Event, link: str) -> None:
         self.base.apply(event, link)
-        if isinstance(event, EpisodeStarted):
+        if isinstance(event, EpisodeStartedEvent):
             self._extra(event.stream).prompts[event.body.episode] = event.body.user_prompt
-        elif isinstance(event, EpisodeFinished) and event.body.episode == SCORED:
+        elif isinstance(event, EpisodeFinishedEvent) and event.body.episode == SCORED:
             unit = self._extra(event.stream)
             unit.scored = (event.stream, event.seq)
             unit.trace_hash = event.body.trace_hash
@@ -157,7 +158,7 @@ class ProvenanceFold:
         return meta, out
 
 
-class Failure(NamedTuple):
+class CaseFailure(NamedTuple):
     """Why one case (or pair of cases) failed a metric, and the streams to look at."""
 
     metric: str
@@ -173,7 +174,7 @@ class Card(NamedTuple):
     units: tuple[CaseUnit, ...]
     metrics: dict[str, Metric]
     passed: dict[str, bool]  # per gated metric (and M1_LOG when given)
-    failures: tuple[Failure, ...]
+    failures: tuple[CaseFailure, ...]
     harness_failures: int
     incomplete: int
     notes: tuple[str, ...] = ()
@@ -221,7 +222,7 @@ def _graded_by_case(units: Iterable[CaseUnit]) -> dict[str, list[CaseUnit]]:
     return dict(sorted(out.items()))
 
 
-def replay_determinism(units: Iterable[CaseUnit]) -> tuple[Metric, list[Failure], int]:
+def replay_determinism(units: Iterable[CaseUnit]) -> tuple[Metric, list[CaseFailure], int]:
     """M1: per case with two or more graded replicates, one scored-turn trace hash.
 
     Returns the metric, the failing cases, and how many cases had fewer than two.
@@ -235,7 +236,7 @@ def replay_determinism(units: Iterable[CaseUnit]) -> tuple[Metric, list[Failure]
         if c not in same:
             seen = ", ".join(f"attempt {u.attempt} {u.trace_hash[:12] or '(none)'}" for u in us)
             detail = f"scored-turn trace hashes differ: {seen}"
-            failures.append(Failure(M1, c, tuple(u.stream for u in us), detail))
+            failures.append(CaseFailure(M1, c, tuple(u.stream for u in us), detail))
     label = f"{short} case(s) with fewer than two graded replicates left out" if short else ""
     every = [u for us in judged.values() for u in us]
     metric = _metric(
@@ -250,7 +251,7 @@ def replay_determinism(units: Iterable[CaseUnit]) -> tuple[Metric, list[Failure]
     return metric, failures, short
 
 
-def input_sensitivity(units: Iterable[CaseUnit]) -> tuple[Metric, Metric, list[Failure]]:
+def input_sensitivity(units: Iterable[CaseUnit]) -> tuple[Metric, Metric, list[CaseFailure]]:
     """M2: pairs of cases with different inputs whose scored turns never share a hash.
 
     Returns the metric over every such pair, the same over the pairs with the same final
@@ -269,7 +270,7 @@ def input_sensitivity(units: Iterable[CaseUnit]) -> tuple[Metric, Metric, list[F
         shared = ", ".join(sorted(h[:12] for h in hashes[a] & hashes[b]))
         streams = tuple(u.stream for u in [*by_case[a], *by_case[b]])
         detail = f"{kind}, yet the scored turns share trace hash {shared}"
-        failures.append(Failure(M2, f"{a} / {b}", streams, detail))
+        failures.append(CaseFailure(M2, f"{a} / {b}", streams, detail))
 
     def metric(name: str, chosen: list[tuple[str, str]]) -> Metric:
         cases = sorted({c for pair in chosen for c in pair})
@@ -295,7 +296,7 @@ def _den_ref(u: CaseUnit, check: str) -> list[Ref]:
 
 def _decided(
     name: str, check: str, units: Iterable[CaseUnit], *, gated: bool
-) -> tuple[Metric, list[Failure]]:
+) -> tuple[Metric, list[CaseFailure]]:
     """A rate of one check's verdicts over graded replicates.
 
     Gated: every graded replicate counts, one the decisions never judged as a failure.
@@ -308,7 +309,9 @@ def _decided(
         if gated and u.verdict(check) is not True:
             decided = u.unit.decisions.get(check)
             why = decided.reason if decided is not None else "not decided"
-            failures.append(Failure(name, u.case_id, (u.stream,), f"attempt {u.attempt}: {why}"))
+            failures.append(
+                CaseFailure(name, u.case_id, (u.stream,), f"attempt {u.attempt}: {why}")
+            )
     metric = _metric(
         name,
         len(num),
@@ -322,13 +325,13 @@ def _decided(
 
 def _log_replay(
     units: list[CaseUnit], reproduced: Mapping[str, bool]
-) -> tuple[Metric, list[Failure]]:
+) -> tuple[Metric, list[CaseFailure]]:
     """M1 for the log-driven replay: graded scored turns it reproduced."""
     scored = [u for u in units if u.graded]
     ok = [u for u in scored if reproduced.get(u.stream) is True]
     why = "the log-driven replay did not reproduce the scored turn"
     failures = [
-        Failure(M1_LOG, u.case_id, (u.stream,), f"attempt {u.attempt}: {why}")
+        CaseFailure(M1_LOG, u.case_id, (u.stream,), f"attempt {u.attempt}: {why}")
         for u in scored
         if u not in ok
     ]
@@ -381,4 +384,4 @@ def scorecard(
 
 def is_provenance(events: Iterable[tuple[Event, str]]) -> bool:
     """Whether a run's events are a provenance run (its ``run_started.suite``)."""
-    return any(isinstance(e, RunStarted) and e.body.suite == SUITE for e, _ in events)
+    return any(isinstance(e, RunStartedEvent) and e.body.suite == SUITE for e, _ in events)

@@ -18,7 +18,7 @@ a stage not applicable is decided ``None`` with that reason, never passed silent
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from ledger.events import (
     Body,
@@ -28,7 +28,8 @@ from ledger.events import (
     ReadBackBody,
     SessionCallBody,
 )
-from projections import lifecycle as lc
+from projections.card import CAPTURE_TOOLS, Ruling
+from projections.suites.lifecycle import scorecard as lc
 from protocols import grading
 from protocols.schema import Grading, Protocol
 
@@ -36,8 +37,6 @@ LIVE: Final = ("pending", "approved", "applied")
 NOT_APPLICABLE: Final = "not_applicable"  # the purpose of a platform's "cannot do this" read
 # The tools whose call is a capture attempt, resp. a memory search, in each platform dialect
 # the harness speaks (mcp-data-platform; @modelcontextprotocol/server-memory).
-CAPTURE_TOOLS: Final = frozenset({"memory_capture", "create_entities", "add_observations"})
-SEARCH_TOOLS: Final = frozenset({"search", "search_nodes", "open_nodes", "read_graph"})
 STAGES: Final = (
     "teach", "capture", "recall", "promote", "transfer", "update", "update_recall", "abstain",
 )  # fmt: skip
@@ -45,17 +44,10 @@ STAGES: Final = (
 Events = Sequence[tuple[int, Body]]
 
 
-class Decision(NamedTuple):
-    """One grader decision and the seqs of the evidence it cites."""
-
-    body: GraderDecisionBody
-    refs: tuple[int, ...]
-
-
 def _decision(
     stage: str, check: str, verdict: bool | None, reason: str, refs: list[int], **kw: Any
-) -> Decision:
-    return Decision(
+) -> Ruling:
+    return Ruling(
         GraderDecisionBody(stage=stage, check=check, verdict=verdict, reason=reason, **kw),
         tuple(sorted(set(refs))),
     )
@@ -96,7 +88,7 @@ def _expected(g: Grading, stale: Any = None) -> Any:
 def _graded(
     stage: str, check: str, ep: tuple[int, EpisodeFinishedBody], verdict: grading.Verdict,
     expected: Any,
-) -> Decision:  # fmt: skip
+) -> Ruling:  # fmt: skip
     return _decision(stage, check, verdict.ok, verdict.reason, [ep[0]], answer=verdict.scored,
                      expected=expected)  # fmt: skip
 
@@ -108,7 +100,7 @@ def captured_id(events: Events) -> str | None:
     return str(ids[0]) if ids else None
 
 
-def decide_stage(protocol: Protocol, stage: str, events: Events) -> list[Decision]:
+def decide_stage(protocol: Protocol, stage: str, events: Events) -> list[Ruling]:
     """The decisions of one stage from the unit's events so far ([] if its evidence is absent)."""
     p = protocol
     if stage in ("teach", "recall", "transfer", "update_recall", "abstain"):
@@ -157,7 +149,7 @@ def _capture_said(attempted: bool, tools: tuple[list[str], list[str]]) -> str:
 def _episode_decisions(
     p: Protocol, stage: str, ep: tuple[int, EpisodeFinishedBody],
     tools: tuple[list[str], list[str]] = ([], []),
-) -> Iterator[Decision]:  # fmt: skip
+) -> Iterator[Ruling]:  # fmt: skip
     seq, e = ep
     if stage == "teach":
         yield _decision(stage, lc.CAPTURE_ATTEMPTED, e.capture_attempted,
@@ -190,7 +182,7 @@ def _episode_decisions(
         yield _graded(stage, lc.ABSTAIN_CORRECT, ep, verdict, grading.ABSTAIN_ANSWER)
 
 
-def _capture(events: Events) -> list[Decision]:
+def _capture(events: Events) -> list[Ruling]:
     teach = _finished(events, "teach")
     reads = _reads(events, "capture", "capture")
     if teach is None or not reads:
@@ -214,7 +206,7 @@ def _not_applicable(events: Events, stage: str) -> dict[str, str]:
     }
 
 
-def _promote(p: Protocol, events: Events) -> list[Decision]:
+def _promote(p: Protocol, events: Events) -> list[Ruling]:
     refs = [s for s, b in events if isinstance(b, ReadBackBody) and b.stage == "promote"]
     na = _not_applicable(events, "promote")
     if "promote" in na:
@@ -259,7 +251,7 @@ def landed_id(events: Events) -> str | None:
     return str(new[0]) if new else None
 
 
-def _update(events: Events) -> list[Decision]:
+def _update(events: Events) -> list[Ruling]:
     ep = _finished(events, "update")
     reads = _reads(events, "update", "update")
     if ep is None or not reads:
@@ -279,9 +271,9 @@ def _update(events: Events) -> list[Decision]:
     return out
 
 
-def decide_unit(protocol: Protocol, events: Events) -> list[Decision]:
+def decide_unit(protocol: Protocol, events: Events) -> list[Ruling]:
     """Every decision of a unit, in the order the live runner appends them."""
-    out: list[Decision] = []
+    out: list[Ruling] = []
     for stage in STAGES:
         out += decide_stage(protocol, stage, events)
     return out

@@ -1,0 +1,12 @@
+"""The peer's recorded-run format (mcp-data-platform's bench results), read in one place.
+
+A recorded run is a results file (``manifest``, ``runs[]`` with their ``episodes[]``,
+``metrics``) with a ``RESULTS.json.transcripts`` folder of per-episode transcripts, or a
+merged k-pass file whose ``passes.txt`` lists each pass's results file.
+
+- ``results``: typed reads of one peer JSON file and the results file's shape;
+- ``layout``: where a run's files are (``passes.txt``, transcript folders per pass);
+- ``transcript``: an episode's transcript as turns to replay or as session calls;
+- ``recorded_run``: the index the recorded agent plays from;
+- ``importer``: ``import-peer``, a results file as a sealed run.
+"""

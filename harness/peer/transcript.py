@@ -1,0 +1,131 @@
+"""An episode's transcript (``<protocol>-<stage>-<email>.json``) in the peer's turn format.
+
+Assistant turns carry ``text`` and ``tool_calls`` (``id``, ``name``, ``args``); user turns
+carry ``tool_results`` (``call_id``, ``text``, ``is_error``). Read as a ``RecordedEpisode``
+to play back, or as the session calls an import records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from harness.peer.results import Fields
+from ledger import UnusableInput
+from ledger.events import SessionCallBody
+
+USAGE_KEYS: Final = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
+
+
+@dataclass(frozen=True)
+class RecordedTurn:
+    """One assistant turn of a transcript: its text and tool calls ``(id, name, args)``."""
+
+    text: str
+    calls: tuple[tuple[str, str, dict[str, Any]], ...] = ()
+
+
+@dataclass(frozen=True)
+class RecordedEpisode:
+    """One recorded episode: its turns, tool results, final answer, wall time and usage."""
+
+    stage: str
+    turns: tuple[RecordedTurn, ...]
+    results: tuple[str, ...]  # every tool result text, in transcript order
+    final_answer: str
+    wall_ms: float = 0.0
+    usage: Mapping[str, int] = field(default_factory=dict)
+    source: str = ""  # the transcript file, for notes
+
+    @classmethod
+    def from_transcript(
+        cls,
+        stage: str,
+        transcript: list[dict[str, Any]],
+        *,
+        final_answer: str | None = None,
+        wall_ms: float = 0.0,
+        usage: Mapping[str, int] | None = None,
+        source: str = "",
+    ) -> RecordedEpisode:
+        """From the peer's transcript turns (assistant ``tool_calls``, user ``tool_results``).
+
+        ValueError naming ``source`` when a turn is not of that shape.
+        """
+        if not isinstance(transcript, list):
+            raise ValueError(f"{source or 'transcript'}: the transcript is not a list of turns")
+        turns, results = [], []
+        for n, msg in enumerate(transcript):
+            try:
+                if msg.get("role") == "assistant":
+                    calls = tuple(
+                        (str(c["id"]), str(c["name"]), dict(c.get("args") or {}))
+                        for c in msg.get("tool_calls") or []
+                    )
+                    turns.append(RecordedTurn(str(msg.get("text") or ""), calls))
+                results += [str(r["text"]) for r in msg.get("tool_results") or []]
+            except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                raise ValueError(
+                    f"{source or 'transcript'}: turn {n} is not a transcript turn ({exc!r})"
+                ) from None
+        if final_answer is None:
+            final_answer = turns[-1].text if turns and not turns[-1].calls else ""
+        return cls(stage, tuple(turns), tuple(results), final_answer, wall_ms,
+                   dict(usage or {}), source)  # fmt: skip
+
+
+def session_calls(
+    folder: str | None, pid: str, stage: str, email: str
+) -> tuple[str, tuple[SessionCallBody, ...]]:
+    """The episode's first user prompt and its tool calls; nothing when there is no file."""
+    if folder is None:
+        return "", ()
+    path = os.path.join(folder, f"{pid}-{stage}-{email}.json")
+    if not os.path.isfile(path):
+        return "", ()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise UnusableInput(path, f"unreadable transcript ({exc})") from None
+    f = Fields(path, "transcript")
+    if not isinstance(data, dict):
+        raise f.refuse("the top level must be an object with a transcript list")
+    turns = f.items(data, "transcript", "")
+    results: dict[str, tuple[str, bool]] = {}
+    for t, turn in enumerate(turns):
+        for n, res in enumerate(f.items(turn, "tool_results", f"transcript[{t}]")):
+            where = f"transcript[{t}].tool_results[{n}]"
+            results[f.text(res, "call_id", where)] = (
+                f.text(res, "text", where),
+                bool(f.flag(res, "is_error", where)),
+            )
+    calls = []
+    for t, turn in enumerate(turns):
+        for n, call in enumerate(f.items(turn, "tool_calls", f"transcript[{t}]")):
+            where = f"transcript[{t}].tool_calls[{n}]"
+            args = call.get("args")
+            if args is not None and not isinstance(args, dict):
+                raise f.refuse(f"{where}.args must be an object or null")
+            text, err = results.get(f.text(call, "id", where), ("", False))
+            calls.append(
+                SessionCallBody(
+                    episode=stage,
+                    method="tools/call",
+                    tool=f.text(call, "name", where),
+                    arguments=dict(args or {}),
+                    result=text,
+                    is_error=err,
+                )
+            )
+    return _first_user_text(turns), tuple(calls)
+
+
+def _first_user_text(turns: list[dict[str, Any]]) -> str:
+    for turn in turns:
+        if turn.get("role") == "user" and isinstance(turn.get("text"), str):
+            return str(turn["text"])
+    return ""

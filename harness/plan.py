@@ -1,0 +1,411 @@
+"""A run's plan: everything a new run or a resume will do, decided before anything is written.
+
+``plan_run`` checks every option rule once (RunRefused, naming the option) and turns a
+``RunConfig`` into one ``RunPlan``: the suite, its items, the units this process runs,
+the pool, the platform, the run record and (resuming) the streams to abandon. The
+driver's one ``execute`` then provisions, preflights, writes, runs and seals it.
+
+Units are (pass, item) pairs; pass j is attempt j. Unit i of pass j uses pool identities
+``n*((j-1)*P + i) + 1 .. + n`` (n identities per unit); a resumed unit takes fresh ones
+above the highest any unit of the run was ever given, so no unit inherits another's
+memories.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from harness import agents
+from harness.agents.base import Agent
+from harness.platforms.provision import SERVER_MEMORY_CMD, PlatformSpec, parse_platform
+from harness.record import (
+    RunConfig,
+    RunRefused,
+    contradictions,
+    highest_identity,
+    platform_option,
+    read_record,
+    reset_record,
+    resume_reset_cmd,
+)
+from harness.sharding import Shard, identity_blocks, shard_ids
+from harness.suites import Suite, suite_for
+from harness.unit import UnitPlan
+from ledger import Ledger
+from ledger.errors import ImportedRun
+from ledger.events import (
+    PlannedUnit,
+    PlatformRecord,
+    RunRecord,
+    UnitAbandonedEvent,
+    UnitFinishedEvent,
+    UnitStartedEvent,
+    infra_failure,
+)
+from ledger.ledger import check_run_id
+
+MAX_POOL: Final = 999
+INTERRUPTED: Final = "interrupted; re-run on resume"
+RETRIED: Final = "infra-failed; re-run by --retry-infra"
+
+
+@dataclass
+class RunPlan:
+    """One run as it will execute, new or resumed: nothing in it has been written yet.
+
+    ``units``: the units this process runs (a shard's only); ``record``: the run's record
+    (a new run's gets its platform and pack hash from the preflight); ``abandon``: the
+    (stream, resumed as, why) a resume marks before it runs; ``reset_first``: a resume
+    whose earlier units left state on a shared platform resets it before the first pass.
+    """
+
+    run_id: str
+    suite: Suite
+    items: list[Any]
+    units: list[UnitPlan]
+    pool: int
+    spec: PlatformSpec
+    record: RunRecord
+    agent: Agent
+    shard: Shard | None = None
+    resumed: bool = False
+    abandon: list[tuple[str, str, str]] = field(default_factory=list)
+    reset_cmd: str = ""
+    pack: str = ""  # the seed pack to provision (a resumed shard's own copy, by hash)
+    reset_first: bool = False
+    concurrency: int = 1
+
+
+def pool_needed(units: int, per_unit: int = 2) -> tuple[int, int]:
+    """(identities the run needs, retry margin): units x per_unit plus max(4, 10%)."""
+    needed = units * per_unit
+    return needed, max(4, math.ceil(needed * 0.1))
+
+
+def new_run_id(suite: Suite) -> str:
+    """A fresh run id: the suite's prefix, the UTC time, four random hex digits."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{suite.run_prefix}-{stamp}-{secrets.token_hex(2)}"
+
+
+def unit_plans(suite: Suite, items: list[Any], k: int, run_id: str) -> list[UnitPlan]:
+    """Every unit of the run, deterministically: pass by pass, item by item."""
+    n, per = len(items), suite.identities_per_unit
+    plans = []
+    for j in range(1, k + 1):
+        for i, item in enumerate(items):
+            first = per * ((j - 1) * n + i) + 1
+            plans.append(
+                UnitPlan(item, j, f"{run_id}/{item.id}/{j}", tuple(range(first, first + per)))
+            )
+    return plans
+
+
+def unit_states(ledger: Ledger, run_id: str) -> dict[str, dict[str, Any]]:
+    """Per unit stream: its (item, attempt), whether it finished (with which error), was
+    abandoned (interrupted, or retried after finishing) or ended at all."""
+    units: dict[str, dict[str, Any]] = {}
+    for event, _ in ledger.events(run_id):
+        if isinstance(event, UnitStartedEvent):
+            b = event.body
+            units[event.stream] = {"key": (b.protocol_id, b.attempt), "terminal": False,
+                                   "finished": False, "abandoned": False, "error": ""}  # fmt: skip
+        elif isinstance(event, UnitFinishedEvent) and event.stream in units:
+            units[event.stream].update(terminal=True, finished=True, error=event.body.error)
+        elif isinstance(event, UnitAbandonedEvent) and event.stream in units:
+            units[event.stream].update(terminal=True, abandoned=True)
+    return units
+
+
+def infra_failed(state: dict[str, Any]) -> bool:
+    """A finished unit stream that ended in an infrastructure error (not a bug of ours)."""
+    return infra_failure(str(state["error"]))
+
+
+def _select(items: list[Any], only: list[str], limit: int, what: str, path: str) -> list[Any]:
+    """The items a subset run runs: those ``only`` names (all if none), in set order, then
+    the first ``limit`` of them (all if 0); RunRefused naming an id the set lacks."""
+    ids = [str(item.id) for item in items]
+    for wanted in only:
+        if wanted not in ids:
+            has = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+            raise RunRefused(f"--protocol {wanted}: no {what} with that id in {path} (it has "
+                             f"{has})")  # fmt: skip
+    chosen = [item for item in items if not only or str(item.id) in only]
+    return chosen[:limit] if limit else chosen
+
+
+def _suite(name: str) -> Suite:
+    try:
+        return suite_for(name)
+    except ValueError as exc:
+        raise RunRefused(str(exc)) from None
+
+
+def _agent(cfg: RunConfig, spec: str, recorded: dict[str, Any] | None = None) -> Agent:
+    """The run's agent from its spec: params (the recorded under the given), server,
+    limits, time scale; RunRefused on an unusable spec."""
+    params = {**(recorded or {}), **cfg.agent_params}
+    try:
+        return agents.from_spec(spec, params=params, settings=cfg.settings, base_url=cfg.base_url,
+                                rpm=cfg.rpm, tpm=cfg.tpm, time_scale=cfg.time_scale)  # fmt: skip
+    except ValueError as exc:
+        raise RunRefused(str(exc)) from None
+
+
+def settle(cfg: RunConfig) -> PlatformSpec:
+    """The option rules every run (new or resumed) obeys, checked once: RunRefused naming the
+    option; fills the defaults (the suite's among them) into ``cfg``; its platform."""
+    if cfg.retry_infra and not cfg.resume:
+        raise RunRefused("--retry-infra re-runs an unsealed run's infra-failed units: use it "
+                         "with --resume RUN_ID")  # fmt: skip
+    if cfg.shard is not None and not (cfg.run_id or cfg.resume):
+        raise RunRefused("--shard needs --run-id ID (every shard names the same run) or --resume")
+    if cfg.server_memory_cmd:
+        if cfg.platform != "server-memory":
+            raise RunRefused(
+                "--server-memory-cmd starts server-memory with the given command: use it with "
+                "--platform server-memory (no @VERSION: the command decides the version)"
+            )
+        cfg.platform, cfg.server_memory_cmd = SERVER_MEMORY_CMD + cfg.server_memory_cmd, ""
+    try:
+        spec = parse_platform(cfg.platform)
+    except ValueError as exc:
+        raise RunRefused(str(exc)) from None
+    external = spec.kind == "external"
+    if external:  # as parse_platform normalised it: URL/mcp names URL
+        cfg.platform = spec.url
+    _suite(cfg.suite).settle(cfg, external)
+    if external and not cfg.resume and not (cfg.admin_key and cfg.pool_base and cfg.pool_size):
+        raise RunRefused(
+            "an external --platform needs --admin-key (or $BENCHLEDGER_ADMIN_KEY), "
+            "--pool-base (or $BENCHLEDGER_POOL_BASE) and --pool-size"
+        )
+    # On resume the agent comes from the run record, which the plan checks.
+    if "time_scale" in cfg.given and not cfg.agent.startswith("recorded:") and not cfg.resume:
+        raise RunRefused(
+            "--time-scale scales a recorded agent's latencies: use --agent recorded:DIR"
+        )
+    return spec
+
+
+def plan_run(ledger: Ledger, cfg: RunConfig, agent: Agent | None = None) -> RunPlan:
+    """The plan of the run ``cfg`` asks for (a resume when ``cfg.resume``); RunRefused, with
+    nothing written, when an option is unusable or contradicts the ledger."""
+    spec = settle(cfg)
+    if cfg.resume:
+        return _plan_resume(ledger, cfg, agent)
+    return _plan_new(ledger, cfg, spec, agent)
+
+
+def _plan_new(ledger: Ledger, cfg: RunConfig, spec: PlatformSpec, given: Agent | None) -> RunPlan:
+    suite = _suite(cfg.suite)
+    run_id = cfg.run_id or new_run_id(suite)
+    try:
+        check_run_id(run_id)
+    except ValueError as exc:
+        raise RunRefused(str(exc)) from None
+    agent = given or _agent(cfg, cfg.agent)
+    if cfg.runtime_scope not in ("pass", "unit"):
+        raise RunRefused(f"runtime scope {cfg.runtime_scope!r}: use pass or unit")
+    external = spec.kind == "external"
+    if cfg.runtime_scope == "unit" and external:
+        raise RunRefused("a fresh platform per unit needs an embedded platform")
+    if cfg.pack and external:
+        raise RunRefused("--pack seeds the embedded platform; an external one has its own data")
+    if cfg.reset_cmd and not external:
+        raise RunRefused("--reset-cmd resets an external platform between passes; an "
+                         "embedded one starts fresh for every pass")  # fmt: skip
+    shard = cfg.shard if cfg.shard and cfg.shard.count > 1 else None
+    if shard is not None and cfg.reset_cmd:
+        raise RunRefused(
+            "--reset-cmd resets the platform under every shard at once; sharded passes "
+            "cannot be reset between: drop --reset-cmd (the run is then coupled at k > 1)"
+        )
+    if shard is None and ledger.store.head(run_id) is not None:
+        raise RunRefused(f"run {run_id} already exists; resume it with --resume {run_id}")
+    loaded = suite.load(cfg.protocols_path or suite.default_path())
+    items = _select(loaded.items, cfg.protocol, cfg.limit, suite.item_noun, loaded.path)
+    subset = bool(cfg.protocol or cfg.limit)
+    pool = _new_pool(spec, len(items) * cfg.k, suite.identities_per_unit, cfg.k, cfg.pool_size)
+    plans = unit_plans(suite, items, cfg.k, run_id)
+    mine = plans
+    if shard is not None:
+        ids = shard_ids(items, suite.entity, shard)
+        mine = [p for p in plans if p.unit_id in ids]
+    reset = reset_record(cfg.reset_cmd, (cfg.admin_key, cfg.pool_base))
+    record = RunRecord(
+        suite=suite.name,
+        platform=PlatformRecord(kind=spec.kind),  # what the platform says: at its preflight
+        protocols_path=loaded.path,
+        protocol_set_hash=loaded.set_hash,
+        units=[PlannedUnit(p.unit_id, p.attempt) for p in plans],
+        k=cfg.k,
+        agent=cfg.agent,
+        # The effective params (defaults included), never a key: resume rebuilds from them.
+        agent_params=dict(getattr(agent, "params", None) or {}),
+        pool_size=pool if external else 0,
+        reset_program=reset.program,  # never the command: it may carry secrets
+        reset_digest=reset.digest,
+        reset_salt=reset.salt,
+        concurrency=cfg.concurrency,
+        capture_timeout_s=cfg.capture_timeout_s,
+        runtime_scope=cfg.runtime_scope,
+        pack=cfg.pack,
+        shards=shard.count if shard else 1,
+        only=list(cfg.protocol),
+        limit=cfg.limit,
+        set_items=len(loaded.items) if subset else 0,
+    )
+    suite.configure(record)
+    return RunPlan(run_id, suite, items, mine, pool, spec, record, agent, shard=shard,
+                   reset_cmd=cfg.reset_cmd, pack=cfg.pack,
+                   concurrency=cfg.concurrency)  # fmt: skip
+
+
+def _new_pool(spec: PlatformSpec, units: int, per: int, k: int, available: int) -> int:
+    needed, margin = pool_needed(units, per)
+    if spec.kind != "external":
+        if needed + margin > MAX_POOL:
+            raise RunRefused(
+                f"the run needs {needed} identities plus a retry margin of {margin}; the "
+                f"embedded platform holds at most {MAX_POOL}: use fewer protocols or a "
+                "smaller --k"
+            )
+        return needed + margin
+    if needed + margin > available:
+        raise RunRefused(
+            f"the run needs {needed} identities ({units // k} protocols x k={k} x {per}) "
+            f"plus a retry margin of {margin}, but --pool-size is {available}"
+        )
+    return available
+
+
+def _plan_resume(ledger: Ledger, cfg: RunConfig, given_agent: Agent | None) -> RunPlan:
+    run_id = cfg.resume
+    info = ledger.run_info(run_id)
+    if info.root and cfg.retry_infra:
+        raise RunRefused(_sealed_retry(ledger, run_id, info.root))
+    if info.root:
+        raise RunRefused(f"run {run_id} is already sealed (root {info.root}); nothing to resume")
+    record = read_record(ledger, run_id)
+    try:
+        ledger.check_own(run_id)  # an imported run's units are another ledger's
+    except ImportedRun as exc:
+        raise RunRefused(str(exc)) from None
+    shard = cfg.shard if cfg.shard and cfg.shard.count > 1 else None
+    given = shard.count if shard else 1
+    if given != record.shards:
+        how = f"--shard i/{record.shards}" if record.shards > 1 else "no --shard"
+        raise RunRefused(
+            f"run {run_id} runs in {record.shards} shard(s), not {given} (shards: "
+            f"{record.shards} != {given}): resume it with --resume {run_id} and {how}"
+        )
+    wrong = contradictions(cfg, record)
+    if wrong:
+        raise RunRefused(
+            f"resuming run {run_id} with options that contradict its record: " + "; ".join(wrong)
+        )
+    # Restored, as every recorded option is; a shard's own, if given.
+    concurrency = cfg.concurrency if shard and "concurrency" in cfg.given else record.concurrency
+    suite = _suite(record.suite)
+    suite.configure(record)
+    # A shard may sit on another machine: its own paths, checked by hash below.
+    local = shard is not None
+    path = cfg.protocols_path if local and cfg.protocols_path else record.protocols_path
+    pack = cfg.pack if local and cfg.pack else record.pack
+    loaded = suite.load(path)
+    if loaded.set_hash != record.protocol_set_hash:
+        raise RunRefused(f"the protocol set at {path} changed since run {run_id} started")
+    items = _select(loaded.items, record.only, record.limit, suite.item_noun, path)
+    spec = parse_platform(platform_option(record))
+    if spec.kind == "external" and not (cfg.admin_key and cfg.pool_base):
+        raise RunRefused(
+            f"run {run_id} ran against {spec.url}: resuming needs --admin-key (or "
+            "$BENCHLEDGER_ADMIN_KEY) and --pool-base again (keys are never recorded)"
+        )
+    reset_cmd = resume_reset_cmd(cfg, record, run_id)
+    agent = given_agent or _agent(cfg, record.agent, record.agent_params)
+    plans, abandon = _resume_units(ledger, suite, items, record, run_id, shard, cfg.retry_infra)
+    top = max((max(p.identities) for p in plans), default=0)
+    if spec.kind == "external":
+        if top > record.pool_size:
+            raise RunRefused(
+                f"resuming needs pool identities up to {top}, but the pool holds "
+                f"{record.pool_size}: start a new run with a larger --pool-size"
+            )
+        pool = record.pool_size
+    else:
+        pool = max(top, len(items) * record.k * suite.identities_per_unit)
+        if pool > MAX_POOL:
+            raise RunRefused(
+                f"resuming needs pool identities up to {pool}; the embedded platform "
+                f"holds at most {MAX_POOL}"
+            )
+    used = highest_identity(ledger, run_id) > 0  # earlier units left state behind
+    return RunPlan(run_id, suite, items, plans, pool, spec, record, agent, shard=shard,
+                   resumed=True, abandon=abandon, reset_cmd=reset_cmd, pack=pack,
+                   reset_first=used, concurrency=concurrency)  # fmt: skip
+
+
+def _resume_units(
+    ledger: Ledger,
+    suite: Suite,
+    items: list[Any],
+    record: RunRecord,
+    run_id: str,
+    shard: Shard | None = None,
+    retry_infra: bool = False,
+) -> tuple[list[UnitPlan], list[tuple[str, str, str]]]:
+    """Unfinished units as fresh streams and the (stream, new stream, why) to abandon.
+
+    Reads only: execute writes the abandonments once every check has passed. With a
+    ``shard``, only its units, with identities no other shard can take. With
+    ``retry_infra``, a unit whose every finished attempt ended in an infrastructure
+    error runs again too, and those attempts are abandoned (kept, no longer counted).
+    """
+    mine = shard_ids(items, suite.entity, shard) if shard else None
+    units = unit_states(ledger, run_id)
+    by_key: dict[tuple[str, int], list[str]] = {}
+    for stream, info in units.items():
+        by_key.setdefault(info["key"], []).append(stream)
+    per = suite.identities_per_unit
+    planned_top = len(items) * record.k * per
+    next_identity = max(planned_top, highest_identity(ledger, run_id)) + 1
+    fresh = identity_blocks(next_identity, per, shard)
+    plans, abandon = [], []
+    for plan in unit_plans(suite, items, record.k, run_id):
+        if mine is not None and plan.unit_id not in mine:
+            continue
+        streams = sorted(by_key.get((plan.unit_id, plan.attempt), []))
+        done = [s for s in streams if units[s]["finished"] and not units[s]["abandoned"]]
+        if done and not (retry_infra and all(infra_failed(units[s]) for s in done)):
+            continue
+        if not streams:
+            plans.append(plan)
+            continue
+        new = f"{plan.stream}-r{len(streams)}"
+        abandon += [(s, new, INTERRUPTED) for s in streams if not units[s]["terminal"]]
+        abandon += [(s, new, RETRIED) for s in done]
+        resumes = (done or streams)[-1]
+        plans.append(UnitPlan(plan.item, plan.attempt, new, next(fresh), resumes=resumes))
+    return plans, abandon
+
+
+def _sealed_retry(ledger: Ledger, run_id: str, root: str) -> str:
+    """Why ``--retry-infra`` refuses a sealed run, and how to re-run its failed units."""
+    failed = sorted({s["key"][0] for s in unit_states(ledger, run_id).values()
+                     if s["finished"] and not s["abandoned"] and infra_failed(s)})  # fmt: skip
+    why = (f"run {run_id} is sealed (root {root}) and a sealed run is final: --retry-infra "
+           "cannot add attempts to it")  # fmt: skip
+    if not failed:
+        return why + " (it has no infra-failed units either)"
+    again = " ".join(f"--protocol {p}" for p in failed[:5]) + (" ..." if failed[5:] else "")
+    return (
+        f"{why}; run its {len(failed)} infra-failed protocol(s) again as a new run: "
+        f"benchledger run {again} (with the run's other options)"
+    )

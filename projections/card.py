@@ -1,0 +1,307 @@
+"""What every suite's card shares: metric, reference, run meta, interval labels, formatting.
+
+A suite's fold and scorecard (``projections/suites/<name>/``) build these; every display
+formats numbers, intervals, who vouches for a run and how complete it is with them.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple
+
+from ledger.completeness import Completeness
+from ledger.events import GraderDecisionBody, RunRecord
+from ledger.verified import OWN, Origin, Standing
+from projections.stats import BOOTSTRAP_REPS, BOOTSTRAP_SEED, Interval
+
+Ref = tuple[str, int]
+
+# The tools an episode counts as a capture or a search attempt, on every platform kind
+# (refplatform's names, then the MCP memory server's).
+CAPTURE_TOOLS: Final = frozenset({"memory_capture", "create_entities", "add_observations"})
+SEARCH_TOOLS: Final = frozenset({"search", "search_nodes", "open_nodes", "read_graph"})
+
+
+class Ruling(NamedTuple):
+    """A grader decision a suite's decide function makes, with the seqs of the evidence it
+    cites: what the harness records (and re-derivation recomputes) as a grader_decision."""
+
+    body: GraderDecisionBody
+    refs: tuple[int, ...]
+
+
+class Decision(NamedTuple):
+    """One recorded grader decision and where it is in the ledger."""
+
+    stream: str
+    seq: int
+    link: str
+    stage: str
+    check: str
+    verdict: bool | None
+    reason: str
+    answer: str
+    expected: Any
+    origin: str
+    refs: tuple[int, ...]
+
+
+# How a metric's interval was computed (``Metric.ci_method``).
+CI_WILSON: Final = "wilson"
+
+
+CI_CLUSTER: Final = "protocol-cluster bootstrap"
+
+
+CI_WILSON_PROTOCOLS: Final = "wilson over protocols"
+
+
+CI_LABELS: Final = {
+    CI_WILSON: "Wilson (attempts treated as independent)",
+    CI_CLUSTER: f"protocol-cluster bootstrap ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})",
+    CI_WILSON_PROTOCOLS: "Wilson over protocols",
+}
+
+
+# ``scorecard(ci=...)``: auto clusters by protocol when a protocol has several attempts.
+CI_CHOICES: Final = ("auto", "wilson", "cluster")
+
+
+class Metric(NamedTuple):
+    """A rate with its interval and the decisions behind its numerator and denominator."""
+
+    name: str
+    num: float
+    den: int
+    ci: Interval | None  # None when the denominator is empty
+    num_refs: tuple[Ref, ...]
+    den_refs: tuple[Ref, ...]
+    label: str = ""
+    units: tuple[str, ...] = ()  # streams in the denominator
+    ci_method: str = CI_WILSON
+
+    @property
+    def rate(self) -> float | None:
+        return self.num / self.den if self.den else None
+
+    def as_json(self) -> dict[str, Any]:
+        ci = self.ci
+        return {"num": self.num, "den": self.den, "rate": self.rate,
+                "ci_low": ci.low if ci else None, "ci_high": ci.high if ci else None,
+                "ci_method": self.ci_method}  # fmt: skip
+
+
+@dataclass
+class RunMeta:
+    """What ``run_started`` (and ``run_sealed``) say about a run."""
+
+    run_id: str = ""
+    suite: str = ""
+    protocol_set_hash: str = ""
+    protocols: int = 0
+    k: int = 1
+    agent: str = ""
+    model: str = ""
+    platform: str = ""
+    platform_version: str = ""
+    coupled: bool = False
+    root: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    planned: tuple[tuple[str, int], ...] = ()  # the run record's planned (unit, attempt) keys
+    verified: str = ""  # what reading it verified, against which root (projections.source)
+    withheld: list[str] = field(default_factory=list)  # header-stream kinds withheld
+    subset: str = ""  # a subset run's selection (projections.card.subset_label); "" = whole set
+    standing: Standing | None = None  # who vouches for its root (set by the reader, open_run)
+    origin: Origin | None = None  # who wrote its units (set by the reader, open_run)
+
+    @property
+    def sealed(self) -> bool:
+        return bool(self.root)
+
+    @property
+    def planned_units(self) -> int:
+        """Units the run set out to finish: its record's plan, else protocols × k."""
+        return len(self.planned) if self.planned else self.protocols * self.k
+
+
+def _unsigned_zero(text: str) -> str:
+    """``-0.000`` (a tiny negative rounded away) reads as a real negative: print it as 0."""
+    if text.startswith("-") and not any(c in "123456789" for c in text):
+        return text[1:]
+    return text
+
+
+# The formats every suite's card renders in (``render_card``).
+FORMATS: Final = ("table", "markdown", "json", "html")
+
+
+def render_card(
+    card: Any,
+    fmt: str,
+    *,
+    table: Callable[[Any], str],
+    markdown: Callable[[Any], str],
+    as_json: Callable[[Any], Any],
+    page: Callable[[Any], str],
+) -> str:
+    """``card`` in ``fmt`` by the suite's own renderers; ValueError for another format."""
+    if fmt == "table":
+        return table(card)
+    if fmt == "markdown":
+        return markdown(card)
+    if fmt == "json":
+        return json.dumps(as_json(card), indent=2, sort_keys=True) + "\n"
+    if fmt == "html":
+        return page(card)
+    raise ValueError(f"unknown format {fmt!r}; use {', '.join(FORMATS)}")
+
+
+def fmt_num(x: float, digits: int = 2) -> str:
+    """A count as an integer; a fractional numerator (pass^k) with ``digits`` decimals.
+
+    Rounded first, so float noise (29.999999999999996 for 30) prints as the count it is.
+    """
+    r = round(float(x), digits)
+    return str(int(r)) if r.is_integer() else _unsigned_zero(f"{r:.{digits}f}")
+
+
+def fmt_pct(x: float | None) -> str:
+    """A rate or an interval bound for display: a percentage with one decimal (JSON keeps all)."""
+    return "n/a" if x is None else _unsigned_zero(f"{x:.1%}")
+
+
+def fmt_signed(x: float, digits: int = 3) -> str:
+    """A difference for display, signed, never ``-0.000``."""
+    text = f"{x:+.{digits}f}"
+    return f"{0:+.{digits}f}" if float(text) == 0 else text
+
+
+def fmt_interval(low: float, high: float) -> str:
+    """A rate's 95% interval in the rate's own notation: ``[88.6%, 100.0%]``."""
+    return f"[{fmt_pct(low)}, {fmt_pct(high)}]"
+
+
+def standing_lines(
+    runs: Sequence[tuple[str, Standing | None, Origin | None]], *, named: bool = False
+) -> list[str]:
+    """Who vouches for each (name, standing, origin), then where its units came from.
+
+    Every display prints these right after its partial-run banners; ``named`` prefixes
+    each line with its name (``run X`` of merged or paired runs).
+    """
+    out = []
+    for name, stood, origin in runs:
+        who = f"{name}: " if named else ""
+        if stood is not None:
+            out.append(who + stood.line())
+        if origin is not None and origin.line():
+            out.append(who + origin.line())
+    return out
+
+
+def card_standing(runs: Sequence[RunMeta]) -> list[str]:
+    """``standing_lines`` of a card's runs (named when several were merged)."""
+    return standing_lines(card_runs(runs), named=len(runs) > 1)
+
+
+def standing_json(runs: Sequence[RunMeta]) -> dict[str, Any]:
+    """The JSON ``authentication`` and ``origin`` fields of a card's runs ({} if unread).
+
+    One run: its ``Standing.as_json()`` and ``Origin.as_json()``. Several merged: whether
+    all are authenticated, their lines joined, and each run's own under ``runs``.
+    """
+    stood = {r.run_id: r.standing for r in runs if r.standing is not None}
+    origins = {r.run_id: (r.origin or Origin(OWN)).as_json() for r in runs if r.run_id in stood}
+    if not stood:
+        return {}
+    if len(stood) == 1:
+        [(run_id, only)] = stood.items()
+        return {"authentication": only.as_json(), "origin": origins[run_id]}
+    kinds = {o["kind"] for o in origins.values()}
+    return {
+        "authentication": {
+            "authenticated": all(s.authenticated for s in stood.values()),
+            "line": " | ".join(f"run {r}: {s.line()}" for r, s in stood.items()),
+            "runs": {r: s.as_json() for r, s in stood.items()},
+        },
+        "origin": {"kind": kinds.pop() if len(kinds) == 1 else "mixed", "runs": origins},
+    }
+
+
+def html_standing(
+    runs: Sequence[tuple[str, Standing | None, Origin | None]], *, named: bool = False
+) -> str:
+    """``standing_lines`` as banner elements near the top of an HTML page (green if trusted)."""
+    out = []
+    for name, stood, origin in runs:
+        for line in standing_lines([(name, stood, origin)], named=named):
+            trusted = stood is not None and stood.authenticated and line.endswith(stood.line())
+            style = (
+                "background:#e6f4ea;border:2px solid #1a7f37;color:#14532d"
+                if trusted
+                else "background:#fff3cd;border:2px solid #c00;color:#800"
+            )
+            role = "" if trusted else ' role="alert"'
+            out.append(
+                f'<p class="standing"{role} style="{style};padding:8px 12px;font-weight:bold">'
+                f"{html.escape(line)}</p>\n"
+            )
+    return "".join(out)
+
+
+def html_top(runs: Sequence[RunMeta], partial: Sequence[str]) -> str:
+    """An HTML page's first elements: the partial-run banners, then the runs' standing."""
+    return html_banner(partial) + html_standing(card_runs(runs), named=len(runs) > 1)
+
+
+def card_runs(runs: Sequence[RunMeta]) -> list[tuple[str, Standing | None, Origin | None]]:
+    """A card's runs as ``standing_lines`` takes them, each named ``run ID``."""
+    return [(f"run {r.run_id}", r.standing, r.origin) for r in runs]
+
+
+def completeness_json(found: Sequence[Completeness]) -> dict[str, Any]:
+    """The top-level JSON ``completeness`` (and ``warning`` when partial) of runs."""
+    if len(found) == 1:
+        body = found[0].as_json()
+    else:
+        body = {
+            "sealed": all(c.sealed for c in found),
+            "planned_units": sum(c.planned for c in found),
+            "finished_units": sum(c.finished for c in found),
+            "missing_units": [f"{c.run_id}: {m}" for c in found for m in c.missing],
+        }
+    warning = " | ".join(b for b in (c.banner() for c in found) if b)
+    return {"completeness": body, **({"warning": warning} if warning else {})}
+
+
+def html_banner(lines: Sequence[str]) -> str:
+    """A partial run's banner at the top of an HTML page ("" for whole runs)."""
+    return "".join(
+        f'<p class="banner" role="alert" style="background:#fff3cd;border:2px solid #c00;'
+        f'padding:8px 12px;font-weight:bold;color:#800">{html.escape(b)}</p>\n'
+        for b in lines
+    )
+
+
+_SHOWN_IDS: Final = 5  # --protocol ids a subset label names before "..."
+
+
+def subset_label(record: RunRecord | None, noun: str) -> str:
+    """A subset run's ``N of M <noun> (--protocol A, B; --limit L)``; "" for a whole set.
+
+    ``noun`` is what the run's suite calls its items (``ReadSuite.noun``).
+    """
+    if record is None or not (record.only or record.limit):
+        return ""
+    ran = len({u.unit_id for u in record.units})
+    asked = []
+    if record.only:
+        ids = ", ".join(record.only[:_SHOWN_IDS])
+        asked.append(f"--protocol {ids}{', ...' if len(record.only) > _SHOWN_IDS else ''}")
+    if record.limit:
+        asked.append(f"--limit {record.limit}")
+    of = f" of {record.set_items}" if record.set_items else ""
+    return f"{ran}{of} {noun} ({'; '.join(asked)})"
