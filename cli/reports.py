@@ -50,13 +50,20 @@ from protocols.errors import InvalidInput
 from replay.levels import replay
 
 
-def refuse(target: str, suite: ReadSuite, command: str) -> None:
-    """UsageError when ``target``'s suite does not merge: compare and gate judge merging ones."""
-    if not suite.merges:
-        judged = ", ".join(n for n in names() if lookup(n).merges)
+def refuse(
+    target: str,
+    suite: ReadSuite,
+    command: str,
+    can: Callable[[ReadSuite], bool] = lambda s: s.merges,
+    judge: str = "compare and gate judge",
+) -> None:
+    """UsageError when ``target``'s suite cannot do ``command`` (``can``: by default, merge
+    runs as passes, which the gate needs), naming the suites that can."""
+    if not can(suite):
+        judged = ", ".join(n for n in names() if can(lookup(n)))
         raise UsageError(
             f"cannot {command}: {target} is a {suite.name} run; its verdicts are in "
-            f"`benchledger report {target}` (compare and gate judge {judged} runs)"
+            f"`benchledger report {target}` ({judge} {judged} runs)"
         )
 
 
@@ -225,12 +232,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if other.name != suite.name:
         raise UsageError(f"cannot compare: {ids[0]} is a {suite.name} run, {ids[1]} a "
                          f"{other.name} run")  # fmt: skip
-    if suite.compare is None:
-        compared = ", ".join(n for n in names() if lookup(n).compare is not None)
-        raise UsageError(
-            f"cannot compare: {ids[0]} is a {suite.name} run; its verdicts are in "
-            f"`benchledger report {ids[0]}` (compare judges {compared} runs)"
-        )
+    refuse(ids[0], suite, "compare", lambda s: s.compare is not None, "compare judges")
+    assert suite.compare is not None
     if suite.merges:
         cards = [_scorecard([target], args, run) for target, run in zip(ids, runs, strict=True)]
     else:

@@ -179,16 +179,17 @@ def ledger_has(ledger: Any, run_id: str) -> bool:
 
 
 def _warm_embedded(args: argparse.Namespace) -> None:
-    """For a new run on the in-process platform, start its SQL worker and tables loading
-    now, beside the ~1 s of imports that follow (the engine picks them up when made)."""
-    if (args.platform or "embedded") != "embedded" or args.resume:
+    """For a new run on the in-process platform with benchledger's own pack, start its SQL
+    worker and tables loading now, beside the ~1 s of imports that follow (the engine picks
+    them up when made). Another pack is loaded once, by the provisioner, and warmed there."""
+    if (args.platform or "embedded") != "embedded" or args.resume or args.pack:
         return
-    from refplatform.packs import default_pack, load_pack
+    from refplatform.packs import default_pack  # loaded once per process (cached)
     from refplatform.toolkits.sql import warm
 
     def go() -> None:
-        with contextlib.suppress(Exception):  # a bad pack is the provisioner's to report
-            warm(load_pack(args.pack) if args.pack else default_pack())
+        with contextlib.suppress(Exception):  # a broken install is the provisioner's to report
+            warm(default_pack())
 
     threading.Thread(target=go, name="sql-warm", daemon=True).start()
 

@@ -148,7 +148,8 @@ class UnitContext:
         done = _writer().submit(self.ledger.commit, self.w)
         waiting = asyncio.wrap_future(done)
         # A unit cancelled mid-write re-raises the write's error below, from ``done``; the
-        # shielded future's copy is marked seen, else asyncio logs it as never retrieved.
+        # shielded future's copy is marked seen here, since shield drops its own callback
+        # that would (once the waiting task is cancelled) and asyncio would log it unseen.
         waiting.add_done_callback(_seen)
         try:
             await asyncio.shield(waiting)

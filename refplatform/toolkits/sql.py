@@ -83,17 +83,24 @@ _MEMORY_SCHEMAS: Final = ("default", "information_schema")
 _SYSTEM_SCHEMAS: Final = ("information_schema", "jdbc", "metadata", "runtime")
 
 
+def _pool(
+    pack: Pack, workers: int = SQL_WORKERS, memory_bytes: int = QUERY_MEMORY_BYTES
+) -> sqlworker.Pool:
+    """The process's SQL worker pool for ``pack`` at this size and budget (made once)."""
+    return sqlworker.pool(
+        sql_database.prepare_worker,
+        pack.setup_sql,
+        size=workers,
+        memory_bytes=memory_bytes,
+        memory_limit=_DUCKDB_MEMORY_LIMIT,
+    )
+
+
 def warm(pack: Pack) -> None:
     """Start what a default engine over ``pack`` waits for, in the background: its first SQL
     worker (a process that imports DuckDB and loads the tables, ~0.7 s) and this process's
     copy of the tables. A run calls it first thing, so both overlap its own start-up."""
-    sqlworker.pool(
-        sql_database.prepare_worker,
-        pack.setup_sql,
-        size=SQL_WORKERS,
-        memory_bytes=QUERY_MEMORY_BYTES,
-        memory_limit=_DUCKDB_MEMORY_LIMIT,
-    )
+    _pool(pack)
     sql_database.preload(pack)
 
 
@@ -136,13 +143,7 @@ class SqlEngine:
         self._tables = loaded.tables
         self._has_decimals = loaded.has_decimals
         # The agent's SQL is evaluated only there: this process parses and renders.
-        self._workers = sqlworker.pool(
-            sql_database.prepare_worker,
-            pack.setup_sql,
-            size=workers,
-            memory_bytes=query_memory_bytes,
-            memory_limit=_DUCKDB_MEMORY_LIMIT,
-        )
+        self._workers = _pool(pack, workers, query_memory_bytes)
 
     def ready(self) -> str:
         """Wait until the engine can run the agent's SQL; "" when it can, else why not."""
