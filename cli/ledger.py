@@ -17,6 +17,7 @@ from cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
+    check_output,
     ledger_arg,
     new_or_existing_ledger,
     open_ledger,
@@ -129,13 +130,37 @@ def _verify_bundle(target: str, args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Write a run as a bundle."""
+    """Write a run as a bundle, or (``--format inspect``) as an Inspect AI eval log."""
+    if args.format == "inspect":
+        return _export_inspect(args)
     ledger = open_ledger(args, create=False)
     if args.withhold or args.withhold_stream or args.withhold_copies:
         return export_redacted(ledger, args)  # copies alone: "nothing to withhold"
     n = export_run(ledger, args.run, args.output)
     info = ledger.run_info(args.run)
     print(f"exported run {args.run}: {n} events to {args.output} (root {info.root or 'unsealed'})")
+    return EXIT_OK
+
+
+def _export_inspect(args: argparse.Namespace) -> int:
+    """``export RUN --format inspect -o FILE.eval|FILE.json``: the run, verified while it is
+    read (a ledger run id or a bundle), as Inspect AI's eval log (docs/inspect.md)."""
+    # Imported here: it loads the suites' readers, which verify, import and log never need.
+    from projections.inspect_log import SUFFIXES, inspect_log, write_inspect_log
+
+    if args.withhold or args.withhold_stream or args.withhold_copies:
+        raise UsageError("--withhold, --withhold-stream and --withhold-copies make a redacted "
+                         "bundle; --format inspect writes an eval log: drop one")  # fmt: skip
+    if not args.output.endswith(SUFFIXES):
+        raise UsageError(f"{args.output}: --format inspect writes FILE.eval (Inspect's zip) "
+                         "or FILE.json (one EvalLog document)")  # fmt: skip
+    check_output(args.output)
+    run = open_run(args.run, lambda: open_ledger(args, create=False), require_seal=False,
+                   allow_partial=False)  # fmt: skip
+    n = write_inspect_log(inspect_log(run), args.output)
+    root = run.root or f"unsealed; heads root {run.verification.heads_root}"
+    print(f"exported run {run.run_id}: {n} samples to {args.output} as an Inspect AI eval log "
+          f"(root {root})")  # fmt: skip
     return EXIT_OK
 
 
@@ -253,8 +278,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("export", help="write a run as a bundle")
-    p.add_argument("run")
-    p.add_argument("-o", "--output", required=True, metavar="FILE.jsonl[.gz]")
+    p.add_argument("run", help="run id (with --format inspect also a bundle file)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.jsonl[.gz]|FILE.eval|FILE.json")
+    p.add_argument(
+        "--format",
+        choices=("bundle", "inspect"),
+        default="bundle",
+        help="bundle (default): the run's events; inspect: Inspect AI's eval log, FILE.eval "
+        "or FILE.json, readable by `inspect view` (docs/inspect.md)",
+    )
     p.add_argument(
         "--withhold",
         action="append",

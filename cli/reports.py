@@ -8,8 +8,9 @@ suite's name.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cli.authenticity import pubkey_arg, require_trusted, trusted_keys
@@ -35,6 +36,7 @@ from projections.audit_json import audit_json
 from projections.card import standing_lines
 from projections.fold import LiveView, fold
 from projections.prereg import item_problems
+from projections.prices import load_prices
 from projections.source import RunEvents, banner_of, is_bundle, open_run
 from projections.suites import ReadSuite, lookup, names, of_run
 from projections.suites.lifecycle.compare import (
@@ -158,11 +160,11 @@ def _ci_choice(args: argparse.Namespace) -> str:
 
 
 def _scorecard(
-    targets: list[str], args: argparse.Namespace, read: RunEvents | None = None
+    targets: list[str], args: argparse.Namespace, read: Sequence[RunEvents] = ()
 ) -> Scorecard:
-    """The merged scorecard of ``targets``, each read once (``read``: targets[0], read)."""
+    """The merged scorecard of ``targets``, each read once (``read``: the first ones, read)."""
 
-    runs = [read if i == 0 and read is not None else _run_events(t, args)
+    runs = [read[i] if i < len(read) else _run_events(t, args)
             for i, t in enumerate(targets)]  # fmt: skip
     seen: dict[tuple[str, str], str] = {}
     for target, run in zip(targets, runs, strict=True):
@@ -181,7 +183,8 @@ def _scorecard(
         comparable([m for m, _ in folds], what="passes")
     except Incomparable as exc:
         raise UsageError(f"cannot merge these runs: {exc}") from None
-    card: Scorecard = suites[0].scorecard(folds, ci=_ci_choice(args))
+    prices = getattr(args, "prices_table", None)  # --prices, loaded before any work
+    card: Scorecard = suites[0].scorecard(folds, ci=_ci_choice(args), prices=prices)
     return card
 
 
@@ -191,12 +194,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.watch:
         return _watch(args)
     args.trusted = trusted_keys(args)  # a bad key file: one line, exit 2, first
+    args.prices_table = load_prices(args.prices) if args.prices else None  # and a bad table
     # Routed on what the door read, not on a peek at the file first: a bundle is read
     # once (a FIFO, or a file that changes between reads, gives no second read to trust).
     first = _run_events(args.runs[0], args)
     suite = of_run(first)
     if suite.merges:
-        card = _scorecard(args.runs, args, first)
+        card = _scorecard(args.runs, args, [first])
     elif len(args.runs) > 1:
         raise UsageError(f"a {suite.name} run is reported on its own: give one RUN")
     else:
@@ -222,24 +226,53 @@ def _watch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _compare_targets(args: argparse.Namespace) -> list[str]:
+    """The compared columns' targets, the baseline first (``--baseline``, else the first)."""
+    targets = list(args.runs)
+    if args.baseline:
+        if args.baseline in targets:
+            targets.remove(args.baseline)
+        targets.insert(0, args.baseline)
+    if len(targets) < 2:
+        raise UsageError("compare needs at least two runs: RUN RUN [RUN ...] [--baseline RUN]")
+    return targets
+
+
+def _passes_of(target: str) -> list[str]:
+    """``A+B+C``: runs merged as passes into one column (a file of that name is one run)."""
+    if "+" not in target or os.path.exists(target):
+        return [target]
+    parts = target.split("+")
+    if not all(parts):
+        raise UsageError(f"{target!r}: join the passes of one column as RUN+RUN")
+    return parts
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Two runs of one suite side by side, as that suite compares them."""
+    """Runs of one suite side by side, the baseline first, as that suite compares them."""
     args.trusted = trusted_keys(args)  # a bad key file: one line, exit 2, first
-    ids = (args.run_a, args.run_b)
-    runs = [_run_events(target, args) for target in ids]
-    suite = of_run(runs[0])
-    other = of_run(runs[1])
-    if other.name != suite.name:
-        raise UsageError(f"cannot compare: {ids[0]} is a {suite.name} run, {ids[1]} a "
-                         f"{other.name} run")  # fmt: skip
-    refuse(ids[0], suite, "compare", lambda s: s.compare is not None, "compare judges")
+    args.prices_table = load_prices(args.prices) if args.prices else None  # and a bad table
+    targets = _compare_targets(args)
+    columns = [_passes_of(t) for t in targets]
+    runs = [[_run_events(t, args) for t in parts] for parts in columns]
+    suite = of_run(runs[0][0])
+    for target, group in zip(targets, runs, strict=True):
+        for run in group:
+            other = of_run(run)
+            if other.name != suite.name:
+                raise UsageError(f"cannot compare: {targets[0]} is a {suite.name} run, "
+                                 f"{target} a {other.name} run")  # fmt: skip
+    refuse(targets[0], suite, "compare", lambda s: s.compare is not None, "compare judges")
     assert suite.compare is not None
     if suite.merges:
-        cards = [_scorecard([target], args, run) for target, run in zip(ids, runs, strict=True)]
+        cards = [_scorecard(parts, args, group)
+                 for parts, group in zip(columns, runs, strict=True)]  # fmt: skip
+    elif any(len(parts) > 1 for parts in columns):
+        raise UsageError(f"a {suite.name} run is compared on its own: no RUN+RUN columns")
     else:
-        cards = [suite.card([run], ci=_ci_choice(args)) for run in runs]
+        cards = [suite.card(group, ci=_ci_choice(args)) for group in runs]
     try:
-        text = suite.compare(cards[0], cards[1], ids, args.format)
+        text = suite.compare(cards, targets, args.format)
     except ValueError as exc:  # Incomparable: what differs that a comparison holds fixed
         raise UsageError(f"cannot compare: {exc}") from None
     write_output(text, args.output)
@@ -357,13 +390,27 @@ def cmd_import_peer(args: argparse.Namespace) -> int:
         transcripts = find_transcripts(args.results)
     with new_or_existing_ledger(args) as ledger:  # a refused file leaves no new ledger
         run_id, root, shape = import_peer(
-            ledger, args.results, transcripts=transcripts, run_id=args.run_id
+            ledger,
+            args.results,
+            transcripts=transcripts,
+            run_id=args.run_id,
+            protocols=args.protocols,
+            note=lambda text: print(f"note: {text}"),
         )
     print(f"imported {args.results} ({shape} shape) as run {run_id}, root {root}")
     if transcripts:
         print(f"transcripts: {', '.join(transcripts)}")
     print(f"see it with: benchledger report {run_id}")
     return EXIT_OK
+
+
+def _prices_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--prices",
+        metavar="FILE",
+        help="the model price table cost is computed at (TOML, as the packaged "
+        'projections/data/prices.toml; docs/metrics.md, "Cost and latency")',
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -374,6 +421,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN", help="run id or bundle file")
     p.add_argument("--format", choices=formats, default="table")
     p.add_argument("-o", "--output", metavar="FILE")
+    _prices_arg(p)
     p.add_argument(
         "--ci",
         choices=["auto", "wilson", "cluster", "bootstrap"],
@@ -398,12 +446,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     ledger_arg(p)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("compare", help="two runs of one protocol set, paired by protocol")
-    p.add_argument("run_a", metavar="RUN_A")
-    p.add_argument("run_b", metavar="RUN_B")
-    p.add_argument("--format", choices=["table", "markdown", "json"], default="table")
+    p = sub.add_parser(
+        "compare",
+        help="runs of one protocol set side by side, paired with a baseline",
+        description="Runs as columns (agent, model, sampling and platform may differ; the "
+        "first lines name what does), metrics as rows, each cell a rate with its interval "
+        "and its paired difference against the baseline. RUN+RUN merges passes into one "
+        "column.",
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run id, bundle file, or RUN+RUN")
+    p.add_argument("--baseline", metavar="RUN", help="the column the others are paired with "
+                   "(default: the first RUN)")  # fmt: skip
+    p.add_argument("--format", choices=formats, default="table")
     p.add_argument("-o", "--output", metavar="FILE")
-    pubkey_arg(p, " of both runs")
+    _prices_arg(p)
+    pubkey_arg(p, " of every run")
     ledger_arg(p)
     p.set_defaults(func=cmd_compare)
 
@@ -461,6 +518,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="transcript folder; repeat once per pass for merged files, in attempt order or "
         "each named for its pass (its passes.txt entry, or pass-N)",
+    )
+    p.add_argument(
+        "--protocols",
+        metavar="DIR",
+        help="the protocol set the run was made with; its peer hash must be the manifest's "
+        "(default: the peer's bench/protocols beside bench/results, when it matches)",
     )
     p.add_argument("--run-id", metavar="ID")
     ledger_arg(p)

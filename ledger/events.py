@@ -116,6 +116,9 @@ class RunStartedBody(Body, frozen=True):
     config: dict[str, JSON] = {}
     record: RunRecord | None = None
     prereg: Preregistration | None = None
+    # The set's content identity, the benchledger-recipe hash, recorded by an import that
+    # found the set's files; empty: protocol_set_hash is it.
+    protocol_set_id: str = ""
 
 
 class UnitStartedBody(Body, frozen=True):

@@ -16,6 +16,7 @@ from ledger.completeness import Completeness
 from ledger.events import GraderDecisionBody, RunRecord
 from ledger.verified import OWN, Origin, Standing
 from projections.stats import BOOTSTRAP_REPS, BOOTSTRAP_SEED, Interval
+from projections.usage import Usage
 
 Ref = tuple[str, int]
 
@@ -116,6 +117,10 @@ class RunMeta:
     subset: str = ""  # a subset run's selection (projections.card.subset_label); "" = whole set
     standing: Standing | None = None  # who vouches for its root (set by the reader, open_run)
     origin: Origin | None = None  # who wrote its units (set by the reader, open_run)
+    protocol_set_id: str = ""  # the set's content identity when recorded apart from its hash
+    sampling: dict[str, Any] = field(default_factory=dict)  # the agent's recorded parameters
+    usage: Usage | None = None  # durations, model calls and tokens (projections.usage)
+    protocols_path: str = ""  # the protocol folder the run recorded (an import's, if found)
 
     @property
     def sealed(self) -> bool:
@@ -231,13 +236,25 @@ def standing_json(runs: Sequence[RunMeta]) -> dict[str, Any]:
     }
 
 
+# The HTML banner of a run whose standing no reader set (a card built without the door).
+UNREAD_STANDING: Final = "UNAUTHENTICATED: who vouches for this run's root was not checked"
+
+
 def html_standing(
     runs: Sequence[tuple[str, Standing | None, Origin | None]], *, named: bool = False
 ) -> str:
-    """``standing_lines`` as banner elements near the top of an HTML page (green if trusted)."""
+    """``standing_lines`` as banner elements near the top of an HTML page (green if trusted).
+
+    A run whose standing was never read (``None``: nothing checked who vouches for its
+    root) is unauthenticated, and its page says so like any other.
+    """
     out = []
     for name, stood, origin in runs:
-        for line in standing_lines([(name, stood, origin)], named=named):
+        lines = standing_lines([(name, stood, origin)], named=named)
+        if stood is None:
+            who = f"{name}: " if named else ""
+            lines.insert(0, who + UNREAD_STANDING)
+        for line in lines:
             trusted = stood is not None and stood.authenticated and line.endswith(stood.line())
             style = (
                 "background:#e6f4ea;border:2px solid #1a7f37;color:#14532d"

@@ -7,6 +7,8 @@ JSON (sorted keys, no whitespace, defaults omitted) of the protocols sorted by i
 ``[]Protocol`` sorted by id — struct field order, ``omitempty`` fields dropped when
 empty, HTML-safe escaping, floats in Go's shortest form — so a set loaded here
 hashes to the value the peer platform records in its run manifests.
+
+A set's content identity (``content_id``) is the benchledger recipe, whoever ran it.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from protocols.schema import Protocol
 RECIPES: Final = ("benchledger", "peer")
 SET_DOMAIN: Final = b"benchledger:protocol-set:v1\x00"
 
-# Fields the peer's Go structs tag `omitempty` (pinned by the peer hash test).
+# Fields the peer's Go structs tag `omitempty` (pinned by the peer hash test), and a
+# page's `summary`: the v1.102 Page struct had no such field, so its sets' Go JSON has
+# no "summary" key; today's sets all give one, so their hash does not move.
 _OMITEMPTY: Final = frozenset(
     {"page", "transfer", "update", "abstain", "superseded_value"}
-    | {"value", "abs_tolerance", "aliases", "wrong_aliases"}
+    | {"value", "abs_tolerance", "aliases", "wrong_aliases", "summary"}
 )
 _NOT_IN_PEER: Final = frozenset({"query"})  # benchledger's own extension fields
 
@@ -41,6 +45,15 @@ def benchledger_hash(protocols: Iterable[Protocol]) -> str:
     """The benchledger recipe: domain-separated blake3 of the canonical JSON, hex."""
     data = canonical_json(msgspec.to_builtins(_sorted(protocols)))
     return blake3.blake3(SET_DOMAIN + data).hexdigest()
+
+
+def content_id(protocols: Iterable[Protocol]) -> str:
+    """A set's content identity, the same for a benchledger run and an imported peer run.
+
+    It is the benchledger recipe: the peer recipe follows the peer's Go structs, so
+    it names the set only as one peer version encodes it.
+    """
+    return benchledger_hash(protocols)
 
 
 def go_float(x: float) -> str:

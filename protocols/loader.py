@@ -144,7 +144,10 @@ class _Checker:
                 self.problem(("page",), "the knowledge_page sink needs a page")
             elif page is not None:
                 for key in _FIELDS["page"]:
-                    self.text(page, ("page",), key)
+                    # A summary may be absent (the peer's v1.102 pages had none); given, it
+                    # is checked like the rest, so an empty one is not a second spelling.
+                    if key != "summary" or key in page:
+                        self.text(page, ("page",), key)
         elif "page" in p and p["page"] is not None:
             self.mapping(p["page"], ("page",), "page")
         budget = p.get("budget_tool_calls")

@@ -31,12 +31,22 @@ class Grading(_Frozen, frozen=True):
 
 
 class Page(_Frozen, frozen=True):
-    """The knowledge page written when a protocol's sink is ``knowledge_page``."""
+    """The knowledge page written when a protocol's sink is ``knowledge_page``.
+
+    ``summary`` is optional: the peer's v1.102 sets had no such field. A page without
+    one is promoted with an empty summary, which both platforms accept (the peer's
+    apply input tags it ``omitempty``). Surfacing is unchanged here: benchledger looks
+    for the protocol's fact in tool results. The peer's own harness (instrument.go,
+    ``surfacedTarget``) looks for a knowledge page's summary instead, and an empty
+    needle never matches, so a set without summaries would read "not surfaced" there.
+    ``body`` has a default only because a field after a default must have one; the
+    loader requires it for the knowledge_page sink.
+    """
 
     slug: str
     title: str
-    summary: str
-    body: str
+    summary: str = ""
+    body: str = ""
 
 
 class Prompt(_Frozen, frozen=True):

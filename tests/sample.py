@@ -121,6 +121,8 @@ def lifecycle_run(
     agent: str = "scripted",
     k: int = 1,
     errors: dict[tuple[str, int], str] | None = None,
+    model: str = "none",
+    platform: str = "refplatform",
 ) -> str:
     """A sealed lifecycle run whose units carry exactly ``outcomes`` as grader decisions."""
     ledger.start_run(
@@ -130,8 +132,8 @@ def lifecycle_run(
             protocol_set_hash=protocol_set_hash,
             k=k,
             agent=agent,
-            model="none",
-            platform="refplatform",
+            model=model,
+            platform=platform,
             platform_version="test",
         ),
     )

@@ -8,15 +8,20 @@ import os
 
 import pytest
 
+import protocols
 from cli import main
 from harness import settings
 from harness.peer.importer import import_peer
 from harness.peer.layout import find_transcripts
 from ledger import Ledger, LedgerError, UnusableInput, open_store
+from ledger.events import RunStartedBody
 from projections.fold import fold
 from projections.source import from_bundle, from_ledger
+from projections.suites.lifecycle.items import items
 from projections.suites.lifecycle.scorecard import LifecycleFold, by_protocol, scorecard
+from protocols.hashing import benchledger_hash, peer_hash
 from tests.conftest import _PEER_CANDIDATES, peer_dir
+from tests.older_peer_set import write_v1102_set
 from tests.sample import counter_clock
 
 K5 = "s5-anthropic-k5"
@@ -475,6 +480,8 @@ def test_transcript_folders_named_for_their_pass_are_matched_by_name_in_any_orde
         links.append(str(link))
     ledger = str(tmp_path / "l.sqlite")
     argv = ["import-peer", "mcp-data-platform", str(results), "--ledger", ledger]
+    # the set the fixture's import found beside the peer's results (its folder is recorded)
+    argv += ["--protocols", os.path.join(peer_dir(), "bench", "protocols")]
     for n in (5, 3, 1, 4, 2):
         argv += ["--transcripts", links[n - 1]]
     assert main(argv) == 0
@@ -670,3 +677,103 @@ def test_import_peer_gives_the_callers_ledger_its_own_clock_back_also_on_error(t
     with pytest.raises(UnusableInput):  # refused while checking, before any write
         import_peer(ledger, _write_peer(tmp_path / "bad.json", {"manifest": {}, "runs": []}))
     assert ledger.clock is mine
+
+
+# -- the protocol set's content identity (run_started.protocol_set_id) -------------------
+
+PEER_SET_HASH = "daeac8a49319e6240541f905e1acf45d99e47fa4e4958ee0203d5f4fe1245695"
+
+
+def _run_started(ledger: Ledger, run_id: str) -> RunStartedBody:
+    events = from_ledger(ledger, run_id).events
+    return next(e.body for e, _ in events if isinstance(e.body, RunStartedBody))
+
+
+def _header_in(ledger_path: str, run_id: str) -> RunStartedBody:
+    with open_store(ledger_path) as store:
+        return _run_started(Ledger(store), run_id)
+
+
+def test_the_k5_import_records_the_content_identity_of_the_set_beside_its_results(imported):
+    ledger, _, run_id, *_ = imported
+    header = _run_started(ledger, run_id)
+    folder = os.path.join(peer_dir(), "bench", "protocols")
+    # what a benchledger run of the same folder records as its protocol_set_hash
+    assert header.protocol_set_id == benchledger_hash(protocols.load(folder).protocols)
+    assert header.protocol_set_hash == PEER_SET_HASH  # the manifest's claim, kept
+    assert os.path.samefile(header.config["protocols_path"], folder)
+
+
+def test_a_protocols_folder_with_another_peer_hash_is_refused_naming_both_hashes(tmp_path, capsys):
+    data = _peer_data()
+    data["manifest"]["protocol_set_hash"] = PEER_SET_HASH
+    results = _write_peer(tmp_path / "peer.json", data)
+    ledger = str(tmp_path / "l.sqlite")
+    committed = protocols.LIFECYCLE_DIR
+    argv = ["import-peer", "mcp-data-platform", results, "--protocols", committed]
+    assert main([*argv, "--ledger", ledger]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    theirs = peer_hash(protocols.load(committed).protocols)
+    assert len(err) == 1 and theirs in err[0] and PEER_SET_HASH in err[0], err
+    assert not os.path.exists(ledger) or _holds_nothing(ledger)
+
+
+def test_a_set_found_by_layout_with_another_peer_hash_is_ignored_with_a_note(tmp_path, capsys):
+    bench = tmp_path / "bench"
+    write_v1102_set(peer_dir(), str(bench / "protocols"))  # not the set the manifest names
+    (bench / "results" / "run").mkdir(parents=True)
+    data = _peer_data()
+    data["manifest"]["protocol_set_hash"] = PEER_SET_HASH
+    results = _write_peer(bench / "results" / "run" / "peer.json", data)
+    ledger = str(tmp_path / "l.sqlite")
+    assert main(["import-peer", "mcp-data-platform", results, "--ledger", ledger]) == 0
+    out = capsys.readouterr().out
+    assert "note:" in out and str(bench / "protocols") in out and PEER_SET_HASH in out, out
+    header = _header_in(ledger, "peer-peer")
+    assert header.protocol_set_id == "" and "protocols_path" not in header.config
+
+
+def test_an_older_run_re_derives_against_the_older_set_it_was_made_with(tmp_path, capsys):
+    old_set = write_v1102_set(peer_dir(), str(tmp_path / "v1102-protocols"))
+    loaded = protocols.load(old_set).protocols
+    base = os.path.join(peer_dir(), "bench", "results", K5)
+    one = sorted(d for d in os.listdir(base) if d.startswith("lifecycle-a3-2"))[0]
+    with open(os.path.join(base, one, "lifecycle-a3.json")) as fh:
+        old = _variant(json.load(fh), "v1.102")
+    old["manifest"]["protocol_set_hash"] = peer_hash(loaded)
+    results = _write_peer(tmp_path / "v1102.json", old)
+    ledger = str(tmp_path / "l.sqlite")
+    argv = ["import-peer", "mcp-data-platform", results, "--protocols", old_set]
+    assert main([*argv, "--ledger", ledger, "--run-id", "old"]) == 0
+    capsys.readouterr()
+    header = _header_in(ledger, "old")
+    assert header.protocol_set_id == benchledger_hash(loaded)
+    assert header.config["protocols_path"] == old_set
+    # no --protocols: the set is found again from the folder the import recorded
+    assert main(["replay", "old", "--level", "rederive", "--ledger", ledger]) == 0
+    shown = capsys.readouterr()
+    assert "not the recorded one" not in shown.out + shown.err, shown.out
+    assert main(["replay", "old", "--ledger", ledger, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] and report["mismatches"] == 0 and report["compared"]["decisions"] > 80
+
+
+def test_a_set_with_the_recorded_peer_hash_but_other_content_is_noted_on_re_derivation(tmp_path):
+    folder = write_v1102_set(peer_dir(), str(tmp_path / "set"))
+    data = _peer_data()
+    data["manifest"]["protocol_set_hash"] = peer_hash(protocols.load(folder).protocols)
+    results = _write_peer(tmp_path / "peer.json", data)
+    ledger = str(tmp_path / "l.sqlite")
+    argv = ["import-peer", "mcp-data-platform", results, "--protocols", folder]
+    assert main([*argv, "--ledger", ledger]) == 0
+    header = _header_in(ledger, "peer-peer")
+    assert items(header).notes == []
+    # benchledger's own `query` extension: the peer hash cannot see it, the content id does
+    page = os.path.join(folder, "lc-active-customers.yaml")
+    with open(page) as fh:
+        text = fh.read().replace("\nrecall:\n", "\nrecall:\n    query: SELECT 80\n", 1)
+    with open(page, "w") as fh:
+        fh.write(text)
+    assert peer_hash(protocols.load(folder).protocols) == header.protocol_set_hash
+    (note,) = items(header).notes
+    assert "not the recorded one" in note and header.protocol_set_id[:12] in note

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
+import re
 
 import pytest
 import yaml
@@ -12,7 +14,15 @@ import yaml
 import protocols
 from cli import main
 from protocols.errors import InvalidInput
-from protocols.hashing import benchledger_hash, go_float, go_json, go_string, peer_hash
+from protocols.hashing import (
+    benchledger_hash,
+    content_id,
+    go_float,
+    go_json,
+    go_string,
+    peer_hash,
+)
+from tests.older_peer_set import write_v1102_set
 
 PEER_SET_HASH = "daeac8a49319e6240541f905e1acf45d99e47fa4e4958ee0203d5f4fe1245695"
 # The benchledger-recipe hash of the committed set: changes to the set or the recipe
@@ -268,3 +278,36 @@ def test_cli_list_and_validate_the_committed_set(capsys):
 def test_a_missing_path_exits_2(tmp_path, capsys):
     assert main(["protocols", "validate", str(tmp_path / "nope")]) == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+# -- the peer's older schema: a page without a summary ------------------------------------
+
+
+def test_a_page_without_a_summary_loads_with_an_empty_summary(tmp_path):
+    file = write_yaml(tmp_path / "p.yaml", _mutate("page.summary", KeyError))
+    (p,) = protocols.load(file).protocols
+    assert p.page is not None and p.page.summary == "" and p.page.body == "# One\n\nb"
+
+
+def test_a_summary_given_must_still_be_text(tmp_path):
+    file = write_yaml(tmp_path / "p.yaml", _mutate("page.summary", 5))
+    assert ("page.summary", "must be text, got int") in problems_of(file)
+
+
+def test_the_peers_v1102_set_loads_and_hashes_as_its_go_struct_without_summary(peer, tmp_path):
+    today = protocols.load(os.path.join(peer, "bench", "protocols")).protocols
+    old = protocols.load(write_v1102_set(peer, str(tmp_path / "v1102"))).protocols
+    assert len(old) == 30 and all(p.page is None or p.page.summary == "" for p in old)
+    assert sum(p.page is not None for p in old) == 15
+    # the Go JSON of a struct with no Summary: today's encoding minus each "summary" member
+    by_id = sorted(today, key=lambda p: p.id)
+    without = re.sub(r'"summary":"(?:[^"\\]|\\.)*",', "", go_json(by_id))
+    assert go_json(sorted(old, key=lambda p: p.id)) == without
+    assert peer_hash(old) == hashlib.sha256(without.encode()).hexdigest() != PEER_SET_HASH
+    assert benchledger_hash(old) != benchledger_hash(today)
+
+
+def test_the_content_identity_is_the_benchledger_recipe_hash(peer):
+    pset = protocols.load(os.path.join(peer, "bench", "protocols"))
+    assert content_id(pset.protocols) == benchledger_hash(pset.protocols)
+    assert content_id(protocols.load(protocols.LIFECYCLE_DIR).protocols) == COMMITTED_SET_HASH

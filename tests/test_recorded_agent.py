@@ -122,17 +122,22 @@ def differences(recorded: RecordedRun, events: list) -> dict:
     return out
 
 
-@pytest.fixture(scope="module")
-def reenacted(tmp_path_factory):
-    """lc-core-market and lc-holiday-total at k=5, re-enacted at time scale 0."""
+def reenact(tmp, k: int) -> str:
+    """Run ``re``: the peer's turns for ``REENACTED`` at k, time scale 0; its ledger's path."""
     peer = peer_dir()
-    tmp = tmp_path_factory.mktemp("reenact")
     ledger = str(tmp / "l.sqlite")
-    argv = ["run", "--agent", f"recorded:{run_dir(peer)}", "--time-scale", "0", "--k", "5",
+    argv = ["run", "--agent", f"recorded:{run_dir(peer)}", "--time-scale", "0", "--k", str(k),
             "--protocols", peer_subset(tmp, peer, REENACTED), "--pack",
             os.path.join(peer, "bench", "seed"), "--ledger", ledger, "--run-id", "re"]  # fmt: skip
     assert main(argv) == 0
-    return peer, ledger, read(ledger, "re")
+    return ledger
+
+
+@pytest.fixture(scope="module")
+def reenacted(tmp_path_factory):
+    """lc-core-market and lc-holiday-total at k=5, re-enacted at time scale 0."""
+    ledger = reenact(tmp_path_factory.mktemp("reenact"), 5)
+    return peer_dir(), ledger, read(ledger, "re")
 
 
 def test_the_recorded_agent_plays_the_peers_tool_calls_and_final_answers(reenacted):

@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import gzip
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -466,8 +467,14 @@ def test_an_imported_peer_run_cannot_be_fully_replayed_and_says_why(peer_run):
         replay(run_id, level="full", protocols=peer_protocols, ledger=lambda: led)
 
 
-def test_an_imported_peer_run_without_its_protocols_is_unusable_input(peer_run, capsys):
-    led, run_id, _ = peer_run
+def test_an_imported_peer_run_without_its_protocols_is_unusable_input(tmp_path):
+    results = os.path.join(
+        peer_dir(), "bench", "results", "s5-anthropic-k5", "lifecycle-a3-k5.json"
+    )
+    alone = tmp_path / "lifecycle-a3-k5.json"  # no bench/protocols beside it: no set recorded
+    shutil.copy(results, alone)
+    led = Ledger(open_store(str(tmp_path / "l.sqlite")))
+    run_id, _, _ = import_peer(led, str(alone), transcripts=[])
     with pytest.raises(UnusableInput, match="pass the protocol folder with --protocols PATH"):
         replay(run_id, ledger=lambda: led)
 

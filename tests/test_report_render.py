@@ -8,12 +8,8 @@ absent the browser tests are skipped with that reason (``.ci/run`` installs it).
 
 from __future__ import annotations
 
-import html
 import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,38 +17,34 @@ import pytest
 
 from cli import main
 from ledger import Ledger, open_store
+from ledger.events import (
+    EpisodeFinishedBody,
+    GraderDecisionBody,
+    RunStartedBody,
+    UnitFinishedBody,
+    UnitStartedBody,
+)
 from projections.card import fmt_interval, fmt_num, fmt_pct, fmt_signed
-from projections.suites.lifecycle.report import DECIDES_PASS
-from tests.sample import PASSING, PROMOTE, UPDATE, lifecycle_run
+from projections.source import from_ledger
+from projections.suites.lifecycle.page import DECIDES_PASS
+from projections.suites.lifecycle.report import render
+from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from tests.browser import measured, needs_chromium
+from tests.conftest import peer_dir
+from tests.sample import PASSING, PROMOTE, UPDATE
 
-CHROMIUM = shutil.which("chromium") or (
-    "/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None
-)
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="headless Chromium is not installed (apt-get install -y chromium; .ci/run does)",
-)
-# No network, no first-run work, no GPU: a page load and a DOM dump, the same on every machine.
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    "--window-size=1400,1000",
-)
+WIDTHS = (800, 1400)  # the narrowest window the page is laid out for, and a wide one
+HEIGHT = 1000  # the first screen: what a reader sees before scrolling
 
 # Runs synchronously at the end of <body>: reading a size forces layout, so the numbers are
 # the ones the user sees. A box is clipped when its content is wider than the box; an SVG
 # label when its text runs past the drawing's edge.
 MEASURE = r"""<script>
 (() => {
-  const out = {viewport: innerWidth, pageWidth: document.documentElement.scrollWidth,
-               clipped: [], wrapped: [], tables: {}, outcomes: {heads: [], rows: []}};
+  const out = {viewport: innerWidth, height: innerHeight,
+               pageWidth: document.documentElement.scrollWidth, clipped: [], wrapped: [],
+               tables: {}, outcomes: {heads: [], rows: [], details: []}, headline: null,
+               hashes: [], crosses: []};
   const text = el => el.textContent.trim();
   const lines = el => {
     const range = document.createRange();
@@ -61,16 +53,23 @@ MEASURE = r"""<script>
   };
   const measure = () => {
     for (const el of document.querySelectorAll("svg text")) {
-      const box = el.getBBox(), svg = el.ownerSVGElement;
-      const w = svg.width.baseVal.value, h = svg.height.baseVal.value;
+      const box = el.getBBox(), svg = el.ownerSVGElement, view = svg.viewBox.baseVal;
+      // Text is laid out in the drawing's own units: the viewBox's, when it has one.
+      const w = view && view.width ? view.width : svg.width.baseVal.value;
+      const h = view && view.height ? view.height : svg.height.baseVal.value;
       if (box.x < 0 || box.y < 0 || box.x + box.width > w + 0.5 || box.y + box.height > h + 0.5)
         out.clipped.push("svg: " + text(el));
     }
-    for (const el of document.querySelectorAll("td, th, code, .fname")) {
+    for (const svg of document.querySelectorAll("svg")) {
+      if (svg.getBoundingClientRect().right > svg.parentElement.getBoundingClientRect().right + 1)
+        out.clipped.push("svg wider than its box");
+    }
+    for (const el of document.querySelectorAll("td, th, code, .fname, .figure, dd")) {
       if (el.scrollWidth > el.clientWidth + 1) out.clipped.push(el.tagName + ": " + text(el));
     }
-    // Every figure and name stays on one line; only the definitions may wrap.
-    const cells = "table.metrics td:not(:last-child), table.outcomes td";
+    // Every figure and name stays on one line; only the definitions, the reasons and an
+    // attempt's failed check (under its mark, in a narrow window) may wrap.
+    const cells = "table.metrics td:not(:last-child), table.outcomes tr.unit > td:not(.att)";
     for (const el of document.querySelectorAll(cells)) {
       if (text(el) && lines(el) > 1) out.wrapped.push(text(el));
     }
@@ -82,9 +81,39 @@ MEASURE = r"""<script>
         el.getBoundingClientRect().width / content;
     }
     const outcomes = document.querySelector("table.outcomes");
-    out.outcomes.heads = [...outcomes.querySelectorAll("tr:first-child th")].map(text);
-    for (const tr of outcomes.querySelectorAll("tr.unit"))
+    out.outcomes.heads = [...outcomes.querySelectorAll(":scope > tbody > tr:first-child > th")]
+      .map(text);
+    for (const tr of outcomes.querySelectorAll(":scope > tbody > tr.unit")) {
       out.outcomes.rows.push([...tr.children].map(text));
+      const more = tr.nextElementSibling, checks = more && more.querySelector("table.checks");
+      out.outcomes.details.push(checks ? [...checks.rows].map(r => [...r.cells].map(text)) : []);
+    }
+    const headline = document.querySelector(".headline");
+    if (headline) {
+      const box = headline.getBoundingClientRect();
+      out.headline = {top: box.top, bottom: box.bottom, text: text(headline)};
+    }
+    // A full hash (64 hex digits) shown anywhere but a closed-by-default <details> or a title.
+    const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      if (/[0-9a-f]{64}/.test(n.data) && !n.parentElement.closest("details, title, #measured"))
+        out.hashes.push(n.data.trim());
+    }
+    // Every ✗ of the outcomes: its hover text, and the visible text around it (its cell and,
+    // for a protocol's row, the reasons row under it).
+    const crosses = document.createTreeWalker(outcomes, NodeFilter.SHOW_TEXT);
+    for (let n = crosses.nextNode(); n; n = crosses.nextNode()) {
+      if (!n.data.includes("✗")) continue;
+      const el = n.parentElement, line = el.closest(".reason"), cell = el.closest("td");
+      const row = cell.parentElement, next = row.nextElementSibling;
+      const more = row.classList.contains("unit") && next && next.classList.contains("more");
+      const under = more ? (next.querySelector("summary") || next.cells[0]).textContent : "";
+      const within = el.closest("details");
+      const summary = within && !line ? within.querySelector("summary").textContent : "";
+      out.crosses.push({title: (el.closest("[title]") || {title: ""}).title,
+                        line: line ? text(line) : "",
+                        near: [text(cell), under, summary].join(" ")});
+    }
   };
   try { measure(); } catch (e) { out.error = String(e); }
   const pre = document.createElement("pre");
@@ -95,21 +124,9 @@ MEASURE = r"""<script>
 </script>"""
 
 
-def rendered(page: Path, tmp: Path) -> dict[str, Any]:
-    """What Chromium measured in ``page`` at 1400 px wide."""
-    probe = tmp / f"probe-{page.stem}.html"
-    probe.write_text(page.read_text().replace("</body>", MEASURE + "</body>"))
-    assert CHROMIUM is not None
-    res = subprocess.run(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={tmp / 'chromium-profile'}", "--dump-dom",
-         probe.as_uri()],
-        capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    found = re.search(r'<pre id="measured">(.*?)</pre>', res.stdout, re.S)
-    assert found, f"chromium exit {res.returncode}, no measurement: {res.stderr[-2000:]}"
-    seen = json.loads(html.unescape(found.group(1)))
-    assert "error" not in seen, seen["error"]
-    return seen
+def rendered(page: Path, tmp: Path, width: int = 1400) -> dict[str, Any]:
+    """What Chromium measured in ``page`` in a window ``width`` px wide."""
+    return measured(page, MEASURE, tmp, width, HEIGHT)
 
 
 @pytest.fixture(scope="module")
@@ -123,37 +140,103 @@ def default_run(tmp_path_factory) -> tuple[str, Path]:
     return ledger, page
 
 
-@pytest.fixture(scope="module")
-def default_seen(default_run, tmp_path_factory) -> dict[str, Any]:
-    """The default run's report as Chromium laid it out (rendered once for the module)."""
-    return rendered(default_run[1], tmp_path_factory.mktemp("chromium"))
+@pytest.fixture(scope="module", params=WIDTHS, ids=[f"{w}px" for w in WIDTHS])
+def width(request) -> int:
+    """The window's width: every layout test runs in a narrow and a wide window."""
+    return request.param
 
 
 @pytest.fixture(scope="module")
-def merged_page(tmp_path_factory) -> Path:
-    """Two runs of the same 6 protocols merged as passes; the second fails recall on two.
+def default_seen(default_run, width, tmp_path_factory) -> dict[str, Any]:
+    """The default run's report as Chromium laid it out (once per window width)."""
+    return rendered(default_run[1], tmp_path_factory.mktemp("chromium"), width)
 
-    On the first, p02's promoted fact never surfaced in a tool result: a diagnostic, not a
-    failure, so that unit still passes.
-    """
-    tmp = tmp_path_factory.mktemp("merged")
+
+REASON = "answered 1, expected 2"  # every failing decision of the passes below says it
+
+
+def reasoned_run(ledger: Ledger, run_id: str, outcomes: dict[str, dict[str, bool]]) -> None:
+    """A sealed k=1 lifecycle run whose failing decisions each give their own reason."""
+    ledger.start_run(run_id, RunStartedBody(
+        suite="lifecycle", protocol_set_hash="ab" * 32, agent="scripted", model="none",
+        platform="refplatform", platform_version="test"))  # fmt: skip
+    for pid, checks in sorted(outcomes.items()):
+        w = ledger.new_stream(f"{run_id}/{pid}/1")
+        w.append(UnitStartedBody(protocol_id=pid, attempt=1))
+        fin = w.append(EpisodeFinishedBody(episode="recall", final_answer="FINAL ANSWER: 1"))
+        for check, verdict in checks.items():
+            bad = verdict is (check == "duplicated")
+            reason = f"{run_id} {pid} {check}: {REASON}" if bad else "matched"
+            body = GraderDecisionBody(
+                stage=check.split("_")[0],
+                check=check,
+                verdict=verdict,
+                reason=reason,
+                answer="FINAL ANSWER: 1",
+                expected=2,
+            )
+            w.append(body, refs=[fin])
+        w.append(UnitFinishedBody(outcome=dict(checks)))
+        ledger.commit(w)
+    ledger.seal(run_id)
+
+
+# What fails in each pass of the same 6 protocols (p00 and p03 carry an update); on monday
+# p02's promoted fact never surfaced in a tool result: a diagnostic, so that unit passes.
+FAILS: dict[str, dict[str, dict[str, bool]]] = {
+    "monday": {"p02": {"transfer_surfaced": False}},
+    "tuesday": {"p00": {"recall_correct": False}, "p01": {"recall_correct": False}},
+    "wednesday": {"p01": {"captured": False, "recall_correct": False},
+                  "p03": {"duplicated": True}},
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def passes(tmp_path_factory) -> tuple[str, Path]:
+    """Three k=1 runs of the same 6 protocols, to merge as passes (k=3); and its folder."""
+    tmp = tmp_path_factory.mktemp("passes")
     path = str(tmp / "ledger.sqlite")
     ledger = Ledger(open_store(path))
-    for run_id, recall_fails in (("monday", 0), ("tuesday", 2)):
-        outcomes: dict[tuple[str, int], dict[str, bool | None]] = {}
-        for i in range(6):
-            checks = dict(PASSING) | (dict(UPDATE) if i % 3 == 0 else dict(PROMOTE))
-            if i < recall_fails:
-                checks["recall_correct"] = False
-            if run_id == "monday" and i == 2:
-                checks["transfer_surfaced"] = False
-            outcomes[(f"p{i:02d}", 1)] = checks  # each run is one pass: attempt 1
-        lifecycle_run(ledger, run_id, outcomes)
+    for run_id, fails in FAILS.items():
+        outcomes = {
+            f"p{i:02d}": dict(PASSING) | dict(UPDATE if i % 3 == 0 else PROMOTE)
+            | fails.get(f"p{i:02d}", {})
+            for i in range(6)
+        }  # fmt: skip
+        reasoned_run(ledger, run_id, outcomes)
     ledger.store.close()
-    page = tmp / "merged.html"
-    argv = ["report", "monday", "tuesday", "--ledger", path, "--format", "html", "-o", str(page)]
-    assert main(argv) == 0
+    return path, tmp
+
+
+def report_page(ledger: str, folder: Path, name: str, *runs: str) -> Path:
+    """``benchledger report RUNS --format html`` written to ``folder/name.html``."""
+    page = folder / f"{name}.html"
+    assert main(["report", *runs, "--ledger", ledger, "--format", "html", "-o", str(page)]) == 0
     return page
+
+
+@pytest.fixture(scope="module")
+def merged_seen(passes, width) -> dict[str, Any]:
+    """The three passes merged (k=3) as Chromium laid them out."""
+    page = report_page(*passes, "merged", "monday", "tuesday", "wednesday")
+    return rendered(page, passes[1], width)
+
+
+@pytest.fixture(scope="module")
+def single_seen(passes, width) -> dict[str, Any]:
+    """One of the passes alone (k=1, two failed units) as Chromium laid it out."""
+    return rendered(report_page(*passes, "tuesday", "tuesday"), passes[1], width)
+
+
+@pytest.fixture(scope="module")
+def peer_seen(width, tmp_path_factory) -> dict[str, Any]:
+    """The peer's recorded k=5 run (real agent, real failures) imported and reported."""
+    tmp = tmp_path_factory.mktemp("peer-k5")
+    results = Path(peer_dir(), "bench", "results", "s5-anthropic-k5", "lifecycle-a3-k5.json")
+    ledger = str(tmp / "ledger.sqlite")
+    argv = ["import-peer", "mcp-data-platform", str(results), "--run-id", "k5", "--ledger", ledger]
+    assert main(argv) == 0
+    return rendered(report_page(ledger, tmp, "k5", "k5"), tmp, width)
 
 
 @needs_chromium
@@ -161,7 +244,7 @@ def test_no_label_of_the_default_run_report_is_clipped_or_wrapped(default_seen):
     seen = default_seen
     assert seen["clipped"] == []
     assert seen["wrapped"] == []  # intervals, counts and protocol names stay on one line
-    assert seen["pageWidth"] <= seen["viewport"]  # no sideways scrolling at 1400 px
+    assert seen["pageWidth"] <= seen["viewport"]  # no sideways scrolling
 
 
 @needs_chromium
@@ -184,19 +267,92 @@ def test_a_passing_unit_shows_no_cross_not_even_for_a_check_whose_good_outcome_i
 
 
 @needs_chromium
-def test_each_merged_row_names_its_run_and_attempt(merged_page, tmp_path):
-    seen = rendered(merged_page, tmp_path)
-    heads, rows = seen["outcomes"]["heads"], seen["outcomes"]["rows"]
-    assert heads[:3] == ["protocol", "run", "attempt"]
-    assert len(rows) == 12
-    assert {(r[1], r[2]) for r in rows} == {("monday", "1"), ("tuesday", "1")}
-    failed = {(r[0], r[1]) for r in rows if r[-1] == "fail"}
-    assert failed == {("p00", "tuesday"), ("p01", "tuesday")}  # which pass failed, by name
-    for row in rows:
-        assert ("✗" in row) == (row[-1] == "fail"), row
-    p02 = next(r for r in rows if r[:2] == ["p02", "monday"])
-    assert p02[heads.index("transfer surfaced")] == "no" and p02[-1] == "pass"
+def test_the_headline_gives_the_pass_rate_and_pass_k_with_intervals_on_the_first_screen(
+    default_seen,
+):
+    headline = default_seen["headline"]
+    assert headline is not None, "no .headline element"
+    assert headline["top"] >= 0 and headline["bottom"] < default_seen["height"], headline
+    text = headline["text"]
+    assert "full lifecycle pass" in text and "pass^1" in text, text
+    assert text.count("100.0%") >= 2 and "[88.6%, 100.0%]" in text, text  # 30/30, Wilson
+
+
+@needs_chromium
+def test_no_full_hash_is_shown_outside_details_and_hover_titles(default_seen, merged_seen):
+    assert default_seen["hashes"] == []  # its root and set hash: 12 characters, whole on hover
+    assert merged_seen["hashes"] == []  # three roots and a set hash
+
+
+@needs_chromium
+def test_several_passes_show_one_row_per_protocol_and_one_cell_per_pass(merged_seen):
+    seen = merged_seen
+    outcomes = seen["outcomes"]
+    assert outcomes["heads"] == ["protocol", "monday", "tuesday", "wednesday", "passed"]
+    rows = {r[0]: r[1:] for r in outcomes["rows"]}
+    assert list(rows) == [f"p{i:02d}" for i in range(6)]  # one row per protocol
+    cells = {(pid, run): r[i] for pid, r in rows.items() for i, run in enumerate(FAILS)}
+    failed = {key for key, cell in cells.items() if "✗" in cell}
+    assert failed == {("p00", "tuesday"), ("p01", "tuesday"), ("p01", "wednesday"),
+                      ("p03", "wednesday")}  # fmt: skip
+    assert rows["p01"][1:] == ["✗ recall correct", "✗ captured +1", "1/3"]
+    assert rows["p02"] == ["✓", "✓", "✓", "3/3"]  # a diagnostic decides nothing
+    p02 = dict((r[0], r[1:]) for r in outcomes["details"][2])  # its per-check detail
+    assert p02["check"] == ["monday", "tuesday", "wednesday"]
+    assert p02["transfer surfaced"] == ["no", "yes", "yes"]
     assert seen["clipped"] == [] and seen["wrapped"] == []
+    assert seen["pageWidth"] <= seen["viewport"]
+
+
+@needs_chromium
+@pytest.mark.parametrize("k", [1, 3], ids=["k1", "k3"])
+def test_every_cross_shows_the_graders_reason(k, single_seen, merged_seen):
+    seen = single_seen if k == 1 else merged_seen
+    crosses = seen["crosses"]
+    assert crosses
+    for cross in crosses:
+        if cross["line"]:  # a visible reason line, ✗ check: reason
+            assert REASON in cross["line"], cross
+        else:  # a mark: the reason on hover, and in sight under its row
+            assert REASON in cross["title"] and REASON in cross["near"], cross
+    shown = " ".join(c["line"] for c in crosses)
+    runs = ["tuesday"] if k == 1 else list(FAILS)
+    for run in runs:
+        for pid, checks in FAILS[run].items():
+            for check in set(checks) & DECIDES_PASS:
+                where = f"{run} {pid} {check}: {REASON}"
+                assert any(where in c["title"] for c in crosses), where
+                assert (f"{pid} {check}: {REASON}") in shown, where
+
+
+@needs_chromium
+def test_a_real_k5_run_lays_out_in_the_window_and_explains_every_failure(peer_seen):
+    seen = peer_seen
+    assert seen["clipped"] == [] and seen["pageWidth"] <= seen["viewport"]
+    assert seen["headline"] and seen["headline"]["bottom"] < seen["height"]
+    assert seen["hashes"] == []
+    outcomes = seen["outcomes"]
+    assert outcomes["heads"] == ["protocol", *(f"attempt {a}" for a in range(1, 6)), "passed"]
+    assert len(outcomes["rows"]) == 30
+    crosses = seen["crosses"]
+    assert len(crosses) > 30  # the agent failed captures, recalls, updates
+    for cross in crosses:
+        if cross["line"].startswith("✗ infra error"):  # its reason is the error itself
+            assert "status 409" in cross["line"], cross
+            continue
+        said = "recorded by mcp-data-platform as "  # the peer's verdicts carry no other reason
+        assert said in (cross["line"] or cross["title"]) and said in cross["near"], cross
+
+
+def test_a_run_whose_standing_was_never_read_opens_with_an_unauthenticated_banner(passes):
+    fold = LifecycleFold()
+    for event, link in from_ledger(Ledger(open_store(passes[0])), "monday").events:
+        fold.apply(event, link)
+    card = scorecard([fold.result()])
+    assert card.meta.standing is None  # read without the door: nobody checked who vouches
+    body = render(card, "html").split("<body>", 1)[1].lstrip()
+    assert body.startswith('<p class="standing" role="alert"'), body[:300]
+    assert "UNAUTHENTICATED" in body.split("</p>", 1)[0]
 
 
 def test_the_report_html_stays_free_of_scripts_and_fetches(default_run):

@@ -61,7 +61,7 @@ def test_table_names_the_run_and_its_metadata(ledger_path, capsys):
         "protocol set  set-1",
         "agent         scripted",
         "platform      refplatform test",
-        "tokens        input 36, output 24",
+        "tokens        in 36, out 24, cache read 0, cache write 0",
         "capture_rate",
         "12/12",
         "pass_k",
@@ -108,14 +108,16 @@ def test_mismatched_runs_are_refused_with_the_reason(ledger_path, capsys):
 
 def test_compare_pairs_by_protocol_with_tango_and_mcnemar(ledger_path, capsys):
     code, out, _ = run(capsys, "compare", "base", "worse", "--ledger", ledger_path)
-    line = next(x for x in out.split("\n") if x.startswith("personal_recall"))
-    assert code == 0 and "12/12" in line and "0/12" in line and "-1.000" in line
-    assert "0.000488" in line  # 12 discordant pairs: McNemar p = 2 / 4096
+    lines = out.split("\n")
+    i = next(i for i, x in enumerate(lines) if x.startswith("personal_recall"))
+    rates, diff = lines[i], lines[i + 1]  # the rates, then B's paired difference with A
+    assert code == 0 and "12/12" in rates and "0/12" in rates and "Δ -1.000" in diff
+    assert "p=0.000488" in diff  # 12 discordant pairs: McNemar p = 2 / 4096
     assert "intervals: 95%, Tango score interval, protocols as pairs" in out
     code, js, _ = run(
         capsys, "compare", "base", "same", "--ledger", ledger_path, "--format", "json"
     )
-    capture = json.loads(js)["metrics"]["capture_rate"]
+    capture = json.loads(js)["metrics"]["capture_rate"]["b"]["vs_baseline"]
     assert capture["diff"] == 0 and capture["ci_low"] < 0 < capture["ci_high"]  # never [0, 0]
     assert capture["pairs"] == 12 and capture["resolution"] == pytest.approx(0.2425, abs=1e-4)
 
@@ -128,16 +130,17 @@ def test_compare_of_an_empty_sample_is_skipped_not_a_rate_of_zero(tmp_path, caps
     lifecycle_run(ledger, "b", only_promote)
     ledger.store.close()
     code, js, _ = run(capsys, "compare", "a", "b", "--ledger", path, "--format", "json")
-    row = json.loads(js)["metrics"]["update_correctness"]
-    assert code == 0 and row["b"] == [0, 0] and row["diff"] is None and row["ci_low"] is None
+    row = json.loads(js)["metrics"]["update_correctness"]["b"]
+    assert code == 0 and (row["num"], row["den"]) == (0, 0)
+    assert row["vs_baseline"]["diff"] is None and row["vs_baseline"]["ci_low"] is None
 
 
 def test_compare_never_compares_pass_k_across_different_k(ledger_path, capsys):
     code, js, _ = run(capsys, "compare", "base", "k2", "--ledger", ledger_path, "--format", "json")
-    row = json.loads(js)["metrics"]["pass_k"]
+    row = json.loads(js)["metrics"]["pass_k"]["b"]["vs_baseline"]
     assert code == 0 and row["diff"] is None
     assert "k differs (A k=1, B k=2)" in row["note"]
-    capture = json.loads(js)["metrics"]["capture_rate"]
+    capture = json.loads(js)["metrics"]["capture_rate"]["b"]["vs_baseline"]
     assert capture["ci_method"].startswith("protocol-cluster bootstrap")  # k=2: clustered
     assert capture["mcnemar_p"] is None
 

@@ -103,9 +103,13 @@ def _render(card: RiddleCard, fmt: str) -> str:
     return f"riddles of {card.meta.run_id}: solved {m.num:g}/{m.den}\n"
 
 
-def _compare(a: RiddleCard, b: RiddleCard, ids: tuple[str, str], fmt: str) -> str:
-    ma, mb = a.metrics["solved"], b.metrics["solved"]
-    return f"solved {ids[0]} {ma.num:g}/{ma.den} -> {ids[1]} {mb.num:g}/{mb.den}\n"
+def _compare(cards: Sequence[RiddleCard], ids: Sequence[str], fmt: str) -> str:
+    solved = [c.metrics["solved"] for c in cards]
+    return (
+        "solved "
+        + " -> ".join(f"{i} {m.num:g}/{m.den}" for i, m in zip(ids, solved, strict=True))
+        + "\n"
+    )
 
 
 def _items(header: RunStartedBody, given: str | None) -> read_suites.ItemSet:

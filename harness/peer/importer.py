@@ -16,6 +16,13 @@ and the older v1.102 one (no intervals, cache tokens or capture split). A merged
 multi-pass file finds its per-pass transcripts through the ``passes.txt`` beside it;
 transcript folders given by hand must match the passes one to one, or a pass would
 carry another pass's transcripts.
+
+The protocol set: ``protocols`` when given, else the peer's layout (``bench/protocols``
+beside ``bench/results``). Only a set whose peer hash is the manifest's claim is the
+one the run was made with; then ``protocol_set_id`` records its content identity (the
+benchledger-recipe hash, what a benchledger run of the same files records) and
+``config["protocols_path"]`` its folder. A given set that differs is refused; a found
+one is left out with a note.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from harness.peer.layout import find_transcripts, match_transcripts
+from harness.peer.layout import find_protocols, find_transcripts, match_transcripts
 from harness.peer.results import Fields, attempt_of, shape_of
 from harness.peer.transcript import session_calls
 from ledger import Ledger, UnusableInput
@@ -44,6 +51,9 @@ from ledger.events import (
 )
 from ledger.ledger import StreamWriter, check_run_id
 from projections.suites.lifecycle import scorecard as lc
+from protocols.errors import InvalidInput
+from protocols.hashing import content_id, peer_hash
+from protocols.loader import load
 
 ORIGIN: Final = "mcp-data-platform"
 # Peer boolean -> (our check, stage it belongs to, the episode whose answer it judged).
@@ -231,12 +241,49 @@ def _write_unit(w: StreamWriter, unit: _Unit) -> None:
     w.append(unit.finished)
 
 
+def _protocol_set(
+    f: Fields, manifest: dict[str, Any], given: str | None, note: Callable[[str], None]
+) -> tuple[str, str]:
+    """(folder, content id) of the set the run was made with; ("", "") when not found.
+
+    A given folder that does not load, or whose peer hash is not the manifest's, is
+    refused (UnusableInput or InvalidInput); one found by layout is then only noted.
+    """
+    claimed = f.text(manifest, "protocol_set_hash", "manifest")
+    folder = given if given is not None else find_protocols(f.path)
+    if folder is None:
+        return "", ""
+    try:
+        loaded = load(folder).protocols
+    except InvalidInput as exc:
+        if given is not None:
+            raise
+        note(f"the protocol set at {folder} does not load ({exc}); protocol_set_id left empty")
+        return "", ""
+    theirs = peer_hash(loaded)
+    if theirs == claimed:
+        return folder, content_id(loaded)
+    said = claimed or "(none)"
+    if given is not None:
+        raise UnusableInput(
+            f.path,
+            f"manifest.protocol_set_hash is {said} but --protocols {folder} has peer hash "
+            f"{theirs}: give the set this run was made with",
+        )
+    note(
+        f"the protocol set at {folder} has peer hash {theirs}, not the manifest's "
+        f"protocol_set_hash {said}: protocol_set_id left empty (give --protocols DIR)"
+    )
+    return "", ""
+
+
 def _header(
     f: Fields,
     manifest: dict[str, Any],
     metrics: dict[str, Any],
     units: list[_Unit],
     config: dict[str, Any],
+    set_id: str,
 ) -> RunStartedBody:
     most = max(u.attempt for u in units)
     k = f.positive(manifest, "k", "manifest") or most
@@ -260,6 +307,7 @@ def _header(
         coupled=False,
         tool_version="import-peer",
         config=config,
+        protocol_set_id=set_id,
     )
 
 
@@ -270,13 +318,16 @@ def import_peer(
     transcripts: list[str] | None = None,
     run_id: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    protocols: str | None = None,
+    note: Callable[[str], None] = lambda _: None,
 ) -> tuple[str, str, str]:
     """Import a peer results file as a sealed run; return (run id, root, shape).
 
     ``transcripts``: one folder per pass, in attempt order or each named for its pass
     (``layout.match_transcripts``); None finds them (``find_transcripts``), ``[]`` imports
-    without. Refused input (UnusableInput) and an
-    existing run id (LedgerError) write nothing.
+    without. ``protocols``: the run's protocol folder; None finds it (``find_protocols``).
+    ``note`` hears why a found set was left out. Refused input (UnusableInput,
+    InvalidInput) and an existing run id (LedgerError) write nothing.
     """
     try:
         with open(path, encoding="utf-8") as fh:
@@ -288,6 +339,9 @@ def import_peer(
     except ValueError as exc:
         raise UnusableInput(path, f"not valid JSON ({exc})") from None
     shape = shape_of(data, path)
+    f = Fields(path, "lifecycle results file")
+    manifest = data["manifest"]
+    set_path, set_id = _protocol_set(f, manifest, protocols, note)
     if derives_update_captured(data["runs"]):
         shape += ", update_captured derived from update_correct"
     dirs = list(find_transcripts(path) if transcripts is None else transcripts)
@@ -300,8 +354,6 @@ def import_peer(
         check_run_id(run)
     except ValueError as exc:
         raise UnusableInput("--run-id", str(exc)) from None
-    f = Fields(path, "lifecycle results file")
-    manifest = data["manifest"]
     units = _plan(f, run, data["runs"], dirs)
     config = {
         "origin": ORIGIN,
@@ -309,7 +361,9 @@ def import_peer(
         "source": os.path.basename(path),
         "manifest": manifest,
     }
-    header = _header(f, manifest, data.get("metrics") or {}, units, config)
+    if set_path:
+        config["protocols_path"] = set_path  # where items() finds the set again
+    header = _header(f, manifest, data.get("metrics") or {}, units, config, set_id)
     ticks = itertools.count(_start_ns(f, manifest))
     # Deterministic timestamps (same file, same root) need our clock while writing; the
     # caller's ledger gets its own clock back however the import ends.

@@ -1,9 +1,11 @@
-"""Where a recorded run's files are: ``passes.txt``, each pass's results and transcripts.
+"""Where a recorded run's files are: ``passes.txt``, each pass's results and transcripts,
+and the protocol set it was run with.
 
 The peer writes ``passes.txt`` lines relative to its repository root; a pass's
 transcripts are the ``.transcripts`` folder beside its results file. Transcript folders
 given by hand must match the passes one to one, or a pass would carry another pass's
-transcripts.
+transcripts. Its protocols are ``bench/protocols``, beside the ``bench/results`` folder
+that holds every run.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from harness.peer.results import Fields, attempt_of
 from ledger import UnusableInput
 
 PASSES: Final = "passes.txt"
+RESULTS_DIR: Final = "results"
+PROTOCOLS_DIR: Final = "protocols"
 _PASS_NAME: Final = re.compile(r"(?<![a-z0-9])pass[-_ ]?0*([1-9][0-9]*)(?![0-9])", re.IGNORECASE)
 
 
@@ -233,3 +237,20 @@ def _is_merged(results: str) -> bool:
     return isinstance(runs, list) and any(
         isinstance(r, dict) and isinstance(r.get("attempt"), int) and r["attempt"] > 1 for r in runs
     )
+
+
+def find_protocols(results: str) -> str | None:
+    """The protocol folder beside the ``results`` folder above a results file, or None.
+
+    Spelled as ``results`` is: absolute for an absolute path, else relative to here,
+    as a benchledger run records the ``--protocols`` it was given.
+    """
+    folder = os.path.dirname(os.path.abspath(results))
+    while True:
+        parent = os.path.dirname(folder)
+        beside = os.path.join(parent, PROTOCOLS_DIR)
+        if os.path.basename(folder) == RESULTS_DIR and os.path.isdir(beside):
+            return beside if os.path.isabs(results) else os.path.relpath(beside)
+        if parent == folder:
+            return None
+        folder = parent

@@ -46,7 +46,8 @@ class ReadSuite:
     """One suite as the readers see it: everything is a function of the recorded run.
 
     ``scorecard(folded, ci=, replayed=)`` turns fold results (one per run; several only when
-    ``merges``) into the suite's card; ``render(card, fmt)`` is the card in one of
+    ``merges``; a merging suite's also takes ``prices=``, the table its cost is computed
+    at) into the suite's card; ``render(card, fmt)`` is the card in one of
     ``formats``; ``decide(item, events)`` is the one decision function re-derivation calls;
     ``audit(run, metric)`` traces a metric (``projections.audit.render`` prints it);
     ``items(header, given)`` finds the run's items again; ``unit_status(outcome)`` is a
@@ -73,9 +74,9 @@ class ReadSuite:
     # ``projections.suites.lifecycle.scorecard.Scorecard``, the shape compare reads).
     merges: bool = False
     replayed_stage: str | None = None
-    # Two of its cards side by side, as text in ``fmt``: compare(a, b, (id_a, id_b), fmt);
-    # a ValueError says why two runs cannot be compared. None: its runs are not compared.
-    compare: Callable[[Any, Any, tuple[str, str], str], str] | None = None
+    # Its cards side by side, as text in ``fmt``: compare(cards, ids, fmt), ``cards[0]`` the
+    # baseline; a ValueError says why they cannot be compared. None: runs are not compared.
+    compare: Callable[[Sequence[Any], Sequence[str], str], str] | None = None
 
     def card(
         self,

@@ -1,9 +1,10 @@
 """The lifecycle suite as the readers see it: teach, capture, recall, promote, update.
 
 ``scorecard`` folds a run into units and metrics, ``decisions`` is the one decision
-function (live and re-derived), ``report`` renders the card (and compare and gate
-tables), ``audit`` traces a metric, ``items`` finds the run's protocols again. ``SUITE``
-is its ``ReadSuite``: several runs merge as passes, compare and gate judge them.
+function (live and re-derived), ``report`` renders the card (and the gate's table),
+``matrix`` sets runs side by side, ``audit`` traces a metric, ``items`` finds the run's
+protocols again. ``SUITE`` is its ``ReadSuite``: several runs merge as passes, compare
+and gate judge them.
 """
 
 from __future__ import annotations
@@ -12,28 +13,27 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from projections.card import FORMATS
+from projections.prices import PriceTable
 from projections.suites.base import ReadSuite
-from projections.suites.lifecycle import audit, compare, decisions, items, report, scorecard
+from projections.suites.lifecycle import audit, decisions, items, matrix, report, scorecard
 
 NAME = "lifecycle"
 
 
 def _scorecard(
-    folded: Sequence[Any], *, ci: str = "auto", replayed: Mapping[str, bool] | None = None
+    folded: Sequence[Any],
+    *,
+    ci: str = "auto",
+    replayed: Mapping[str, bool] | None = None,
+    prices: PriceTable | None = None,
 ) -> scorecard.Scorecard:
-    return scorecard.scorecard(folded, ci=ci)
+    return scorecard.scorecard(folded, ci=ci)._replace(prices=prices)
 
 
-def compare_cards(
-    a: scorecard.Scorecard, b: scorecard.Scorecard, ids: tuple[str, str], fmt: str
-) -> str:
-    """Runs A and B per metric, paired by protocol (``compare.Incomparable`` if they differ
-    in what a comparison holds fixed)."""
-    rows = compare.compare(a, b)
-    verified = [a.meta.verified, b.meta.verified]
-    progress = [*report.run_completeness(a), *report.run_completeness(b)]
-    differs = compare.differences(a.meta, b.meta)
-    return report.compare_text(rows, *ids, fmt, differs, verified, progress, [a.meta, b.meta])
+def compare_cards(cards: Sequence[scorecard.Scorecard], ids: Sequence[str], fmt: str) -> str:
+    """The runs side by side, ``cards[0]`` the baseline, paired by protocol
+    (``compare.Incomparable`` if their protocol sets differ)."""
+    return matrix.render(matrix.matrix(cards, ids), fmt)
 
 
 def unit_status(outcome: Any) -> str:

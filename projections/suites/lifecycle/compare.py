@@ -51,18 +51,25 @@ class Incomparable(ValueError):
     """Two runs (or passes) that must not be compared, merged or gated; the message says why."""
 
 
+def _field(meta: RunMeta, name: str) -> str:
+    """A field merging holds fixed; the protocol set by its content identity."""
+    if name == "protocol_set":
+        return meta.protocol_set_id or meta.protocol_set_hash
+    return str(getattr(meta, name))
+
+
 def comparable(metas: Sequence[RunMeta], *, what: str = "runs", across: Sequence[str] = ()) -> None:
     """Refuse runs that differ in protocol set, agent or platform (but the fields ``across``)."""
     first = metas[0]
     for other in metas[1:]:
         for field, label in (
-            ("protocol_set_hash", "protocol set"),
+            ("protocol_set", "protocol set"),
             ("agent", "agent"),
             ("platform", "platform"),
         ):
             if field in across:
                 continue
-            a, b = getattr(first, field), getattr(other, field)
+            a, b = _field(first, field), _field(other, field)
             if a != b:
                 raise Incomparable(
                     f"{what} {first.run_id} and {other.run_id} differ in {label}: {a!r} vs {b!r}"
@@ -208,21 +215,12 @@ def _pass_k_row(a: Scorecard, b: Scorecard, shared: list[str]) -> Row:
     )
 
 
-def differences(a: RunMeta, b: RunMeta) -> list[str]:
-    """What ``compare`` lets differ between A and B, named so a reader sees it (the platform)."""
-    pa = f"{a.platform or '-'} {a.platform_version}".strip()
-    pb = f"{b.platform or '-'} {b.platform_version}".strip()
-    return [] if pa == pb else [f"platform: A = {pa}, B = {pb}"]
-
-
 def compare(a: Scorecard, b: Scorecard, names: Sequence[str] | None = None) -> list[Row]:
     """Per metric: B - A with an interval paired by protocol (and McNemar when k = 1).
 
-    Two platforms may be compared (that is what comparing them is for: show
-    ``differences``); the protocol set and the agent must agree. Merging passes and the
-    gate still refuse a platform difference.
+    Checks nothing about what the runs are: the matrix (``matrix.same_set``) holds the
+    protocol set fixed and names what differs; the gate (``check_gateable``) holds more.
     """
-    comparable([a.meta, b.meta], across=("platform",))
     shared = sorted(set(a.per_protocol()) & set(b.per_protocol()))
     rows = []
     for name in names or [s.name for s in METRICS] + ["pass_k"]:
@@ -291,7 +289,7 @@ def check_gateable(baseline: Scorecard, candidate: Scorecard) -> None:
     _complete(baseline, "baseline")
     a, b = baseline.meta, candidate.meta
     for label, x, y in (
-        ("protocol set", a.protocol_set_hash, b.protocol_set_hash),
+        ("protocol set", _field(a, "protocol_set"), _field(b, "protocol_set")),
         ("k", baseline.k, candidate.k),
         ("agent", a.agent, b.agent),
         ("platform", a.platform, b.platform),

@@ -1,9 +1,12 @@
 """A lifecycle run's protocols, found again: the recorded set, or one given.
 
-Order: ``--protocols PATH``; else the run record's ``protocols_path`` if it exists here;
+Order: ``--protocols PATH``; else the folder the run recorded if it exists here (a
+benchledger run's ``record.protocols_path``, an imported run's ``config["protocols_path"]``);
 else the committed set when its hash is the recorded one. A set whose hash differs from
 the recorded one is used, with a note: a changed grading rule is exactly what
-re-derivation is for.
+re-derivation is for. The recorded hash is ``protocol_set_hash`` (either recipe: an
+import records the peer's) and, when an import recorded it, the content identity
+``protocol_set_id``; a set must match both.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import protocols
 from ledger import UnusableInput
 from ledger.events import RunStartedBody
 from projections.suites.base import ItemSet
-from protocols.hashing import benchledger_hash, set_hash
+from protocols.hashing import benchledger_hash, content_id, set_hash
 from protocols.schema import Protocol
 
 RECIPES = ("benchledger", "peer")
@@ -22,6 +25,21 @@ RECIPES = ("benchledger", "peer")
 
 def _hashes(items: tuple[Protocol, ...]) -> dict[str, str]:
     return {recipe: set_hash(items, recipe) for recipe in RECIPES}
+
+
+def _recorded_folder(header: RunStartedBody) -> str:
+    """The protocol folder the run recorded: its record's, or an import's config key."""
+    if header.record is not None and header.record.protocols_path:
+        return header.record.protocols_path
+    imported = header.config.get("protocols_path")
+    return imported if isinstance(imported, str) else ""
+
+
+def _is_recorded(header: RunStartedBody, recorded_hash: str, items: tuple[Protocol, ...]) -> bool:
+    """Whether ``items`` are the set the run recorded (every recorded hash matches)."""
+    if header.protocol_set_id and content_id(items) != header.protocol_set_id:
+        return False
+    return not recorded_hash or recorded_hash in _hashes(items).values()
 
 
 def item_hash(item: Protocol) -> str:
@@ -33,18 +51,17 @@ def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
     """The run's protocols (``given`` wins); UnusableInput when none can be found."""
     record = header.record
     recorded_hash = header.protocol_set_hash or (record.protocol_set_hash if record else "")
-    candidates = [given] if given else []
-    if not given and record is not None and record.protocols_path:
-        candidates.append(record.protocols_path)
+    folder = _recorded_folder(header)
+    candidates = [given] if given else [folder]
     path = next((c for c in candidates if c and os.path.exists(c)), None)
     if given and path is None:
         raise UnusableInput(given, "--protocols: no such file or folder")
-    if path is None:
+    if path is None and (recorded_hash or header.protocol_set_id):
         committed = protocols.load(protocols.LIFECYCLE_DIR).protocols
-        if recorded_hash and recorded_hash in _hashes(committed).values():
+        if _is_recorded(header, recorded_hash, committed):
             path = protocols.LIFECYCLE_DIR
     if path is None:
-        where = f" at {record.protocols_path}" if record and record.protocols_path else ""
+        where = f" at {folder}" if folder else ""
         raise UnusableInput(
             "--protocols",
             f"the run's protocol set{where} (set hash {recorded_hash[:12] or 'unrecorded'}) is "
@@ -52,9 +69,10 @@ def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
         )
     loaded = protocols.load(path).protocols
     notes = []
-    if recorded_hash and recorded_hash not in _hashes(loaded).values():
+    if not _is_recorded(header, recorded_hash, loaded):
+        content = f", content id {header.protocol_set_id[:12]}" if header.protocol_set_id else ""
         notes.append(
             f"the protocol set at {path} is not the recorded one (set hash "
-            f"{recorded_hash[:12]}): differences may come from changed protocols"
+            f"{recorded_hash[:12]}{content}): differences may come from changed protocols"
         )
     return ItemSet({p.id: p for p in loaded}, path, notes)

@@ -34,6 +34,7 @@ from projections.card import (
     RunMeta,
     subset_label,
 )
+from projections.prices import Cost, PriceTable, Unpriced, cost, load_prices
 from projections.stats import (
     Interval,
     cluster_rate_interval,
@@ -41,6 +42,7 @@ from projections.stats import (
     pass_hat_k,
     wilson,
 )
+from projections.usage import Usage, UsageFold, merge
 
 # The checks a lifecycle unit's grader decisions carry (``GraderDecisionBody.check``).
 CAPTURE_ATTEMPTED: Final = "capture_attempted"
@@ -234,6 +236,7 @@ class LifecycleFold:
         self.noun = noun
         self.meta = RunMeta()
         self.units: dict[str, Unit] = {}
+        self._usage = UsageFold()  # durations, latencies and tokens ride along
 
     def _unit(self, stream: str) -> Unit:
         unit = self.units.get(stream)
@@ -242,6 +245,7 @@ class LifecycleFold:
         return unit
 
     def apply(self, event: Event, link: str) -> None:
+        self._usage.apply(event, link)
         if isinstance(event, RunStartedEvent):
             rs = event.body
             rec = rs.record
@@ -251,7 +255,11 @@ class LifecycleFold:
                                 (rec.protocol_set_hash if rec else "") or rs.protocol_set_hash,
                                 rs.protocols, rec.k if rec else rs.k, rs.agent, rs.model,
                                 rs.platform, rs.platform_version, rs.coupled, self.meta.root,
-                                dict(rs.config), planned, subset=subset)  # fmt: skip
+                                dict(rs.config), planned, subset=subset,
+                                protocol_set_id=rs.protocol_set_id,
+                                protocols_path=(rec.protocols_path if rec else "")
+                                or str(rs.config.get("protocols_path") or ""),
+                                sampling=dict(rec.agent_params) if rec else {})  # fmt: skip
         elif isinstance(event, RunSealedEvent):
             self.meta.root = event.body.root
         elif isinstance(event, UnitStartedEvent):
@@ -285,6 +293,7 @@ class LifecycleFold:
                 self.meta.withheld.append(event.withheld_kind)
 
     def result(self) -> tuple[RunMeta, list[Unit]]:
+        self.meta.usage = self._usage.result()
         return self.meta, [u for _, u in sorted(self.units.items())]
 
 
@@ -301,6 +310,19 @@ class Scorecard(NamedTuple):
     tokens: dict[str, int]
     pass_k_short: tuple[tuple[str, int], ...] = ()  # (protocol, attempts) below k, left out
     clustered: bool = False  # intervals resample protocols (a protocol has several attempts)
+    usage: Usage | None = None  # the runs' durations, model calls and tokens, merged
+    prices: PriceTable | None = None  # what cost is computed at (None: the packaged table)
+
+    def priced(self) -> Cost | Unpriced | None:
+        """The card's cost at its price table (the packaged one unless given)."""
+        if self.usage is None:
+            return None
+        return cost(self.usage, self.prices or load_prices(None))
+
+    @property
+    def passed_units(self) -> int:
+        """Units that passed every applicable stage (what cost per pass divides by)."""
+        return sum(u.passed() for u in self.units)
 
     def per_protocol(self) -> dict[str, list[Unit]]:
         return by_protocol(self.units)
@@ -439,5 +461,7 @@ def scorecard(folds: Iterable[tuple[RunMeta, list[Unit]]], *, ci: str = "auto") 
     incomplete = sum(
         1 for u in units if u.finished is None and not u.abandoned and not u.outcome_withheld
     )
+    usages = [m.usage for m in metas if m.usage is not None]
+    usage = merge(usages) if len(usages) == len(metas) else None
     return Scorecard(metas[0], metas, units, metrics, max(1, k), failures, incomplete, tokens,
-                     short, clustered)  # fmt: skip
+                     short, clustered, usage)  # fmt: skip

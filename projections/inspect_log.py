@@ -1,0 +1,622 @@
+"""A verified run as an Inspect AI eval log: the documents, and the file they are written to.
+
+Inspect AI (https://inspect.aisi.org.uk) keeps an evaluation as one ``EvalLog``: the eval's
+spec, plan, results and stats, and one ``EvalSample`` per sample (messages, scores, usage,
+timings). Its ``.eval`` file is a zip of JSON documents (``_journal/start.json``, one
+``samples/<id>_epoch_<epoch>.json`` per sample, ``summaries.json``, ``reductions.json``,
+``header.json``); its ``.json`` file is the one ``EvalLog`` document. Both are built here
+as plain JSON values, from the format's own description (docs/inspect.md), so the package
+never imports inspect_ai: a reader with it installed (``inspect view``,
+``read_eval_log``) reads them as its own.
+
+One sample per unit (protocol x attempt): id the protocol, epoch the attempt. Its messages
+are its episodes' turns, its scores the unit's grader decisions plus one for the unit as a
+whole, its metadata the stream head and run root that lead back to the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, NamedTuple
+
+from ledger import UnusableInput
+from ledger.bundle import atomic_output
+from ledger.events import (
+    JSON,
+    EpisodeFinishedEvent,
+    EpisodeStartedEvent,
+    Event,
+    GraderDecisionEvent,
+    ModelCallEvent,
+    RunSealedEvent,
+    RunStartedBody,
+    RunStartedEvent,
+    SessionCallEvent,
+    UnitAbandonedEvent,
+    UnitFinishedEvent,
+    UnitStartedEvent,
+)
+from ledger.redaction import WithheldEvent
+from ledger.verified import PEER_CLAIMS, RunEvents
+from projections.suites.lifecycle.scorecard import lifecycle_passed
+
+# The version of Inspect's log schema these documents follow (its LOG_SCHEMA_VERSION).
+SCHEMA_VERSION: Final = 2
+START: Final = "_journal/start.json"
+SAMPLES: Final = "samples"
+SUMMARIES: Final = "summaries.json"
+REDUCTIONS: Final = "reductions.json"
+HEADER: Final = "header.json"
+SUFFIXES: Final = (".eval", ".json")
+# A verdict as Inspect's pass/fail values: correct, incorrect, not applicable (a null
+# verdict: the check did not apply). The viewer shows them as badges and its accuracy
+# reads C as 1 and I as 0; the results here count C and I only.
+VALUE: Final[dict[bool | None, str]] = {True: "C", False: "I", None: "N"}
+LIFECYCLE_PASS: Final = "lifecycle_pass"  # the unit's whole-lifecycle score (lifecycle suite)
+UNIT_FINISHED: Final = "unit_finished"  # the unit's whole score in any other suite
+# Zip member times: fixed, so exporting the same run twice writes the same bytes.
+_ZIP_TIME: Final = (1980, 1, 1, 0, 0, 0)
+
+
+class InspectLog(NamedTuple):
+    """A run's eval log as JSON values: the header, its start record, samples and the rest."""
+
+    header: dict[str, Any]  # an EvalLog without samples or reductions
+    samples: list[dict[str, Any]]  # EvalSample documents, sorted as Inspect sorts them
+    summaries: list[dict[str, Any]]  # one EvalSampleSummary per sample
+    reductions: list[dict[str, Any]]  # EvalSampleReductions: each score's mean over epochs
+
+    def start(self) -> dict[str, Any]:
+        """The ``LogStart`` record: the version, the eval spec and the plan."""
+        h = self.header
+        return {"version": h["version"], "eval": h["eval"], "plan": h["plan"]}
+
+    def document(self) -> dict[str, Any]:
+        """The whole ``EvalLog`` as the ``.json`` format holds it (header fields first)."""
+        return {**self.header, "samples": self.samples, "reductions": self.reductions}
+
+    def members(self) -> list[tuple[str, Any]]:
+        """The ``.eval`` zip's members in the order Inspect's recorder writes them."""
+        samples = [(sample_member(s["id"], s["epoch"]), s) for s in self.samples]
+        return [(START, self.start()), *samples, (SUMMARIES, self.summaries),
+                (REDUCTIONS, self.reductions), (HEADER, self.header)]  # fmt: skip
+
+
+def sample_member(sample_id: str, epoch: int) -> str:
+    """The zip member holding one sample."""
+    return f"{SAMPLES}/{sample_id}_epoch_{epoch}.json"
+
+
+@dataclass
+class _Unit:
+    """One unit stream as read: its events in order, its start, end and head."""
+
+    stream: str
+    events: list[tuple[Event, str]] = field(default_factory=list)
+    started: UnitStartedEvent | None = None
+    finished: UnitFinishedEvent | None = None
+    abandoned: bool = False
+
+    @property
+    def head(self) -> str:
+        return self.events[-1][1] if self.events else ""
+
+
+def inspect_log(run: RunEvents) -> InspectLog:
+    """The eval log of ``run`` (read through the verified door: ``run.check`` is set)."""
+    header, units, sealed_at = _split(run)
+    if header is None:
+        raise UnusableInput(run.run_id, "the run has no run_started event to export")
+    body = header.body
+    synthetic = run.origin is not None and run.origin.kind == PEER_CLAIMS
+    meta = _run_metadata(run, body, synthetic)
+    model = body.model or body.agent or "none"
+    kept: dict[tuple[str, int], _Unit] = {}
+    superseded: dict[tuple[str, int], list[str]] = {}
+    for unit in units:
+        if unit.started is None or unit.abandoned:
+            continue  # an abandoned stream was resumed as another: that one is the unit
+        key = (unit.started.body.protocol_id, unit.started.body.attempt)
+        if key in kept:  # the later stream of the same attempt (a retry) stands for it
+            superseded.setdefault(key, []).append(kept[key].stream)
+        kept[key] = unit
+    lifecycle = body.suite in ("", "lifecycle")
+    samples = [
+        _sample(u, model, meta, lifecycle, synthetic, superseded.get(k, []))
+        for k, u in kept.items()
+    ]
+    samples.sort(key=lambda s: (s["epoch"], s["id"]))
+    created = _iso(header.at)
+    spec = _spec(run, body, model, created, meta, samples)
+    usage = _usage_sum(s.get("model_usage", {}) for s in samples)
+    done = run.check.sealed if run.check is not None else bool(run.root)
+    head: dict[str, Any] = {
+        "version": SCHEMA_VERSION,
+        # An unsealed run was stopped before its seal: Inspect's word for that is cancelled.
+        "status": "success" if done else "cancelled",
+        "eval": spec,
+        "plan": {
+            "name": "plan",
+            "steps": [{"solver": body.agent or "agent", "params": _agent_params(body)}],
+            "config": {},
+        },
+        "results": _results(samples),
+        "stats": _stats(created, sealed_at if not synthetic else 0, usage),
+        "invalidated": False,
+        "tags": spec["tags"],
+        "metadata": meta,
+    }
+    return InspectLog(head, samples, [_summary(s) for s in samples], _reductions(samples))
+
+
+def _stats(created: str, completed: int, usage: dict[str, Any]) -> dict[str, Any]:
+    """``EvalStats``: when the run started and was sealed (0: unknown), and its tokens."""
+    out: dict[str, Any] = {"started_at": created, "model_usage": usage}
+    if completed:
+        out["completed_at"] = _iso(completed)
+    return out
+
+
+def write_inspect_log(log: InspectLog, path: str) -> int:
+    """Write ``log`` to ``path`` (``.eval``: the zip; ``.json``: one document) atomically:
+    nothing partial is left if it fails. Returns the number of samples written."""
+    if not path.endswith(SUFFIXES):
+        raise UnusableInput(path, "an Inspect log file ends in .eval or .json")
+    with atomic_output(path) as fh:
+        if path.endswith(".json"):
+            fh.write(_encode(log.document(), indent=2))
+        else:
+            with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+                for name, value in log.members():
+                    info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
+                    info.compress_type = zipfile.ZIP_DEFLATED
+                    zf.writestr(info, _encode(value))
+    return len(log.samples)
+
+
+# -- reading the run ---------------------------------------------------------------------
+
+
+def _split(run: RunEvents) -> tuple[RunStartedEvent | None, list[_Unit], int]:
+    """The run's header event, its unit streams in order, and when it was sealed (0: not)."""
+    header: RunStartedEvent | None = None
+    sealed_at = 0
+    units: dict[str, _Unit] = {}
+    for event, link in run.events:
+        if event.stream == run.run_id:
+            if isinstance(event, RunStartedEvent):
+                header = event
+            elif isinstance(event, RunSealedEvent):
+                sealed_at = event.at
+            continue
+        unit = units.setdefault(event.stream, _Unit(event.stream))
+        unit.events.append((event, link))
+        if isinstance(event, UnitStartedEvent):
+            unit.started = event
+        elif isinstance(event, UnitFinishedEvent):
+            unit.finished = event
+        elif isinstance(event, UnitAbandonedEvent):
+            unit.abandoned = True
+    return header, list(units.values()), sealed_at
+
+
+def _run_metadata(run: RunEvents, body: RunStartedBody, synthetic: bool) -> dict[str, Any]:
+    """What leads from the log back to the ledger, and what the run was."""
+    check = run.check
+    origin = run.origin
+    return _drop_none({
+        "benchledger_run_id": run.run_id,
+        "root": run.root or "",
+        "sealed": bool(check.sealed) if check is not None else bool(run.root),
+        "heads_root": check.heads_root if check is not None else None,
+        "verified": check.line() if check is not None else None,
+        "source": check.source if check is not None else None,
+        "suite": body.suite,
+        "agent": body.agent,
+        "model": body.model,
+        "platform": body.platform,
+        "platform_version": body.platform_version,
+        "protocol_set_hash": body.protocol_set_hash,
+        "k": body.k,
+        "tool_version": body.tool_version,
+        "origin": origin.kind if origin is not None else None,
+        "origin_source": origin.source if origin is not None and origin.source else None,
+        # A peer's results file carries no event times: the import numbers them 1 ns apart.
+        "timestamps": "synthetic" if synthetic else "recorded",
+    })  # fmt: skip
+
+
+def _agent_params(body: RunStartedBody) -> dict[str, Any]:
+    return dict(body.record.agent_params) if body.record is not None else {}
+
+
+def _spec(
+    run: RunEvents,
+    body: RunStartedBody,
+    model: str,
+    created: str,
+    meta: dict[str, Any],
+    samples: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The ``EvalSpec``: the run as an eval of the suite's task by the agent's model."""
+    ids = sorted({s["id"] for s in samples})
+    ident = run.root or (run.check.heads_root if run.check is not None else "") or run.run_id
+    tags = ["benchledger", body.suite or "lifecycle"]
+    if run.origin is not None and run.origin.kind != "own":
+        tags.append(run.origin.kind.replace(" ", "-"))
+    return {
+        "eval_id": ident[:22],
+        "run_id": run.run_id,
+        "created": created,
+        "task": f"benchledger/{body.suite or 'lifecycle'}",
+        "task_id": body.protocol_set_hash[:22] or body.suite,
+        "task_version": 0,
+        "task_attribs": {},
+        "task_args": {},
+        "task_args_passed": {},
+        "solver": body.agent or "agent",
+        "solver_args": _agent_params(body),
+        "tags": tags,
+        "dataset": {"name": body.suite or "lifecycle", "samples": len(ids), "sample_ids": ids},
+        "model": model,
+        "model_generate_config": {},
+        "model_args": {},
+        "config": {"epochs": max(body.k, 1)},
+        "packages": {"benchledger": body.tool_version} if body.tool_version else {},
+        "metadata": meta,
+    }
+
+
+# -- one sample per unit -----------------------------------------------------------------
+
+
+def _sample(
+    unit: _Unit,
+    model: str,
+    run_meta: dict[str, Any],
+    lifecycle: bool,
+    synthetic: bool,
+    superseded: list[str],
+) -> dict[str, Any]:
+    """One unit as an ``EvalSample``."""
+    assert unit.started is not None
+    start = unit.started.body
+    messages, tokens, prompt, final, withheld = _messages(unit, model)
+    decisions: dict[str, tuple[GraderDecisionEvent, str]] = {}
+    for event, link in unit.events:
+        if isinstance(event, GraderDecisionEvent):
+            decisions[event.body.check] = (event, link)  # a later decision replaces one
+    whole = _whole_score(unit, lifecycle)
+    # The viewer's answer column shows the first score's answer: the unit's graded answers.
+    answers = dict.fromkeys(e.body.answer for e, _ in decisions.values() if e.body.answer)
+    if answers:
+        whole["answer"] = " | ".join(answers)
+    scores = {_whole_name(lifecycle): whole}
+    scores.update({check: _score(e, link) for check, (e, link) in decisions.items()})
+    end = unit.finished
+    meta = _drop_none({
+        "stream": unit.stream,
+        "stream_head": unit.head,
+        "stream_events": len(unit.events),
+        "benchledger_run_id": run_meta["benchledger_run_id"],
+        "root": run_meta["root"],
+        "protocol_hash": start.protocol_hash or None,
+        "teacher": start.teacher or None,
+        "learner": start.learner or None,
+        "resumes": start.resumes or None,
+        "unit_error": end.body.error if end is not None and end.body.error else None,
+        "trace_hash": end.body.trace_hash if end is not None and end.body.trace_hash else None,
+        "withheld_events": withheld or None,
+        "superseded_streams": superseded or None,
+    })  # fmt: skip
+    usage = {model: tokens} if tokens else {}
+    sample: dict[str, Any] = {
+        "id": start.protocol_id,
+        "epoch": start.attempt,
+        "input": prompt or start.protocol_id,
+        "target": _target(e.body.expected for e, _ in decisions.values()),
+        "messages": messages,
+        "output": _output(model, final, tokens),
+        "scores": scores,
+        "metadata": meta,
+        "model_usage": usage,
+        "uuid": unit.head[:32] or unit.stream,
+    }
+    if not synthetic and end is not None:
+        seconds = (end.at - unit.started.at) / 1e9
+        sample.update(started_at=_iso(unit.started.at), completed_at=_iso(end.at),
+                      total_time=round(seconds, 3), working_time=round(seconds, 3))  # fmt: skip
+    error = _unit_error(unit)
+    if error:
+        sample["error"] = {"message": error, "traceback": "", "traceback_ansi": ""}
+    return sample
+
+
+def _unit_error(unit: _Unit) -> str:
+    if unit.finished is None:
+        return "the unit did not finish (no unit_finished event: the run is partial)"
+    return unit.finished.body.error
+
+
+def _whole_name(lifecycle: bool) -> str:
+    return LIFECYCLE_PASS if lifecycle else UNIT_FINISHED
+
+
+def _whole_score(unit: _Unit, lifecycle: bool) -> dict[str, Any]:
+    """The unit as a whole: its lifecycle pass (lifecycle suite), else finished cleanly."""
+    end = unit.finished
+    if end is None:
+        return {"value": VALUE[None], "explanation": "the unit did not finish"}
+    if end.body.error:
+        why = f"the unit ended in an error: {end.body.error}"
+        return {"value": VALUE[False], "explanation": why}
+    outcome = end.body.outcome
+    if lifecycle:
+        ok = lifecycle_passed(outcome.get)
+        why = "every applicable stage passed" if ok else "not every applicable stage passed"
+    else:
+        ok, why = True, "the unit finished without an error"
+    return {"value": VALUE[ok], "explanation": why, "metadata": {"outcome": dict(outcome)}}
+
+
+def _score(event: GraderDecisionEvent, link: str) -> dict[str, Any]:
+    """One grader decision as an Inspect ``Score``."""
+    d = event.body
+    meta: dict[str, Any] = {"verdict": d.verdict, "stage": d.stage, "origin": d.origin,
+                            "stream": event.stream, "seq": event.seq, "link": link}  # fmt: skip
+    if d.expected is not None:
+        meta["expected"] = d.expected
+    return _drop_none({"value": VALUE[d.verdict], "answer": d.answer or None,
+                       "explanation": d.reason or None, "metadata": meta})  # fmt: skip
+
+
+def _target(expected: Iterable[JSON]) -> str | list[str]:
+    """What the graders expected, as text: each string, or each value's JSON."""
+    out: list[str] = []
+    for value in expected:
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if item is None:
+                continue
+            text = item if isinstance(item, str) else json.dumps(item, sort_keys=True)
+            if text not in out:
+                out.append(text)
+    return out if out else ""
+
+
+# -- messages --------------------------------------------------------------------------
+
+
+class _Turns:
+    """The messages of one unit, built episode by episode."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.messages: list[dict[str, Any]] = []
+        self.pending: list[tuple[str, str]] = []  # (call id, tool) the model asked for
+        self.episode = ""
+
+    def add(self, role: str, content: str, event: Event, **extra: Any) -> dict[str, Any]:
+        meta = {"episode": self.episode, "stream": event.stream, "seq": event.seq}
+        meta.update(extra.pop("metadata", {}))
+        message = _drop_none({"id": f"{event.stream}#{event.seq}#{len(self.messages)}",
+                              "content": content, "role": role, **extra,
+                              "metadata": meta})  # fmt: skip
+        self.messages.append(message)
+        return message
+
+    def model_call(self, event: ModelCallEvent) -> None:
+        b = event.body
+        meta = _drop_none({"request_hash": b.request_hash, "latency_ms": b.latency_ms,
+                           "usage": dict(b.usage) or None, "stop_reason": b.stop_reason or None,
+                           "retry": b.retry or None})  # fmt: skip
+        response = b.response if isinstance(b.response, dict) else {}
+        calls = [c for c in response.get("tool_calls") or () if isinstance(c, dict)]
+        tool_calls: list[dict[str, Any]] = [
+            {"id": str(c.get("id", "")), "function": str(c.get("name", "")),
+             "arguments": c.get("arguments") if isinstance(c.get("arguments"), dict) else {},
+             "type": "function"}
+            for c in calls
+        ]  # fmt: skip
+        self.pending = [(str(c["id"]), str(c["function"])) for c in tool_calls]
+        self.add("assistant", str(response.get("text") or ""), event, source="generate",
+                 tool_calls=tool_calls or None, model=str(response.get("model") or self.model),
+                 metadata=meta)  # fmt: skip
+
+    def tool_call(self, event: SessionCallEvent) -> None:
+        b = event.body
+        found = next((i for i, (_, tool) in enumerate(self.pending) if tool == b.tool), None)
+        if found is None:  # no model call asked for it (a scripted agent): one is written
+            call_id = f"call-{event.stream}-{event.seq}"
+            call = {"id": call_id, "function": b.tool, "arguments": dict(b.arguments),
+                    "type": "function"}  # fmt: skip
+            self.add("assistant", "", event, source="generate", tool_calls=[call],
+                     model=self.model, metadata={"written_for": "session_call"})  # fmt: skip
+        else:
+            call_id = self.pending.pop(found)[0]
+        text = b.text()
+        error = {"type": "unknown", "message": text} if b.is_error else None
+        self.add("tool", text, event, tool_call_id=call_id, function=b.tool, error=error,
+                 metadata={"latency_ms": b.latency_ms, "is_error": b.is_error})  # fmt: skip
+
+    def finished(self, event: EpisodeFinishedEvent) -> None:
+        b = event.body
+        meta = _drop_none({"final_answer": True, "tool_calls": b.tool_calls,
+                           "tool_errors": b.tool_errors or None,
+                           "input_tokens": b.input_tokens or None,
+                           "output_tokens": b.output_tokens or None,
+                           "budget_exhausted": b.budget_exhausted or None,
+                           "sources": list(b.sources) or None})  # fmt: skip
+        last = self.messages[-1] if self.messages else None
+        if (
+            last is not None
+            and last["role"] == "assistant"
+            and not last.get("tool_calls")
+            and last["content"] == b.final_answer
+            and last["metadata"]["episode"] == b.episode
+        ):
+            last["metadata"].update(meta)  # the model's last turn was the final answer
+            return
+        self.add("assistant", b.final_answer, event, source="generate", model=self.model,
+                 metadata=meta)  # fmt: skip
+
+
+def _messages(
+    unit: _Unit, model: str
+) -> tuple[list[dict[str, Any]], dict[str, Any], str, str, int]:
+    """(messages, token usage, the first user prompt, the last final answer, withheld
+    events) of a unit: each episode's prompts, tool calls, model turns and final answer."""
+    turns = _Turns(model)
+    started: set[str] = set()
+    totals = {"input_tokens": 0, "output_tokens": 0, "cache_read": 0, "cache_write": 0}
+    from_calls = dict(totals)
+    prompt = final = ""
+    withheld = 0
+    for event, _ in unit.events:
+        if isinstance(event, WithheldEvent):
+            withheld += 1
+        elif isinstance(event, EpisodeStartedEvent):
+            b = event.body
+            turns.episode, turns.pending = b.episode, []
+            started.add(b.episode)
+            meta = {"identity": b.identity, "attempt": b.attempt}
+            if b.system_prompt:
+                turns.add("system", b.system_prompt, event, source="input", metadata=meta)
+            turns.add("user", b.user_prompt, event, source="input", metadata=meta)
+            prompt = prompt or b.user_prompt
+        elif isinstance(event, ModelCallEvent) and event.body.episode in started:
+            _add_usage(from_calls, event.body.usage)
+            if not event.body.error:  # a failed attempt has no response to show
+                turns.model_call(event)
+        elif (
+            isinstance(event, SessionCallEvent)
+            and event.body.method == "tools/call"
+            and event.body.episode in started  # the harness's own calls open no episode
+        ):
+            turns.tool_call(event)
+        elif isinstance(event, EpisodeFinishedEvent):
+            end = event.body
+            turns.finished(event)
+            final = end.final_answer
+            _add_usage(totals, {"input_tokens": end.input_tokens,
+                                "output_tokens": end.output_tokens,
+                                "cache_read_tokens": end.cache_read_tokens,
+                                "cache_creation_tokens": end.cache_creation_tokens})  # fmt: skip
+    counted = totals if any(totals.values()) else from_calls
+    return turns.messages, _model_usage(counted), prompt, final, withheld
+
+
+def _add_usage(into: dict[str, int], usage: dict[str, int]) -> None:
+    into["input_tokens"] += int(usage.get("input_tokens", 0))
+    into["output_tokens"] += int(usage.get("output_tokens", 0))
+    into["cache_read"] += int(usage.get("cache_read_tokens", 0))
+    into["cache_write"] += int(usage.get("cache_creation_tokens", 0))
+
+
+def _model_usage(t: dict[str, int]) -> dict[str, Any]:
+    """Token counts as an Inspect ``ModelUsage`` ({} when no tokens were counted)."""
+    if not any(t.values()):
+        return {}
+    return _drop_none({
+        "input_tokens": t["input_tokens"],
+        "output_tokens": t["output_tokens"],
+        "total_tokens": sum(t.values()),
+        "input_tokens_cache_write": t["cache_write"] or None,
+        "input_tokens_cache_read": t["cache_read"] or None,
+    })  # fmt: skip
+
+
+def _usage_sum(usages: Iterable[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for usage in usages:
+        for model, counts in usage.items():
+            into = out.setdefault(model, {})
+            for key, value in counts.items():
+                into[key] = into.get(key, 0) + value
+    return out
+
+
+def _output(model: str, final: str, tokens: dict[str, Any]) -> dict[str, Any]:
+    """The sample's ``ModelOutput``: the last episode's final answer."""
+    message = {"content": final, "role": "assistant", "source": "generate", "model": model}
+    out: dict[str, Any] = {
+        "model": model,
+        "choices": [{"message": message, "stop_reason": "stop"}],
+        "completion": final,
+    }
+    if tokens:
+        out["usage"] = tokens
+    return out
+
+
+# -- summaries, results and reductions --------------------------------------------------
+
+
+def _summary(sample: dict[str, Any]) -> dict[str, Any]:
+    """A sample's ``EvalSampleSummary`` (what the viewer lists before opening a sample)."""
+    keep = ("id", "epoch", "input", "target", "metadata", "scores", "model_usage",
+            "started_at", "completed_at", "total_time", "working_time", "uuid")  # fmt: skip
+    out = {k: sample[k] for k in keep if k in sample}
+    if "error" in sample:
+        out["error"] = sample["error"]["message"]
+    out.update(completed=True, message_count=len(sample["messages"]))
+    return out
+
+
+def _score_names(samples: list[dict[str, Any]]) -> list[str]:
+    names: dict[str, None] = {}
+    for s in samples:
+        names.update(dict.fromkeys(s["scores"]))
+    return list(names)
+
+
+def _results(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """``EvalResults``: per score, the share correct of the samples it graded (C or I)."""
+    scores = []
+    for name in _score_names(samples):
+        values = [s["scores"][name]["value"] for s in samples if name in s["scores"]]
+        graded = [v for v in values if v != VALUE[None]]
+        metrics = {}
+        if graded:
+            share = graded.count(VALUE[True]) / len(graded)
+            metrics["accuracy"] = {"name": "accuracy", "value": share, "params": {}}
+        scores.append({"name": name, "scorer": name, "scored_samples": len(graded),
+                       "unscored_samples": len(values) - len(graded), "params": {},
+                       "metrics": metrics})  # fmt: skip
+    completed = sum(1 for s in samples if "error" not in s)
+    return {"total_samples": len(samples), "completed_samples": completed, "scores": scores}
+
+
+def _reductions(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``EvalSampleReductions``: per score and sample id, the mean of C=1, I=0 over epochs."""
+    out = []
+    for name in _score_names(samples):
+        by_id: dict[str, list[float]] = {}
+        for s in samples:
+            value = s["scores"].get(name, {}).get("value")
+            if value in (VALUE[True], VALUE[False]):
+                by_id.setdefault(s["id"], []).append(1.0 if value == VALUE[True] else 0.0)
+        reduced = [{"value": sum(v) / len(v), "sample_id": sid} for sid, v in by_id.items()]
+        out.append({"scorer": name, "reducer": "mean", "samples": reduced})
+    return out
+
+
+# -- encoding ----------------------------------------------------------------------------
+
+
+def _iso(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat()
+
+
+def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` without its None entries (Inspect writes its documents without them);
+    only this level: a null inside recorded data stays."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _encode(value: Any, indent: int | None = None) -> bytes:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=indent).encode()

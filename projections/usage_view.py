@@ -1,0 +1,159 @@
+"""A run's usage and cost as report rows and as JSON (docs/metrics.md, "Cost and latency").
+
+Numbers are rounded here for display only; ``usage_json`` keeps full precision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from projections.prices import Cost, Unpriced, per_pass
+from projections.usage import PERCENTILE_METHOD, Usage, percentile
+
+TOKEN_LABELS = (
+    ("input", "in"),
+    ("output", "out"),
+    ("cache_read", "cache read"),
+    ("cache_creation", "cache write"),
+)
+
+
+def seconds(s: float) -> str:
+    """A duration in seconds for display: ``0.21 s``, ``8.3 s``, ``7,341 s (2 h 2 min)``."""
+    if s < 1:
+        return f"{s:.2f} s"
+    if s < 100:
+        return f"{s:.1f} s"
+    minutes = round(s / 60)
+    human = f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
+    return f"{s:,.0f} s ({human})"
+
+
+def millis(ms: float) -> str:
+    """A latency for display: ``9.6 ms``, ``812 ms``, ``2.1 s``."""
+    if ms < 10:
+        return f"{ms:.1f} ms"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    return f"{ms / 1000:.1f} s"
+
+
+def dollars(usd: float) -> str:
+    """USD for display with enough digits to show a small cost: ``$20.25``, ``$0.0123``."""
+    if usd == 0 or usd >= 1:
+        return f"${usd:,.2f}"
+    if usd >= 0.01:
+        return f"${usd:.4f}"
+    return f"${usd:.6f}"
+
+
+def _duration(u: Usage) -> str:
+    wall = "wall not known" if u.wall_s is None else f"{seconds(u.wall_s)} wall"
+    if not u.unit_s:
+        return f"{wall}; per-unit timing not recorded"
+    p50, p95 = percentile(u.unit_s, 50), percentile(u.unit_s, 95)
+    assert p50 is not None and p95 is not None  # unit_s is not empty
+    n = len(u.unit_s)
+    return f"{wall}; per unit p50 {seconds(p50)}, p95 {seconds(p95)} ({n} unit{'s' * (n != 1)})"
+
+
+def _calls(u: Usage) -> str:
+    if not (u.model_calls or u.failed_calls or u.withheld_calls):
+        return "none recorded"
+    text = f"{u.model_calls:,}"
+    p50, p95 = percentile(u.latencies_ms, 50), percentile(u.latencies_ms, 95)
+    if p50 is not None and p95 is not None:
+        text += f", latency p50 {millis(p50)}, p95 {millis(p95)}"
+    extra = [
+        f"{n:,} {what}{'s' * (n != 1 and what.endswith('attempt'))}"
+        for n, what in (
+            (u.retries, "answered after a retry"),
+            (u.failed_calls, "failed attempt"),
+            (u.withheld_calls, "withheld by redaction"),
+        )
+        if n
+    ]
+    return "; ".join([text, *extra])
+
+
+def _cost(priced: Cost | Unpriced | None, passed: int, noun: str) -> str:
+    if priced is None:
+        return "not priced: no price table"
+    if isinstance(priced, Unpriced):
+        return f"not priced: {priced.reason}"
+    text = f"{dollars(priced.usd)} at prices of {priced.date.isoformat()} ({priced.source})"
+    if priced.nominal:
+        text += f", a NOMINAL price for {priced.priced_as}"
+    elif priced.match != "exact":
+        text += f", {priced.model} priced as {priced.priced_as} ({priced.match})"
+    each = per_pass(priced, passed)
+    text += "; nothing passed" if each is None else f"; {dollars(each)} per passed {noun}"
+    return text
+
+
+def usage_lines(
+    usage: Usage, priced: Cost | Unpriced | None, passed: int, noun: str = "protocol"
+) -> list[tuple[str, str]]:
+    """(label, value) rows for a report: duration, model calls, tokens, cost, timings.
+
+    ``passed`` counts what passed (``noun``: a protocol at k = 1, a protocol attempt at k > 1).
+    """
+    tokens = ", ".join(f"{label} {usage.tokens.get(k, 0):,}" for k, label in TOKEN_LABELS)
+    return [
+        ("duration", _duration(usage)),
+        ("model calls", _calls(usage)),
+        ("tokens", tokens),
+        ("cost", _cost(priced, passed, noun)),
+        ("timings", usage.source),
+    ]
+
+
+def _summary(values: tuple[float, ...]) -> dict[str, Any]:
+    return {
+        "n": len(values),
+        "p50": percentile(values, 50),
+        "p95": percentile(values, 95),
+        "mean": sum(values) / len(values) if values else None,
+        "max": max(values) if values else None,
+    }
+
+
+def usage_json(usage: Usage, priced: Cost | Unpriced | None, passed: int) -> dict[str, Any]:
+    """The usage and cost as JSON values at full precision (None where not known)."""
+    cost: dict[str, Any]
+    if priced is None:
+        cost = {"usd": None, "reason": "no price table"}
+    elif isinstance(priced, Unpriced):
+        cost = {"usd": None, "reason": priced.reason, "model": priced.model,
+                "prices_date": priced.date.isoformat(), "prices_source": priced.source}  # fmt: skip
+    else:
+        cost = {
+            "usd": priced.usd,
+            "per_passed_usd": per_pass(priced, passed),
+            "passed": passed,
+            "parts_usd": dict(priced.parts),
+            "model": priced.model,
+            "priced_as": priced.priced_as,
+            "match": priced.match,
+            "nominal": priced.nominal,
+            "prices_date": priced.date.isoformat(),
+            "prices_source": priced.source,
+        }
+    return {
+        "wall_s": usage.wall_s,
+        "unit_s": _summary(usage.unit_s),
+        "model_calls": {
+            "answered": usage.model_calls,
+            "failed": usage.failed_calls,
+            "retries": usage.retries,
+            "withheld": usage.withheld_calls,
+            "latency_ms": _summary(usage.latencies_ms),
+        },
+        "tokens": dict(usage.tokens),
+        "model": usage.model,
+        "models": list(usage.models),
+        "runs": usage.runs,
+        "cost": cost,
+        "percentile": PERCENTILE_METHOD,
+        "source": usage.source,
+    }
