@@ -57,7 +57,7 @@ GROUPS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
             ("compare", "runs of one protocol set side by side, paired with a baseline"),
             ("gate", "fail CI when a candidate run regresses against a baseline"),
             ("audit", "trace a metric to its decision and evidence events"),
-            ("import-peer", "a peer platform's results file as a sealed run"),
+            ("import-peer", "a peer platform's results as sealed runs"),
         ),
     ),
     (

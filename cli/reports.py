@@ -270,7 +270,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     elif any(len(parts) > 1 for parts in columns):
         raise UsageError(f"a {suite.name} run is compared on its own: no RUN+RUN columns")
     else:
-        cards = [suite.card(group, ci=_ci_choice(args)) for group in runs]
+        # one run per column, read as ``report`` reads it: who vouches for it, and its origin
+        def ledger() -> Ledger:
+            return open_ledger(args, create=False)
+
+        cards = [_card_alone(group[0], suite, t, ledger, replay=False)
+                 for t, group in zip(targets, runs, strict=True)]  # fmt: skip
     try:
         text = suite.compare(cards, targets, args.format)
     except ValueError as exc:  # Incomparable: what differs that a comparison holds fixed
@@ -382,9 +387,44 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_import_peer(args: argparse.Namespace) -> int:
-    """Import a peer platform's results file (and transcripts) as a sealed run."""
+def _arm_progress(done: int, total: int) -> None:
+    print(f"import-peer: {done}/{total} arms written", file=sys.stderr, flush=True)
 
+
+def _import_arms(args: argparse.Namespace) -> int:
+    """``import-peer`` of a tasks-bench arm folder, or of a family of them: a sealed run each."""
+    from harness.peer.arms import is_arm, is_family
+    from harness.peer.tasks_import import import_arm, import_family
+
+    path = args.results.rstrip("/") or args.results
+    if args.transcripts or args.protocols:
+        raise UsageError(f"{path}: an arm folder carries its own transcripts and tasks; drop "
+                         "--transcripts and --protocols")  # fmt: skip
+    arm = is_arm(path)
+    if not arm and not is_family(path):
+        raise UsageError(f"{path}: neither a results file, an arm folder (results.json and "
+                         "arm-config.yaml) nor a family of arm folders")  # fmt: skip
+    if not arm and args.run_id:
+        raise UsageError(f"{path}: --run-id names one run; a family imports one run per arm")
+    with new_or_existing_ledger(args) as ledger:  # a refused arm leaves no new ledger
+        if arm:
+            done = [import_arm(ledger, path, run_id=args.run_id)]
+        else:
+            done = import_family(ledger, path, progress=_arm_progress)
+    for run_id, root, label in done:
+        excluded = f" (EXCLUDED: {label})" if label else ""
+        print(f"imported run {run_id}{excluded}, root {root}")
+    print(f"imported {len(done)} run(s) from {path}; see one with: benchledger report "
+          f"{done[0][0]}")  # fmt: skip
+    return EXIT_OK
+
+
+def cmd_import_peer(args: argparse.Namespace) -> int:
+    """Import a peer platform's results file (and transcripts) as a sealed run, or a tasks
+    arm folder or family of them as one sealed run per arm."""
+
+    if os.path.isdir(args.results):
+        return _import_arms(args)
     transcripts = args.transcripts
     if transcripts is None:
         transcripts = find_transcripts(args.results)
@@ -509,9 +549,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     ledger_arg(p)
     p.set_defaults(func=cmd_audit)
 
-    p = sub.add_parser("import-peer", help="a peer platform's results file as a sealed run")
+    p = sub.add_parser("import-peer", help="a peer platform's results as sealed runs")
     p.add_argument("platform", choices=["mcp-data-platform"])
-    p.add_argument("results", metavar="RESULTS.json")
+    p.add_argument(
+        "results",
+        metavar="RESULTS.json|ARM|FAMILY",
+        help="a lifecycle results file; or a tasks-bench arm folder (results.json, "
+        "arm-config.yaml, transcripts), or a folder of them: one sealed run per arm",
+    )
     p.add_argument(
         "--transcripts",
         action="append",

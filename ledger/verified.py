@@ -33,6 +33,7 @@ from ledger.completeness import Completeness, Plan, UnitState, completeness, pla
 from ledger.errors import LedgerError, UnknownRun, UnusableInput
 from ledger.events import (
     Event,
+    GraderDecisionEvent,
     RunImportedEvent,
     RunSealedBody,
     RunSealedEvent,
@@ -155,6 +156,7 @@ def _seal_standing(
 OWN = "own"  # written by this tool against a platform, in this or another ledger
 IMPORTED = "imported"  # an unsealed run brought in by ``import --allow-unsealed``
 PEER_CLAIMS = "peer claims"  # a peer's results file: its verdicts are the peer's claims
+OWN_GRADER = "benchledger"  # grader_decision.origin of a verdict benchledger's graders made
 
 
 class Origin(NamedTuple):
@@ -168,7 +170,7 @@ class Origin(NamedTuple):
         """Empty for a run of our own; else what its numbers stand on."""
         if self.kind == PEER_CLAIMS:
             how = (
-                "re-derived by benchledger's graders"
+                "graded again by benchledger's graders beside the peer's verdicts"
                 if self.rederived
                 else "not re-derived: the verdicts are the peer's own"
             )
@@ -207,6 +209,13 @@ class Tally:
                 self.sealed = True
             elif isinstance(event, RunImportedEvent):
                 self.origin = Origin(IMPORTED, event.body.bundle)
+            return
+        if (
+            isinstance(event, GraderDecisionEvent)
+            and self.origin.kind == PEER_CLAIMS
+            and event.body.origin == OWN_GRADER
+        ):  # an import that also ran our decision function: its rates are our rulings
+            self.origin = self.origin._replace(rederived=True)
             return
         if not isinstance(
             event, UnitStartedEvent | UnitFinishedEvent | UnitAbandonedEvent | WithheldEvent

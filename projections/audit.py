@@ -19,7 +19,7 @@ from ledger.events import (
     SessionCallEvent,
 )
 from ledger.redaction import WithheldEvent
-from ledger.verified import PEER_CLAIMS, Origin
+from ledger.verified import OWN_GRADER, PEER_CLAIMS, Origin
 from projections.card import CI_LABELS, Decision, Metric, fmt_interval, fmt_num, fmt_pct
 
 
@@ -143,9 +143,13 @@ def render(a: Audit, full: bool = False, origin: Origin | None = None) -> str:
     whose ``origin`` is a peer's results file labels each decision as the peer's claim.
     """
     peer = ""
-    if origin is not None and origin.kind == PEER_CLAIMS and not origin.rederived:
+    if origin is not None and origin.kind == PEER_CLAIMS:
         peer = origin.source or "the peer"
-    decided = f"{peer}'s recorded claim" if peer else "decision"
+    origins = {c.decision.origin for c in a.contributions if c.decision}
+
+    def decided(d: Decision) -> str:  # each decision by who made it
+        return f"{peer}'s recorded claim" if peer and d.origin != OWN_GRADER else "decision"
+
     m = a.metric
     rate = fmt_pct(m.rate)
     ci = "n/a"
@@ -158,10 +162,15 @@ def render(a: Audit, full: bool = False, origin: Origin | None = None) -> str:
         f"{len(a.contributions)} contributing units "
         f"({sum(c.in_num for c in a.contributions)} in the numerator)",
     ]
-    if peer:
+    if peer and OWN_GRADER not in origins:
         lines.append(
             f"every decision below is {peer}'s recorded claim, imported from its "
             "results file; benchledger's graders did not re-derive it"
+        )
+    elif peer:
+        lines.append(
+            f"decisions marked [{OWN_GRADER}] are benchledger's, ruled on the answers imported "
+            f"from {peer}'s results file; any other is {peer}'s recorded claim"
         )
     if a.on_withheld:
         lines.append(
@@ -180,7 +189,7 @@ def render(a: Audit, full: bool = False, origin: Origin | None = None) -> str:
         d = c.decision
         if d is not None:
             lines.append(
-                f"    {decided} seq {d.seq} {d.link[:12]}  {d.check}={_verdict(d.verdict)}  "
+                f"    {decided(d)} seq {d.seq} {d.link[:12]}  {d.check}={_verdict(d.verdict)}  "
                 f"[{d.origin}] {d.reason}"
             )
             if d.answer:

@@ -3,6 +3,8 @@
 - ``wilson``: the score interval for one rate; ``None`` for an empty denominator.
 - ``tango`` (Tango 1998) and ``newcombe_paired`` (Newcombe 1998, method 10): intervals
   for the difference of two paired rates (one unit per protocol on each side).
+- ``newcombe`` (Newcombe 1998, method 10): the hybrid score interval for the difference
+  of two independent rates (runs of different arms, nothing paired).
 - ``bootstrap``: a percentile bootstrap over clusters (protocols) whose resamples with an
   empty denominator are drawn again; its only source of randomness is
   ``random.Random(seed).random()``, whose sequence Python promises to keep.
@@ -53,6 +55,27 @@ def wilson(num: float, den: int, z: float = Z95) -> Interval | None:
     low = 0.0 if num <= 0 else max(0.0, centre - half)
     high = 1.0 if num >= den else min(1.0, centre + half)
     return Interval(low, high)
+
+
+# -- independent differences ------------------------------------------------------------
+
+
+def newcombe(x1: float, n1: int, x2: float, n2: int, z: float = Z95) -> Interval | None:
+    """Newcombe's hybrid score interval (method 10) for p1 - p2 of two independent rates.
+
+    p1 = x1 / n1, p2 = x2 / n2; it squares and adds the distances from each rate to its
+    own Wilson bounds. Newcombe, R.G. (1998) "Interval estimation for the difference
+    between independent proportions: comparison of eleven methods", Stat Med 17:873-890.
+    None when either side has no observations.
+    """
+    w1, w2 = wilson(x1, n1, z), wilson(x2, n2, z)
+    if w1 is None or w2 is None:
+        return None
+    p1, p2 = x1 / n1, x2 / n2
+    estimate = p1 - p2
+    low = estimate - math.sqrt((p1 - w1.low) ** 2 + (w2.high - p2) ** 2)
+    high = estimate + math.sqrt((w1.high - p1) ** 2 + (p2 - w2.low) ** 2)
+    return Interval(max(-1.0, low), min(1.0, high))
 
 
 # -- paired differences, one pair per protocol -------------------------------------------

@@ -7,6 +7,7 @@ read once as a node tree (which knows its lines) and once as plain values.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 import yaml
@@ -106,3 +107,53 @@ def dotted(path: Path) -> str:
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
     return out
+
+
+def kind_of(value: Any) -> str:
+    """A YAML/JSON value's kind in a problem's words: ``a mapping``, ``text``, ``nothing``."""
+    if value is None:
+        return "nothing"
+    return {dict: "a mapping", list: "a list", str: "text", bool: "true/false"}.get(
+        type(value), type(value).__name__
+    )
+
+
+class Checker:
+    """Collects the problems of one document; each check reports and moves on.
+
+    ``fields`` names the fields each shape allows; ``base`` is where the checked object
+    sits in the document (problems name paths below it, lines are looked up in full).
+    """
+
+    def __init__(
+        self, doc: Document, fields: Mapping[str, tuple[str, ...]], base: Path = ()
+    ) -> None:
+        self.doc = doc
+        self.fields = fields
+        self.base = base
+        self.problems: list[Problem] = []
+
+    def problem(self, path: Path, message: str) -> None:
+        full = (*self.base, *path)
+        self.problems.append(Problem(self.doc.file, self.doc.line(full), dotted(path), message))
+
+    def mapping(self, value: Any, path: Path, shape: str) -> dict[str, Any] | None:
+        known = ", ".join(self.fields[shape])
+        if not isinstance(value, dict):
+            self.problem(path, f"must be a mapping with fields {known}")
+            return None
+        for key in value:
+            if key not in self.fields[shape]:
+                self.problem((*path, str(key)), f"unknown field (known here: {known})")
+        return value
+
+    def text(self, obj: dict[str, Any], path: Path, key: str, *, required: bool = True) -> None:
+        if key not in obj:
+            if required:
+                self.problem((*path, key), "is required and missing")
+            return
+        value = obj[key]
+        if not isinstance(value, str):
+            self.problem((*path, key), f"must be text, got {kind_of(value)}")
+        elif required and not value.strip():
+            self.problem((*path, key), "must not be empty")

@@ -14,7 +14,7 @@ A set's content identity (``content_id``) is the benchledger recipe, whoever ran
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any, Final
 
@@ -108,18 +108,29 @@ def _empty(value: Any) -> bool:
     )
 
 
-def go_json(value: Any) -> str:
-    """Go encoding/json of a protocol value (Structs encode fields in declaration order)."""
+StructFields = Callable[[msgspec.Struct], Iterable[tuple[str, Any]]]
+
+
+def _protocol_fields(value: msgspec.Struct) -> Iterable[tuple[str, Any]]:
+    """A protocol Struct's fields as the peer's Go structs encode them (``omitempty``)."""
+    for name in value.__struct_fields__:
+        if name in _NOT_IN_PEER:
+            continue
+        item = getattr(value, name)
+        if name in _OMITEMPTY and _empty(item):
+            continue
+        yield name, item
+
+
+def go_json(value: Any, fields: StructFields = _protocol_fields) -> str:
+    """Go encoding/json of a value: Structs as ``fields`` lists them (declaration order,
+    the protocols' ``omitempty`` by default), maps with sorted keys."""
     if isinstance(value, msgspec.Struct):
-        parts = []
-        for name in value.__struct_fields__:
-            if name in _NOT_IN_PEER:
-                continue
-            item = getattr(value, name)
-            if name in _OMITEMPTY and _empty(item):
-                continue
-            parts.append(f"{go_string(name)}:{go_json(item)}")
+        parts = [f"{go_string(name)}:{go_json(item, fields)}" for name, item in fields(value)]
         return "{" + ",".join(parts) + "}"
+    if isinstance(value, dict):  # Go writes map keys sorted
+        items = sorted(value.items())
+        return "{" + ",".join(f"{go_string(str(k))}:{go_json(v, fields)}" for k, v in items) + "}"
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -131,7 +142,7 @@ def go_json(value: Any) -> str:
     if isinstance(value, str):
         return go_string(value)
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(go_json(v) for v in value) + "]"
+        return "[" + ",".join(go_json(v, fields) for v in value) + "]"
     raise TypeError(f"no Go JSON form for {type(value).__name__}")
 
 

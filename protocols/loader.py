@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from protocols.document import Document, Path, dotted, read
+from protocols.document import Checker, Document, Path, kind_of, read
 from protocols.errors import InvalidInput, Problem
 from protocols.schema import GRADING_KINDS, SINKS, Protocol, ProtocolSet
 
@@ -27,43 +27,16 @@ _FIELDS: dict[str, tuple[str, ...]] = {
 }  # fmt: skip
 
 
-class _Checker:
-    """Collects the problems of one document; each check reports and moves on."""
+class _Checker(Checker):
+    """A protocol document's checks: the shared ones (``protocols.document.Checker``) and more."""
 
     def __init__(self, doc: Document, base: Path) -> None:
-        self.doc = doc
-        self.base = base
-        self.problems: list[Problem] = []
-
-    def problem(self, path: Path, message: str) -> None:
-        full = (*self.base, *path)
-        self.problems.append(Problem(self.doc.file, self.doc.line(full), dotted(path), message))
-
-    def mapping(self, value: Any, path: Path, shape: str) -> dict[str, Any] | None:
-        if not isinstance(value, dict):
-            self.problem(path, f"must be a mapping with fields {', '.join(_FIELDS[shape])}")
-            return None
-        for key in value:
-            if key not in _FIELDS[shape]:
-                known = ", ".join(_FIELDS[shape])
-                self.problem((*path, str(key)), f"unknown field (known here: {known})")
-        return value
-
-    def text(self, obj: dict[str, Any], path: Path, key: str, *, required: bool = True) -> None:
-        if key not in obj:
-            if required:
-                self.problem((*path, key), "is required and missing")
-            return
-        value = obj[key]
-        if not isinstance(value, str):
-            self.problem((*path, key), f"must be text, got {_kind(value)}")
-        elif required and not value.strip():
-            self.problem((*path, key), "must not be empty")
+        super().__init__(doc, _FIELDS, base)
 
     def number(self, obj: dict[str, Any], path: Path, key: str) -> float | None:
         value = obj[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.problem((*path, key), f"must be a number, got {_kind(value)}")
+            self.problem((*path, key), f"must be a number, got {kind_of(value)}")
             return None
         if not math.isfinite(value):
             self.problem((*path, key), "must be a finite number")
@@ -73,7 +46,7 @@ class _Checker:
     def texts(self, obj: dict[str, Any], path: Path, key: str) -> list[str]:
         value = obj.get(key, [])
         if not isinstance(value, list):
-            self.problem((*path, key), f"must be a list of text, got {_kind(value)}")
+            self.problem((*path, key), f"must be a list of text, got {kind_of(value)}")
             return []
         out = []
         for i, item in enumerate(value):
@@ -196,14 +169,6 @@ class _Checker:
                 self.number(u, path, "superseded_value")
             elif not isinstance(stale, str) or not stale.strip():
                 self.problem((*path, "superseded_value"), "an entity update's stale value is text")
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    return {dict: "a mapping", list: "a list", str: "text", bool: "true/false"}.get(
-        type(value), type(value).__name__
-    )
 
 
 def _protocol_entries(doc: Document) -> list[tuple[Path, Any]] | None:

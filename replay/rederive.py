@@ -40,8 +40,8 @@ OURS: Final = "benchledger"
 # The checks graded from an answer: the only ones an imported peer run can re-derive
 # (its mechanical verdicts were recorded without the read-backs that decided them).
 ANSWER_CHECKS: Final = frozenset(
-    {lc.RECALL_CORRECT, lc.TRANSFER_CORRECT, lc.UPDATE_CORRECT, lc.ABSTAIN_CORRECT}
-)
+    {lc.RECALL_CORRECT, lc.TRANSFER_CORRECT, lc.UPDATE_CORRECT, lc.ABSTAIN_CORRECT, "correct"}
+)  # "correct": a tasks attempt's verdict (projections.suites.tasks), graded from its answer
 FIELDS: Final = ("stage", "verdict", "reason", "answer", "expected")
 
 
@@ -127,6 +127,21 @@ def _trace_hashes(report: Report, unit: ReplayUnit) -> None:
             )
 
 
+def _differences(stream: str, event: GraderDecisionEvent, mine: Ruling) -> list[Mismatch]:
+    """Where a recorded decision of ours and its re-derivation differ: each field, the refs."""
+    body = event.body
+    out = [
+        Mismatch(stream, event.seq, body.check, name, getattr(body, name), getattr(mine.body, name))
+        for name in FIELDS
+        if getattr(body, name) != getattr(mine.body, name)
+    ]
+    if tuple(event.refs) != tuple(mine.refs):
+        out.append(
+            Mismatch(stream, event.seq, body.check, "refs", list(event.refs), list(mine.refs))
+        )
+    return out
+
+
 def _compare_own(
     unit: ReplayUnit, recorded: list[GraderDecisionEvent], derived: list[Ruling]
 ) -> tuple[list[Mismatch], Replaced]:
@@ -143,16 +158,7 @@ def _compare_own(
             )
             continue
         seen.add(body.check)
-        for name in FIELDS:
-            a, b = getattr(body, name), getattr(mine.body, name)
-            if a != b:
-                out.append(Mismatch(unit.stream, event.seq, body.check, name, a, b))
-        if tuple(event.refs) != tuple(mine.refs):
-            out.append(
-                Mismatch(
-                    unit.stream, event.seq, body.check, "refs", list(event.refs), list(mine.refs)
-                )
-            )
+        out += _differences(unit.stream, event, mine)
     end = unit.events[-1].seq if unit.events else -1
     recorded_checks = {e.body.check for e in recorded}
     for d in derived:
@@ -179,13 +185,27 @@ def _compare_own(
 def _compare_imported(
     stream: str, recorded: list[GraderDecisionEvent], derived: list[Ruling]
 ) -> tuple[list[Mismatch], Replaced, int]:
-    """A peer's decisions: only answer verdicts can be re-derived; the rest are kept as is."""
+    """A peer's decisions: only answer verdicts can be re-derived; the rest are kept as is.
+
+    Ours recorded beside them (an import that also ran our decision function) are
+    compared field by field, as in a run of our own.
+    """
     out: list[Mismatch] = []
     by_check = {d.body.check: d for d in derived}
     replaced: Replaced = []
     skip = 0
     for event in recorded:
         body = event.body
+        if body.origin == OURS:
+            mine = by_check.get(body.check)
+            if mine is None:
+                out.append(Mismatch(stream, event.seq, body.check, "decision", "present",
+                                    "not derived"))  # fmt: skip
+                replaced.append((event.seq, body, tuple(event.refs)))
+            else:
+                out += _differences(stream, event, mine)
+                replaced.append((event.seq, mine.body, mine.refs))
+            continue
         if body.check not in ANSWER_CHECKS:
             skip += 1
             replaced.append((event.seq, body, tuple(event.refs)))

@@ -8,5 +8,7 @@ merged k-pass file whose ``passes.txt`` lists each pass's results file.
 - ``layout``: where a run's files are (``passes.txt``, transcript folders per pass);
 - ``transcript``: an episode's transcript as turns to replay or as session calls;
 - ``recorded_run``: the index the recorded agent plays from;
-- ``importer``: ``import-peer``, a results file as a sealed run.
+- ``importer``: ``import-peer``, a results file as a sealed run;
+- ``arms``: the tasks bench's arm folders, their family and exclusion labels;
+- ``tasks_import``: ``import-peer`` of an arm (or a family of arms), one sealed run each.
 """

@@ -27,7 +27,6 @@ one is left out with a note.
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 import json
 import os
@@ -36,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from harness.peer.layout import find_protocols, find_transcripts, match_transcripts
-from harness.peer.results import Fields, attempt_of, shape_of
+from harness.peer.results import Fields, attempt_of, shape_of, start_ns
 from harness.peer.transcript import session_calls
 from ledger import Ledger, UnusableInput
 from ledger.events import (
@@ -72,20 +71,6 @@ VERDICTS: Final = (
     ("abstain_correct", lc.ABSTAIN_CORRECT, "abstain", "abstain"),
 )
 ANSWERED: Final = {lc.RECALL_CORRECT, lc.TRANSFER_CORRECT, lc.UPDATE_CORRECT, lc.ABSTAIN_CORRECT}
-
-
-def _start_ns(f: Fields, manifest: dict[str, Any]) -> int:
-    text = f.text(manifest, "started_at", "manifest")
-    if not text:
-        return 0
-    try:
-        stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise f.refuse(f"manifest.started_at is not an ISO 8601 time: {text!r}") from None
-    if stamp.tzinfo is None:  # the peer writes UTC; a naive stamp cannot be subtracted
-        stamp = stamp.replace(tzinfo=dt.UTC)
-    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-    return (stamp - epoch) // dt.timedelta(microseconds=1) * 1000
 
 
 @dataclass(frozen=True)
@@ -364,7 +349,7 @@ def import_peer(
     if set_path:
         config["protocols_path"] = set_path  # where items() finds the set again
     header = _header(f, manifest, data.get("metrics") or {}, units, config, set_id)
-    ticks = itertools.count(_start_ns(f, manifest))
+    ticks = itertools.count(start_ns(f, manifest))
     # Deterministic timestamps (same file, same root) need our clock while writing; the
     # caller's ledger gets its own clock back however the import ends.
     callers_clock = ledger.clock

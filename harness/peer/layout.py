@@ -22,6 +22,7 @@ from ledger import UnusableInput
 PASSES: Final = "passes.txt"
 RESULTS_DIR: Final = "results"
 PROTOCOLS_DIR: Final = "protocols"
+SEED_SQL: Final = os.path.join("seed", "trino", "setup.sql")  # the tasks' seeded warehouse
 _PASS_NAME: Final = re.compile(r"(?<![a-z0-9])pass[-_ ]?0*([1-9][0-9]*)(?![0-9])", re.IGNORECASE)
 
 
@@ -239,8 +240,8 @@ def _is_merged(results: str) -> bool:
     )
 
 
-def find_protocols(results: str) -> str | None:
-    """The protocol folder beside the ``results`` folder above a results file, or None.
+def beside_results(results: str, name: str) -> str | None:
+    """``name`` (a folder or file path) beside the ``results`` folder above ``results``, or None.
 
     Spelled as ``results`` is: absolute for an absolute path, else relative to here,
     as a benchledger run records the ``--protocols`` it was given.
@@ -248,9 +249,20 @@ def find_protocols(results: str) -> str | None:
     folder = os.path.dirname(os.path.abspath(results))
     while True:
         parent = os.path.dirname(folder)
-        beside = os.path.join(parent, PROTOCOLS_DIR)
-        if os.path.basename(folder) == RESULTS_DIR and os.path.isdir(beside):
+        beside = os.path.join(parent, name)
+        if os.path.basename(folder) == RESULTS_DIR and os.path.exists(beside):
             return beside if os.path.isabs(results) else os.path.relpath(beside)
         if parent == folder:
             return None
         folder = parent
+
+
+def find_protocols(results: str) -> str | None:
+    """The protocol folder beside the ``results`` folder above a results file, or None."""
+    found = beside_results(results, PROTOCOLS_DIR)
+    return found if found is not None and os.path.isdir(found) else None
+
+
+def find_seed(results: str) -> str | None:
+    """The seeded warehouse's ``seed/trino/setup.sql`` beside the ``results`` folder, or None."""
+    return beside_results(results, SEED_SQL)

@@ -6,6 +6,7 @@ intervals, cache tokens or capture split); anything else is refused naming the f
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -117,3 +118,19 @@ def attempt_of(f: Fields, i: int, record: dict[str, Any]) -> int:
     if attempt is None:
         raise f.refuse(f"runs[{i}].attempt must be a positive whole number")
     return attempt
+
+
+def start_ns(f: Fields, manifest: dict[str, Any], *, required: bool = False) -> int:
+    """The manifest's ``started_at`` in ns since the epoch (0 when absent, unless
+    ``required``): where an import's deterministic timestamps begin."""
+    text = f.text(manifest, "started_at", "manifest")
+    if not text and not required:
+        return 0
+    try:
+        stamp = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise f.refuse(f"manifest.started_at is not an ISO 8601 time: {text!r}") from None
+    if stamp.tzinfo is None:  # the peer writes UTC; a naive stamp cannot be subtracted
+        stamp = stamp.replace(tzinfo=dt.UTC)
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    return (stamp - epoch) // dt.timedelta(microseconds=1) * 1000

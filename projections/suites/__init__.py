@@ -9,7 +9,7 @@ new folder and one ``register`` call. An unknown name is ``UnknownSuite`` (unusa
 
 from __future__ import annotations
 
-from projections.suites import lifecycle, provenance
+from projections.suites import lifecycle, provenance, tasks
 from projections.suites.base import (
     ItemSet,
     ReadSuite,
@@ -23,6 +23,7 @@ from projections.suites.base import (
 
 register(lifecycle.SUITE, default=True)  # a run that records no suite name is a lifecycle one
 register(provenance.SUITE)
+register(tasks.SUITE)
 
 __all__ = [
     "ItemSet",

@@ -1,0 +1,564 @@
+"""A peer tasks-bench arm (mcp-data-platform's knowledge-pollution study) as a sealed run.
+
+An arm folder holds ``results.json`` (``manifest``, ``attempts``, ``tasks``, ``suites``),
+its ``results.json.transcripts`` (one ``<task>-<arm>-k<attempt>.json`` per attempt, the
+lifecycle transcripts' turn format under another header), the ``tasks/`` it ran, the
+``planted.json`` claim (absent on the absent arms), store snapshots and ``arm-config.yaml``.
+One run per folder: excluded attempts (a labelled folder, ``arms``) are runs of their own
+marked ``excluded``, never merged into the analysed arm's. The ``tasks/`` files load through
+``protocols.tasks`` and must hash to the manifest's ``task_set_hash``: then the task
+objects the header carries are the ones the arm ran.
+
+``arm-config.yaml`` carries the arm's database password and storage keys: only its digest
+and the persona tool allow lists reach the ledger. An attempt whose ``error`` is set is a
+harness failure the peer did not grade: it records an infra error and no verdict.
+
+The whole folder (every attempt, transcript, task and snapshot) is checked before the first
+write, and a family's every arm before its first: a refused import leaves nothing. Times
+are the manifest's start plus one nanosecond per event, so a folder gives the same root.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgspec
+import yaml
+
+from harness.peer.arms import (
+    ARM_CONFIG,
+    RESULTS,
+    ArmName,
+    arm_folders,
+    is_arm,
+    label_meanings,
+    name_of,
+)
+from harness.peer.layout import find_seed
+from harness.peer.results import Fields, start_ns
+from ledger import Ledger, LedgerError, UnusableInput
+from ledger.events import (
+    EpisodeFinishedBody,
+    EpisodeStartedBody,
+    GraderDecisionBody,
+    InfraErrorBody,
+    ReadBackBody,
+    RunStartedBody,
+    SessionCallBody,
+    UnitFinishedBody,
+    UnitStartedBody,
+)
+from ledger.ledger import StreamWriter, check_run_id
+from projections.suites.tasks.decisions import TaskItem, decide_unit
+from protocols import tasks as task_files
+from protocols.document import read
+from protocols.task_grading import References, read_warehouse, references
+from protocols.tasks import Task
+
+ORIGIN: Final = "mcp-data-platform"
+SHAPE: Final = "tasks"
+EPISODE: Final = "task"
+PLANTED: Final = "planted.json"
+TASKS_DIR: Final = "tasks"
+# Store snapshots, recorded in this order when present; the earliest arms took two, under
+# the shorter names (store-before.json, store-after.json), before store-clean.json existed.
+SNAPSHOTS: Final = (
+    "store-clean.json",
+    "store-before.json",
+    "store-before-eval.json",
+    "store-after.json",
+    "store-after-eval.json",
+    "datahub-orders-baseline.json",
+)
+MAX_SNAPSHOT: Final = 4 << 20  # the study's are under 2 KiB; a larger one is not a snapshot
+MAX_JSON: Final = 32 << 20  # results and transcripts (the study's largest is 60 KiB)
+# claude-cli names an MCP tool mcp__<server>__<tool>; the platform was called with <tool>.
+_CLIENT_PREFIX: Final = re.compile(r"^mcp__[A-Za-z0-9_-]+?__(?=.)")
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One attempt, checked and turned into event bodies; writing it cannot be refused."""
+
+    stream: str
+    started: UnitStartedBody
+    episode: EpisodeStartedBody
+    calls: tuple[SessionCallBody, ...]
+    finished: EpisodeFinishedBody
+    decision: GraderDecisionBody | None  # None: a harness failure, which the peer never graded
+    infra: InfraErrorBody | None
+    outcome: UnitFinishedBody
+    item: TaskItem  # what benchledger's own decision function judges the attempt against
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One arm folder, checked: everything its run will hold."""
+
+    run_id: str
+    name: ArmName
+    start_ns: int
+    header: RunStartedBody
+    snapshots: tuple[ReadBackBody, ...]
+    units: tuple[_Unit, ...]
+
+
+def _read_json(path: str, limit: int, what: str) -> Any:
+    """The JSON in ``path``; UnusableInput naming it when missing, too large or broken."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        raise UnusableInput(path, f"no such file (an arm folder holds its {what})") from None
+    if size > limit:
+        raise UnusableInput(path, f"{size} bytes: larger than the {limit} a {what} may be")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UnusableInput(path, f"cannot read ({exc})") from None
+    except ValueError as exc:
+        raise UnusableInput(path, f"not valid JSON ({exc})") from None
+
+
+def _number(f: Fields, obj: dict[str, Any], key: str, where: str) -> int | float | None:
+    value = obj.get(key)
+    if value is None or (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    ):
+        return value
+    raise f.refuse(f"{where}.{key} must be a number or null, not {json.dumps(value)[:40]}")
+
+
+def _required(f: Fields, obj: dict[str, Any], key: str, where: str) -> int:
+    value = f.positive(obj, key, where)
+    if value is None:
+        raise f.refuse(f"{where}.{key} must be a positive whole number")
+    return value
+
+
+def _arm_config(path: str) -> dict[str, Any]:
+    """The arm config's non-secret facts: its sha256 and each persona's tool allow list.
+
+    Nothing else is read out of it: its DSN, keys and tokens must never reach a ledger.
+    """
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_JSON + 1)
+    except OSError as exc:
+        raise UnusableInput(path, f"cannot read ({exc})") from None
+    if len(raw) > MAX_JSON:
+        raise UnusableInput(path, f"larger than the {MAX_JSON} bytes an arm config may be")
+    try:
+        data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        # never the parser's message: it quotes the line, which may be the DSN's
+        raise UnusableInput(path, f"not valid YAML ({type(exc).__name__})") from None
+    personas = data.get("personas") if isinstance(data, dict) else None
+    allow: dict[str, list[str]] = {}
+    for name, persona in (personas or {}).items() if isinstance(personas, dict) else ():
+        tools = persona.get("tools") if isinstance(persona, dict) else None
+        listed = tools.get("allow") if isinstance(tools, dict) else None
+        if isinstance(listed, list) and all(isinstance(t, str) for t in listed):
+            allow[str(name)] = list(listed)
+    if not allow:
+        raise UnusableInput(path, "names no persona with a tools.allow list of tool names")
+    return {"sha256": hashlib.sha256(raw).hexdigest(), "persona_tools_allow": allow}
+
+
+def _transcript(
+    f: Fields, folder: str, record: dict[str, Any], where: str, arm: str
+) -> tuple[SessionCallBody, ...]:
+    """The attempt's tool calls in order, each with the text it returned; refused when the
+    file is missing or is another attempt's (it would seal wrong evidence into the run)."""
+    pid, attempt = record["task_id"], record["attempt"]
+    named = os.path.basename(f.text(record, "transcript_path", where).replace("\\", "/"))
+    path = os.path.join(folder, named or f"{pid}-{arm}-k{attempt}.json")
+    if not os.path.isfile(path):
+        raise f.refuse(f"{where} has no transcript {path}")
+    data = _read_json(path, MAX_JSON, "transcript")
+    t = Fields(path, "tasks transcript")
+    if not isinstance(data, dict):
+        raise t.refuse("the top level must be an object with a transcript list")
+    if data.get("task_id") != pid or data.get("attempt") != attempt:
+        raise t.refuse(
+            f"it is task {data.get('task_id')!r} attempt {data.get('attempt')!r}, "
+            f"not {where}'s {pid!r} attempt {attempt}"
+        )
+    turns = t.items(data, "transcript", "")
+    results: dict[str, tuple[str, bool]] = {}
+    for n, turn in enumerate(turns):
+        for m, res in enumerate(t.items(turn, "tool_results", f"transcript[{n}]")):
+            rw = f"transcript[{n}].tool_results[{m}]"
+            results[t.text(res, "call_id", rw)] = (
+                t.text(res, "text", rw),
+                bool(t.flag(res, "is_error", rw)),
+            )
+    calls = []
+    for n, turn in enumerate(turns):
+        for m, call in enumerate(t.items(turn, "tool_calls", f"transcript[{n}]")):
+            cw = f"transcript[{n}].tool_calls[{m}]"
+            args = call.get("args")
+            if args is not None and not isinstance(args, dict):
+                raise t.refuse(f"{cw}.args must be an object or null")
+            text, is_error = results.get(t.text(call, "id", cw), ("", False))
+            calls.append(
+                SessionCallBody(
+                    episode=EPISODE,
+                    method="tools/call",
+                    tool=_CLIENT_PREFIX.sub("", t.text(call, "name", cw)),
+                    arguments=dict(args or {}),
+                    is_error=is_error,
+                    content=[{"type": "text", "text": text}],
+                )
+            )
+    return tuple(calls)
+
+
+def _expected(task: dict[str, Any]) -> list[Any]:
+    """What the task's grading accepts: its value (numeric), else its aliases."""
+    grading = task.get("grading")
+    if not isinstance(grading, dict):
+        return []
+    if grading.get("value") is not None:
+        return [grading["value"]]
+    aliases = grading.get("aliases")
+    return list(aliases) if isinstance(aliases, list) else []
+
+
+def _unit(
+    f: Fields,
+    run: str,
+    i: int,
+    record: dict[str, Any],
+    tasks: dict[str, Any],
+    folder: str,
+    arm: str,
+    items: dict[str, TaskItem],
+) -> _Unit:
+    where = f"attempts[{i}]"
+    pid = f.text(record, "task_id", where)
+    if not pid or "/" in pid:
+        raise f.refuse(f"{where}.task_id must be non-empty text without '/', not {pid!r}")
+    if pid not in tasks:
+        raise f.refuse(f"{where}.task_id {pid!r} has no task file in {TASKS_DIR}/")
+    attempt = _required(f, record, "attempt", where)
+    correct = f.flag(record, "correct", where)
+    if correct is None:
+        raise f.refuse(f"{where}.correct must be true or false")
+    got = _number(f, record, "got_value", where)
+    answer = f.text(record, "final_answer", where)
+    error = f.text(record, "error", where).strip()
+    calls = _transcript(f, folder, record, where, arm)
+    finished = EpisodeFinishedBody(
+        episode=EPISODE,
+        final_answer=answer,
+        tool_calls=f.count(record, "tool_calls", where),
+        tool_errors=f.count(record, "tool_errors", where),
+        budget_exhausted=bool(f.flag(record, "budget_exhausted", where)),
+        input_tokens=f.count(record, "input_tokens", where),
+        output_tokens=f.count(record, "output_tokens", where),
+        cache_read_tokens=f.count(record, "cache_read_tokens", where),
+        cache_creation_tokens=f.count(record, "cache_creation_tokens", where),
+    )
+    decision = None
+    if not error:  # the peer grades only attempts without a harness failure
+        decision = GraderDecisionBody(
+            stage=EPISODE,
+            check="correct",
+            verdict=correct,
+            reason=f"recorded by {ORIGIN}: correct={json.dumps(correct)}, "
+            f"got_value={json.dumps(got)}",
+            answer=answer,
+            expected=_expected(tasks[pid]),
+            origin=ORIGIN,
+        )
+    infra = None
+    if error:
+        stage = error.split(":", 1)[0] if ":" in error else "attempt"
+        infra = InfraErrorBody(stage=stage, error="harness", message=error)
+    return _Unit(
+        item=items[pid],
+        stream=f"{run}/{pid}/{attempt}",
+        started=UnitStartedBody(protocol_id=pid, attempt=attempt),
+        episode=EpisodeStartedBody(
+            episode=EPISODE,
+            identity=f.text(record, "identity", where),
+            user_prompt=str(tasks[pid].get("prompt") or ""),
+        ),
+        calls=calls,
+        finished=finished,
+        decision=decision,
+        infra=infra,
+        outcome=UnitFinishedBody(
+            outcome={"correct": None if error else correct}, error=error.split("\n", 1)[0]
+        ),
+    )
+
+
+def _check_summaries(f: Fields, data: dict[str, Any], attempts: list[dict[str, Any]]) -> None:
+    """The peer's task and suite summaries agree with its attempts: else the file is broken."""
+    graded: dict[str, list[int]] = {}
+    for a in attempts:
+        counts = graded.setdefault(a["task_id"], [0, 0, 0])  # graded, correct, harness failures
+        if f.text(a, "error", "").strip():
+            counts[2] += 1
+        else:
+            counts[0] += 1
+            counts[1] += a["correct"] is True
+    for j, summary in enumerate(f.items(data, "tasks", "")):
+        where = f"tasks[{j}]"
+        pid = f.text(summary, "task_id", where)
+        got = graded.get(pid, [0, 0, 0])
+        for key, n in zip(("graded", "correct", "harness_failures"), got, strict=True):
+            if f.count(summary, key, where) != n:
+                raise f.refuse(
+                    f"{where}.{key} is {summary.get(key)} but the attempts for {pid!r} record {n}"
+                )
+    # the suites' "harness fails" column (harness_failures, left out when 0)
+    fails = sum(g[2] for g in graded.values())
+    suites = f.items(data, "suites", "")
+    said = sum(f.count(s, "harness_failures", f"suites[{j}]") for j, s in enumerate(suites))
+    if suites and said != fails:
+        raise f.refuse(
+            f"suites[].harness_failures add up to {said} but the attempts record {fails}"
+        )
+
+
+def _snapshots(arm_dir: str) -> tuple[ReadBackBody, ...]:
+    out = []
+    for name in SNAPSHOTS:
+        path = os.path.join(arm_dir, name)
+        if os.path.isfile(path):
+            body = _read_json(path, MAX_SNAPSHOT, "store snapshot")
+            out.append(
+                ReadBackBody(
+                    stage="arm",
+                    method="FILE",
+                    path=name,
+                    status=200,
+                    body=body,
+                    purpose="store_snapshot",
+                )
+            )
+    return tuple(out)
+
+
+def _planted(arm_dir: str) -> dict[str, Any] | None:
+    path = os.path.join(arm_dir, PLANTED)
+    if not os.path.exists(path):
+        return None  # the absent arms plant nothing
+    data = _read_json(path, MAX_SNAPSHOT, "planted claim")
+    if not isinstance(data, dict):
+        raise UnusableInput(path, "not a planted claim: the top level must be an object")
+    return data
+
+
+def _references(
+    arm_dir: str, tasks: tuple[Task, ...], planted: dict[str, Any] | None
+) -> dict[str, References]:
+    """Each study task's readings (correct, the planted value, the traps), computed from the
+    peer's seeded warehouse beside its results; {} when the seed is not there."""
+    seed = find_seed(os.path.join(arm_dir, RESULTS))
+    if seed is None:
+        return {}
+    warehouse = read_warehouse(seed)
+    treatment = planted.get("treatment_id") if planted else None
+    out = {}
+    for task in tasks:
+        try:
+            out[task.id] = references(
+                warehouse, task.id, treatment if isinstance(treatment, str) else None,
+                task.grading.abs_tolerance,
+            )  # fmt: skip
+        except ValueError as exc:  # not a study task, or a treatment the study never planted
+            raise UnusableInput(os.path.join(arm_dir, PLANTED), str(exc)) from None
+    return out
+
+
+def _references_json(refs: dict[str, References]) -> dict[str, Any]:
+    """``config["references"]``: task id -> tolerance and its [name, value] readings."""
+    return {
+        tid: {"tolerance": r.tolerance, "readings": [[x.name, x.value] for x in r.readings]}
+        for tid, r in sorted(refs.items())
+    }
+
+
+def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan:
+    """Every file of the arm checked and built into bodies: all refusals happen here."""
+    path = os.path.join(arm_dir, RESULTS)
+    data = _read_json(path, MAX_JSON, RESULTS)
+    f = Fields(path, "tasks results file")
+    if not isinstance(data, dict):
+        raise f.refuse("the top level must be an object with manifest and attempts")
+    manifest = data.get("manifest")
+    if not isinstance(manifest, dict):
+        raise f.refuse("field 'manifest' is missing or not an object")
+    attempts = f.items(data, "attempts", "")
+    if not attempts:
+        raise f.refuse("field 'attempts' is missing or empty")
+    run = run_id or f"peer-{family}-{name.folder}"
+    try:
+        check_run_id(run)
+    except ValueError as exc:
+        raise UnusableInput(arm_dir if run_id is None else "--run-id", str(exc)) from None
+    start = start_ns(f, manifest, required=True)
+    k = _required(f, manifest, "k", "manifest")
+    claimed = f.text(manifest, "task_set_hash", "manifest")
+    loaded = task_files.load(os.path.join(arm_dir, TASKS_DIR))  # InvalidInput names the line
+    theirs = task_files.task_set_hash(loaded.tasks)
+    # each file as written (the peer's YAML object), so the read side needs no files
+    tasks = {t.id: read(file).data for t, file in zip(loaded.tasks, loaded.files, strict=True)}
+    if theirs != claimed:
+        raise f.refuse(
+            f"manifest.task_set_hash is {claimed or '(none)'} but {TASKS_DIR}/ "
+            f"hashes to {theirs}: these are not the tasks the arm ran"
+        )
+    arm = f.text(manifest, "arm", "manifest")
+    planted = _planted(arm_dir)
+    refs = _references(arm_dir, loaded.tasks, planted)
+    items = {t.id: TaskItem(t, refs.get(t.id)) for t in loaded.tasks}
+    folder = path + ".transcripts"
+    units: list[_Unit] = []
+    seen: dict[str, int] = {}
+    for i, record in enumerate(attempts):
+        unit = _unit(f, run, i, record, tasks, folder, arm, items)
+        if unit.stream in seen:
+            first, pid = seen[unit.stream], unit.started.protocol_id
+            raise f.refuse(
+                f"attempts[{first}] and attempts[{i}] are both {pid} attempt {unit.started.attempt}"
+            )
+        if unit.started.attempt > k:
+            raise f.refuse(f"attempts[{i}].attempt is {unit.started.attempt} but manifest.k is {k}")
+        seen[unit.stream] = i
+        units.append(unit)
+    _check_summaries(f, data, attempts)
+    provider = f.text(manifest, "llm_provider", "manifest")
+    model = f.text(manifest, "model", "manifest")
+    config: dict[str, Any] = {
+        "origin": ORIGIN,
+        "shape": SHAPE,
+        "family": family,
+        "arm": name.arm,
+        "folder": name.folder,
+        "label": name.label,
+        "excluded": name.excluded,
+        "exclusion": name.exclusion,
+        "manifest": manifest,
+        "planted": planted,
+        "tasks": tasks,
+        **({"references": _references_json(refs)} if refs else {}),
+        "arm_config": _arm_config(os.path.join(arm_dir, ARM_CONFIG)),
+    }
+    header = RunStartedBody(
+        suite=SHAPE,
+        protocol_set_hash=claimed,
+        # every task the arm was given, so an interrupted arm reads as incomplete
+        protocols=len(tasks),
+        k=k,
+        agent=f"{provider}:{model}".strip(":"),
+        model=model,
+        platform=ORIGIN,
+        platform_version=f.text(manifest, "platform_version", "manifest"),
+        tool_version="import-peer",
+        config=config,
+    )
+    return _Plan(run, name, start, header, _snapshots(arm_dir), tuple(units))
+
+
+def _write_unit(w: StreamWriter, unit: _Unit) -> None:
+    """The attempt's events: the peer's verdict, then ours from the one decision function
+    (``projections.suites.tasks.decisions``), which re-derivation calls again."""
+    w.append(unit.started)
+    refs = [w.append(unit.episode)]
+    refs.extend(w.append(call) for call in unit.calls)
+    finished = w.append(unit.finished, refs=refs)
+    seen: list[tuple[int, Any]] = [*zip(refs, (unit.episode, *unit.calls), strict=True)]
+    seen.append((finished, unit.finished))
+    if unit.decision is not None:
+        w.append(unit.decision, refs=[finished])
+    if unit.infra is not None:
+        seen.append((w.append(unit.infra), unit.infra))
+    outcome = dict(unit.outcome.outcome)
+    for ruling in decide_unit(unit.item, seen):
+        w.append(ruling.body, refs=list(ruling.refs))
+        outcome[ruling.body.check] = ruling.body.verdict  # the last decision of a check rules
+    w.append(msgspec.structs.replace(unit.outcome, outcome=outcome))
+
+
+def _write(ledger: Ledger, plan: _Plan) -> str:
+    """Write a checked plan as one sealed run; return its root."""
+    ticks = itertools.count(plan.start_ns)
+    # Deterministic timestamps (same folder, same root) need our clock while writing; the
+    # caller's ledger gets its own clock back however the import ends.
+    callers_clock = ledger.clock
+    ledger.clock = lambda: next(ticks)
+    try:
+        header = ledger.start_run(plan.run_id, plan.header)
+        for snapshot in plan.snapshots:
+            header.append(snapshot)
+        ledger.commit(header)
+        for unit in plan.units:
+            writer = ledger.new_stream(unit.stream)
+            _write_unit(writer, unit)
+            ledger.commit(writer)
+        return ledger.seal(plan.run_id)
+    finally:
+        ledger.clock = callers_clock
+
+
+def _refuse_existing(ledger: Ledger, plans: list[_Plan]) -> None:
+    taken = set(ledger.store.run_ids())
+    clash = [p.run_id for p in plans if p.run_id in taken]
+    if clash:
+        raise LedgerError(f"run {clash[0]!r} already exists; nothing was imported")
+
+
+def import_arm(
+    ledger: Ledger, arm_dir: str, *, family: str = "", run_id: str | None = None
+) -> tuple[str, str, str]:
+    """Import one arm folder as a sealed run; return (run id, root, exclusion label).
+
+    ``family`` defaults to the name of the folder holding the arm; the run id to
+    ``peer-<family>-<folder>``. Refused input (UnusableInput; InvalidInput for a task
+    file) and an existing run id (LedgerError) write nothing. An arm folder inside another
+    arm folder is refused: its unlabelled name would pass an attempt set aside as analysed.
+    """
+    here = os.path.normpath(arm_dir)
+    family_dir = os.path.dirname(os.path.abspath(here))
+    if is_arm(family_dir):
+        raise UnusableInput(
+            arm_dir,
+            f"is inside the arm folder {family_dir}, not one of a family's arms: its name "
+            "carries no exclusion label (move it beside the family's arms under a labelled name)",
+        )
+    fam = family or os.path.basename(family_dir)
+    plan = _plan(here, name_of(here, label_meanings(family_dir)), fam, run_id)
+    _refuse_existing(ledger, [plan])
+    return plan.run_id, _write(ledger, plan), plan.name.label
+
+
+def import_family(
+    ledger: Ledger, family_dir: str, progress: Callable[[int, int], None] | None = None
+) -> list[tuple[str, str, str]]:
+    """Import every arm folder of a family, sorted, each as its own sealed run; return
+    (run id, root, label) per arm. Every arm is checked first: one unusable arm, or one
+    run id already taken, refuses the family with nothing written."""
+    here = os.path.normpath(family_dir)
+    family = os.path.basename(os.path.abspath(here))
+    meanings = label_meanings(here)
+    plans = [_plan(d, name_of(d, meanings), family, None) for d in arm_folders(here)]
+    _refuse_existing(ledger, plans)
+    out = []
+    for n, plan in enumerate(plans, 1):
+        out.append((plan.run_id, _write(ledger, plan), plan.name.label))
+        if progress:
+            progress(n, len(plans))
+    return out

@@ -1,0 +1,54 @@
+"""The tasks suite as the readers see it: a peer tasks-bench arm's answers, classified.
+
+``decisions`` is the one decision function (correct, adopted, trap, other from an
+attempt's final answer), ``items`` finds the run's tasks and reference values again in
+the run itself, ``scorecard`` folds a run into its four rates, ``report`` renders one
+run, ``compare`` sets runs side by side with Newcombe differences, ``audit`` traces a
+rate to its decisions. ``SUITE`` is its ``ReadSuite``: a run is reported on its own and
+compared with others; nothing is gated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from projections.card import FORMATS
+from projections.suites.base import ReadSuite
+from projections.suites.tasks import audit, compare, decisions, items, report, scorecard
+
+
+def _scorecard(
+    folded: Sequence[Any], *, ci: str = "auto", replayed: Mapping[str, bool] | None = None
+) -> scorecard.Card:
+    return scorecard.score(folded)  # Wilson over attempts: ``ci`` has no other choice here
+
+
+def compare_cards(cards: Sequence[scorecard.Card], ids: Sequence[str], fmt: str) -> str:
+    """The runs side by side, ``cards[0]`` the baseline, each rate's Newcombe difference."""
+    return compare.render(compare.sheet(cards, ids), fmt)
+
+
+def unit_status(outcome: Any) -> str:
+    """A finished attempt for the progress line: correct, not correct, or its error."""
+    if outcome.error:
+        return f"error: {outcome.error}"
+    verdict = outcome.outcome.get(decisions.CORRECT)
+    return "correct" if verdict is True else "not correct"
+
+
+SUITE = ReadSuite(
+    name=scorecard.SUITE,
+    noun=scorecard.NOUN,
+    fold=scorecard.TasksFold,
+    scorecard=_scorecard,
+    render=report.render,
+    formats=FORMATS,
+    decide=decisions.decide_unit,
+    audit=audit.audit,
+    metric_names=audit.AUDITABLE,
+    items=items.items,
+    unit_status=unit_status,
+    merges=False,
+    compare=compare_cards,
+)

@@ -1,0 +1,94 @@
+"""A tasks run's items, found again in the run itself: its tasks and the arm's readings.
+
+The importer records every task as the arm's file held it (``config["tasks"]``) and the
+reference values computed from the peer's seeded warehouse (``config["references"]``:
+task id -> ``{"tolerance", "readings": [[name, value], ...]}``), so no file is needed. A
+run recorded before the references were can be given the seed instead
+(``--protocols .../bench/seed/trino/setup.sql``): the readings are then computed from it
+for the arm's planted treatment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ledger import UnusableInput
+from ledger.events import RunStartedBody
+from projections.suites.base import ItemSet
+from projections.suites.tasks.decisions import TaskItem
+from protocols.task_grading import Reference, References, read_warehouse, references
+from protocols.tasks import Task, task_set_hash
+
+_SEED_SUFFIX = ".sql"
+
+
+def _task(run: str, task_id: str, data: Any) -> Task:
+    try:
+        return msgspec.convert(data, Task, strict=False)
+    except msgspec.ValidationError as exc:
+        raise UnusableInput(run, f"config.tasks[{task_id!r}]: not a task ({exc})") from None
+
+
+def _recorded(run: str, task_id: str, data: Any) -> References:
+    """One task's recorded readings; UnusableInput naming the field when malformed."""
+    where = f"config.references[{task_id!r}]"
+    if not isinstance(data, dict) or not isinstance(data.get("readings"), list):
+        raise UnusableInput(run, f"{where} must be an object with a readings list")
+    tolerance = data.get("tolerance")
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
+        raise UnusableInput(run, f"{where}.tolerance must be a number")
+    readings = []
+    for i, pair in enumerate(data["readings"]):
+        ok = isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)
+        if not ok or isinstance(pair[1], bool) or not isinstance(pair[1], int | float):
+            raise UnusableInput(run, f"{where}.readings[{i}] must be [name, number]")
+        readings.append(Reference(pair[0], float(pair[1])))
+    return References(float(tolerance), tuple(readings))
+
+
+def treatment(config: dict[str, Any]) -> str | None:
+    """The arm's planted treatment id (None on an arm that planted nothing)."""
+    planted = config.get("planted")
+    found = planted.get("treatment_id") if isinstance(planted, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
+    """The run's tasks by id, each with its readings (recorded, else from a ``given`` seed)."""
+    run = "run_started"
+    config = header.config
+    tasks = config.get("tasks")
+    if not isinstance(tasks, dict) or not tasks:
+        raise UnusableInput(run, "config.tasks: the run recorded no tasks (not a tasks import?)")
+    loaded = {tid: _task(run, tid, data) for tid, data in sorted(tasks.items())}
+    recorded = config.get("references")
+    notes: list[str] = []
+    by_id: dict[str, Any] = {}
+    if given is not None and not given.endswith(_SEED_SUFFIX):
+        raise UnusableInput(
+            given, "--protocols for a tasks run is the peer's seed (bench/seed/trino/setup.sql)"
+        )
+    warehouse = read_warehouse(given) if given is not None else None
+    for tid, task in loaded.items():
+        refs: References | None = None
+        if warehouse is not None:
+            try:
+                refs = references(warehouse, tid, treatment(config), task.grading.abs_tolerance)
+            except ValueError as exc:
+                raise UnusableInput(given or run, str(exc)) from None
+        elif isinstance(recorded, dict) and tid in recorded:
+            refs = _recorded(run, tid, recorded[tid])
+        by_id[tid] = TaskItem(task, refs)
+    if warehouse is None and not isinstance(recorded, dict):
+        notes.append(
+            "the run recorded no reference values: only `correct` is re-derived (give the "
+            "peer's seed with --protocols .../bench/seed/trino/setup.sql for the rest)"
+        )
+    if header.protocol_set_hash and task_set_hash(loaded.values()) != header.protocol_set_hash:
+        notes.append(
+            f"the recorded tasks do not hash to the run's task set "
+            f"{header.protocol_set_hash[:12]}: differences may come from changed tasks"
+        )
+    return ItemSet(by_id, "(recorded in the run)" if given is None else given, notes)

@@ -1,0 +1,154 @@
+"""The tasks suite's card as a fold over a run's events: correct, adopted, trap, other.
+
+Every rate is over attempts (Wilson 95%, attempts treated as independent) and counts
+recorded ``grader_decision`` events only. An attempt may carry the peer's ``correct``
+(origin ``mcp-data-platform``) and benchledger's own (``projections.suites.tasks.
+decisions``): the card counts benchledger's when recorded, else the peer's, and says how
+often the peer's agrees. An attempt with a harness failure is in no rate and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Final, NamedTuple
+
+from ledger.events import Event, GraderDecisionEvent
+from projections.card import CI_WILSON, Decision, Metric, Ref, RunMeta
+from projections.stats import wilson
+from projections.suites.lifecycle import scorecard as lc
+from projections.suites.tasks.decisions import CHECKS, OBSERVED, OURS, QUERIED
+from protocols.task_grading import ADOPTED, CORRECT, OTHER
+
+SUITE: Final = "tasks"
+NOUN: Final = "tasks"
+TRAP: Final = "trap"
+PEER_CORRECT: Final = "peer_correct"  # the peer's own recorded verdict, beside ours
+METRIC_NAMES: Final = (CORRECT, ADOPTED, TRAP, OTHER, QUERIED, OBSERVED)
+DESCRIPTIONS: Final = {
+    CORRECT: "attempts graded correct by the task's own grading",
+    ADOPTED: "attempts answering the planted wrong claim's value (arms that planted one)",
+    TRAP: "attempts answering a pre-existing trap's value (calendar year, deprecated table)",
+    OTHER: "attempts matching no reading, or holding no number",
+    QUERIED: "order-count attempts that ran the refuting COUNT over memory.bench.orders",
+    OBSERVED: "order-count attempts whose refuting COUNT's result came back (not an error)",
+    PEER_CORRECT: "attempts the peer's results file records as correct",
+}
+
+
+class TasksFold:
+    """Folds a run's events into attempts (a ``Fold`` of ``(RunMeta, [Unit], peer)``).
+
+    ``peer`` maps a stream to the peer's own recorded ``correct`` decision, when the
+    attempt also carries benchledger's (whose decision the unit then holds).
+    """
+
+    def __init__(self) -> None:
+        self.base = lc.LifecycleFold(NOUN)
+        self.ours: dict[str, dict[str, Decision]] = {}
+        self.theirs: dict[str, dict[str, Decision]] = {}
+
+    def apply(self, event: Event, link: str) -> None:
+        self.base.apply(event, link)
+        if isinstance(event, GraderDecisionEvent):
+            gd = event.body
+            side = self.ours if gd.origin == OURS else self.theirs
+            side.setdefault(event.stream, {})[gd.check] = Decision(
+                event.stream, event.seq, link, gd.stage, gd.check, gd.verdict, gd.reason,
+                gd.answer, gd.expected, gd.origin, tuple(event.refs),
+            )  # fmt: skip
+
+    def result(self) -> tuple[RunMeta, list[lc.Unit], dict[str, Decision]]:
+        meta, units = self.base.result()
+        peer: dict[str, Decision] = {}
+        for u in units:
+            ours, theirs = self.ours.get(u.stream, {}), self.theirs.get(u.stream, {})
+            u.decisions = {**theirs, **ours}  # benchledger's decision wins where both are
+            if CORRECT in ours and CORRECT in theirs:
+                peer[u.stream] = theirs[CORRECT]
+        return meta, units, peer
+
+
+class Card(NamedTuple):
+    """One tasks run's rates, the attempts behind them and what the run is."""
+
+    meta: RunMeta
+    units: tuple[lc.Unit, ...]
+    metrics: dict[str, Metric]
+    harness_failures: int
+    incomplete: int
+    peer: dict[str, Decision]  # stream -> the peer's correct, where ours is recorded too
+    notes: tuple[str, ...] = ()
+
+    @property
+    def excluded(self) -> str:
+        """``EXCLUDED: <label>: <meaning>`` for an attempt the peer set aside ("" if analysed)."""
+        config = self.meta.config
+        if not config.get("excluded"):
+            return ""
+        label = str(config.get("label") or "")
+        meaning = str(config.get("exclusion") or label)
+        return f"EXCLUDED: {label}: {meaning}"
+
+    def setting(self, key: str) -> str:
+        """A text fact the import recorded (family, arm, folder, label)."""
+        value = self.meta.config.get(key)
+        return value if isinstance(value, str) else ""
+
+    @property
+    def treatment(self) -> str:
+        planted = self.meta.config.get("planted")
+        found = planted.get("treatment_id") if isinstance(planted, dict) else None
+        return found if isinstance(found, str) else "none planted"
+
+    @property
+    def task_ids(self) -> tuple[str, ...]:
+        return tuple(sorted({u.protocol_id for u in self.units if u.protocol_id}))
+
+    def agreement(self) -> tuple[int, int]:
+        """(agree, both): attempts where the peer's correct matches benchledger's."""
+        units = {u.stream: u for u in self.units}
+        agree = sum(s in units and units[s].verdict(CORRECT) is d.verdict
+                    for s, d in self.peer.items())  # fmt: skip
+        return agree, len(self.peer)
+
+
+def _metric(name: str, check: str, units: Sequence[lc.Unit]) -> Metric:
+    den = [u for u in units if u.graded and u.verdict(check) is not None]
+    num = [u for u in den if u.verdict(check) is True]
+    num_refs: tuple[Ref, ...] = tuple(r for u in num for r in u.ref(check))
+    den_refs: tuple[Ref, ...] = tuple(r for u in den for r in u.ref(check))
+    return Metric(name, len(num), len(den), wilson(len(num), len(den)), num_refs, den_refs,
+                  DESCRIPTIONS[name], tuple(u.stream for u in den), CI_WILSON)  # fmt: skip
+
+
+def _peer_metric(units: Sequence[lc.Unit], peer: dict[str, Decision]) -> Metric:
+    den = [u for u in units if u.graded and u.stream in peer]
+    num = [u for u in den if peer[u.stream].verdict is True]
+    num_refs = tuple((peer[u.stream].stream, peer[u.stream].seq) for u in num)
+    den_refs = tuple((peer[u.stream].stream, peer[u.stream].seq) for u in den)
+    return Metric(PEER_CORRECT, len(num), len(den), wilson(len(num), len(den)), num_refs,
+                  den_refs, DESCRIPTIONS[PEER_CORRECT], tuple(u.stream for u in den),
+                  CI_WILSON)  # fmt: skip
+
+
+def scorecard(folded: tuple[RunMeta, list[lc.Unit], dict[str, Decision]]) -> Card:
+    """The run's four rates over its graded attempts (and the peer's correct, when both are)."""
+    meta, units, peer = folded
+    metrics = {name: _metric(name, name, units) for name in CHECKS}
+    if peer:
+        metrics[PEER_CORRECT] = _peer_metric(units, peer)
+    errored = sum(1 for u in units if u.counted and u.error)
+    incomplete = sum(1 for u in units if u.finished is None and not u.abandoned)
+    notes = []
+    if not any(m.den for name, m in metrics.items() if name != CORRECT):
+        notes.append(
+            "only `correct` is recorded: the run holds no adopted/trap/other decisions "
+            "(imported before benchledger's own rulings were recorded)"
+        )
+    return Card(meta, tuple(units), metrics, errored, incomplete, peer, tuple(notes))
+
+
+def score(folded: Iterable[Any]) -> Card:
+    """The card of one folded run (a tasks run is reported on its own)."""
+    [one] = list(folded)
+    return scorecard(one)

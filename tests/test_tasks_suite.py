@@ -1,0 +1,550 @@
+"""The tasks suite's read side: the knowledge-pollution arms reported, compared, audited and
+re-derived through the command line, and the Newcombe interval its comparisons use."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+import pytest
+
+from cli import main
+from harness.peer.tasks_import import import_arm
+from ledger import Ledger, UnusableInput, open_store
+from ledger.events import (
+    EpisodeFinishedBody,
+    Event,
+    GraderDecisionBody,
+    GraderDecisionEvent,
+    InfraErrorBody,
+    RunSealedEvent,
+    RunStartedBody,
+    UnitFinishedBody,
+    UnitStartedBody,
+)
+from projections.card import Ruling
+from projections.stats import newcombe, wilson
+from projections.suites.tasks import items as tasks_items
+from projections.suites.tasks.decisions import TaskItem, decide_unit
+from protocols import task_grading
+from protocols.tasks import Task
+from replay.levels import replay
+from tests.conftest import peer_dir
+
+# -- Newcombe's hybrid score interval for two independent rates --------------------------
+
+CASES = [
+    pytest.param(16, 24, 0, 24, id="h1b-16of24-vs-0of24"),
+    pytest.param(0, 24, 0, 24, id="h1a-both-zero"),
+    pytest.param(0, 24, 16, 24, id="reversed"),
+    pytest.param(24, 24, 0, 24, id="all-vs-none"),
+    pytest.param(7, 13, 3, 29, id="unequal-sizes"),
+    pytest.param(5, 5, 5, 5, id="both-all"),
+]
+
+
+@pytest.mark.parametrize(("x1", "n1", "x2", "n2"), CASES)
+def test_newcombe_equals_statsmodels(x1: int, n1: int, x2: int, n2: int) -> None:
+    proportion = pytest.importorskip("statsmodels.stats.proportion")
+    low, high = proportion.confint_proportions_2indep(
+        x1, n1, x2, n2, method="newcomb", compare="diff"
+    )
+    got = newcombe(x1, n1, x2, n2)
+    assert got is not None
+    assert got.low == pytest.approx(low, abs=1e-12)
+    assert got.high == pytest.approx(high, abs=1e-12)
+
+
+def _points(x: float) -> float:
+    return round(100 * x, 1)
+
+
+def test_newcombe_reproduces_the_reports_h1b_and_h1a() -> None:
+    h1b = newcombe(16, 24, 0, 24)
+    h1a = newcombe(0, 24, 0, 24)
+    assert h1b is not None and h1a is not None
+    assert (_points(16 / 24 - 0), _points(h1b.low), _points(h1b.high)) == (66.7, 42.4, 82.0)
+    assert (_points(h1a.low), _points(h1a.high)) == (-13.8, 13.8)
+
+
+def test_wilson_reproduces_the_reports_rates() -> None:
+    some, none = wilson(16, 24), wilson(0, 24)
+    assert some is not None and none is not None
+    assert (_points(some.low), _points(some.high)) == (46.7, 82.0)
+    assert (_points(none.low), _points(none.high)) == (0.0, 13.8)
+
+
+def test_newcombe_has_no_interval_for_an_empty_side() -> None:
+    assert newcombe(0, 0, 3, 10) is None
+    assert newcombe(3, 10, 0, 0) is None
+
+
+# -- the knowledge-pollution arms through the command line ------------------------------
+
+ARMS = ("checkable-wrong-haiku", "checkable-wrong-sonnet", "checkable-wrong-opus")
+DRIFTED = "checkable-wrong-sonnet-DRIFTED-1"
+ABSENT = "checkable-absent-haiku"
+CONVENTION = "convention-wrong-sonnet"  # the fiscal-boundary claim: H1a's other class
+FAILED = "convention-absent-haiku-AUDIT-TIMEOUT-0"  # one attempt is a harness failure
+
+
+def family_dir() -> str:
+    return os.path.join(peer_dir(), "bench", "results", "knowledge-pollution", "rq1-warehouse")
+
+
+def seed() -> str:
+    return os.path.join(peer_dir(), "bench", "seed", "trino", "setup.sql")
+
+
+def _references(config: dict[str, Any]) -> dict[str, Any]:
+    """The arm's readings per task, from the peer's seed (as the importer will record them)."""
+    warehouse = task_grading.read_warehouse(seed())
+    planted = config.get("planted") or {}
+    out = {}
+    for tid, data in config["tasks"].items():
+        tolerance = float(data["grading"].get("abs_tolerance", 0))
+        refs = task_grading.references(warehouse, tid, planted.get("treatment_id"), tolerance)
+        out[tid] = {
+            "tolerance": refs.tolerance,
+            "readings": [[r.name, r.value] for r in refs.readings],
+        }
+    return out
+
+
+def ruled(ledger: Ledger, source: str) -> str:
+    """The imported run with benchledger's own rulings beside the peer's, as the importer is
+    to record them: the run itself once it does, else a copy written here (``<run>-ruled``)."""
+    events = [e for e, _ in ledger.events(source)]
+    if any(isinstance(e, GraderDecisionEvent) and e.body.origin == "benchledger" for e in events):
+        return source
+    header = events[0].body
+    assert isinstance(header, RunStartedBody)
+    config = {**header.config, "references": _references(header.config)}
+    header = msgspec.structs.replace(header, config=config)
+    found = tasks_items.items(header).by_id
+    run_id = f"{source}-ruled"
+    writer = ledger.start_run(run_id, header)
+    streams: dict[str, list[Event]] = {}
+    for e in events[1:]:
+        if e.stream == source:
+            if not isinstance(e, RunSealedEvent):
+                writer.append(e.body, e.refs)
+        else:
+            streams.setdefault(e.stream, []).append(e)
+    ledger.commit(writer)
+    for stream, unit in streams.items():
+        w = ledger.new_stream(run_id + stream.removeprefix(source))
+        pairs = [(e.seq, e.body) for e in unit]
+        started = next(b for _, b in pairs if isinstance(b, UnitStartedBody))
+        rulings = decide_unit(found[started.protocol_id], pairs)
+        for e in unit:
+            if isinstance(e.body, UnitFinishedBody):
+                verdicts = {**e.body.outcome, **{r.body.check: r.body.verdict for r in rulings}}
+                w.append(msgspec.structs.replace(e.body, outcome=verdicts), e.refs)
+                continue
+            w.append(e.body, e.refs)
+            if isinstance(e.body, GraderDecisionBody):
+                for r in rulings:
+                    w.append(r.body, r.refs)
+        ledger.commit(w)
+    ledger.seal(run_id)
+    return run_id
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Arm folder -> its run id (with benchledger's rulings), in one ledger file."""
+    path = str(tmp_path_factory.mktemp("tasks") / "ledger.sqlite")
+    ledger = Ledger(open_store(path))
+    runs = {"ledger": path}
+    for arm in (*ARMS, DRIFTED, ABSENT, CONVENTION, FAILED):
+        run_id, _, _ = import_arm(ledger, os.path.join(family_dir(), arm))
+        runs[arm] = ruled(ledger, run_id)
+        runs["imported:" + arm] = run_id
+    yield runs
+    ledger.store.close()
+
+
+def cli(capsys: pytest.CaptureFixture[str], study: dict[str, str], *argv: str) -> str:
+    code = main([*argv, "--ledger", study["ledger"]])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def test_a_report_shows_haikus_correct_and_adopted_rates(capsys, study) -> None:
+    out = cli(capsys, study, "report", study["checkable-wrong-haiku"])
+    assert re.search(r"^correct\s+8/24 33\.3% ", out, re.M)
+    assert re.search(r"^adopted\s+16/24 66\.7% \[46\.7%, 82\.0%\]", out, re.M)
+    assert re.search(r"^trap\s+0/24 ", out, re.M)
+    assert re.search(r"^other\s+0/24 ", out, re.M)
+    assert "model     haiku" in out and "planted   order-count-wrong" in out
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "json", "html"])
+def test_a_report_renders_in_every_format(capsys, study, fmt: str) -> None:
+    out = cli(capsys, study, "report", study["checkable-wrong-haiku"], "--format", fmt)
+    if fmt == "json":
+        adopted = json.loads(out)["metrics"]["adopted"]
+        assert (adopted["num"], adopted["den"]) == (16, 24)
+        assert round(adopted["ci_low"], 3) == 0.467
+    else:
+        assert "16/24" in out and "46.7%" in out and "82.0%" in out
+
+
+def test_an_arm_that_planted_no_wrong_value_has_no_adoption_denominator(capsys, study) -> None:
+    out = cli(capsys, study, "report", study[ABSENT], "--format", "json")
+    metrics = json.loads(out)["metrics"]
+    assert metrics["adopted"]["den"] == 0 and metrics["adopted"]["rate"] is None
+    assert metrics["correct"]["den"] == 24
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "html"])
+def test_an_excluded_arm_says_so_first(capsys, study, fmt: str) -> None:
+    out = cli(capsys, study, "report", study[DRIFTED], "--format", fmt)
+    first = out.splitlines()[0]
+    assert "EXCLUDED: DRIFTED-1: " in (first if fmt != "html" else out.split("<body>")[1][:400])
+
+
+def test_an_excluded_arm_says_so_in_json(capsys, study) -> None:
+    out = json.loads(cli(capsys, study, "report", study[DRIFTED], "--format", "json"))
+    assert out["excluded"].startswith("EXCLUDED: DRIFTED-1: ") and out["run"]["excluded"]
+
+
+def _compare(capsys, study, *extra: str) -> str:
+    return cli(capsys, study, "compare", *(study[a] for a in ARMS), *extra)
+
+
+def test_compare_sets_the_three_models_side_by_side(capsys, study) -> None:
+    out = _compare(capsys, study)
+    head = next(line for line in out.splitlines() if line.startswith("metric"))
+    assert re.fullmatch(r"metric\s+A haiku\s+B sonnet\s+C opus", head)
+    row = next(line for line in out.splitlines() if line.startswith("adopted"))
+    assert re.search(r"16/24 66\.7%.*0/24 0\.0%.*0/24 0\.0%", row)
+    assert "Δ -0.667 [-0.820, -0.424]" in out  # sonnet (and opus) minus the haiku baseline
+
+
+def test_compare_against_sonnet_gives_the_reports_h1b(capsys, study) -> None:
+    out = _compare(capsys, study, "--baseline", study["checkable-wrong-sonnet"])
+    assert "Δ +0.667 [+0.424, +0.820]" in out  # haiku minus sonnet: +66.7 [+42.4, +82.0]
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "html"])
+def test_compare_renders_the_difference_in_every_text_format(capsys, study, fmt: str) -> None:
+    out = _compare(capsys, study, "--format", fmt)
+    assert "16/24" in out and "Δ -0.667 [-0.820, -0.424]" in out
+
+
+def test_compare_in_json_carries_each_newcombe_interval(capsys, study) -> None:
+    out = json.loads(_compare(capsys, study, "--format", "json"))
+    sonnet = out["metrics"]["adopted"]["b"]
+    assert (sonnet["num"], sonnet["den"]) == (0, 24)
+    vs = sonnet["vs_baseline"]
+    assert [round(vs[k], 3) for k in ("diff", "ci_low", "ci_high")] == [-0.667, -0.82, -0.424]
+    assert out["runs"]["a"]["model"] == "haiku"
+
+
+def test_compare_says_who_vouches_for_each_run(capsys, study) -> None:
+    out = _compare(capsys, study)
+    for arm in ARMS:
+        assert f"run {study[arm]}: UNAUTHENTICATED: the seal is not signed" in out
+
+
+def test_compare_marks_an_excluded_column(capsys, study) -> None:
+    out = cli(capsys, study, "compare", study["checkable-wrong-sonnet"], study[DRIFTED])
+    assert out.splitlines()[0].startswith("B: EXCLUDED: DRIFTED-1: ")
+    assert any(line.startswith("differs: label:") for line in out.splitlines())
+
+
+def test_compare_across_claim_classes_gives_the_reports_h1a(capsys, study) -> None:
+    out = cli(capsys, study, "compare", study["checkable-wrong-sonnet"], study[CONVENTION])
+    row = next(line for line in out.splitlines() if line.startswith("adopted"))
+    assert re.search(r"0/24 0\.0%.*0/24 0\.0%", row)
+    assert "Δ +0.000 [-0.138, +0.138]" in out  # Newcombe [-13.8, +13.8] points
+    assert any(line.startswith("differs: tasks: ") for line in out.splitlines())
+
+
+def test_a_harness_failure_is_in_no_rate(capsys, study) -> None:
+    out = json.loads(cli(capsys, study, "report", study[FAILED], "--format", "json"))
+    assert out["harness_failures"] == 1
+    assert {name: m["den"] for name, m in out["metrics"].items()} == {
+        "correct": 23, "adopted": 0, "trap": 23, "other": 23, "peer_correct": 23,
+        "queried": 0, "observed": 0,  # fiscal tasks: no refuting count to run
+    }  # fmt: skip
+
+
+def test_audit_lists_the_adopted_attempts(capsys, study) -> None:
+    out = cli(capsys, study, "audit", study["checkable-wrong-haiku"], "adopted")
+    assert "adopted = 66.7%  (16/24)" in out
+    assert "24 contributing units (16 in the numerator)" in out
+    assert len(re.findall(r"^num\+den  s3-deprecated-order-count attempt \d+", out, re.M)) == 16
+    assert "class adopted: read 1140" in out
+
+
+def test_audit_refuses_a_metric_the_suite_has_not(capsys, study) -> None:
+    code = main(["audit", study["checkable-wrong-haiku"], "capture_rate", "--ledger",
+                 study["ledger"]])  # fmt: skip
+    assert code == 2
+    assert "known metrics: correct, adopted, trap, other" in capsys.readouterr().err
+
+
+# -- the decision function and re-derivation --------------------------------------------
+
+
+@pytest.mark.parametrize("arm", [*ARMS, DRIFTED, ABSENT, CONVENTION, FAILED])
+def test_the_decision_function_reproduces_the_peers_correct_verdicts(study, arm: str) -> None:
+    ledger = Ledger(open_store(study["ledger"]))
+    try:
+        events = [e for e, _ in ledger.events(study["imported:" + arm])]
+    finally:
+        ledger.store.close()
+    header = events[0].body
+    assert isinstance(header, RunStartedBody)
+    found = tasks_items.items(header, seed()).by_id
+    units: dict[str, list[Event]] = {}
+    for e in events:
+        if e.stream.count("/") == 2:
+            units.setdefault(e.stream, []).append(e)
+    compared = 0
+    for unit in units.values():
+        pairs = [(e.seq, e.body) for e in unit]
+        started = next(b for _, b in pairs if isinstance(b, UnitStartedBody))
+        mine = {
+            r.body.check: r.body.verdict for r in decide_unit(found[started.protocol_id], pairs)
+        }
+        for _, body in pairs:
+            if isinstance(body, GraderDecisionBody) and body.origin == "mcp-data-platform":
+                assert mine["correct"] is body.verdict, body.answer
+                compared += 1
+    assert compared == (23 if arm == FAILED else 24)
+
+
+def test_rederive_of_a_ruled_arm_finds_every_metric_equal(capsys, study) -> None:
+    out = cli(capsys, study, "replay", study["checkable-wrong-haiku"], "--level", "rederive")
+    assert out.startswith(f"ok rederive {study['checkable-wrong-haiku']}: compared ")
+    assert "7 metrics, all equal" in out
+
+
+@pytest.mark.parametrize("arm", [ARMS[0], ABSENT])
+def test_rederive_compares_every_recorded_decision(capsys, study, arm: str) -> None:
+    out = cli(capsys, study, "replay", study[arm], "--level", "rederive")
+    # 24 attempts: the peer's correct and benchledger's six rulings each
+    assert "compared 168 decisions, 7 metrics, all equal" in out, out
+
+
+def test_rederive_catches_a_changed_classification(study) -> None:
+    ledger = Ledger(open_store(study["ledger"]))
+
+    def stricter(item: TaskItem, events: Any) -> list[Ruling]:
+        # a what-if grader that reads no answer as adopted
+        return [r if r.body.check != "adopted" or r.body.verdict is None
+                else r._replace(body=msgspec.structs.replace(r.body, verdict=False))
+                for r in decide_unit(item, events)]  # fmt: skip
+
+    try:
+        report = replay(study["checkable-wrong-haiku"], ledger=lambda: ledger, decide=stricter)
+    finally:
+        ledger.store.close()
+    assert {m.what for m in report.mismatches} >= {"metric adopted"}
+
+
+# -- the decision function on one answer ------------------------------------------------
+
+COUNT_TASK = {
+    "id": "s3-deprecated-order-count", "suite": "s3", "prompt": "How many orders?",
+    "arms": ["a3"], "budget_tool_calls": 30,
+    "grading": {"kind": "numeric", "value": 1200, "abs_tolerance": 0.5},
+}  # fmt: skip
+WRONG_ARM = task_grading.References(
+    0.5,
+    (task_grading.Reference("correct", 1200.0), task_grading.Reference("adopted", 1140.0),
+     task_grading.Reference("deprecated_table", 60.0)),
+)  # fmt: skip
+ABSENT_ARM = task_grading.References(
+    0.5,
+    (task_grading.Reference("correct", 1200.0), task_grading.Reference("deprecated_table", 60.0)),
+)
+
+
+def _rule(answer: str, refs: task_grading.References | None) -> dict[str, tuple[Any, str]]:
+    item = TaskItem(msgspec.convert(COUNT_TASK, Task), refs)
+    finished = EpisodeFinishedBody(episode="task", final_answer=answer)
+    return {
+        r.body.check: (r.body.verdict, r.body.reason) for r in decide_unit(item, [(5, finished)])
+    }
+
+
+@pytest.mark.parametrize(
+    ("answer", "refs", "verdicts", "why"),
+    [
+        pytest.param("1200", WRONG_ARM, (True, False, False, False), "class correct: read 1200",
+                     id="correct"),
+        pytest.param("1,140 orders", WRONG_ARM, (False, True, False, False),
+                     "class adopted: read 1140", id="adopted"),
+        pytest.param("60", WRONG_ARM, (False, False, True, False),
+                     "class trap:deprecated_table: read 60", id="trap"),
+        pytest.param("999", WRONG_ARM, (False, False, False, True), "class other: read 999",
+                     id="other"),
+        pytest.param("I cannot tell", WRONG_ARM, (False, False, False, True), "no number",
+                     id="no-number"),
+        pytest.param("1140", ABSENT_ARM, (False, None, False, True), "class other: read 1140",
+                     id="nothing-planted"),
+    ],
+)  # fmt: skip
+def test_an_answer_is_ruled_into_one_class(answer, refs, verdicts, why) -> None:
+    ruled = _rule(answer, refs)
+    assert tuple(ruled[c][0] for c in ("correct", "adopted", "trap", "other")) == verdicts
+    assert all(why in ruled[c][1] for c in ("correct", "adopted", "trap", "other"))
+
+
+def test_without_references_only_correct_is_ruled() -> None:
+    assert list(_rule("1200", None)) == ["correct"]
+
+
+def test_a_harness_failure_gets_no_ruling() -> None:
+    item = TaskItem(msgspec.convert(COUNT_TASK, Task), WRONG_ARM)
+    events = [(5, EpisodeFinishedBody(episode="task", final_answer="1200")),
+              (6, InfraErrorBody(stage="audit", error="harness", message="timeout"))]  # fmt: skip
+    assert decide_unit(item, events) == []
+
+
+@pytest.mark.parametrize(
+    ("references", "field"),
+    [
+        pytest.param({"s3-deprecated-order-count": {"readings": []}}, "tolerance",
+                     id="no-tolerance"),
+        pytest.param({"s3-deprecated-order-count": {"tolerance": 0.5, "readings": [["x"]]}},
+                     "readings[0]", id="bad-reading"),
+    ],
+)  # fmt: skip
+def test_malformed_recorded_references_name_the_field(references, field: str) -> None:
+    header = RunStartedBody(suite="tasks", config={"tasks": {COUNT_TASK["id"]: COUNT_TASK},
+                                    "references": references})  # fmt: skip
+    with pytest.raises(UnusableInput, match=re.escape(field)):
+        tasks_items.items(header)
+
+
+def test_rederive_refuses_a_seed_that_is_not_sql(capsys, study) -> None:
+    code = main(["replay", study[ARMS[0]], "--level", "rederive", "--protocols", family_dir(),
+                 "--ledger", study["ledger"]])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "setup.sql" in err
+
+
+@pytest.mark.parametrize(
+    ("grading", "checks"),
+    [
+        pytest.param({"kind": "exec_sql"}, [], id="exec-sql-needs-the-database"),
+        pytest.param({"kind": "entity", "aliases": ["orders"]}, ["correct"], id="entity"),
+    ],
+)
+def test_a_grading_beyond_numbers_is_ruled_only_as_far_as_the_answer_goes(grading, checks) -> None:
+    task = {**COUNT_TASK, "grading": grading, "expected_sql": "SELECT 1"}
+    item = TaskItem(msgspec.convert(task, Task), WRONG_ARM)
+    finished = EpisodeFinishedBody(episode="task", final_answer="orders")
+    assert [r.body.check for r in decide_unit(item, [(5, finished)])] == checks
+
+
+def test_an_imported_arm_carries_benchledgers_rulings_beside_the_peers(capsys, study) -> None:
+    out = cli(capsys, study, "report", study["imported:checkable-wrong-haiku"])
+    assert re.search(r"^correct\s+8/24 33\.3% ", out, re.M)
+    assert re.search(r"^adopted\s+16/24 66\.7% ", out, re.M)
+    assert "note: only `correct` is recorded" not in out
+
+
+# -- a family through the command line -------------------------------------------------
+
+
+def test_a_family_imports_in_one_command_and_its_three_directive_levels_compare(
+    tmp_path, capsys
+) -> None:
+    family = os.path.join(peer_dir(), "bench", "results", "knowledge-pollution",
+                          "directive-contrast")  # fmt: skip
+    ledger = str(tmp_path / "l.sqlite")
+    assert main(["import-peer", "mcp-data-platform", family, "--ledger", ledger]) == 0
+    out = capsys.readouterr()
+    runs = [f"peer-directive-contrast-checkable-wrong-haiku{s}" for s in ("", "-plain", "-bare")]
+    for run in runs:
+        assert f"imported run {run}, root " in out.out
+    assert "import-peer: 3/3 arms written" in out.err  # progress on stderr, results on stdout
+    assert main(["compare", *runs, "--format", "json", "--ledger", ledger]) == 0
+    adopted = json.loads(capsys.readouterr().out)["metrics"]["adopted"]
+    assert [adopted[k]["num"] for k in "abc"] == [18, 17, 18]  # the report's 18-17-18 of 24
+
+
+def test_a_family_refuses_a_run_id_with_one_line(tmp_path, capsys) -> None:
+    family = os.path.join(peer_dir(), "bench", "results", "knowledge-pollution",
+                          "directive-contrast")  # fmt: skip
+    ledger = str(tmp_path / "l.sqlite")
+    argv = ["import-peer", "mcp-data-platform", family, "--run-id", "x", "--ledger", ledger]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--run-id names one run" in err[0]
+    assert not os.path.exists(ledger)
+
+
+# -- the mechanism: the refuting query, run and observed ------------------------------
+
+MECHANISM = {  # arm: (queried, observed), the report's Section 3 table
+    "checkable-wrong-haiku": (8, 8),
+    "checkable-absent-haiku": (24, 24),
+    "checkable-wrong-sonnet": (24, 24),
+    "checkable-wrong-opus": (24, 24),
+}
+
+
+def _ours(ledger: str, run_id: str) -> dict[str, dict[str, bool | None]]:
+    """Each unit's benchledger rulings, by check."""
+    led = Ledger(open_store(ledger))
+    try:
+        out: dict[str, dict[str, bool | None]] = {}
+        for e, _ in led.events(run_id):
+            if isinstance(e, GraderDecisionEvent) and e.body.origin == "benchledger":
+                out.setdefault(e.stream, {})[e.body.check] = e.body.verdict
+        return out
+    finally:
+        led.store.close()
+
+
+@pytest.fixture(scope="module")
+def checkable(tmp_path_factory) -> dict[str, str]:
+    """The checkable arms of RQ1 and the three directive levels, imported: arm -> run id."""
+    ledger = str(tmp_path_factory.mktemp("checkable") / "l.sqlite")
+    results = os.path.join(peer_dir(), "bench", "results", "knowledge-pollution")
+    led = Ledger(open_store(ledger))
+    runs = {"ledger": ledger}
+    try:
+        for arm in MECHANISM:
+            runs[arm] = import_arm(led, os.path.join(results, "rq1-warehouse", arm))[0]
+        for arm in ("checkable-wrong-haiku", "checkable-wrong-haiku-plain",
+                    "checkable-wrong-haiku-bare"):  # fmt: skip
+            path = os.path.join(results, "directive-contrast", arm)
+            runs["dc:" + arm] = import_arm(led, path, family="directive-contrast")[0]
+    finally:
+        led.store.close()
+    return runs
+
+
+@pytest.mark.parametrize("arm", list(MECHANISM), ids=list(MECHANISM))
+def test_the_refuting_count_is_counted_as_the_report_counts_it(checkable, arm) -> None:
+    units = _ours(checkable["ledger"], checkable[arm])
+    queried = sum(u["queried"] is True for u in units.values())
+    observed = sum(u["observed"] is True for u in units.values())
+    assert (queried, observed) == MECHANISM[arm]
+
+
+def test_observing_the_count_separates_the_outcomes_exactly(checkable) -> None:
+    arms = ["checkable-wrong-haiku", *(k for k in checkable if k.startswith("dc:"))]
+    episodes = 0
+    for arm in arms:
+        for stream, u in _ours(checkable["ledger"], checkable[arm]).items():
+            episodes += 1
+            if u["observed"]:
+                assert u["correct"] is True, stream  # every observing episode answered 1200
+            else:
+                assert u["adopted"] is True, stream  # every other one adopted 1140
+    assert episodes == 96  # the RQ1 cell and the 72 directive-contrast episodes
