@@ -58,6 +58,7 @@ from ledger.events import (
 )
 from ledger.ledger import StreamWriter, check_run_id
 from projections.suites.tasks.decisions import TaskItem, decide_unit
+from projections.suites.tasks.items import planted_needle
 from protocols import tasks as task_files
 from protocols.document import read
 from protocols.task_grading import References, read_warehouse, references
@@ -424,7 +425,8 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
     arm = f.text(manifest, "arm", "manifest")
     planted = _planted(arm_dir)
     refs = _references(arm_dir, loaded.tasks, planted)
-    items = {t.id: TaskItem(t, refs.get(t.id)) for t in loaded.tasks}
+    needle = planted_needle(planted, os.path.join(arm_dir, PLANTED), "needle")
+    items = {t.id: TaskItem(t, refs.get(t.id), needle) for t in loaded.tasks}
     folder = path + ".transcripts"
     units: list[_Unit] = []
     seen: dict[str, int] = {}

@@ -1,4 +1,5 @@
-"""A tasks run's items, found again in the run itself: its tasks and the arm's readings.
+"""A tasks run's items, found again in the run itself: its tasks, the arm's readings and
+its planted claim's needle (``config["planted"]["needle"]``).
 
 The importer records every task as the arm's file held it (``config["tasks"]``) and the
 reference values computed from the peer's seeded warehouse (``config["references"]``:
@@ -55,6 +56,16 @@ def treatment(config: dict[str, Any]) -> str | None:
     return found if isinstance(found, str) else None
 
 
+def planted_needle(planted: Any, where: str, field: str) -> str | None:
+    """The planted claim's needle (None when nothing was planted); UnusableInput if malformed."""
+    if planted is None:
+        return None
+    needle = planted.get("needle") if isinstance(planted, dict) else None
+    if not isinstance(needle, str) or not needle:
+        raise UnusableInput(where, f"{field} must be non-empty text (the planted claim's needle)")
+    return needle
+
+
 def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
     """The run's tasks by id, each with its readings (recorded, else from a ``given`` seed)."""
     run = "run_started"
@@ -71,6 +82,7 @@ def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
             given, "--protocols for a tasks run is the peer's seed (bench/seed/trino/setup.sql)"
         )
     warehouse = read_warehouse(given) if given is not None else None
+    needle = planted_needle(config.get("planted"), run, "config.planted.needle")
     for tid, task in loaded.items():
         refs: References | None = None
         if warehouse is not None:
@@ -80,7 +92,7 @@ def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
                 raise UnusableInput(given or run, str(exc)) from None
         elif isinstance(recorded, dict) and tid in recorded:
             refs = _recorded(run, tid, recorded[tid])
-        by_id[tid] = TaskItem(task, refs)
+        by_id[tid] = TaskItem(task, refs, needle)
     if warehouse is None and not isinstance(recorded, dict):
         notes.append(
             "the run recorded no reference values: only `correct` is re-derived (give the "
