@@ -60,6 +60,7 @@ GROUPS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
             ("import-peer", "a peer platform's results as sealed runs"),
         ),
     ),
+    ("cli.study", (("study", "a peer study's published tables, re-derived from its arms"),)),
     (
         "cli.replay",
         (("replay", "re-derive or re-execute a recorded run and compare with the record"),),

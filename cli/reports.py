@@ -36,7 +36,7 @@ from projections.audit_json import audit_json
 from projections.card import standing_lines
 from projections.fold import LiveView, fold
 from projections.prereg import item_problems
-from projections.prices import load_prices
+from projections.prices import PriceTable, load_prices
 from projections.source import RunEvents, banner_of, is_bundle, open_run
 from projections.suites import ReadSuite, lookup, names, of_run
 from projections.suites.lifecycle.compare import (
@@ -106,11 +106,13 @@ def _card_alone(
     *,
     replay: bool = True,
     stood: bool = True,
+    prices: PriceTable | None = None,
 ) -> Any:
     """The card of one run (``target``) of a suite that does not merge.
 
     With ``replay``, the log-driven replay the suite's card counts (if it counts one); with
-    ``stood``, the card says who vouches for the run and where its units came from.
+    ``stood``, the card says who vouches for the run and where its units came from; with
+    ``prices`` (``--prices``), a card that carries a price table (tasks) is priced at it.
     """
     reproduced, note = None, ""
     if suite.replayed_stage is not None and replay:
@@ -120,6 +122,8 @@ def _card_alone(
         found.meta.standing, found.meta.origin = run.standing, run.origin  # open_run set them
     if note:
         found = found._replace(notes=(*found.notes, note))
+    if prices is not None and "prices" in getattr(found, "_fields", ()):
+        found = found._replace(prices=prices)
     return found
 
 
@@ -204,7 +208,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     elif len(args.runs) > 1:
         raise UsageError(f"a {suite.name} run is reported on its own: give one RUN")
     else:
-        card = _card_alone(first, suite, args.runs[0], lambda: open_ledger(args, create=False))
+        card = _card_alone(first, suite, args.runs[0], lambda: open_ledger(args, create=False),
+                           prices=args.prices_table)  # fmt: skip
     write_output(suite.render(card, args.format), args.output)
     return EXIT_OK
 
@@ -274,7 +279,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         def ledger() -> Ledger:
             return open_ledger(args, create=False)
 
-        cards = [_card_alone(group[0], suite, t, ledger, replay=False)
+        cards = [_card_alone(group[0], suite, t, ledger, replay=False, prices=args.prices_table)
                  for t, group in zip(targets, runs, strict=True)]  # fmt: skip
     try:
         text = suite.compare(cards, targets, args.format)

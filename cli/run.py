@@ -80,6 +80,7 @@ def _progress() -> tuple[Any, Callable[[], None]]:
 _RESTORABLE = {
     "protocols": "protocols_path",
     "cases": "protocols_path",
+    "tasks": "protocols_path",
     "agent": "agent",
     "k": "k",
     "concurrency": "concurrency",
@@ -118,9 +119,11 @@ def _config(args: argparse.Namespace) -> RunConfig:
         for o in _RESTORABLE
     }
     conf = args.settings
-    items_options = tuple(f"--{o}" for o in ("protocols", "cases") if getattr(args, o) is not None)
+    items_options = tuple(
+        f"--{o}" for o in ("protocols", "cases", "tasks") if getattr(args, o) is not None
+    )
     return RunConfig(
-        protocols_path=value["cases"] or value["protocols"] or "",
+        protocols_path=value["cases"] or value["tasks"] or value["protocols"] or "",
         items_options=items_options,
         agent=value["agent"],
         platform=value["platform"],
@@ -348,8 +351,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--suite",
         default="lifecycle",
         choices=suites.names(),
-        help="lifecycle (default) or provenance (the provenance lane: each case twice, "
-        "on fresh platforms; docs/provenance.md)",
+        help="lifecycle (default), provenance (the provenance lane: each case twice, "
+        "on fresh platforms; docs/provenance.md) or tasks (the peer's tasks bench, live; "
+        "docs/peer-studies.md)",
     )
     p.add_argument("--protocols", metavar="PATH", help="default: the committed lifecycle set")
     p.add_argument(
@@ -357,6 +361,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="PATH",
         help="provenance: a cases .jsonl file or a folder holding cases.jsonl, anywhere "
         "(default: the committed public/v1 split); keeps holdout sets out of the repository",
+    )
+    p.add_argument(
+        "--tasks",
+        metavar="PATH",
+        help="tasks: a task .yaml file or a folder of them (e.g. "
+        "../shared/peers/mcp-data-platform/bench/tasks; no default)",
     )
     p.add_argument(
         "--agent",

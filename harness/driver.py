@@ -25,6 +25,7 @@ from harness.platforms.base import Clock, Description, PlatformClient
 from harness.platforms.provision import PlatformSpec, Provisioner, provisioner
 from harness.record import RunConfig, RunRefused, shard_mismatch
 from harness.sharding import Shard
+from harness.suites import run_config
 from harness.unit import UnitOutcome, UnitPlan, run_unit
 from ledger import Ledger, RunSealed
 from ledger.errors import ImportedRun, UnitsMissing
@@ -242,6 +243,7 @@ class RunDriver:
             platform_version=described.version,
             coupled=prov.coupled,
             tool_version=TOOL_VERSION,
+            config=run_config(plan.suite),
             record=record,
             prereg=self.cfg.prereg,
         )

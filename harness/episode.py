@@ -19,7 +19,7 @@ from ledger.events import (
     SessionCallBody,
 )
 from ledger.ledger import StreamWriter
-from projections.trace import episode_trace_hash
+from projections.trace import traced
 from protocols.cases import cited_sources
 from protocols.grading import surfaced
 
@@ -207,8 +207,7 @@ async def run_episode(
         sources=cited_sources(answer) if cites else [],
     )
     # The episode's trace hash covers every body it appended, this outcome included.
-    traced = msgspec.structs.replace(outcome, trace_hash=episode_trace_hash([*rec.bodies, outcome]))
-    finished = writer.append(traced, refs=rec.seqs)
+    finished = writer.append(traced(outcome, rec.bodies), refs=rec.seqs)
     return EpisodeResult(
         episode.stage, answer, finished, calls, search, found, capture, exhausted, results, rec.seqs
     )

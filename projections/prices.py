@@ -16,11 +16,13 @@ dated snapshot of a model is priced as the model.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import os
 import re
 import tomllib
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
 from ledger import UnusableInput
@@ -93,6 +95,7 @@ class Unpriced(NamedTuple):
     reason: str
     date: dt.date
     source: str
+    brief: str = ""  # the reason in a few words, for a table cell
     usd: None = None
 
 
@@ -103,10 +106,11 @@ def cost(usage: Usage, table: PriceTable) -> Cost | Unpriced:
             f"the merged runs used different models ({', '.join(usage.models)}); "
             "price each run on its own"
         )
-        return Unpriced(usage.model, reason, table.date, table.source)
+        brief = "the merged runs used different models"
+        return Unpriced(usage.model, reason, table.date, table.source, brief)
     if usage.model in NO_MODEL:
         reason = "the run records no model (the scripted agent calls none)"
-        return Unpriced(usage.model, reason, table.date, table.source)
+        return Unpriced(usage.model, reason, table.date, table.source, "no model recorded")
     found = table.lookup(usage.model)
     if found is None:
         reason = (
@@ -114,7 +118,8 @@ def cost(usage: Usage, table: PriceTable) -> Cost | Unpriced:
             f"({'packaged' if table.path == PACKAGED else table.path}); "
             "give one with --prices FILE"
         )
-        return Unpriced(usage.model, reason, table.date, table.source)
+        brief = f"model {usage.model!r} is not in the price table"
+        return Unpriced(usage.model, reason, table.date, table.source, brief)
     price, match = found
     parts = {k: usage.tokens.get(k, 0) * price.per_million(k) / PER for k in PRICE_FIELDS}
     return Cost(
@@ -127,6 +132,13 @@ def cost(usage: Usage, table: PriceTable) -> Cost | Unpriced:
         table.date,
         table.source,
     )
+
+
+def priced(usage: Usage | None, table: PriceTable | None) -> Cost | Unpriced | None:
+    """A card's cost: ``usage`` at ``table`` (the packaged one when None); None without usage."""
+    if usage is None:
+        return None
+    return cost(usage, table or load_prices(None))
 
 
 def per_pass(priced: Cost | Unpriced | None, passed: int) -> float | None:
@@ -142,7 +154,17 @@ def per_pass(priced: Cost | Unpriced | None, passed: int) -> float | None:
 def load_prices(path: str | None = None) -> PriceTable:
     """The price table in ``path`` (None: the packaged one); UnusableInput naming file, line,
     field and what is wrong when it cannot be used."""
-    where = PACKAGED if path is None else path
+    return _packaged() if path is None else _read(path)
+
+
+@functools.cache
+def _packaged() -> PriceTable:
+    """The packaged table, read once per process: it ships with the code, so it cannot
+    change under a running one (a ``--prices FILE`` is read by path, never from here)."""
+    return _read(PACKAGED)
+
+
+def _read(where: str) -> PriceTable:
     try:
         with open(where, "rb") as fh:
             raw = fh.read()
@@ -198,7 +220,7 @@ def _table(where: str, text: str, data: dict[str, Any]) -> PriceTable:
                 raise refuse(table, "aliases", f"{name!r} already names {named[name]!r}")
             named[name] = model
         models[model] = price
-    return PriceTable(date, source.strip(), where, models)
+    return PriceTable(date, source.strip(), where, MappingProxyType(models))  # shared: read-only
 
 
 def _row(model: str, row: dict[str, Any], refuse: Any) -> Price:

@@ -332,6 +332,12 @@ def episode_trace_hash(bodies: Iterable[Body]) -> str:
     return _digest("episode", trace(enumerate(bodies)))
 
 
+def traced(finished: EpisodeFinishedBody, bodies: Sequence[Body]) -> EpisodeFinishedBody:
+    """``finished`` carrying its episode's trace hash: over the episode's ``bodies`` from its
+    episode_started on, then ``finished`` itself (live episodes and imports alike)."""
+    return msgspec.structs.replace(finished, trace_hash=episode_trace_hash([*bodies, finished]))
+
+
 def unit_trace_hash(bodies: Iterable[Body]) -> str:
     """The trace hash of one unit: its episodes' exchanges, read-backs and verdicts."""
     return _digest("unit", trace(enumerate(bodies)))

@@ -82,7 +82,8 @@ class UsageFold:
         self.latencies: list[float] = []
         self.failed = self.retries = self.withheld = 0
         self.abandoned = False
-        self.tokens = dict.fromkeys(TOKEN_KINDS, 0)
+        # Tokens are added here only, per stream: a unit's are its stream's, the run's their sum.
+        self.by_stream: dict[str, dict[str, int]] = {}
 
     def apply(self, event: Event, link: str) -> None:
         self.last_at = event.at if self.last_at is None else max(self.last_at, event.at)
@@ -107,12 +108,13 @@ class UsageFold:
                 self.retries += mc.retry > 0
         elif isinstance(event, EpisodeFinishedEvent):
             ef = event.body
+            tokens = self.by_stream.setdefault(event.stream, dict.fromkeys(TOKEN_KINDS, 0))
             for key, value in zip(
                 TOKEN_KINDS,
                 (ef.input_tokens, ef.output_tokens, ef.cache_read_tokens, ef.cache_creation_tokens),
                 strict=True,
             ):
-                self.tokens[key] += value
+                tokens[key] += value
         elif isinstance(event, WithheldEvent) and event.withheld_kind == "model_call":
             self.withheld += 1
 
@@ -138,7 +140,7 @@ class UsageFold:
             self.failed,
             self.retries,
             self.withheld,
-            dict(self.tokens),
+            dict.fromkeys(TOKEN_KINDS, 0) | sum_tokens(self.by_stream.values()),
             self.model,
             (self.model,) if self.model else (),
             1,
@@ -181,6 +183,15 @@ def _iso(text: object) -> dt.datetime | None:
     return stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)
 
 
+def sum_tokens(parts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """Token counts summed kind by kind (only the kinds that appear in ``parts``)."""
+    out: dict[str, int] = {}
+    for part in parts:
+        for key, value in part.items():
+            out[key] = out.get(key, 0) + value
+    return out
+
+
 def merge(usages: Iterable[Usage]) -> Usage:
     """Several runs merged as passes: walls summed (None if any pass lacks one), unit times
     and latencies concatenated, counts and tokens summed."""
@@ -192,7 +203,7 @@ def merge(usages: Iterable[Usage]) -> Usage:
     walls = [u.wall_s for u in runs]
     wall = None if any(w is None for w in walls) else math.fsum(w for w in walls if w is not None)
     models = tuple(sorted({m for u in runs for m in u.models}))
-    tokens = {k: sum(u.tokens.get(k, 0) for u in runs) for k in TOKEN_KINDS}
+    tokens = dict.fromkeys(TOKEN_KINDS, 0) | sum_tokens(u.tokens for u in runs)
     sources = list(dict.fromkeys(u.source for u in runs))
     said = (
         f"{len(runs)} runs merged as passes: wall is the sum of their walls"

@@ -5,11 +5,14 @@ Numbers are rounded here for display only; ``usage_json`` keeps full precision.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Final, NamedTuple
 
 from projections.prices import Cost, Unpriced, per_pass
 from projections.usage import PERCENTILE_METHOD, Usage, percentile
 
+USAGE_ROWS: Final = ("cost (USD)", "cost per passed unit", "wall", "unit p50 / p95",
+                     "model call p50 / p95", "model calls", "tokens in / out")  # fmt: skip
 TOKEN_LABELS = (
     ("input", "in"),
     ("output", "out"),
@@ -76,19 +79,77 @@ def _calls(u: Usage) -> str:
     return "; ".join([text, *extra])
 
 
-def _cost(priced: Cost | Unpriced | None, passed: int, noun: str) -> str:
+class CostText(NamedTuple):
+    """A cost as display text: its total and per-pass amounts, or why it has none."""
+
+    usd: str  # "$0.0123"; "" when not priced
+    each: str  # per passed unit; "" when not priced or nothing passed
+    nominal: str  # " (nominal)" when a NOMINAL row priced it, else ""
+    why: str  # not priced: the reason in a sentence ("" when priced)
+    brief: str  # not priced: the reason in a few words, for a table cell
+
+
+def cost_text(priced: Cost | Unpriced | None, passed: int) -> CostText:
+    """The one formatting of a cost (report rows, the HTML headline, compare's cells)."""
     if priced is None:
-        return "not priced: no price table"
+        return CostText("", "", "", "no price table", "no price table")
     if isinstance(priced, Unpriced):
-        return f"not priced: {priced.reason}"
-    text = f"{dollars(priced.usd)} at prices of {priced.date.isoformat()} ({priced.source})"
+        return CostText("", "", "", priced.reason, priced.brief or priced.reason)
+    each = per_pass(priced, passed)
+    nominal = " (nominal)" if priced.nominal else ""
+    return CostText(dollars(priced.usd), "" if each is None else dollars(each), nominal, "", "")
+
+
+def _cost(priced: Cost | Unpriced | None, passed: int, noun: str) -> str:
+    shown = cost_text(priced, passed)
+    if not isinstance(priced, Cost):
+        return f"not priced: {shown.why}"
+    text = f"{shown.usd} at prices of {priced.date.isoformat()} ({priced.source})"
     if priced.nominal:
         text += f", a NOMINAL price for {priced.priced_as}"
     elif priced.match != "exact":
         text += f", {priced.model} priced as {priced.priced_as} ({priced.match})"
-    each = per_pass(priced, passed)
-    text += "; nothing passed" if each is None else f"; {dollars(each)} per passed {noun}"
+    text += f"; {shown.each} per passed {noun}" if shown.each else "; nothing passed"
     return text
+
+
+def cost_cells(priced: Cost | Unpriced | None, passed: int) -> tuple[str, str]:
+    """A compare column's cost and cost per passed unit (``-`` for none), nominal marked."""
+    shown = cost_text(priced, passed)
+    if shown.brief:
+        return f"not priced: {shown.brief}", "-"
+    return shown.usd + shown.nominal, shown.each + shown.nominal if shown.each else "-"
+
+
+def _pair(values: Sequence[float], show: Callable[[float], str]) -> str:
+    p50, p95 = percentile(values, 50), percentile(values, 95)
+    return "-" if p50 is None or p95 is None else f"{show(p50)} / {show(p95)}"
+
+
+def usage_cells(
+    columns: Sequence[tuple[Usage | None, Cost | Unpriced | None, int]],
+) -> list[tuple[str, tuple[str, ...]]]:
+    """Compare's cost and latency rows, one cell per (usage, priced, passed) column; none
+    when no column has a usage (docs/metrics.md, "Cost and latency")."""
+    if all(u is None for u, _, _ in columns):
+        return []
+    rows: dict[str, list[str]] = {k: [] for k in USAGE_ROWS}
+    for u, priced, passed in columns:
+        usd, each = cost_cells(priced, passed)
+        rows["cost (USD)"].append(usd)
+        rows["cost per passed unit"].append(each)
+        if u is None:
+            for key in USAGE_ROWS[2:]:
+                rows[key].append("-")
+            continue
+        rows["wall"].append("-" if u.wall_s is None else seconds(u.wall_s))
+        rows["unit p50 / p95"].append(_pair(u.unit_s, seconds))
+        rows["model call p50 / p95"].append(_pair(u.latencies_ms, millis))
+        rows["model calls"].append(f"{u.model_calls:,}")
+        rows["tokens in / out"].append(
+            f"{u.tokens.get('input', 0):,} / {u.tokens.get('output', 0):,}"
+        )
+    return [(k, tuple(v)) for k, v in rows.items()]
 
 
 def usage_lines(

@@ -6,6 +6,7 @@ import copy
 import json
 import os
 
+import msgspec
 import pytest
 
 import protocols
@@ -14,15 +15,19 @@ from harness import settings
 from harness.peer.importer import import_peer
 from harness.peer.layout import find_transcripts
 from ledger import Ledger, LedgerError, UnusableInput, open_store
+from ledger.bundle import export_run, verify_bundle
 from ledger.events import RunStartedBody
 from projections.fold import fold
 from projections.source import from_bundle, from_ledger
 from projections.suites.lifecycle.items import items
 from projections.suites.lifecycle.scorecard import LifecycleFold, by_protocol, scorecard
 from protocols.hashing import benchledger_hash, peer_hash
+from replay.levels import replay
+from replay.rederive import NOT_RECORDED
 from tests.conftest import _PEER_CANDIDATES, peer_dir
 from tests.older_peer_set import write_v1102_set
 from tests.sample import counter_clock
+from tests.test_replay import rechain
 
 K5 = "s5-anthropic-k5"
 
@@ -136,6 +141,40 @@ def test_report_on_the_imported_run_shows_the_published_numbers(imported, capsys
         "peer-compatible",
     ):
         assert needle in out, needle
+
+
+def test_the_imported_run_re_derives_with_every_trace_hash_recorded_and_equal(imported):
+    ledger, _, run_id, *_ = imported
+    events = [type(e).__name__ for e, _ in ledger.events(run_id)]
+    finished = events.count("EpisodeFinishedEvent") + events.count("UnitFinishedEvent")
+    report = replay(run_id, ledger=lambda: ledger)
+    assert report.compared["trace hashes"] == finished > 700
+    assert report.skipped[NOT_RECORDED] == 0
+    assert report.ok, report.lines()
+
+
+def test_one_tool_result_edited_in_an_exported_run_is_caught_by_its_trace_hashes(tmp_path):
+    base = os.path.join(peer_dir(), "bench", "results", K5)
+    one = sorted(d for d in os.listdir(base) if d.startswith("lifecycle-a3-2"))[0]
+    ledger = Ledger(open_store(str(tmp_path / "l.sqlite")))
+    run_id, *_ = import_peer(ledger, os.path.join(base, one, "lifecycle-a3.json"))
+    bundle, tampered = str(tmp_path / "run.jsonl"), str(tmp_path / "tampered.jsonl")
+    export_run(ledger, run_id, bundle)
+    victim = next(
+        e for e, _ in ledger.events(run_id)
+        if type(e).__name__ == "SessionCallEvent" and e.body.episode == "recall"
+    )  # fmt: skip
+
+    def edit(e):
+        if (e.stream, e.seq) != (victim.stream, victim.seq):
+            return e
+        return msgspec.structs.replace(e, body=msgspec.structs.replace(e.body, result="edited"))
+
+    rechain(bundle, tampered, edit)
+    assert verify_bundle(tampered)[0] is None  # the links were recomputed: it verifies
+    report = replay(tampered, level="rederive")
+    found = {(m.stream, m.what) for m in report.mismatches if m.field == "trace_hash"}
+    assert found == {(victim.stream, "episode recall"), (victim.stream, "unit")}
 
 
 def test_a_single_pass_imports_with_its_transcripts_found_beside_it(tmp_path, capsys):

@@ -148,6 +148,9 @@ def ledger_record(ledger: Ledger, run_id: str) -> Any:
         (RunConfig(suite="provenance", k=1, given=frozenset({"k"})),
          "--suite provenance needs --k 2 or more"),
         (RunConfig(items_options=("--cases",)), "--cases is the provenance lane's"),
+        (RunConfig(items_options=("--tasks",)), "--tasks is the tasks suite's"),
+        (RunConfig(suite="provenance", items_options=("--tasks",)),
+         "--suite provenance reads cases"),
     ],
 )  # fmt: skip
 def test_the_harness_refuses_an_unusable_option_before_anything_is_written(ledger, cfg, says):

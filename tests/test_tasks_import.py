@@ -12,15 +12,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import yaml
 
-from harness.peer.arms import is_arm, is_family, split_label
+from cli import main
+from harness.peer.arms import flat_arms, is_arm, is_family, split_label
 from harness.peer.tasks_import import import_arm, import_family
 from ledger import Ledger, LedgerError, UnusableInput, open_store
-from ledger.bundle import export_run
+from ledger.bundle import export_run, verify_bundle
 from protocols.errors import InvalidInput
+from replay.levels import replay
+from replay.rederive import NOT_RECORDED
 from tests.conftest import peer_dir
+from tests.test_replay import rechain
 
 FAMILIES = ("rq1-warehouse", "directive-contrast")
 SMALL = "convention-absent-haiku-INCOMPLETE-0"  # one attempt: quick to copy and import
@@ -228,6 +233,59 @@ def test_importing_the_same_arm_folder_again_gives_the_same_root(imported, tmp_p
     assert root == first[run_id]
 
 
+# -- trace hashes: recorded as a live unit records them, checked by re-derivation -----------
+
+
+def _trace_checks(report: Any) -> tuple[int, int, list[Any]]:
+    """(trace hashes compared, not recorded, their mismatches) of a re-derivation report."""
+    found = [m for m in report.mismatches if m.field == "trace_hash"]
+    return report.compared["trace hashes"], report.skipped[NOT_RECORDED], found
+
+
+def test_an_imported_arm_re_derives_with_every_trace_hash_recorded_and_equal(imported):
+    ledger, _ = imported
+    run_id = "peer-rq1-warehouse-checkable-wrong-haiku"
+    arm = os.path.join(family_dir("rq1-warehouse"), "checkable-wrong-haiku")
+    attempts = len(results_of(arm)["attempts"])
+    report = replay(run_id, ledger=lambda: ledger)
+    # one episode and one unit per attempt, each hash recorded and recomputed equal
+    assert _trace_checks(report) == (2 * attempts, 0, []), report.lines()
+    assert report.ok and attempts == 24
+
+
+def _edit_one_tool_result(events: list[Any]) -> tuple[Any, Callable[[Any], Any]]:
+    """The run's first tool call and an edit that changes the text it returned."""
+    victim = next(e for e in events if type(e).__name__ == "SessionCallEvent")
+
+    def edit(e: Any) -> Any:
+        if (e.stream, e.seq) != (victim.stream, victim.seq):
+            return e
+        body = msgspec.structs.replace(
+            e.body, content=[{"type": "text", "text": '{"rows": [[1]], "edited": true}'}]
+        )
+        return msgspec.structs.replace(e, body=body)
+
+    return victim, edit
+
+
+def test_one_tool_result_edited_in_an_exported_arm_is_caught_by_its_trace_hashes(
+    imported, tmp_path
+):
+    ledger, _ = imported
+    run_id = f"peer-rq1-warehouse-{SMALL}"
+    bundle, tampered = str(tmp_path / "arm.jsonl"), str(tmp_path / "tampered.jsonl")
+    export_run(ledger, run_id, bundle)
+    victim, edit = _edit_one_tool_result([e for e, _ in ledger.events(run_id)])
+    rechain(bundle, tampered, edit)
+    assert verify_bundle(tampered)[0] is None  # the links were recomputed: it verifies
+    compared, _, found = _trace_checks(replay(tampered, level="rederive"))
+    assert compared == 2
+    assert {(m.stream, m.what) for m in found} == {
+        (victim.stream, "episode task"),
+        (victim.stream, "unit"),
+    }
+
+
 def _secrets(arm: str) -> set[str]:
     """The arm config's credentials: the DSN and its password, keys, tokens, the key names."""
     with open(os.path.join(arm, "arm-config.yaml")) as fh:
@@ -308,6 +366,13 @@ def _remove_transcript(arm: Path) -> str:
     return str(arm / "results.json")
 
 
+def _another_attempts_transcript(arm: Path) -> str:
+    (path,) = (arm / "results.json.transcripts").iterdir()
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "attempt": data["attempt"] + 1}))
+    return str(path)
+
+
 def _edit_task(arm: Path) -> str:
     task = next((arm / "tasks").glob("*.yaml"))
     task.write_text(task.read_text().replace("value: 873", "value: 874"))
@@ -332,6 +397,7 @@ REFUSALS: dict[str, tuple[Callable[[Path], str], str]] = {
     "not-json": (_file("results.json", "{"), "not valid JSON"),
     "edited-task": (_edit_task, "these are not the tasks the arm ran"),
     "no-transcript": (_remove_transcript, "attempts[0] has no transcript"),
+    "other-transcript": (_another_attempts_transcript, "attempt 2, not attempts[0]'s task_id"),
     "planted-list": (_file("planted.json", "[]"), "the top level must be an object"),
     "big-snapshot": (_file("store-clean.json", " " * (5 << 20) + "{}"), "larger than the"),
 }
@@ -440,3 +506,119 @@ def test_an_arm_is_a_folder_with_results_and_arm_config_and_a_family_a_folder_of
     assert is_family(rq1) and not is_arm(rq1)
     assert is_arm(os.path.join(rq1, SMALL)) and not is_family(os.path.join(rq1, SMALL))
     assert not is_family(os.path.dirname(rq1))  # knowledge-pollution holds families, not arms
+
+
+# -- the premise probe: a flat family of results files --------------------------------------
+
+PROBE_RUNS = ("peer-probe-control", "peer-probe-polluted")
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    ledger = str(tmp_path_factory.mktemp("probe") / "ledger.sqlite")
+    assert main(["import-peer", "mcp-data-platform", family_dir("probe"), "--ledger", ledger]) == 0
+    return ledger
+
+
+def _probe_metrics(capsys: pytest.CaptureFixture[str], ledger: str, run: str) -> dict[str, Any]:
+    capsys.readouterr()
+    assert main(["report", run, "--ledger", ledger, "--format", "json"]) == 0
+    metrics: dict[str, Any] = json.loads(capsys.readouterr().out)["metrics"]
+    return metrics
+
+
+def test_the_probe_imports_as_two_sealed_tasks_runs_with_the_readmes_plant_on_polluted(probe):
+    ledger = Ledger(open_store(probe, create=False))
+    assert sorted(ledger.store.run_ids()) == list(PROBE_RUNS)
+    with open(os.path.join(family_dir("probe"), "README.md")) as fh:
+        readme = " ".join(line.lstrip("> ").strip() for line in fh)
+    for run_id in PROBE_RUNS:
+        assert ledger.verify(run_id, require_seal=True)[0] is None, run_id
+        header = _header(ledger, run_id)
+        config = header.config
+        assert (header.suite, header.k, header.protocols, header.model) == ("tasks", 8, 3, "sonnet")
+        assert config["arm_config"] is None and config["results_file"] == f"{config['arm']}.json"
+        assert sorted(config["tasks"]) == ["s3-fiscal-2025-count", "s3-fiscal-2025-net",
+                                           "s3-fiscal-q1-net"]  # fmt: skip
+        assert config["tasks_folder"] == os.path.join("..", "..", "..", "tasks")
+        assert len(_bodies(ledger, run_id, "UnitFinishedEvent")) == 24
+    assert _header(ledger, "peer-probe-control").config["planted"] is None
+    planted = _header(ledger, "peer-probe-polluted").config["planted"]
+    assert planted["treatment_id"] == "fiscal-boundary-wrong"
+    assert planted["text"].startswith("The company fiscal year runs April 1 through March 31")
+    assert planted["text"] in readme and planted["needle"] in planted["text"]
+    ledger.store.close()
+
+
+def test_the_polluted_probe_adopts_the_wrong_convention_in_2_of_24_as_published(probe, capsys):
+    polluted = _probe_metrics(capsys, probe, "peer-probe-polluted")
+    got = {k: (polluted[k]["num"], polluted[k]["den"]) for k in ("correct", "adopted", "trap",
+                                                                 "other", "copresent")}  # fmt: skip
+    # SUMMARY.md: 22/24 correct, 2/24 adoption [2.3, 25.8], no calendar trap, no other
+    # wrong answer, both sources in context in all 24 episodes
+    assert got == {"correct": (22, 24), "adopted": (2, 24), "trap": (0, 24), "other": (0, 24),
+                   "copresent": (24, 24)}  # fmt: skip
+    interval = (polluted["adopted"]["ci_low"], polluted["adopted"]["ci_high"])
+    assert tuple(round(100 * x, 1) for x in interval) == (2.3, 25.8)
+    control = _probe_metrics(capsys, probe, "peer-probe-control")
+    assert (control["correct"]["num"], control["correct"]["den"]) == (24, 24)
+    assert control["adopted"]["den"] == 0  # the control planted nothing to adopt
+    ledger = Ledger(open_store(probe, create=False))
+    adopted = {s for s, b in _bodies(ledger, "peer-probe-polluted", "GraderDecisionEvent")
+               if b.check == "adopted" and b.verdict}  # fmt: skip
+    ledger.store.close()
+    count = "peer-probe-polluted/s3-fiscal-2025-count"
+    assert adopted == {f"{count}/5", f"{count}/6"}  # polluted.json: both answered 724
+
+
+@pytest.mark.parametrize("run_id", PROBE_RUNS)
+def test_each_probe_run_re_derives_with_its_trace_hashes_checked(probe, run_id):
+    ledger = Ledger(open_store(probe, create=False))
+    try:
+        report = replay(run_id, ledger=lambda: ledger)
+    finally:
+        ledger.store.close()
+    assert _trace_checks(report) == (48, 0, []) and report.ok, report.lines()
+
+
+def _probe_copy(root: Path, *, tasks: bool) -> Path:
+    """The probe alone under a peer-like tree: no other family of the study beside it."""
+    probe = _copy(family_dir("probe"), root / "bench" / "results" / "knowledge-pollution" / "probe")
+    if tasks:
+        (root / "bench" / "tasks").mkdir()
+        for name in ("s3-fiscal-2025-count", "s3-fiscal-2025-net", "s3-fiscal-q1-net"):
+            src = os.path.join(peer_dir(), "bench", "tasks", f"{name}.yaml")
+            shutil.copyfile(src, root / "bench" / "tasks" / f"{name}.yaml")
+    return probe
+
+
+PROBE_REFUSALS = {
+    "no-tasks": (False, "control.json", "it keeps no tasks/ and no tasks/ is beside its results/"),
+    "unknown-treatment": (True, "README.md", "is the text of none among the study's planted.json"),
+}
+
+
+@pytest.mark.parametrize(("tasks", "named", "message"), PROBE_REFUSALS.values(),
+                         ids=PROBE_REFUSALS.keys())  # fmt: skip
+def test_a_probe_whose_tasks_or_treatment_cannot_be_found_is_refused_and_nothing_is_written(
+    tmp_path, tasks, named, message
+):
+    probe = _probe_copy(tmp_path / "peer", tasks=tasks)
+    ledger = Ledger(open_store(str(tmp_path / "l.sqlite")))
+    with pytest.raises(UnusableInput) as refused:
+        import_family(ledger, str(probe))
+    line = str(refused.value)
+    assert "\n" not in line and message in line and line.startswith(str(probe / named)), line
+    assert ledger.store.run_ids() == []
+
+
+def test_a_flat_family_is_results_files_with_transcripts_and_a_lifecycle_pass_is_not_one():
+    probe = family_dir("probe")
+    assert is_family(probe) and not is_arm(probe)
+    assert [os.path.basename(p) for p in flat_arms(probe)] == ["control.json", "polluted.json"]
+    k5 = os.path.join(peer_dir(), "bench", "results", "s5-anthropic-k5")
+    one = next(
+        os.path.join(k5, d) for d in sorted(os.listdir(k5)) if d.startswith("lifecycle-a3-2")
+    )
+    assert flat_arms(one) == [] and not is_family(one)  # its results file holds runs
+    assert flat_arms(family_dir("rq1-warehouse")) == []  # a family of arm folders

@@ -21,10 +21,8 @@ from ledger.events import (
     GraderDecisionBody,
     GraderDecisionEvent,
     InfraErrorBody,
-    RunSealedEvent,
     RunStartedBody,
     SessionCallBody,
-    UnitFinishedBody,
     UnitStartedBody,
 )
 from projections.card import Ruling
@@ -101,71 +99,14 @@ def seed() -> str:
     return os.path.join(peer_dir(), "bench", "seed", "trino", "setup.sql")
 
 
-def _references(config: dict[str, Any]) -> dict[str, Any]:
-    """The arm's readings per task, from the peer's seed (as the importer will record them)."""
-    warehouse = task_grading.read_warehouse(seed())
-    planted = config.get("planted") or {}
-    out = {}
-    for tid, data in config["tasks"].items():
-        tolerance = float(data["grading"].get("abs_tolerance", 0))
-        refs = task_grading.references(warehouse, tid, planted.get("treatment_id"), tolerance)
-        out[tid] = {
-            "tolerance": refs.tolerance,
-            "readings": [[r.name, r.value] for r in refs.readings],
-        }
-    return out
-
-
-def ruled(ledger: Ledger, source: str) -> str:
-    """The imported run with benchledger's own rulings beside the peer's, as the importer is
-    to record them: the run itself once it does, else a copy written here (``<run>-ruled``)."""
-    events = [e for e, _ in ledger.events(source)]
-    if any(isinstance(e, GraderDecisionEvent) and e.body.origin == "benchledger" for e in events):
-        return source
-    header = events[0].body
-    assert isinstance(header, RunStartedBody)
-    config = {**header.config, "references": _references(header.config)}
-    header = msgspec.structs.replace(header, config=config)
-    found = tasks_items.items(header).by_id
-    run_id = f"{source}-ruled"
-    writer = ledger.start_run(run_id, header)
-    streams: dict[str, list[Event]] = {}
-    for e in events[1:]:
-        if e.stream == source:
-            if not isinstance(e, RunSealedEvent):
-                writer.append(e.body, e.refs)
-        else:
-            streams.setdefault(e.stream, []).append(e)
-    ledger.commit(writer)
-    for stream, unit in streams.items():
-        w = ledger.new_stream(run_id + stream.removeprefix(source))
-        pairs = [(e.seq, e.body) for e in unit]
-        started = next(b for _, b in pairs if isinstance(b, UnitStartedBody))
-        rulings = decide_unit(found[started.protocol_id], pairs)
-        for e in unit:
-            if isinstance(e.body, UnitFinishedBody):
-                verdicts = {**e.body.outcome, **{r.body.check: r.body.verdict for r in rulings}}
-                w.append(msgspec.structs.replace(e.body, outcome=verdicts), e.refs)
-                continue
-            w.append(e.body, e.refs)
-            if isinstance(e.body, GraderDecisionBody):
-                for r in rulings:
-                    w.append(r.body, r.refs)
-        ledger.commit(w)
-    ledger.seal(run_id)
-    return run_id
-
-
 @pytest.fixture(scope="module")
 def study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Arm folder -> its run id (with benchledger's rulings), in one ledger file."""
+    """Arm folder -> its run id (the import records benchledger's rulings), in one ledger."""
     path = str(tmp_path_factory.mktemp("tasks") / "ledger.sqlite")
     ledger = Ledger(open_store(path))
     runs = {"ledger": path}
     for arm in (*ARMS, DRIFTED, ABSENT, CONVENTION, FAILED):
-        run_id, _, _ = import_arm(ledger, os.path.join(family_dir(), arm))
-        runs[arm] = ruled(ledger, run_id)
-        runs["imported:" + arm] = run_id
+        runs[arm], _, _ = import_arm(ledger, os.path.join(family_dir(), arm))
     yield runs
     ledger.store.close()
 
@@ -276,7 +217,7 @@ def test_a_harness_failure_is_in_no_rate(capsys, study) -> None:
         "correct": 23, "adopted": 0, "trap": 23, "other": 23, "peer_correct": 23,
         "queried": 0, "observed": 0,  # fiscal tasks: no refuting count to run
         "claim_seen": 0, "copresent": 0, "exposed": 0,  # the arm planted nothing
-        "budget_exhausted": 23,
+        "budget_exhausted": 23, "corrective": 23,
     }  # fmt: skip
 
 
@@ -302,7 +243,7 @@ def test_audit_refuses_a_metric_the_suite_has_not(capsys, study) -> None:
 def test_the_decision_function_reproduces_the_peers_correct_verdicts(study, arm: str) -> None:
     ledger = Ledger(open_store(study["ledger"]))
     try:
-        events = [e for e, _ in ledger.events(study["imported:" + arm])]
+        events = [e for e, _ in ledger.events(study[arm])]
     finally:
         ledger.store.close()
     header = events[0].body
@@ -329,7 +270,7 @@ def test_the_decision_function_reproduces_the_peers_correct_verdicts(study, arm:
 def test_rederive_of_a_ruled_arm_finds_every_metric_equal(capsys, study) -> None:
     out = cli(capsys, study, "replay", study["checkable-wrong-haiku"], "--level", "rederive")
     assert out.startswith(f"ok rederive {study['checkable-wrong-haiku']}: compared ")
-    assert "11 metrics, all equal" in out
+    assert "12 metrics, 48 trace hashes, all equal" in out
 
 
 @pytest.mark.parametrize("arm", [ARMS[0], ABSENT])
@@ -337,7 +278,7 @@ def test_rederive_compares_every_recorded_decision(capsys, study, arm: str) -> N
     out = cli(capsys, study, "replay", study[arm], "--level", "rederive")
     # 24 attempts: the peer's correct and benchledger's ten rulings each (four classes, six
     # diagnostics); the card's ten rates and the peer's correct
-    assert "compared 264 decisions, 11 metrics, all equal" in out, out
+    assert "compared 288 decisions, 12 metrics, 48 trace hashes, all equal" in out, out
 
 
 def test_rederive_catches_a_changed_classification(study) -> None:
@@ -454,7 +395,7 @@ def test_a_grading_beyond_numbers_is_ruled_only_as_far_as_the_answer_goes(gradin
 
 
 def test_an_imported_arm_carries_benchledgers_rulings_beside_the_peers(capsys, study) -> None:
-    out = cli(capsys, study, "report", study["imported:checkable-wrong-haiku"])
+    out = cli(capsys, study, "report", study["checkable-wrong-haiku"])
     assert re.search(r"^correct\s+8/24 33\.3% ", out, re.M)
     assert re.search(r"^adopted\s+16/24 66\.7% ", out, re.M)
     assert "note: only `correct` is recorded" not in out

@@ -31,7 +31,8 @@ from ledger.events import (
 from projections.fold import fold
 from projections.prices import PACKAGED, Cost, Unpriced, cost, load_prices, per_pass
 from projections.source import from_bundle
-from projections.usage import UsageFold, merge, percentile
+from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from projections.usage import UsageFold, merge, percentile, sum_tokens
 from projections.usage_view import usage_json, usage_lines
 from tests.conftest import REPO, peer_dir, protocol_subset
 from tests.sample import lifecycle_run
@@ -422,3 +423,30 @@ def test_an_imported_run_cut_off_before_its_finish_time_has_no_wall(tmp_path):
     usage = fold(UsageFold(), _import(tmp_path, str(out)).events("peer"))
     assert usage.wall_s is None and "is not a finish time" in usage.source
     assert dict(usage_lines(usage, None, 0))["duration"].startswith("wall not known")
+
+
+def test_the_packaged_table_is_read_once_and_a_given_table_still_wins(sqlite_store, tmp_path):
+    assert load_prices(None) is load_prices(None)  # every card prices at the one reading
+    given = tmp_path / "prices.toml"
+    given.write_text(GOOD.replace('"m"', '"gpt-4o"'))
+    clock = Clock()
+    ledger = Ledger(sqlite_store, clock=clock)
+    timed_run(ledger, clock, model="gpt-4o")
+    card = scorecard([fold(LifecycleFold(), ledger.events("t"))])
+    assert isinstance(card.priced(), Unpriced)  # gpt-4o has no packaged row
+    priced = card._replace(prices=load_prices(str(given))).priced()
+    assert isinstance(priced, Cost) and priced.source == "a test"
+    given.write_text(GOOD.replace('"m"', '"gpt-4o"').replace("a test", "edited"))
+    assert load_prices(str(given)).source == "edited"  # a named file is read each time
+
+
+def test_a_units_tokens_are_its_streams_and_the_runs_their_sum(sqlite_store):
+    clock = Clock()
+    ledger = Ledger(sqlite_store, clock=clock)
+    timed_run(ledger, clock)
+    usage_fold = UsageFold()
+    card = scorecard([fold(LifecycleFold(), ledger.events("t"))])
+    for event, link in ledger.events("t"):
+        usage_fold.apply(event, link)
+    assert {u.stream: u.tokens for u in card.units if u.tokens} == usage_fold.by_stream
+    assert card.tokens == sum_tokens(usage_fold.by_stream.values()) == card.usage.tokens

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, Protocol
 from harness.models.transport import ModelObserver
 from protocols.cases import Case
 from protocols.schema import Protocol as LifecycleProtocol
+from protocols.tasks import Task
 
 
 class ToolCall(NamedTuple):
@@ -36,12 +37,12 @@ class Turn(NamedTuple):
 
 class Episode(NamedTuple):
     """What an episode is about. Model agents use the prompts; the scripted agent the protocol
-    (a provenance case for the provenance lane)."""
+    (a provenance case for the provenance lane, a task for the tasks suite)."""
 
     stage: str
     system_prompt: str
     user_prompt: str
-    protocol: LifecycleProtocol | Case
+    protocol: LifecycleProtocol | Case | Task
     budget: int
 
 

@@ -28,11 +28,13 @@ from typing import Any, Final
 
 from harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
 from harness.agents.scripted_cases import case_turn
+from harness.agents.scripted_tasks import task_turn
 from harness.models.transport import ModelObserver
 from harness.platforms.server_memory import dataset_name
 from protocols.cases import Case
 from protocols.grading import ABSTAIN_ANSWER, surfaced
 from protocols.schema import Grading, Question
+from protocols.tasks import Task
 
 CAPTURE_TYPE: Final = "schema_entity"
 CAPTURE_CATEGORY: Final = "business_context"
@@ -44,7 +46,7 @@ _QUOTED = re.compile(r"'([^']+)'")
 def _question(episode: Episode) -> tuple[Question | None, str]:
     """The stage's question and the fact that must surface before it can be answered."""
     p = episode.protocol
-    if isinstance(p, Case):  # provenance cases are answered by ``case_turn``
+    if isinstance(p, Case | Task):  # answered by ``case_turn``, ``task_turn``
         return None, ""
     if episode.stage == "recall":
         return p.recall, p.fact
@@ -113,6 +115,8 @@ class ScriptedAgent:
         p = episode.protocol
         if isinstance(p, Case):
             return case_turn(episode, messages)
+        if isinstance(p, Task):
+            return task_turn(episode, messages, first_value)
         results = [m for m in messages if m["role"] == "tool"]
         n = len(results)
         if GRAPH_DIALECT in tools:
@@ -147,7 +151,7 @@ class ScriptedAgent:
         """The next turn in server-memory's dialect (see the module docstring)."""
         n = len(results)
         p = episode.protocol
-        assert not isinstance(p, Case)  # decide() answers provenance cases first
+        assert not isinstance(p, Case | Task)  # decide() answers cases and tasks first
         entity = dataset_name(p.entity_urn)
         if episode.stage == "teach":
             if n == 0:

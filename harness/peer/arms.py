@@ -7,10 +7,17 @@ DRIFTED-1``): the label is the trailing run of dash-separated parts that starts 
 upper-case word (``DRIFTED-1``, ``AUDIT-TIMEOUT-0``, ``INTERRUPTED-bells``), so a
 lower-case level such as ``checkable-wrong-haiku-bare`` is an arm of its own. What a
 label means is read from the family README's backquoted ``-LABEL-n`` (meaning) list.
+
+The premise probe (``knowledge-pollution/probe``) is a flat family: each arm is a results
+file ``<arm>.json`` beside its ``<arm>.json.transcripts`` folder, with no tasks, planted
+claim or arm config of its own. Its README states the planted claim once (the blockquote
+under a "treatment string" heading) and which arms planted it (the numbered ``**arm** —``
+design list: an arm whose entry says it "plants" the claim).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -21,12 +28,25 @@ from ledger import UnusableInput
 RESULTS: Final = "results.json"
 ARM_CONFIG: Final = "arm-config.yaml"
 README: Final = "README.md"
+TRANSCRIPTS: Final = ".transcripts"  # a results file's transcript folder: its name plus this
+_PEEK_LIMIT: Final = 32 << 20  # a results file larger than this is no arm's (tasks_import)
 _LABEL: Final = re.compile(
     r"^(?P<arm>.+?)-(?P<label>[A-Z][A-Z0-9]*(?:-[A-Z][A-Z0-9]*)*(?:-[a-z0-9]+)?)$"
 )
 # "`-DRIFTED-n` (an evaluator write ...)": the placeholder n stands for a number.
 _MEANING: Final = re.compile(r"`-(?P<label>[A-Z][A-Za-z0-9-]*)`\s*\((?P<meaning>[^()]*)\)")
 _README_LIMIT: Final = 1 << 20  # a README is prose; a larger file is not one
+# The probe README's claim: a "> " blockquote right under a heading naming the treatment string.
+_CLAIM: Final = re.compile(
+    r"^#+[^\n]*treatment string[^\n]*\n\s*(?P<quote>(?:>[^\n]*(?:\n|$))+)",
+    re.IGNORECASE | re.MULTILINE,
+)
+# "1. **polluted** — after ... plants the poison fact ...": one design-list entry per arm.
+_DESIGN: Final = re.compile(
+    r"^\d+\.\s+\*\*(?P<arm>[^*\n]+)\*\*\s*[—–-]+\s*(?P<what>.*?)(?=^\d+\.\s|^\S|\Z)",
+    re.MULTILINE | re.DOTALL,
+)
+_PLANTS: Final = re.compile(r"\bplants\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -50,10 +70,70 @@ def is_arm(path: str) -> bool:
 
 
 def is_family(path: str) -> bool:
-    """Whether ``path`` is a family: a folder, not itself an arm, with an arm folder in it."""
+    """Whether ``path`` is a family: a folder, not itself an arm, with an arm folder in it,
+    or a flat family (``flat_arms``)."""
     if not os.path.isdir(path) or is_arm(path):
         return False
-    return any(is_arm(os.path.join(path, name)) for name in os.listdir(path))
+    return any(is_arm(os.path.join(path, name)) for name in os.listdir(path)) or bool(
+        flat_arms(path)
+    )
+
+
+def _is_tasks_results(path: str) -> bool:
+    """Whether ``path`` reads as a tasks results file (an object with ``attempts``): a
+    lifecycle pass folder has the same file-and-transcripts layout with ``runs``."""
+    try:
+        if os.path.getsize(path) > _PEEK_LIMIT:
+            return False
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("attempts"), list)
+
+
+def flat_arms(family_dir: str) -> list[str]:
+    """The results files of a flat family (``<arm>.json`` beside ``<arm>.json.transcripts``,
+    holding tasks attempts), sorted; [] for any other folder, an arm or one with arm folders."""
+    if not os.path.isdir(family_dir) or is_arm(family_dir):
+        return []
+    names = sorted(os.listdir(family_dir))
+    if any(is_arm(os.path.join(family_dir, n)) for n in names):
+        return []
+    return [
+        os.path.join(family_dir, n)
+        for n in names
+        if n.endswith(".json")
+        and os.path.isdir(os.path.join(family_dir, n + TRANSCRIPTS))
+        and _is_tasks_results(os.path.join(family_dir, n))
+    ]
+
+
+def _readme(family_dir: str) -> str:
+    """The family README's text; "" when absent, unreadable or too large to be prose."""
+    path = os.path.join(family_dir, README)
+    try:
+        if os.path.getsize(path) > _README_LIMIT:
+            return ""
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def readme_claim(family_dir: str) -> tuple[str, frozenset[str]] | None:
+    """The claim a flat family's README says was planted and the arms that planted it;
+    None when the README states no treatment string."""
+    text = _readme(family_dir)
+    quote = _CLAIM.search(text)
+    if quote is None:
+        return None
+    lines = (line.lstrip(">").strip() for line in quote["quote"].splitlines())
+    claim = " ".join(line for line in lines if line)
+    planting = frozenset(
+        m["arm"].strip() for m in _DESIGN.finditer(text) if _PLANTS.search(m["what"])
+    )
+    return claim, planting
 
 
 def arm_folders(family_dir: str) -> list[str]:
@@ -86,14 +166,7 @@ def split_label(folder: str) -> tuple[str, str]:
 
 def label_meanings(family_dir: str) -> dict[str, str]:
     """Each label pattern the family README states (``DRIFTED-n``) -> its meaning."""
-    path = os.path.join(family_dir, README)
-    try:
-        if os.path.getsize(path) > _README_LIMIT:
-            return {}
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError):
-        return {}  # a family without a README: labels stand for themselves
+    text = _readme(family_dir)  # a family without a README: labels stand for themselves
     return {m["label"]: " ".join(m["meaning"].split()) for m in _MEANING.finditer(text)}
 
 
@@ -108,7 +181,7 @@ def meaning_of(label: str, meanings: dict[str, str]) -> str:
 
 
 def name_of(arm_dir: str, meanings: dict[str, str]) -> ArmName:
-    """The ArmName of the folder ``arm_dir``."""
-    folder = os.path.basename(os.path.normpath(arm_dir))
+    """The ArmName of the folder ``arm_dir`` (or of a flat family's ``<arm>.json``)."""
+    folder = os.path.basename(os.path.normpath(arm_dir)).removesuffix(".json")
     arm, label = split_label(folder)
     return ArmName(folder, arm, label, meaning_of(label, meanings) if label else "")

@@ -4,7 +4,8 @@ One stream per run record; each episode (with its transcript when given) as
 session-call events and its final answer; the peer's recorded verdicts as grader
 decisions with ``origin = "mcp-data-platform"``; harness failures as infra errors.
 Timestamps come from the manifest's start time plus one nanosecond per event, so
-importing the same file twice gives the same run root.
+importing the same file twice gives the same run root. Each episode and unit records its
+trace hash as a live one does, so re-derivation checks the recorded exchanges.
 
 The whole file (every record, every field the import reads, every transcript) is
 checked before the first write: a refused import leaves nothing in the ledger.
@@ -34,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from msgspec.structs import replace
+
 from harness.peer.layout import find_protocols, find_transcripts, match_transcripts
 from harness.peer.results import Fields, attempt_of, shape_of, start_ns
 from harness.peer.transcript import session_calls
@@ -50,6 +53,7 @@ from ledger.events import (
 )
 from ledger.ledger import StreamWriter, check_run_id
 from projections.suites.lifecycle import scorecard as lc
+from projections.trace import traced, unit_trace_hash
 from protocols.errors import InvalidInput
 from protocols.hashing import content_id, peer_hash
 from protocols.loader import load
@@ -213,17 +217,20 @@ def _plan(f: Fields, run: str, records: list[dict[str, Any]], dirs: list[str]) -
 
 
 def _write_unit(w: StreamWriter, unit: _Unit) -> None:
+    """The record's events, with the trace hashes a live unit records (``w`` keeps its log):
+    each episode's over its bodies, the unit's over every body before its unit_finished."""
     w.append(unit.started)
     finished: dict[str, int] = {}
     for ep in unit.episodes:
         refs = [w.append(ep.started)]
         refs.extend(w.append(call) for call in ep.calls)
-        finished[ep.finished.episode] = w.append(ep.finished, refs=refs)
+        bodies = [body for seq, body in w.log if seq >= refs[0]]
+        finished[ep.finished.episode] = w.append(traced(ep.finished, bodies), refs=refs)
     for episode, decision in unit.decisions:
         w.append(decision, refs=[finished[episode]] if episode in finished else [])
     if unit.infra is not None:
         w.append(unit.infra)
-    w.append(unit.finished)
+    w.append(replace(unit.finished, trace_hash=unit_trace_hash(body for _, body in w.log)))
 
 
 def _protocol_set(
@@ -357,7 +364,7 @@ def import_peer(
     try:
         ledger.start_run(run, header)
         for i, unit in enumerate(units, 1):
-            writer = ledger.new_stream(unit.stream)
+            writer = ledger.new_stream(unit.stream, keep_log=True)
             _write_unit(writer, unit)
             ledger.commit(writer)
             if progress:

@@ -13,19 +13,24 @@ objects the header carries are the ones the arm ran.
 and the persona tool allow lists reach the ledger. An attempt whose ``error`` is set is a
 harness failure the peer did not grade: it records an infra error and no verdict.
 
+A flat family (the premise probe: ``<arm>.json`` files, ``arms.flat_arms``) goes through
+the same plan: its tasks are the peer's ``bench/tasks`` files by id (they must hash to the
+manifest's claim too), its plant the README's treatment string, and it has no arm config.
+
 The whole folder (every attempt, transcript, task and snapshot) is checked before the first
 write, and a family's every arm before its first: a refused import leaves nothing. Times
-are the manifest's start plus one nanosecond per event, so a folder gives the same root.
+are the manifest's start plus one nanosecond per event, so a folder gives the same root;
+each episode and unit records its trace hash as a live one does.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import itertools
 import json
 import math
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -35,15 +40,19 @@ import yaml
 
 from harness.peer.arms import (
     ARM_CONFIG,
+    README,
     RESULTS,
     ArmName,
     arm_folders,
+    flat_arms,
     is_arm,
     label_meanings,
     name_of,
+    readme_claim,
 )
-from harness.peer.layout import find_seed
+from harness.peer.layout import beside_results, find_seed
 from harness.peer.results import Fields, start_ns
+from harness.peer.transcript import walk
 from ledger import Ledger, LedgerError, UnusableInput
 from ledger.events import (
     EpisodeFinishedBody,
@@ -58,11 +67,12 @@ from ledger.events import (
 )
 from ledger.ledger import StreamWriter, check_run_id
 from projections.suites.tasks.decisions import TaskItem, decide_unit
-from projections.suites.tasks.items import planted_needle
+from projections.suites.tasks.items import planted_needle, references_config
+from projections.trace import traced, unit_trace_hash
 from protocols import tasks as task_files
 from protocols.document import read
 from protocols.task_grading import References, read_warehouse, references
-from protocols.tasks import Task
+from protocols.tasks import TASK_SUFFIX, Task, TaskSet
 
 ORIGIN: Final = "mcp-data-platform"
 SHAPE: Final = "tasks"
@@ -81,8 +91,6 @@ SNAPSHOTS: Final = (
 )
 MAX_SNAPSHOT: Final = 4 << 20  # the study's are under 2 KiB; a larger one is not a snapshot
 MAX_JSON: Final = 32 << 20  # results and transcripts (the study's largest is 60 KiB)
-# claude-cli names an MCP tool mcp__<server>__<tool>; the platform was called with <tool>.
-_CLIENT_PREFIX: Final = re.compile(r"^mcp__[A-Za-z0-9_-]+?__(?=.)")
 
 
 @dataclass(frozen=True)
@@ -185,42 +193,10 @@ def _transcript(
     if not os.path.isfile(path):
         raise f.refuse(f"{where} has no transcript {path}")
     data = _read_json(path, MAX_JSON, "transcript")
+    own = {"task_id": pid, "attempt": attempt}
     t = Fields(path, "tasks transcript")
-    if not isinstance(data, dict):
-        raise t.refuse("the top level must be an object with a transcript list")
-    if data.get("task_id") != pid or data.get("attempt") != attempt:
-        raise t.refuse(
-            f"it is task {data.get('task_id')!r} attempt {data.get('attempt')!r}, "
-            f"not {where}'s {pid!r} attempt {attempt}"
-        )
-    turns = t.items(data, "transcript", "")
-    results: dict[str, tuple[str, bool]] = {}
-    for n, turn in enumerate(turns):
-        for m, res in enumerate(t.items(turn, "tool_results", f"transcript[{n}]")):
-            rw = f"transcript[{n}].tool_results[{m}]"
-            results[t.text(res, "call_id", rw)] = (
-                t.text(res, "text", rw),
-                bool(t.flag(res, "is_error", rw)),
-            )
-    calls = []
-    for n, turn in enumerate(turns):
-        for m, call in enumerate(t.items(turn, "tool_calls", f"transcript[{n}]")):
-            cw = f"transcript[{n}].tool_calls[{m}]"
-            args = call.get("args")
-            if args is not None and not isinstance(args, dict):
-                raise t.refuse(f"{cw}.args must be an object or null")
-            text, is_error = results.get(t.text(call, "id", cw), ("", False))
-            calls.append(
-                SessionCallBody(
-                    episode=EPISODE,
-                    method="tools/call",
-                    tool=_CLIENT_PREFIX.sub("", t.text(call, "name", cw)),
-                    arguments=dict(args or {}),
-                    is_error=is_error,
-                    content=[{"type": "text", "text": text}],
-                )
-            )
-    return tuple(calls)
+    _, calls = walk(t, data, EPISODE, belongs=own, whose=where, client_names=True, as_content=True)
+    return calls
 
 
 def _expected(task: dict[str, Any]) -> list[Any]:
@@ -363,11 +339,11 @@ def _planted(arm_dir: str) -> dict[str, Any] | None:
 
 
 def _references(
-    arm_dir: str, tasks: tuple[Task, ...], planted: dict[str, Any] | None
+    results: str, tasks: tuple[Task, ...], planted: dict[str, Any] | None, where: str
 ) -> dict[str, References]:
     """Each study task's readings (correct, the planted value, the traps), computed from the
-    peer's seeded warehouse beside its results; {} when the seed is not there."""
-    seed = find_seed(os.path.join(arm_dir, RESULTS))
+    peer's seeded warehouse beside its ``results``; {} when the seed is not there."""
+    seed = find_seed(results)
     if seed is None:
         return {}
     warehouse = read_warehouse(seed)
@@ -380,21 +356,73 @@ def _references(
                 task.grading.abs_tolerance,
             )  # fmt: skip
         except ValueError as exc:  # not a study task, or a treatment the study never planted
-            raise UnusableInput(os.path.join(arm_dir, PLANTED), str(exc)) from None
+            raise UnusableInput(where, str(exc)) from None
     return out
 
 
-def _references_json(refs: dict[str, References]) -> dict[str, Any]:
-    """``config["references"]``: task id -> tolerance and its [name, value] readings."""
+def _layout_tasks(f: Fields, data: dict[str, Any], attempts: list[dict[str, Any]]) -> TaskSet:
+    """A flat family's tasks: each ``<task id>.yaml`` of the peer's ``bench/tasks`` beside
+    ``results/``, for every task its attempts and summaries name (it keeps no ``tasks/``)."""
+    folder = beside_results(f.path, TASKS_DIR)
+    if folder is None or not os.path.isdir(folder):
+        raise f.refuse(f"it keeps no {TASKS_DIR}/ and no {TASKS_DIR}/ is beside its results/")
+    named = {f.text(a, "task_id", f"attempts[{i}]") for i, a in enumerate(attempts)}
+    named |= {f.text(t, "task_id", f"tasks[{j}]") for j, t in enumerate(f.items(data, "tasks", ""))}
+    tasks: list[Task] = []
+    files: list[str] = []
+    for tid in sorted(named):
+        file = os.path.join(folder, tid + TASK_SUFFIX)
+        if not tid or "/" in tid or not os.path.isfile(file):
+            raise f.refuse(f"task {tid!r} has no file {file}")
+        loaded = task_files.load(file)  # InvalidInput names the line
+        tasks += loaded.tasks
+        files += loaded.files
+    return TaskSet(tuple(tasks), tuple(files))
+
+
+def _readme_planted(family_dir: str, arm: str) -> dict[str, Any] | None:
+    """A flat family arm's planted claim, from its README (``arms.readme_claim``): None on an
+    arm the README does not say planted it. Its treatment and needle are those of the study's
+    archived plant (an arm's planted.json in another family) with the very same text."""
+    claim = readme_claim(family_dir)
+    if claim is None or arm not in claim[1]:
+        return None
+    text, _ = claim
+    readme = os.path.join(family_dir, README)
+    study = os.path.dirname(os.path.abspath(family_dir))
+    same = []
+    for path in sorted(glob.glob(os.path.join(study, "*", "*", PLANTED))):
+        plant = _planted(os.path.dirname(path))
+        if plant is not None and plant.get("text") == text:
+            where = os.path.relpath(path, study)
+            same.append((where, plant.get("treatment_id"), plant.get("needle")))
+    kinds = {(tid, needle) for _, tid, needle in same}
+    if len(kinds) != 1:
+        found = "none" if not same else f"{len(kinds)} different treatments"
+        raise UnusableInput(
+            readme,
+            f"the treatment string planted on arm {arm!r} is the text of {found} among the "
+            f"study's {PLANTED} files: its treatment (what adoption reads) is unknown",
+        )
+    ((treatment, needle),) = kinds
     return {
-        tid: {"tolerance": r.tolerance, "readings": [[x.name, x.value] for x in r.readings]}
-        for tid, r in sorted(refs.items())
+        "treatment_id": treatment,
+        "text": text,
+        "needle": needle,
+        "source": f"{README}: the treatment string",
+        "treatment_from": same[0][0],
     }
 
 
 def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan:
-    """Every file of the arm checked and built into bodies: all refusals happen here."""
-    path = os.path.join(arm_dir, RESULTS)
+    """Every file of the arm checked and built into bodies: all refusals happen here.
+
+    ``arm_dir`` is an arm folder, or a flat family's ``<arm>.json`` (``arms.flat_arms``):
+    its tasks then come from the peer's layout, its plant from the family README, and it
+    has no arm config or snapshots.
+    """
+    flat = arm_dir.endswith(".json") and os.path.isfile(arm_dir)
+    path = arm_dir if flat else os.path.join(arm_dir, RESULTS)
     data = _read_json(path, MAX_JSON, RESULTS)
     f = Fields(path, "tasks results file")
     if not isinstance(data, dict):
@@ -413,19 +441,25 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
     start = start_ns(f, manifest, required=True)
     k = _required(f, manifest, "k", "manifest")
     claimed = f.text(manifest, "task_set_hash", "manifest")
-    loaded = task_files.load(os.path.join(arm_dir, TASKS_DIR))  # InvalidInput names the line
+    if flat:
+        loaded = _layout_tasks(f, data, attempts)
+    else:
+        loaded = task_files.load(os.path.join(arm_dir, TASKS_DIR))  # InvalidInput names the line
     theirs = task_files.task_set_hash(loaded.tasks)
     # each file as written (the peer's YAML object), so the read side needs no files
     tasks = {t.id: read(file).data for t, file in zip(loaded.tasks, loaded.files, strict=True)}
     if theirs != claimed:
         raise f.refuse(
-            f"manifest.task_set_hash is {claimed or '(none)'} but {TASKS_DIR}/ "
+            f"manifest.task_set_hash is {claimed or '(none)'} but "
+            f"{os.path.dirname(loaded.files[0]) if flat else TASKS_DIR + '/'} "
             f"hashes to {theirs}: these are not the tasks the arm ran"
         )
     arm = f.text(manifest, "arm", "manifest")
-    planted = _planted(arm_dir)
-    refs = _references(arm_dir, loaded.tasks, planted)
-    needle = planted_needle(planted, os.path.join(arm_dir, PLANTED), "needle")
+    family_dir = os.path.dirname(path)
+    planted = _readme_planted(family_dir, name.arm) if flat else _planted(arm_dir)
+    where = os.path.join(family_dir, README) if flat else os.path.join(arm_dir, PLANTED)
+    refs = _references(path, loaded.tasks, planted, where)
+    needle = planted_needle(planted, where, "needle")
     items = {t.id: TaskItem(t, refs.get(t.id), needle) for t in loaded.tasks}
     folder = path + ".transcripts"
     units: list[_Unit] = []
@@ -456,9 +490,13 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         "manifest": manifest,
         "planted": planted,
         "tasks": tasks,
-        **({"references": _references_json(refs)} if refs else {}),
-        "arm_config": _arm_config(os.path.join(arm_dir, ARM_CONFIG)),
+        **({"references": references_config(refs)} if refs else {}),
+        "arm_config": None if flat else _arm_config(os.path.join(arm_dir, ARM_CONFIG)),
     }
+    if flat:  # where what an arm folder holds was found instead
+        config["results_file"] = os.path.basename(path)
+        # relative to the family, so a copy of the peer's tree imports to the same root
+        config["tasks_folder"] = os.path.relpath(os.path.dirname(loaded.files[0]), family_dir)
     header = RunStartedBody(
         suite=SHAPE,
         protocol_set_hash=claimed,
@@ -472,18 +510,20 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         tool_version="import-peer",
         config=config,
     )
-    return _Plan(run, name, start, header, _snapshots(arm_dir), tuple(units))
+    return _Plan(run, name, start, header, () if flat else _snapshots(arm_dir), tuple(units))
 
 
 def _write_unit(w: StreamWriter, unit: _Unit) -> None:
     """The attempt's events: the peer's verdict, then ours from the one decision function
-    (``projections.suites.tasks.decisions``), which re-derivation calls again."""
+    (``projections.suites.tasks.decisions``), which re-derivation calls again; the trace
+    hashes a live unit records (``w`` keeps its log), which re-derivation checks."""
     w.append(unit.started)
     refs = [w.append(unit.episode)]
     refs.extend(w.append(call) for call in unit.calls)
-    finished = w.append(unit.finished, refs=refs)
+    done = traced(unit.finished, [body for seq, body in w.log if seq >= refs[0]])
+    finished = w.append(done, refs=refs)
     seen: list[tuple[int, Any]] = [*zip(refs, (unit.episode, *unit.calls), strict=True)]
-    seen.append((finished, unit.finished))
+    seen.append((finished, done))
     if unit.decision is not None:
         w.append(unit.decision, refs=[finished])
     if unit.infra is not None:
@@ -492,7 +532,8 @@ def _write_unit(w: StreamWriter, unit: _Unit) -> None:
     for ruling in decide_unit(unit.item, seen):
         w.append(ruling.body, refs=list(ruling.refs))
         outcome[ruling.body.check] = ruling.body.verdict  # the last decision of a check rules
-    w.append(msgspec.structs.replace(unit.outcome, outcome=outcome))
+    trace = unit_trace_hash(body for _, body in w.log)
+    w.append(msgspec.structs.replace(unit.outcome, outcome=outcome, trace_hash=trace))
 
 
 def _write(ledger: Ledger, plan: _Plan) -> str:
@@ -508,7 +549,7 @@ def _write(ledger: Ledger, plan: _Plan) -> str:
             header.append(snapshot)
         ledger.commit(header)
         for unit in plan.units:
-            writer = ledger.new_stream(unit.stream)
+            writer = ledger.new_stream(unit.stream, keep_log=True)
             _write_unit(writer, unit)
             ledger.commit(writer)
         return ledger.seal(plan.run_id)
@@ -556,7 +597,8 @@ def import_family(
     here = os.path.normpath(family_dir)
     family = os.path.basename(os.path.abspath(here))
     meanings = label_meanings(here)
-    plans = [_plan(d, name_of(d, meanings), family, None) for d in arm_folders(here)]
+    arms = flat_arms(here) or arm_folders(here)
+    plans = [_plan(d, name_of(d, meanings), family, None) for d in arms]
     _refuse_existing(ledger, plans)
     out = []
     for n, plan in enumerate(plans, 1):

@@ -2,13 +2,16 @@
 
 Assistant turns carry ``text`` and ``tool_calls`` (``id``, ``name``, ``args``); user turns
 carry ``tool_results`` (``call_id``, ``text``, ``is_error``). Read as a ``RecordedEpisode``
-to play back, or as the session calls an import records.
+to play back, or as the session calls an import records (``walk``: one reading for the
+lifecycle transcripts and the tasks bench's, which differ only in their header, tool names
+and how a result is recorded).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -18,6 +21,8 @@ from ledger import UnusableInput
 from ledger.events import SessionCallBody
 
 USAGE_KEYS: Final = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
+# claude-cli names an MCP tool mcp__<server>__<tool>; the platform was called with <tool>.
+_CLIENT_PREFIX: Final = re.compile(r"^mcp__[A-Za-z0-9_-]+?__(?=.)")
 
 
 @dataclass(frozen=True)
@@ -91,9 +96,34 @@ def session_calls(
             data = json.load(fh)
     except (OSError, ValueError) as exc:
         raise UnusableInput(path, f"unreadable transcript ({exc})") from None
-    f = Fields(path, "transcript")
+    turns, calls = walk(Fields(path, "transcript"), data, stage)
+    return _first_user_text(turns), calls
+
+
+def walk(
+    f: Fields,
+    data: Any,
+    episode: str,
+    *,
+    belongs: Mapping[str, Any] | None = None,
+    whose: str = "",
+    client_names: bool = False,
+    as_content: bool = False,
+) -> tuple[list[dict[str, Any]], tuple[SessionCallBody, ...]]:
+    """A transcript file's turns and its tool calls as ``episode``'s session calls, in order.
+
+    Each call carries the text its ``tool_results`` entry (by ``call_id``) returned.
+    ``belongs``: header fields the file must carry (it is ``whose``'s, not another's);
+    ``client_names``: strip a client's ``mcp__<server>__`` prefix from tool names;
+    ``as_content``: the text as an MCP text block (``content``), else as ``result``.
+    UnusableInput naming the file and field when it is not of that shape.
+    """
     if not isinstance(data, dict):
         raise f.refuse("the top level must be an object with a transcript list")
+    if belongs and any(data.get(k) != v for k, v in belongs.items()):
+        theirs = " ".join(f"{k} {data.get(k)!r}" for k in belongs)
+        ours = " ".join(f"{k} {v!r}" for k, v in belongs.items())
+        raise f.refuse(f"it is {theirs}, not {whose}'s {ours}")
     turns = f.items(data, "transcript", "")
     results: dict[str, tuple[str, bool]] = {}
     for t, turn in enumerate(turns):
@@ -111,17 +141,21 @@ def session_calls(
             if args is not None and not isinstance(args, dict):
                 raise f.refuse(f"{where}.args must be an object or null")
             text, err = results.get(f.text(call, "id", where), ("", False))
+            name = f.text(call, "name", where)
+            returned: dict[str, Any] = (
+                {"content": [{"type": "text", "text": text}]} if as_content else {"result": text}
+            )
             calls.append(
                 SessionCallBody(
-                    episode=stage,
+                    episode=episode,
                     method="tools/call",
-                    tool=f.text(call, "name", where),
+                    tool=_CLIENT_PREFIX.sub("", name) if client_names else name,
                     arguments=dict(args or {}),
-                    result=text,
                     is_error=err,
+                    **returned,
                 )
             )
-    return _first_user_text(turns), tuple(calls)
+    return turns, tuple(calls)
 
 
 def _first_user_text(turns: list[dict[str, Any]]) -> str:

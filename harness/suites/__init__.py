@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.suites.base import Loaded, Suite
+from harness.suites.base import Loaded, Suite, run_config
 
 
 def _lifecycle() -> Suite:
@@ -24,9 +24,16 @@ def _provenance() -> Suite:
     return ProvenanceSuite()
 
 
+def _tasks() -> Suite:
+    from harness.suites.tasks import TasksSuite
+
+    return TasksSuite()
+
+
 SUITES: dict[str, Callable[[], Suite]] = {
     "lifecycle": _lifecycle,
     "provenance": _provenance,
+    "tasks": _tasks,
 }
 
 
@@ -49,4 +56,4 @@ def suite_for(name: str) -> Suite:
     return factory()
 
 
-__all__ = ["SUITES", "Loaded", "Suite", "names", "register", "suite_for"]
+__all__ = ["SUITES", "Loaded", "Suite", "names", "register", "run_config", "suite_for"]

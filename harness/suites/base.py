@@ -71,3 +71,11 @@ class Suite(Protocol):
     async def run_unit(self, ctx: UnitContext) -> None:
         """Every stage of one unit; decisions go through ``ctx``; infra failures raise."""
         ...
+
+
+def run_config(suite: Suite) -> dict[str, Any]:
+    """What a new run's ``run_started.config`` records for ``suite``: its optional
+    ``run_config()`` (the tasks suite records its tasks there, so the read side needs no
+    file), {} for a suite without one."""
+    own = getattr(suite, "run_config", None)
+    return dict(own()) if callable(own) else {}

@@ -75,6 +75,8 @@ class LifecycleSuite:
     def settle(self, config: RunConfig, external: bool) -> None:
         if "--cases" in config.items_options:
             raise RunRefused("--cases is the provenance lane's: use it with --suite provenance")
+        if "--tasks" in config.items_options:
+            raise RunRefused("--tasks is the tasks suite's: use it with --suite tasks")
 
     def configure(self, record: RunRecord) -> None:
         self.capture_timeout_s = record.capture_timeout_s

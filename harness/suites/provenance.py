@@ -86,7 +86,7 @@ class ProvenanceSuite:
         """Each case runs k=2 times, on a fresh platform per unit when the platform is
         embedded (an external one is shared; fresh identities keep each replicate's
         memories apart). ``--cases`` names the case file or folder."""
-        if "--protocols" in config.items_options:
+        if "--protocols" in config.items_options or "--tasks" in config.items_options:
             raise RunRefused("--suite provenance reads cases: give them with --cases PATH")
         if "k" not in config.given:
             config.k = max(config.k, DEFAULT_K)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import html
 import json
 import os
-import string
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
@@ -28,23 +27,19 @@ from projections.card import (
     standing_json,
     standing_lines,
 )
-from projections.prices import per_pass
+from projections.sheet import Cell, extra_html, extra_json, letters, markdown_lines, table_lines
 from projections.source import Completeness
 from projections.suites.lifecycle.compare import METRICS, Incomparable, Row, compare
 from projections.suites.lifecycle.page import DECIDES_PASS, GOOD_WHEN_FALSE
 from projections.suites.lifecycle.report import run_completeness
 from projections.suites.lifecycle.scorecard import CHECKS, Scorecard, Unit
-from projections.usage import percentile
-from projections.usage_view import dollars, millis, seconds
+from projections.usage_view import usage_cells
 
 METRIC_ORDER: Final = (
     "full_lifecycle",
     "pass_k",
     *(s.name for s in METRICS if s.name != "full_lifecycle"),
 )
-_LETTERS: Final = string.ascii_uppercase
-USAGE_ROWS: Final = ("cost (USD)", "cost per passed unit", "wall", "unit p50 / p95",
-                     "model call p50 / p95", "model calls", "tokens in / out")  # fmt: skip
 DECIDES_PASS_ORDER: Final = tuple(c for c in CHECKS if c in DECIDES_PASS)
 
 
@@ -152,44 +147,6 @@ def disagreements(cards: Sequence[Scorecard]) -> list[tuple[str, tuple[str, ...]
     return out
 
 
-def _pair(values: Sequence[float], show: Callable[[float], str]) -> str:
-    p50, p95 = percentile(values, 50), percentile(values, 95)
-    return "-" if p50 is None or p95 is None else f"{show(p50)} / {show(p95)}"
-
-
-def _cost_cells(card: Scorecard) -> tuple[str, str]:
-    priced = card.priced()
-    if priced is None or priced.usd is None:
-        return "not priced", "-"
-    mark = " (nominal)" if getattr(priced, "nominal", False) else ""
-    each = per_pass(priced, card.passed_units)
-    return dollars(priced.usd) + mark, "-" if each is None else dollars(each) + mark
-
-
-def usage_cells(cards: Sequence[Scorecard]) -> list[tuple[str, tuple[str, ...]]]:
-    """Cost and latency rows, one cell per card (docs/metrics.md, "Cost and latency")."""
-    if all(c.usage is None for c in cards):
-        return []
-    rows: dict[str, list[str]] = {k: [] for k in USAGE_ROWS}
-    for card in cards:
-        u = card.usage
-        usd, each = _cost_cells(card)
-        rows["cost (USD)"].append(usd)
-        rows["cost per passed unit"].append(each)
-        if u is None:
-            for key in USAGE_ROWS[2:]:
-                rows[key].append("-")
-            continue
-        rows["wall"].append("-" if u.wall_s is None else seconds(u.wall_s))
-        rows["unit p50 / p95"].append(_pair(u.unit_s, seconds))
-        rows["model call p50 / p95"].append(_pair(u.latencies_ms, millis))
-        rows["model calls"].append(f"{u.model_calls:,}")
-        rows["tokens in / out"].append(
-            f"{u.tokens.get('input', 0):,} / {u.tokens.get('output', 0):,}"
-        )
-    return [(k, tuple(v)) for k, v in rows.items()]
-
-
 def matrix(cards: Sequence[Scorecard], targets: Sequence[str]) -> Matrix:
     """The columns (``cards[0]`` the baseline) compared; Incomparable on another set."""
     if len(cards) < 2:
@@ -197,15 +154,15 @@ def matrix(cards: Sequence[Scorecard], targets: Sequence[str]) -> Matrix:
     same_set(cards, targets)
     labels = [label(c.meta) for c in cards]
     columns = tuple(
-        Column(_LETTERS[i % 26] * (1 + i // 26), t, c, lab)
-        for i, (t, c, lab) in enumerate(zip(targets, cards, labels, strict=True))
+        Column(letter, t, c, lab)
+        for letter, t, c, lab in zip(letters(len(cards)), targets, cards, labels, strict=True)
     )
     names = [n for n in METRIC_ORDER if n in cards[0].metrics]
     pairs = [compare(cards[0], c, names) for c in cards[1:]]
     rows = {n: tuple(p[i] for p in pairs) for i, n in enumerate(names)}
     return Matrix(
         columns, rows, tuple(differences(columns)), tuple(disagreements(cards)),
-        tuple(usage_cells(cards)),
+        tuple(usage_cells([(c.usage, c.priced(), c.passed_units) for c in cards])),
     )  # fmt: skip
 
 
@@ -261,6 +218,15 @@ def _legend(m: Matrix) -> list[tuple[str, str]]:
     return out
 
 
+def _cells(m: Matrix) -> dict[str, list[Cell]]:
+    """Per metric, each column's own rate and interval and its difference from the baseline."""
+    out = {}
+    for name, rows in m.rows.items():
+        own = [" ".join(_own(m, name, i)).strip() for i in range(len(m.columns))]
+        out[name] = [Cell(o, _diff(rows[i - 1]) if i else "") for i, o in enumerate(own)]
+    return out
+
+
 def _notes(m: Matrix) -> list[str]:
     out = []
     for name, rows in m.rows.items():
@@ -284,23 +250,8 @@ def _table(m: Matrix) -> str:
         f"verified {c.letter}: {r.verified}" for c in m.columns for r in c.card.runs if r.verified
     ]
     lines += [f"intervals: 95%, {_methods(m)}", ""]
-    width = max(len(n) for n in [*m.rows, *(n for n, _ in m.extra), "metric"]) + 2
-    cols = [c.letter for c in m.columns]
-    cells: list[list[str]] = []
-    for name, rows in m.rows.items():
-        own = [_own(m, name, i) for i in range(len(m.columns))]
-        cells.append([name, *(f"{r} {ci}".strip() for r, ci in own)])
-        cells.append([f"  vs {m.baseline.letter}", "", *(_diff(r) for r in rows)])
-    for name, values in m.extra:
-        cells.append([name, *values])
-    widths = [width] + [
-        max(len(col), *(len(row[i + 1]) for row in cells)) + 2 for i, col in enumerate(cols)
-    ]
-    lines.append(
-        "".join(h.ljust(w) for h, w in zip(["metric", *cols], widths, strict=True)).rstrip()
-    )
-    for row in cells:
-        lines.append("".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    heads = [c.letter for c in m.columns]
+    lines += table_lines(heads, _cells(m), m.extra, m.baseline.letter)
     lines += _disagree_text(m)
     notes = _notes(m)
     if notes:
@@ -333,15 +284,7 @@ def _markdown(m: Matrix) -> str:
         if r.verified
     ]
     lines += [f"- **intervals**: 95%, {_methods(m)}", ""]
-    lines.append("| metric | " + " | ".join(c.letter for c in m.columns) + " |")
-    lines.append("| --- |" + " --- |" * len(m.columns))
-    for name, rows in m.rows.items():
-        own = [" ".join(_own(m, name, i)).strip() for i in range(len(m.columns))]
-        vs = [""] + [_diff(r) for r in rows]
-        joined = [f"{o}<br>{d}" if d else o for o, d in zip(own, vs, strict=True)]
-        lines.append(f"| {name} | " + " | ".join(joined) + " |")
-    for name, values in m.extra:
-        lines.append(f"| {name} | " + " | ".join(values) + " |")
+    lines += markdown_lines([c.letter for c in m.columns], _cells(m), m.extra)
     if m.disagree:
         lines += ["", f"Protocols on which the runs disagree ({len(m.disagree)}):", ""]
         lines.append("| protocol | " + " | ".join(c.letter for c in m.columns) + " |")
@@ -420,7 +363,7 @@ def as_json(m: Matrix) -> dict[str, Any]:
         ),
         "differs": list(m.differs),
         "metrics": metrics,
-        "extra": {name: dict(zip(keys, values, strict=True)) for name, values in m.extra},
+        "extra": extra_json(keys, m.extra),
         "disagree": [{"protocol": pid, **dict(zip(keys, v, strict=True))} for pid, v in m.disagree],
     }
 
@@ -478,12 +421,7 @@ def page(m: Matrix) -> str:
                 f'<span class="ci">{esc(ci)}</span>{diff}</td>'
             )
         body.append(f'<tr><td class="m">{_breakable(name)}</td>{"".join(cells)}</tr>')
-    for name, values in m.extra:
-        body.append(
-            f'<tr><td class="m">{esc(name)}</td>'
-            + "".join(f"<td>{esc(v)}</td>" for v in values)
-            + "</tr>"
-        )
+    body.append(extra_html(m.extra, "m"))
     legend = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in _legend(m))
     differs = "".join(f"<li>{esc(d)}</li>" for d in m.differs) or "<li>nothing but the runs</li>"
     disagree = ""

@@ -21,7 +21,6 @@ from projections.card import (
     render_card,
     standing_json,
 )
-from projections.prices import Unpriced, per_pass
 from projections.source import Completeness, completeness
 from projections.suites.lifecycle import page as html_page
 from projections.suites.lifecycle.compare import GateRow, Row
@@ -30,7 +29,7 @@ from projections.suites.lifecycle.scorecard import (
     METRICS,
     Scorecard,
 )
-from projections.usage_view import dollars, seconds, usage_json, usage_lines
+from projections.usage_view import cost_text, seconds, usage_json, usage_lines
 
 NOT_APPLICABLE: Final = "not applicable"  # how a decision for a stage the platform lacks begins
 FUNNEL: Final = (
@@ -294,13 +293,11 @@ def headline_usage(card: Scorecard) -> list[tuple[str, str]]:
     if card.usage is None:
         return []
     out = []
-    priced = card.priced()
-    if priced is not None and not isinstance(priced, Unpriced):
-        each = per_pass(priced, card.passed_units)
-        nominal = " (nominal)" if priced.nominal else ""
-        out.append(("cost" + nominal, dollars(priced.usd)))
-        if each is not None:
-            out.append((f"cost per passed {_passed_noun(card)}{nominal}", dollars(each)))
+    shown = cost_text(card.priced(), card.passed_units)
+    if shown.usd:
+        out.append(("cost" + shown.nominal, shown.usd))
+    if shown.each:
+        out.append((f"cost per passed {_passed_noun(card)}{shown.nominal}", shown.each))
     if card.usage.wall_s is not None:
         out.append(("wall duration", seconds(card.usage.wall_s)))
     return out

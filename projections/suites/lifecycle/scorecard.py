@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from ledger.events import (
-    EpisodeFinishedEvent,
     Event,
     GraderDecisionEvent,
     InfraErrorEvent,
@@ -34,7 +33,8 @@ from projections.card import (
     RunMeta,
     subset_label,
 )
-from projections.prices import Cost, PriceTable, Unpriced, cost, load_prices
+from projections.prices import Cost, PriceTable, Unpriced
+from projections.prices import priced as price_usage
 from projections.stats import (
     Interval,
     cluster_rate_interval,
@@ -42,7 +42,7 @@ from projections.stats import (
     pass_hat_k,
     wilson,
 )
-from projections.usage import Usage, UsageFold, merge
+from projections.usage import Usage, UsageFold, merge, sum_tokens
 
 # The checks a lifecycle unit's grader decisions carry (``GraderDecisionBody.check``).
 CAPTURE_ATTEMPTED: Final = "capture_attempted"
@@ -103,7 +103,7 @@ class Unit:
     error: str = ""
     abandoned: bool = False
     infra_errors: int = 0
-    tokens: dict[str, int] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=dict)  # its stream's, from the usage fold
     withheld: list[tuple[int, str]] = field(default_factory=list)  # (seq, kind), redacted
 
     @property
@@ -271,13 +271,6 @@ class LifecycleFold:
                 event.stream, event.seq, link, gd.stage, gd.check, gd.verdict, gd.reason,
                 gd.answer, gd.expected, gd.origin, tuple(event.refs),
             )  # fmt: skip
-        elif isinstance(event, EpisodeFinishedEvent):
-            tokens = self._unit(event.stream).tokens
-            ef = event.body
-            for key, value in (("input", ef.input_tokens), ("output", ef.output_tokens),
-                               ("cache_read", ef.cache_read_tokens),
-                               ("cache_creation", ef.cache_creation_tokens)):  # fmt: skip
-                tokens[key] = tokens.get(key, 0) + value
         elif isinstance(event, InfraErrorEvent):
             self._unit(event.stream).infra_errors += 1
         elif isinstance(event, UnitFinishedEvent):
@@ -294,6 +287,8 @@ class LifecycleFold:
 
     def result(self) -> tuple[RunMeta, list[Unit]]:
         self.meta.usage = self._usage.result()
+        for stream, tokens in self._usage.by_stream.items():  # a unit's tokens: its stream's
+            self._unit(stream).tokens = dict(tokens)
         return self.meta, [u for _, u in sorted(self.units.items())]
 
 
@@ -315,9 +310,7 @@ class Scorecard(NamedTuple):
 
     def priced(self) -> Cost | Unpriced | None:
         """The card's cost at its price table (the packaged one unless given)."""
-        if self.usage is None:
-            return None
-        return cost(self.usage, self.prices or load_prices(None))
+        return price_usage(self.usage, self.prices)
 
     @property
     def passed_units(self) -> int:
@@ -453,10 +446,7 @@ def scorecard(folds: Iterable[tuple[RunMeta, list[Unit]]], *, ci: str = "auto") 
     clustered = ci == "cluster" or (ci == "auto" and several)
     metrics = {spec.name: _metric(spec, units, clustered) for spec in METRICS}
     metrics["pass_k"], short = pass_k_metric(units, max(1, k))
-    tokens: dict[str, int] = {}
-    for u in units:
-        for key, value in u.tokens.items():
-            tokens[key] = tokens.get(key, 0) + value
+    tokens = sum_tokens(u.tokens for u in units)
     failures = sum(1 for u in units if u.counted and u.error)
     incomplete = sum(
         1 for u in units if u.finished is None and not u.abandoned and not u.outcome_withheld

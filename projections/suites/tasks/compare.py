@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import json
-import string
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
@@ -23,12 +22,13 @@ from projections.card import (
     standing_json,
     standing_lines,
 )
+from projections.sheet import Cell, extra_html, extra_json, letters, markdown_lines, table_lines
 from projections.stats import Interval, newcombe
 from projections.suites.lifecycle.matrix import label
 from projections.suites.tasks.report import INTERVALS, cell, run_completeness
 from projections.suites.tasks.scorecard import METRIC_NAMES, Card
+from projections.usage_view import usage_cells
 
-_LETTERS: Final = string.ascii_uppercase
 METHOD: Final = "Newcombe hybrid score (independent arms), this run minus the baseline"
 
 
@@ -58,6 +58,7 @@ class Sheet(NamedTuple):
     columns: tuple[Column, ...]
     rows: dict[str, tuple[Diff, ...]]  # metric -> one Diff per non-baseline column
     differs: tuple[str, ...]
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()  # cost/latency rows, per column
 
     @property
     def baseline(self) -> Column:
@@ -100,15 +101,16 @@ def sheet(cards: Sequence[Card], targets: Sequence[str]) -> Sheet:
     if len(cards) < 2:
         raise ValueError("compare needs at least two runs")
     columns = tuple(
-        Column(_LETTERS[i % 26] * (1 + i // 26), t, c)
-        for i, (t, c) in enumerate(zip(targets, cards, strict=True))
+        Column(letter, t, c)
+        for letter, t, c in zip(letters(len(cards)), targets, cards, strict=True)
     )
     base = cards[0].metrics
     rows = {
         name: tuple(difference(base[name], c.metrics[name]) for c in cards[1:])
         for name in METRIC_NAMES
     }
-    return Sheet(columns, rows, tuple(differences(columns)))
+    extra = usage_cells([(c.usage, c.priced(), c.passed_units) for c in cards])
+    return Sheet(columns, rows, tuple(differences(columns)), tuple(extra))
 
 
 # -- rendering ---------------------------------------------------------------------------
@@ -140,26 +142,22 @@ def _legend(s: Sheet) -> list[tuple[str, str]]:
     return out
 
 
-def _cells(s: Sheet, name: str) -> list[tuple[str, str]]:
+def _cells(s: Sheet, name: str) -> list[Cell]:
     """Per column: its own cell, and its difference from the baseline ("" for the baseline)."""
-    out = []
-    for i, c in enumerate(s.columns):
-        own = cell(c.card.metrics[name])
-        out.append((own, diff_text(s.rows[name][i - 1]) if i else ""))
-    return out
+    return [
+        Cell(cell(c.card.metrics[name]), diff_text(s.rows[name][i - 1]) if i else "")
+        for i, c in enumerate(s.columns)
+    ]
+
+
+def _heads(s: Sheet) -> list[str]:
+    return [f"{c.letter} {c.head}" for c in s.columns]
 
 
 def _table(s: Sheet) -> str:
     lines = _top(s) + [f"{k} = {v}" for k, v in _legend(s)]
     lines += [INTERVALS, f"Δ: {METHOD}", ""]
-    grid = [["metric", *(f"{c.letter} {c.head}" for c in s.columns)]]
-    for name in s.rows:
-        cells = _cells(s, name)
-        grid.append([name, *(own for own, _ in cells)])
-        grid.append([f"  vs {s.baseline.letter}", *(d for _, d in cells)])
-    widths = [max(len(row[i]) for row in grid) + 2 for i in range(len(grid[0]))]
-    for row in grid:
-        lines.append("".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    lines += table_lines(_heads(s), {n: _cells(s, n) for n in s.rows}, s.extra, s.baseline.letter)
     return "\n".join(lines) + "\n"
 
 
@@ -167,11 +165,7 @@ def _markdown(s: Sheet) -> str:
     lines = [f"**{x}**" for x in _top(s)] + [""]
     lines += [f"- **{k}**: {v}" for k, v in _legend(s)]
     lines += [f"- {INTERVALS}; Δ: {METHOD}", ""]
-    lines.append("| metric | " + " | ".join(f"{c.letter} {c.head}" for c in s.columns) + " |")
-    lines.append("| --- |" + " --- |" * len(s.columns))
-    for name in s.rows:
-        joined = [f"{own}<br>{d}" if d else own for own, d in _cells(s, name)]
-        lines.append(f"| {name} | " + " | ".join(joined) + " |")
+    lines += markdown_lines(_heads(s), {n: _cells(s, n) for n in s.rows}, s.extra)
     return "\n".join(lines) + "\n"
 
 
@@ -216,6 +210,7 @@ def as_json(s: Sheet) -> dict[str, Any]:
         },
         "differs": list(s.differs),
         "metrics": metrics,
+        "extra": extra_json(keys, s.extra),
     }
 
 
@@ -228,7 +223,7 @@ def page(s: Sheet) -> str:
         + "".join(f"<td>{esc(own)}<br><small>{esc(d)}</small></td>" for own, d in _cells(s, name))
         + "</tr>"
         for name in s.rows
-    )
+    ) + extra_html(s.extra)
     excluded = [f"{c.letter}: {c.card.excluded}" for c in s.columns if c.card.excluded]
     partial = [f"{c.letter}: {b}" for c in s.columns if (b := run_completeness(c.card).banner())]
     legend = "".join(f"<li><b>{esc(k)}</b>: {esc(v)}</li>" for k, v in _legend(s))

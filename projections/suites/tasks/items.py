@@ -49,6 +49,15 @@ def _recorded(run: str, task_id: str, data: Any) -> References:
     return References(float(tolerance), tuple(readings))
 
 
+def references_config(refs: dict[str, References]) -> dict[str, Any]:
+    """``config["references"]`` as a run records it (what ``_recorded`` reads back): task
+    id -> its tolerance and its [name, value] readings."""
+    return {
+        tid: {"tolerance": r.tolerance, "readings": [[x.name, x.value] for x in r.readings]}
+        for tid, r in sorted(refs.items())
+    }
+
+
 def treatment(config: dict[str, Any]) -> str | None:
     """The arm's planted treatment id (None on an arm that planted nothing)."""
     planted = config.get("planted")

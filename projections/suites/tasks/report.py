@@ -22,7 +22,8 @@ from projections.card import (
     standing_json,
 )
 from projections.source import Completeness, completeness
-from projections.suites.tasks.scorecard import DESCRIPTIONS, SUITE, Card
+from projections.suites.tasks.scorecard import DESCRIPTIONS, PASSED_NOUN, SUITE, Card
+from projections.usage_view import usage_json, usage_lines
 
 INTERVALS: Final = f"95% intervals: {CI_LABELS[CI_WILSON]}"
 
@@ -58,7 +59,22 @@ def header_lines(card: Card) -> list[tuple[str, str]]:
             f"{card.harness_failures} harness failures (in no rate), "
             f"{card.incomplete} incomplete",
         ),
+        *usage_rows(card),
     ]
+
+
+def usage_rows(card: Card) -> list[tuple[str, str]]:
+    """Duration, model calls, tokens and cost (docs/metrics.md, "Cost and latency")."""
+    if card.usage is None:
+        return []
+    return usage_lines(card.usage, card.priced(), card.passed_units, PASSED_NOUN)
+
+
+def usage_doc(card: Card) -> dict[str, Any]:
+    """The JSON ``usage`` of a card (empty when it has none)."""
+    if card.usage is None:
+        return {}
+    return {"usage": usage_json(card.usage, card.priced(), card.passed_units)}
 
 
 def cell(m: Metric) -> str:
@@ -142,6 +158,7 @@ def as_json(card: Card) -> dict[str, Any]:
             "k": m.k,
         },
         "metrics": metrics,
+        **usage_doc(card),
         "harness_failures": card.harness_failures,
         "incomplete": card.incomplete,
         "notes": [*_agreement(card), *card.notes],

@@ -15,6 +15,8 @@ from typing import Any, Final, NamedTuple
 
 from ledger.events import Event, GraderDecisionEvent
 from projections.card import CI_WILSON, Decision, Metric, Ref, RunMeta
+from projections.prices import Cost, PriceTable, Unpriced
+from projections.prices import priced as price_usage
 from projections.stats import wilson
 from projections.suites.lifecycle import scorecard as lc
 from projections.suites.tasks.decisions import (
@@ -22,15 +24,18 @@ from projections.suites.tasks.decisions import (
     CHECKS,
     CLAIM_SEEN,
     COPRESENT,
+    CORRECTIVE,
     EXPOSED,
     OBSERVED,
     OURS,
     QUERIED,
 )
+from projections.usage import Usage
 from protocols.task_grading import ADOPTED, CORRECT, OTHER
 
 SUITE: Final = "tasks"
 NOUN: Final = "tasks"
+PASSED_NOUN: Final = "attempt (graded correct)"  # what "cost per passed ..." divides by
 TRAP: Final = "trap"
 PEER_CORRECT: Final = "peer_correct"  # the peer's own recorded verdict, beside ours
 METRIC_NAMES: Final = CHECKS
@@ -47,6 +52,8 @@ DESCRIPTIONS: Final = {
     "(convention tasks of arms that planted one)",
     EXPOSED: "attempts that read the plant's reviewer note (arms that planted one)",
     BUDGET: "attempts that ran out of their tool-call budget",
+    CORRECTIVE: "attempts that filed a corrective capture (category correction, or text "
+    "saying the claim is wrong)",
     PEER_CORRECT: "attempts the peer's results file records as correct",
 }
 
@@ -94,6 +101,21 @@ class Card(NamedTuple):
     incomplete: int
     peer: dict[str, Decision]  # stream -> the peer's correct, where ours is recorded too
     notes: tuple[str, ...] = ()
+    prices: PriceTable | None = None  # what cost is computed at (None: the packaged table)
+
+    @property
+    def usage(self) -> Usage | None:
+        """The run's durations, model calls and tokens (``projections.usage``)."""
+        return self.meta.usage
+
+    def priced(self) -> Cost | Unpriced | None:
+        """The run's cost at its price table (the packaged one unless given)."""
+        return price_usage(self.usage, self.prices)
+
+    @property
+    def passed_units(self) -> int:
+        """Attempts graded correct (what cost per passed attempt divides by)."""
+        return sum(u.graded and u.verdict(CORRECT) is True for u in self.units)
 
     @property
     def excluded(self) -> str:
