@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 import threading
@@ -119,6 +120,8 @@ def _config(args: argparse.Namespace) -> RunConfig:
         for o in _RESTORABLE
     }
     conf = args.settings
+    if args.basic_memory_python:
+        conf = dataclasses.replace(conf, basic_memory_python=args.basic_memory_python)
     items_options = tuple(
         f"--{o}" for o in ("protocols", "cases", "tasks") if getattr(args, o) is not None
     )
@@ -128,6 +131,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
         agent=value["agent"],
         platform=value["platform"],
         server_memory_cmd=args.server_memory_cmd or "",
+        basic_memory_cmd=args.basic_memory_cmd or "",
         admin_key=args.admin_key or conf.admin_key,
         pool_base=args.pool_base or conf.pool_base,
         pool_size=value["pool_size"] or 0,
@@ -405,16 +409,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--platform",
-        metavar="embedded|embedded:process|server-memory[@VERSION]|URL",
+        metavar="embedded|embedded:process|server-memory[@VERSION]|basic-memory[@VERSION]|URL",
         help="embedded (default: in this process), embedded:process (a child process), "
         "server-memory (@modelcontextprotocol/server-memory over stdio, npm-installed on "
-        "first use; default version 2026.8.31) or the URL of a running mcp-data-platform",
+        "first use; default version 2026.8.31), basic-memory (PyPI basic-memory over "
+        "streamable HTTP, pip-installed on first use; default 0.24.1) or the URL of a running "
+        "mcp-data-platform",
     )
     p.add_argument(
         "--server-memory-cmd",
         metavar="CMD",
         help="server-memory: start the server with CMD instead of the npm install "
         "(e.g. 'node /path/to/server-memory/dist/index.js')",
+    )
+    p.add_argument(
+        "--basic-memory-cmd",
+        metavar="CMD",
+        help="basic-memory: the basic-memory command of a server you installed (the harness "
+        "adds `mcp --transport streamable-http ...`), instead of the pip install",
+    )
+    p.add_argument(
+        "--basic-memory-python",
+        metavar="PATH",
+        help="basic-memory: the Python >= 3.12 to install it with (default: the first found "
+        "on PATH or in ~/.pyenv/versions)",
     )
     p.add_argument(
         "--pack",

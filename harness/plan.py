@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from harness import agents
 from harness.agents.base import Agent
+from harness.platforms.basic_memory_server import CMD as BASIC_MEMORY_CMD
 from harness.platforms.provision import SERVER_MEMORY_CMD, PlatformSpec, parse_platform
 from harness.record import (
     RunConfig,
@@ -172,6 +173,13 @@ def settle(cfg: RunConfig) -> PlatformSpec:
                 "--platform server-memory (no @VERSION: the command decides the version)"
             )
         cfg.platform, cfg.server_memory_cmd = SERVER_MEMORY_CMD + cfg.server_memory_cmd, ""
+    if cfg.basic_memory_cmd:
+        if cfg.platform != "basic-memory":
+            raise RunRefused(
+                "--basic-memory-cmd starts basic-memory with the given command: use it with "
+                "--platform basic-memory (no @VERSION: the command decides the version)"
+            )
+        cfg.platform, cfg.basic_memory_cmd = BASIC_MEMORY_CMD + cfg.basic_memory_cmd, ""
     try:
         spec = parse_platform(cfg.platform)
     except ValueError as exc:

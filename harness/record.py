@@ -54,6 +54,7 @@ class RunConfig:
     agent: str = "scripted"
     platform: str = "embedded"
     server_memory_cmd: str = ""  # start server-memory with this command (no npm install)
+    basic_memory_cmd: str = ""  # start basic-memory with this command (no pip install)
     admin_key: str = ""
     pool_base: str = ""
     pool_size: int = 0

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 DEFAULT_LEDGER = os.path.join(".benchledger", "ledger.sqlite")
 # Where npm-installed platforms (server-memory) are kept, one folder per exact version.
 DEFAULT_NPM_DIR = os.path.join(".benchledger", "npm")
+# Where basic-memory is installed, one virtual environment per exact version.
+DEFAULT_BASIC_MEMORY_DIR = os.path.join(".benchledger", "basic-memory")
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,10 @@ class Settings:
     anthropic_base_url: str = ""
     openai_api_key: str = field(default="", repr=False)
     npm_dir: str = DEFAULT_NPM_DIR
+    basic_memory_dir: str = DEFAULT_BASIC_MEMORY_DIR
+    # The Python >= 3.12 basic-memory is installed with ("": the first one found); set by
+    # ``--basic-memory-python``, no environment variable.
+    basic_memory_python: str = ""
     signing_key: str = ""  # path of the Ed25519 private key that signs seals (never the key)
     key_dir: str = ""  # where `keys new` writes a key pair by default
     # Seconds an external platform may take to answer any request (0: the client's defaults,
@@ -51,6 +57,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         anthropic_base_url=env.get("ANTHROPIC_BASE_URL", ""),
         openai_api_key=env.get("OPENAI_API_KEY", ""),
         npm_dir=env.get("BENCHLEDGER_NPM_DIR") or DEFAULT_NPM_DIR,
+        basic_memory_dir=env.get("BENCHLEDGER_BASIC_MEMORY_DIR") or DEFAULT_BASIC_MEMORY_DIR,
         signing_key=env.get("BENCHLEDGER_SIGNING_KEY", ""),
         platform_timeout_s=_seconds(env.get("BENCHLEDGER_PLATFORM_TIMEOUT_S", "")),
         key_dir=env.get("BENCHLEDGER_KEY_DIR")

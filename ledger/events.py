@@ -38,7 +38,7 @@ class PlannedUnit(msgspec.Struct, frozen=True, array_like=True):
 class PlatformRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     """How a run reached its platform and what the platform said it is (never a key)."""
 
-    kind: str  # embedded | process | external | stdio
+    kind: str  # embedded | process | external | stdio | basic-memory
     url: str = ""
     name: str = ""
     version: str = ""

@@ -22,8 +22,14 @@ Ref = tuple[str, int]
 
 # The tools an episode counts as a capture or a search attempt, on every platform kind
 # (refplatform's names, then the MCP memory server's).
-CAPTURE_TOOLS: Final = frozenset({"memory_capture", "create_entities", "add_observations"})
-SEARCH_TOOLS: Final = frozenset({"search", "search_nodes", "open_nodes", "read_graph"})
+# mcp-data-platform's, server-memory's and basic-memory's (write_note, edit_note; search_notes,
+# read_note) tools.
+CAPTURE_TOOLS: Final = frozenset(
+    {"memory_capture", "create_entities", "add_observations", "write_note", "edit_note"}
+)
+SEARCH_TOOLS: Final = frozenset(
+    {"search", "search_nodes", "open_nodes", "read_graph", "search_notes", "read_note"}
+)
 
 
 class Ruling(NamedTuple):

@@ -33,6 +33,7 @@ from projections.trace import episode_trace_hash, episodes, trace, unit_trace_ha
 from protocols.schema import Protocol
 from replay.clock import ReplayClock
 from replay.findings import TOOLS, Mismatch, Report, first_difference
+from replay.log_basic_memory import LogBasicMemory
 from replay.log_platform import LogPlatform
 from replay.log_server_memory import LogServerMemory
 from replay.tape import RequestDivergence, Tape, TapeTransport, ToolDivergence, describe
@@ -94,15 +95,19 @@ async def replay_full_async(
     suite.configure(record)
     pool = max((i for u in units for i in _identities(u)), default=0) + POOL_MARGIN
     replayed: list[Replayed] = []
-    stdio = record.platform.kind == "stdio"  # server-memory: its own adapter, its own I/O
+    kind = record.platform.kind
+    # server-memory (stdio) and basic-memory: their own adapters, their own I/O.
+    stdio = kind in ("stdio", "basic-memory")
     if tools == "log":
         for unit in units:
             tape = Tape(unit.stream, unit.pairs)
-            logged: LogPlatform | LogServerMemory = (
-                LogServerMemory(tape, pool_size=pool)
-                if stdio
-                else LogPlatform(tape, pool_size=pool)
-            )
+            logged: LogPlatform | LogServerMemory | LogBasicMemory
+            if kind == "basic-memory":
+                logged = LogBasicMemory(tape, pool_size=pool)
+            elif stdio:
+                logged = LogServerMemory(tape, pool_size=pool)
+            else:
+                logged = LogPlatform(tape, pool_size=pool)
             try:
                 replayed.append(await _unit(unit, protocols, suite, record, logged, tape, 0.0))
             finally:
@@ -111,7 +116,8 @@ async def replay_full_async(
         if stdio and runtime is None:
             raise UnusableInput(
                 target or run.run_id,
-                "the run is on server-memory, and a live replay re-drives units on the "
+                f"the run is on {record.platform.name or 'server-memory'}, and a live replay "
+                "re-drives units on the "
                 "embedded mcp-data-platform: use --tools log",
             )
         make = runtime or EmbeddedProvisioner(PlatformSpec("embedded"), pool_size=pool).runtime

@@ -21,6 +21,8 @@ from replay.log_transport import LogTransport
 
 # Read-backs made over REST; others (``MCP``) were computed from session calls on the tape.
 HTTP_METHODS: Final = frozenset({"GET", "PUT", "POST", "PATCH", "DELETE", "HEAD"})
+# Read-backs of files on disk (basic-memory's Markdown notes): on the tape, like REST reads.
+FILE_METHODS: Final = frozenset({"DISK"})
 
 
 class ToolDivergence(HarnessError):
@@ -91,7 +93,7 @@ def _interaction(body: Body, platform: bool) -> bool:
     if not platform:
         return False
     if isinstance(body, ReadBackBody):
-        return body.method in HTTP_METHODS
+        return body.method in HTTP_METHODS or body.method in FILE_METHODS
     return isinstance(body, SessionCallBody | InfraErrorBody)
 
 

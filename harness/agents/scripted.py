@@ -27,6 +27,7 @@ from collections.abc import Collection
 from typing import Any, Final
 
 from harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
+from harness.agents.scripted_basic_memory import NOTES_DIALECT, notes_turn
 from harness.agents.scripted_cases import case_turn
 from harness.agents.scripted_tasks import task_turn
 from harness.models.transport import ModelObserver
@@ -121,6 +122,11 @@ class ScriptedAgent:
         n = len(results)
         if GRAPH_DIALECT in tools:
             return self._graph_turn(episode, results)
+        if set(tools) >= NOTES_DIALECT:  # basic-memory's Markdown notes
+            question, fact = _question(episode)
+            said = oracle(question.grading) if question is not None else ""
+            query = keyword(fact, p.entity_urn)
+            return notes_turn(episode, results, fact=fact, query=query, answer=said)
         if episode.stage in ("teach", "update"):
             if n == 0:
                 fact = p.update.fact if episode.stage == "update" and p.update else p.fact

@@ -33,8 +33,9 @@ import httpx2
 import msgspec
 
 from harness.errors import HarnessError, PlatformStartFailed
-from harness.platforms import embedded
+from harness.platforms import basic_memory_server, embedded
 from harness.platforms.base import Description, PlatformClient
+from harness.platforms.basic_memory import SHARED, BasicMemory
 from harness.platforms.mcp_data_platform import McpDataPlatform
 from harness.platforms.server_memory import PACKAGE, ServerMemory
 from harness.record import redact_command
@@ -72,7 +73,8 @@ class PlatformSpec(NamedTuple):
 
 
 def parse_platform(text: str) -> PlatformSpec:
-    """``embedded[:thread|:process]``, ``server-memory[@VERSION]`` or an http(s):// URL.
+    """``embedded[:thread|:process]``, ``server-memory[@VERSION]``, ``basic-memory[@VERSION]``
+    (harness/platforms/basic_memory_server.py) or an http(s):// URL.
 
     ValueError says what is accepted. ``npm:@modelcontextprotocol/server-memory@VERSION``
     and ``server-memory-cmd:CMD`` are how a run record names a server-memory platform;
@@ -103,9 +105,12 @@ def parse_platform(text: str) -> PlatformSpec:
                 "command with redacted secrets must be given again)"
             )
         return PlatformSpec("stdio", text)
+    url = basic_memory_server.parse(text)
+    if url:
+        return PlatformSpec("basic-memory", url)
     raise ValueError(
-        f"--platform {text!r}: use embedded, embedded:process, server-memory[@VERSION] or "
-        "an http(s):// URL"
+        f"--platform {text!r}: use embedded, embedded:process, server-memory[@VERSION], "
+        "basic-memory[@VERSION] or an http(s):// URL"
     )
 
 
@@ -401,6 +406,57 @@ class ServerMemoryProvisioner(Provisioner):
         return rec
 
 
+class BasicMemoryProvisioner(Provisioner):
+    """basic-memory over streamable HTTP (harness/platforms/basic_memory_server.py): each
+    runtime gets a fresh folder and its own server."""
+
+    fresh_state = True
+
+    def __init__(self, spec: PlatformSpec, *, pool_size: int, root: str, python: str = "") -> None:
+        super().__init__(spec, pool_size=pool_size)
+        self.root = root
+        self.python = python
+        self._argv: list[str] = []
+        self._version = ""
+        self._installing = asyncio.Lock()
+
+    def _resolve(self) -> tuple[list[str], str]:
+        bm = basic_memory_server
+        if self.spec.url.startswith(bm.CMD):
+            argv = shlex.split(self.spec.url.removeprefix(bm.CMD))
+            return argv, bm.installed_version(argv)
+        version = self.spec.url.removeprefix(bm.PYPI)
+        return [bm.install(version, self.root, self.python)], version
+
+    async def argv(self) -> list[str]:
+        """The ``basic-memory`` command (installing it on first use)."""
+        async with self._installing:
+            if not self._argv:
+                self._argv, self._version = await asyncio.to_thread(self._resolve)
+        return self._argv
+
+    @asynccontextmanager
+    async def runtime(self) -> AsyncIterator[PlatformClient]:
+        argv = await self.argv()
+        folder = tempfile.mkdtemp(prefix="benchledger-basic-memory-")
+        try:
+            async with basic_memory_server.serve(argv, folder) as url:
+                client = BasicMemory(url, folder, pool_size=self.pool_size, version=self._version)
+                await client.ensure_project(SHARED)
+                yield client
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def record(self, described: Description) -> PlatformRecord:
+        """The PyPI package and version (or the given command, redacted) and what it said."""
+        rec = super().record(described)
+        cmd = basic_memory_server.CMD
+        if self.spec.url.startswith(cmd):
+            given = redact_command(self.spec.url.removeprefix(cmd))
+            rec = PlatformRecord(**{**msgspec.structs.asdict(rec), "url": cmd + given})
+        return rec
+
+
 def provisioner(
     spec: PlatformSpec,
     *,
@@ -415,6 +471,11 @@ def provisioner(
     """The provisioner for a parsed ``--platform`` (``pack``: the embedded platform's seed;
     ``settings``: the command line's, for the request timeout and the npm folder)."""
     conf = settings if settings is not None else Settings()
+    if spec.kind == "basic-memory":
+        if pack:
+            raise ValueError("--pack seeds the embedded platform; basic-memory starts empty")
+        return BasicMemoryProvisioner(spec, pool_size=pool_size, root=conf.basic_memory_dir,
+                                      python=conf.basic_memory_python)  # fmt: skip
     if spec.kind == "stdio":
         if pack:
             raise ValueError("--pack seeds the embedded platform; server-memory starts empty")
