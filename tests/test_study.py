@@ -23,7 +23,7 @@ from harness.peer.tasks_import import import_family
 from ledger import Ledger, open_store
 from tests.conftest import peer_dir
 
-FAMILIES = ("rq1-warehouse", "directive-contrast")
+FAMILIES = ("probe", "rq1-warehouse", "directive-contrast")
 _COUNT = re.compile(r"(\d+)/(\d+)")
 _INTERVAL = re.compile(r"\[(-?[\d.]+), (-?[\d.]+)\]")
 
@@ -108,6 +108,22 @@ def ours(study: dict[str, Any], table_id: str) -> dict[str, dict[str, Any]]:
     """Our table ``table_id``: row key -> {column: cell}."""
     [t] = [t for t in study["tables"] if t["id"] == table_id]
     return {row["key"]: row["cells"] for row in t["rows"]}
+
+
+# -- Section 1 and the data availability table -------------------------------------------
+
+
+def test_the_premise_probe_equals_the_published_one(study) -> None:
+    m = re.search(r"\((\d+)/(\d+) adoption of a wrong fiscal convention", prose())
+    assert m, "the published sentence on the premise probe moved"
+    probe = ours(study, "probe")
+    polluted = probe["probe/polluted"]["adopted"]
+    assert (polluted["k"], polluted["n"]) == (int(m[1]), int(m[2]))
+    [row] = [r for r in table(["Run family", "Directory under `bench/results/knowledge-pollution/`",
+                               "Contents"]) if r[0] == "Premise probe"]  # fmt: skip
+    episodes = int(re.match(r"(\d+) episodes", row[2])[1])
+    assert probe["probe/control"]["episodes"] + probe["probe/polluted"]["episodes"] == episodes
+    assert probe["probe/control"]["adopted"]["k"] == 0
 
 
 # -- Section 3 ---------------------------------------------------------------------------
@@ -291,7 +307,8 @@ def test_budget_and_harness_failures_equal_the_attempts_own_fields(study) -> Non
     mine = ours(study, "flags")
     for family in FAMILIES:
         attempts = []
-        for path in glob.glob(os.path.join(results(), family, "*", "results.json")):
+        shape = "*.json" if family == "probe" else os.path.join("*", "results.json")  # flat
+        for path in glob.glob(os.path.join(results(), family, shape)):
             if re.search(r"-[A-Z]", os.path.basename(os.path.dirname(path))):
                 continue  # an excluded attempt folder
             with open(path, encoding="utf-8") as fh:
@@ -307,7 +324,8 @@ def test_budget_and_harness_failures_equal_the_attempts_own_fields(study) -> Non
 
 def test_excluded_attempts_are_never_counted(study) -> None:
     assert not any(re.search(r"-[A-Z]", run) for run in study["runs"])
-    assert len(study["runs"]) == 21  # 18 RQ1 arms and 3 levels: the labelled folders set aside
+    # 2 probe arms, 18 RQ1 arms and 3 levels: the labelled folders set aside
+    assert len(study["runs"]) == 23
 
 
 def test_a_subset_of_arms_marks_what_is_missing(capsys, study) -> None:

@@ -10,7 +10,8 @@ it. An excluded attempt folder (``-DRIFTED-1``) is never counted; a cell whose a
 in the ledger is shown as missing and named under the tables.
 
 Arm names are ``<class>-<plant>-<tier>[-<level>]`` (``checkable-wrong-haiku-bare``); the
-directive contrast's imperative level is the arm with no level in ``directive-contrast``.
+directive contrast's imperative level is the arm with no level in ``directive-contrast``;
+the premise probe's two arms are ``control`` and ``polluted``.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ from protocols.task_grading import ADOPTED, CORRECT
 
 RQ1: Final = "rq1-warehouse"
 DIRECTIVE: Final = "directive-contrast"
-FAMILIES: Final = (RQ1, DIRECTIVE)
+PROBE: Final = "probe"  # the premise probe: a control and a polluted arm
+FAMILIES: Final = (PROBE, RQ1, DIRECTIVE)
+PROBE_ARMS: Final = ("control", "polluted")
 TIERS: Final = ("haiku", "sonnet", "opus")
 CLASSES: Final = ("convention", "checkable")
 LEVELS: Final = (("bare", "bare"), ("plain", "plain"), ("imperative", ""))
@@ -103,7 +106,7 @@ def arm_of(run_id: str, card: Card, snapshots: dict[str, Snapshot]) -> Arm | Non
     family, name = config.get("family"), config.get("arm")
     if config.get("excluded") or family not in FAMILIES or not isinstance(name, str):
         return None
-    if _ARM.match(name) is None:
+    if (family == PROBE) != (name in PROBE_ARMS) or (family != PROBE and not _ARM.match(name)):
         return None
     return Arm(run_id, str(family), name, card, snapshots)
 
@@ -215,6 +218,20 @@ class Study:
 
     def families(self) -> list[str]:
         return [f for f in FAMILIES if any(k[0] == f for k in self.arms)]
+
+    # Section 1: the premise probe the protocol was written after
+
+    def probe(self) -> Table:
+        rows = []
+        for name in PROBE_ARMS:
+            arm = self.arm(PROBE, name)
+            cells = (len(arm.card.units) if arm else None, _count(arm, ADOPTED),
+                     _count(arm, CORRECT),
+                     _count(arm, COPRESENT) if arm is None or arm.planted else "-")  # fmt: skip
+            rows.append(Row(f"{PROBE}/{name}", name, cells))
+        return Table("probe", "The premise probe: a wrong fiscal convention, planted or not",
+                     "1", ("episodes", "adopted", "correct", "correct source beside it"),
+                     tuple(rows), interval=("adopted",))  # fmt: skip
 
     # Section 3: the RQ1 matrix, its controls, the mechanism, delivery and co-presence
 
@@ -416,7 +433,7 @@ class Study:
 
     def tables(self) -> list[Table]:
         """Every table the imported families can fill, in the report's order."""
-        out: list[Table] = []
+        out: list[Table] = [self.probe()] if PROBE in self.families() else []
         if RQ1 in self.families():
             out += [self.adoption(), self.controls(), self.mechanism(), self.delivery()]
         if DIRECTIVE in self.families():
@@ -425,7 +442,7 @@ class Study:
             out += [self.sink()]
         if RQ1 in self.families():
             out += [self.exposure()]
-        if self.families():
+        if RQ1 in self.families() or DIRECTIVE in self.families():
             out += [self.conditional()]
         if RQ1 in self.families():
             out += [self.writes(), self.contrasts()]
