@@ -23,7 +23,7 @@ def _study_runs(ledger: Ledger) -> list[str]:
     """The ledger's tasks runs, by their headers alone (their events are read verified later)."""
     found = []
     for run_id in sorted(ledger.store.run_ids()):
-        header = next((e for e, _ in ledger.events(run_id)), None)
+        header = next((e for e, _ in ledger.events(run_id, run_id)), None)
         if isinstance(header, RunStartedEvent) and header.body.suite == STUDY_SHAPE:
             found.append(run_id)
     return found

@@ -38,7 +38,12 @@ def table_lines(heads: Sequence[str], rows: Rows, extra: Extra, baseline: str) -
         grid.append([name, *(c.own for c in cells)])
         grid.append([f"  vs {baseline}", *(c.diff for c in cells)])
     grid += [[name, *values] for name, values in extra]
-    widths = [max(len(row[i]) for row in grid) + 2 for i in range(len(heads) + 1)]
+    return align(grid)
+
+
+def align(grid: Sequence[Sequence[str]]) -> list[str]:
+    """Rows of cells as lines, each column as wide as its widest cell plus two spaces."""
+    widths = [max(len(row[i]) for row in grid) + 2 for i in range(len(grid[0]))]
     return ["".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in grid]
 
 

@@ -24,6 +24,8 @@ from typing import Any, Final, NamedTuple
 
 from ledger.events import Event, ReadBackEvent
 from projections.card import Metric
+from projections.fold import fold
+from projections.sheet import align
 from projections.stats import newcombe, wilson
 from projections.suites.lifecycle import scorecard as lc
 from projections.suites.tasks.decisions import (
@@ -51,6 +53,8 @@ FORMATS: Final = ("table", "markdown", "json")
 # identities wrote is what is in the second and not in the first.
 BEFORE_EVAL: Final = "store-before-eval.json"
 AFTER_EVAL: Final = "store-after-eval.json"
+# The mechanism's columns: the refuting count, then the answers it separates.
+MECHANISM: Final = ("queried the count", "observed it", "adopted", "correct", "exceptions")
 _ARM: Final = re.compile(
     r"^(?P<cls>convention|checkable)-(?P<plant>absent|correct|wrong)-(?P<tier>haiku|sonnet|opus)"
     r"(?:-(?P<level>[a-z0-9-]+))?$"
@@ -268,11 +272,10 @@ class Study:
                 ("checkable-wrong-opus", "checkable/wrong/opus"),
             )
         )
-        cols = ("queried the count", "observed it", "adopted", "correct", "exceptions")
         notes = ("exceptions: attempts that observed the count and did not answer correctly, "
                  "or did not observe it and did not adopt (the exact separation)",)  # fmt: skip
         return Table("mechanism", "Whether the refuting count was observed, per episode",
-                     "3", cols, rows, notes=notes)  # fmt: skip
+                     "3", MECHANISM, rows, notes=notes)  # fmt: skip
 
     @staticmethod
     def _exceptions(arm: Arm | None) -> int | None:
@@ -317,9 +320,8 @@ class Study:
                                 level)
             for level, lv in LEVELS
         )  # fmt: skip
-        cols = ("queried the count", "observed it", "adopted", "correct", "exceptions")
         return Table("directive", "The directive contrast: checkable/wrong at haiku",
-                     "4", cols, rows, interval=("adopted",))  # fmt: skip
+                     "4", MECHANISM, rows, interval=("adopted",))  # fmt: skip
 
     def sink(self) -> Table:
         rows = (
@@ -327,11 +329,10 @@ class Study:
             self._mechanism_row(DIRECTIVE, "checkable-wrong-haiku",
                                 "entity-description sink (contrast imperative arm)"),
         )  # fmt: skip
-        cols = ("queried the count", "observed it", "adopted", "correct", "exceptions")
         notes = ("the knowledge-page sink row is the generalization family's, which the "
                  "peer's published material here does not hold",)  # fmt: skip
         return Table("sink", "Storage location: the entity-description sink rows", "5",
-                     cols, rows, interval=("adopted",), notes=notes)  # fmt: skip
+                     MECHANISM, rows, interval=("adopted",), notes=notes)  # fmt: skip
 
     # Section 7: exposure to the plant's reviewer note, and adoption conditional on it
 
@@ -523,12 +524,8 @@ def render(study: Study, fmt: str) -> str:
             lines += ["| " + " | ".join(row) + " |" for row in body]
             lines += [""] + [f"*{n}*" for n in t.notes] + ([""] if t.notes else [])
         else:
-            widths = [max(len(row[i]) for row in (head, *body)) for i in range(len(head))]
             lines += [f"{t.title} (report section {t.section})"]
-            for row in (head, *body):
-                lines.append(
-                    "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-                )
+            lines += [f"  {line}".rstrip() for line in align([head, *body])]
             lines += [f"  ({n})" for n in t.notes] + [""]
     if missing:
         lines.append("not imported: " + ", ".join(missing))
@@ -541,10 +538,7 @@ def study_of(runs: Iterable[tuple[str, Sequence[tuple[Event, str]]]]) -> Study:
     """The study of every analysed arm among ``runs`` ((run id, events) pairs)."""
     arms = []
     for run_id, events in runs:
-        f = StudyFold()
-        for event, link in events:
-            f.apply(event, link)
-        card, snapshots = f.result()
+        card, snapshots = fold(StudyFold(), events)
         arm = arm_of(run_id, card, snapshots)
         if arm is not None:
             arms.append(arm)
