@@ -33,9 +33,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from refplatform.server import MAX_SESSIONS
+from benchledger.refplatform.server import MAX_SESSIONS
 
-ROOT: Final = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT: Final = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the checkout
 ADMIN_KEY: Final = "bl-admin-bounds"
 POOL_BASE: Final = "bl-key-bounds"
 BODY_BYTES: Final = 600 * 1000 * 1000
@@ -79,7 +79,7 @@ class Served:
             env = dict(environ)
             env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "platform", "serve", "--port", "0",
+            [sys.executable, "-m", "benchledger", "platform", "serve", "--port", "0",
              "--admin-key", ADMIN_KEY, "--pool-base", POOL_BASE, "--pool", "4", *extra],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
             text=True, env=env, cwd=root,

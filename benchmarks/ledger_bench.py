@@ -40,10 +40,10 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any, Final
 
-from benchmarks.raw_baseline import RawTable, Streams, open_raw, pg_connect, verify_raw
-from ledger import Ledger, StreamWriter, open_store
-from ledger.chain import genesis
-from ledger.events import (
+from benchledger.benchmarks.raw_baseline import RawTable, Streams, open_raw, pg_connect, verify_raw
+from benchledger.ledger import Ledger, StreamWriter, open_store
+from benchledger.ledger.chain import genesis
+from benchledger.ledger.events import (
     EVENT_FORMAT,
     Body,
     EpisodeFinishedBody,
@@ -358,7 +358,7 @@ def _died(what: str, code: int, stderr: str) -> BenchFailed:
 def _spawn(*argv: str) -> dict[str, float]:
     # On an exception here (Ctrl-C included) subprocess.run kills the child and waits for it.
     out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.ledger_bench", *argv],
+        [sys.executable, "-m", "benchledger.benchmarks.ledger_bench", *argv],
         capture_output=True,
         text=True,
     )
@@ -408,7 +408,15 @@ def _concurrent(
     """Wall seconds for ``writers`` processes to append ``events`` between them, in event
     format ``fmts[0]`` (the baseline chains by format ``fmts[1]``'s recipe)."""
     per = max(1, events // EVENTS_PER_STREAM) // writers
-    argv = [sys.executable, "-m", "benchmarks.ledger_bench", "write", side, location, run_id]
+    argv = [
+        sys.executable,
+        "-m",
+        "benchledger.benchmarks.ledger_bench",
+        "write",
+        side,
+        location,
+        run_id,
+    ]
     procs: list[subprocess.Popen[str]] = []
     try:
         for i in range(writers):

@@ -1,6 +1,6 @@
 """``benchledger bench platform``: refplatform under concurrent MCP sessions, vs raw HTTP.
 
-The platform runs as a ``python -m refplatform serve`` child process (``--in-process``
+The platform runs as a ``python -m benchledger.refplatform serve`` child process (``--in-process``
 runs it in a thread of this process instead, sharing the GIL with the clients).
 Baseline: the same server's ``GET /healthz`` over one httpx2 client, with the same
 concurrency and call count, measured in the same run. Ours: ``sessions`` concurrent
@@ -27,9 +27,9 @@ from typing import Any, NamedTuple
 
 import httpx2
 
-from harness.platforms.mcp_data_platform import McpDataPlatform
-from protocols import dataset
-from refplatform.server import RunningPlatform
+from benchledger.harness.platforms.mcp_data_platform import McpDataPlatform
+from benchledger.protocols import dataset
+from benchledger.refplatform.server import RunningPlatform
 
 ORDERS = dataset.pack_urn("orders")
 
@@ -104,13 +104,13 @@ async def drive(
 
 @contextmanager
 def _served(sessions: int, in_process: bool) -> Iterator[tuple[str, str, str]]:
-    """A fresh platform: a ``python -m refplatform serve`` child process, or in-process."""
+    """A fresh platform: a ``python -m benchledger.refplatform serve`` child, or in-process."""
     admin, base = f"bench-admin-{secrets.token_hex(6)}", f"bench-{secrets.token_hex(3)}"
     if in_process:
         with RunningPlatform(pool_size=sessions, admin_key=admin, pool_base=base) as running:
             yield running.url, admin, base
         return
-    cmd = [sys.executable, "-m", "refplatform", "serve", "--port", "0",
+    cmd = [sys.executable, "-m", "benchledger.refplatform", "serve", "--port", "0",
            "--pool", str(sessions), "--admin-key", admin, "--pool-base", base]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:

@@ -27,8 +27,8 @@ from typing import Any
 
 import blake3
 
-from ledger.chain import BODY_DOMAIN, EVENT_DOMAIN, genesis
-from ledger.events import WITHHOLDABLE
+from benchledger.ledger.chain import BODY_DOMAIN, EVENT_DOMAIN, genesis
+from benchledger.ledger.events import WITHHOLDABLE
 
 ChainRow = tuple[Any, ...]  # (stream, seq, prev, hash, data); format 2: kind after seq
 Streams = list[tuple[str, list[bytes], list[str | None]]]  # (stream, events' bytes, kinds)

@@ -26,14 +26,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Final
 
-from harness.driver import Progress, RunDriver
-from harness.record import RunConfig
-from harness.unit import UnitOutcome
-from ledger import Ledger, open_store
-from ledger.events import UnitFinishedEvent
-from projections.fold import fold
-from projections.source import from_ledger
-from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from benchledger.harness.driver import Progress, RunDriver
+from benchledger.harness.record import RunConfig
+from benchledger.harness.unit import UnitOutcome
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import UnitFinishedEvent
+from benchledger.projections.fold import fold
+from benchledger.projections.source import from_ledger
+from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 
 # The recorded latencies x 0.25: at smaller scales, this 2-core machine's own work for
 # the 150 units (about 60 s of runner and 50 s of platform CPU) outweighs the scaled
@@ -99,7 +99,7 @@ def _progress(label: str, start: float) -> Progress:
 
 
 def _both(work: Workload, concurrency: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    from harness.logging import quiet_logs
+    from benchledger.harness.logging import quiet_logs
 
     quiet_logs()
     with tempfile.TemporaryDirectory(prefix="benchledger-bench-") as folder:
@@ -138,10 +138,10 @@ def recorded_workload(
     ``RUN_DIR/../../seed`` (the peer's layout); they must be protocols the run recorded
     (by id) and, when they are the whole set, the set its manifests name by hash.
     """
-    from harness.peer.recorded_run import RecordedRun
-    from protocols import load
-    from protocols.errors import ProtocolError
-    from protocols.hashing import peer_hash
+    from benchledger.harness.peer.recorded_run import RecordedRun
+    from benchledger.protocols import load
+    from benchledger.protocols.errors import ProtocolError
+    from benchledger.protocols.hashing import peer_hash
 
     run_dir = spec.partition(":")[2]
     run = RecordedRun(run_dir)
@@ -189,7 +189,7 @@ def _hms(seconds: float) -> str:
 
 def run_recorded_bench(work: Workload, *, concurrency: int, as_json: bool) -> int:
     """Re-enact a recorded run at concurrency 1 and ``concurrency``; 1 on any infra error."""
-    from harness.peer.recorded_run import RecordedRun
+    from benchledger.harness.peer.recorded_run import RecordedRun
 
     run = RecordedRun(work.agent.partition(":")[2])
     serial, parallel = _both(work, concurrency)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 
-from cli.common import (
+from benchledger.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -22,12 +22,12 @@ from cli.common import (
     CommandFailed,
     UsageError,
 )
-from harness import settings as settings_module
-from harness.settings import Settings
-from ledger import LedgerError, UnknownRun, UnusableInput
-from ledger.bundle import FORMAT
-from ledger.chain import EVENT_DOMAIN
-from protocols.errors import InvalidInput
+from benchledger.harness import settings as settings_module
+from benchledger.harness.settings import Settings
+from benchledger.ledger import LedgerError, UnknownRun, UnusableInput
+from benchledger.ledger.bundle import FORMAT
+from benchledger.ledger.chain import EVENT_DOMAIN
+from benchledger.protocols.errors import InvalidInput
 
 __all__ = ["GROUPS", "build_parser", "main", "parser_for"]
 
@@ -38,7 +38,7 @@ __all__ = ["GROUPS", "build_parser", "main", "parser_for"]
 # cryptography, which the everyday commands never need (tests/test_startup.py).
 GROUPS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
     (
-        "cli.ledger",
+        "benchledger.cli.ledger",
         (
             ("verify", "check a run or bundle has not been altered"),
             ("export", "write a run as a bundle"),
@@ -47,11 +47,14 @@ GROUPS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
             ("log", "print a run's events (after the run verified)"),
         ),
     ),
-    ("cli.run", (("run", "run the benchmark; every call goes into the ledger"),)),
-    ("cli.protocols", (("protocols", "validate, hash, list and generate protocol sets"),)),
-    ("cli.platform", (("platform", "the embedded reference memory platform"),)),
+    ("benchledger.cli.run", (("run", "run the benchmark; every call goes into the ledger"),)),
     (
-        "cli.reports",
+        "benchledger.cli.protocols",
+        (("protocols", "validate, hash, list and generate protocol sets"),),
+    ),
+    ("benchledger.cli.platform", (("platform", "the embedded reference memory platform"),)),
+    (
+        "benchledger.cli.reports",
         (
             ("report", "a run's scorecard (several runs merge as passes)"),
             ("compare", "runs of one protocol set side by side, paired with a baseline"),
@@ -60,16 +63,19 @@ GROUPS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
             ("import-peer", "a peer platform's results as sealed runs"),
         ),
     ),
-    ("cli.study", (("study", "a peer study's published tables, re-derived from its arms"),)),
     (
-        "cli.replay",
+        "benchledger.cli.study",
+        (("study", "a peer study's published tables, re-derived from its arms"),),
+    ),
+    (
+        "benchledger.cli.replay",
         (("replay", "re-derive or re-execute a recorded run and compare with the record"),),
     ),
-    ("cli.bench", (("bench", "performance benchmarks (ratios vs raw baselines)"),)),
-    ("cli.keys", (("keys", "Ed25519 keys that sign run seals"),)),
-    ("cli.seal", (("seal", "seal a finished run, signing it with --sign-key"),)),
-    ("cli.prereg", (("prereg", "pre-register the gate a run will be judged by"),)),
-    ("cli.selftest", (("selftest", "prove what benchledger survives"),)),
+    ("benchledger.cli.bench", (("bench", "performance benchmarks (ratios vs raw baselines)"),)),
+    ("benchledger.cli.keys", (("keys", "Ed25519 keys that sign run seals"),)),
+    ("benchledger.cli.seal", (("seal", "seal a finished run, signing it with --sign-key"),)),
+    ("benchledger.cli.prereg", (("prereg", "pre-register the gate a run will be judged by"),)),
+    ("benchledger.cli.selftest", (("selftest", "prove what benchledger survives"),)),
 )
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 
-from cli.common import EXIT_FAILED, EXIT_OK, UsageError
-from ledger.bundle import REDACTED_FORMAT, verify_revealing
-from ledger.errors import LedgerError
-from ledger.verified import (
+from benchledger.cli.common import EXIT_FAILED, EXIT_OK, UsageError
+from benchledger.ledger.bundle import REDACTED_FORMAT, verify_revealing
+from benchledger.ledger.errors import LedgerError
+from benchledger.ledger.verified import (
     BAD_SIGNATURE,
     UNBOUND,
     UNSEALED,
@@ -46,7 +46,7 @@ def trusted_keys(args: argparse.Namespace) -> list[bytes] | None:
         return None
     # Imported only now: key files need cryptography (0.15 s), which every display
     # without --pubkey does without (tests/test_startup.py).
-    from ledger.keys import load_public_keys
+    from benchledger.ledger.keys import load_public_keys
 
     return load_public_keys(paths)
 

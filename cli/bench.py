@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import tempfile
 
-import protocols
-from benchmarks import platform_bench, run_bench
-from benchmarks.ledger_bench import BenchFailed, check_room
-from benchmarks.ledger_bench import run_bench as run_ledger_bench
-from cli.common import CommandFailed, UsageError, number, whole
-from ledger.postgres import reach_postgres
+from benchledger import protocols
+from benchledger.benchmarks import platform_bench, run_bench
+from benchledger.benchmarks.ledger_bench import BenchFailed, check_room
+from benchledger.benchmarks.ledger_bench import run_bench as run_ledger_bench
+from benchledger.cli.common import CommandFailed, UsageError, number, whole
+from benchledger.ledger.postgres import reach_postgres
 
 POSTGRES_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 

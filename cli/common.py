@@ -9,9 +9,9 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 
-from harness import settings
-from ledger import Ledger, open_store
-from ledger.bundle import atomic_output
+from benchledger.harness import settings
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.bundle import atomic_output
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli.common import EXIT_OK, UsageError
-from ledger import Ledger
-from ledger.bundle import export_redacted as write_redacted
-from ledger.bundle import find_copies
-from ledger.events import WITHHOLDABLE
-from ledger.redaction import COPY_MIN, Copy, Selection
+from benchledger.cli.common import EXIT_OK, UsageError
+from benchledger.ledger import Ledger
+from benchledger.ledger.bundle import export_redacted as write_redacted
+from benchledger.ledger.bundle import find_copies
+from benchledger.ledger.events import WITHHOLDABLE
+from benchledger.ledger.redaction import COPY_MIN, Copy, Selection
 
 COPIES_SHOWN = 20  # listed one a line; the rest as "and N more"
 

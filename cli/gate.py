@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from cli.common import EXIT_OK, UsageError
-from ledger.redaction import WithheldEvent
-from ledger.verified import OWN, Origin, RunEvents
-from projections.prereg import BadPreregistration, Bar, recorded, resolve, run_started
-from projections.suites.lifecycle.compare import GateRow
-from projections.suites.lifecycle.scorecard import OUTCOME_KINDS
+from benchledger.cli.common import EXIT_OK, UsageError
+from benchledger.ledger.redaction import WithheldEvent
+from benchledger.ledger.verified import OWN, Origin, RunEvents
+from benchledger.projections.prereg import BadPreregistration, Bar, recorded, resolve, run_started
+from benchledger.projections.suites.lifecycle.compare import GateRow
+from benchledger.projections.suites.lifecycle.scorecard import OUTCOME_KINDS
 
 
 def gate_bar_args(p: argparse._ActionsContainer) -> None:

@@ -10,11 +10,11 @@ import argparse
 import os
 from importlib import metadata
 
-from cli.common import EXIT_OK
-from harness.settings import Settings
-from ledger import UnusableInput
-from ledger.keys import load_private_key, load_public_keys, public_line, write_key_pair
-from ledger.signing import Signer, fingerprint
+from benchledger.cli.common import EXIT_OK
+from benchledger.harness.settings import Settings
+from benchledger.ledger import UnusableInput
+from benchledger.ledger.keys import load_private_key, load_public_keys, public_line, write_key_pair
+from benchledger.ledger.signing import Signer, fingerprint
 
 
 def tool_version() -> str:

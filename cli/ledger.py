@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from cli.authenticity import (
+from benchledger.cli.authenticity import (
     after_bundle_verify,
     authenticity,
     pubkey_arg,
@@ -13,7 +13,7 @@ from cli.authenticity import (
     trusted_keys,
     verify_options,
 )
-from cli.common import (
+from benchledger.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
@@ -22,15 +22,21 @@ from cli.common import (
     new_or_existing_ledger,
     open_ledger,
 )
-from cli.export import export_redacted
-from ledger.bundle import export_run
-from ledger.codec import canonical_json
-from ledger.completeness import Completeness
-from ledger.verdict import Failure, Summary
-from ledger.verified import RunUnverified, VerifiedRun, import_bundle, is_bundle, open_run
-from projections.card import standing_lines
-from projections.runs import run_rows
-from projections.source import banner_of
+from benchledger.cli.export import export_redacted
+from benchledger.ledger.bundle import export_run
+from benchledger.ledger.codec import canonical_json
+from benchledger.ledger.completeness import Completeness
+from benchledger.ledger.verdict import Failure, Summary
+from benchledger.ledger.verified import (
+    RunUnverified,
+    VerifiedRun,
+    import_bundle,
+    is_bundle,
+    open_run,
+)
+from benchledger.projections.card import standing_lines
+from benchledger.projections.runs import run_rows
+from benchledger.projections.source import banner_of
 
 
 def _print_failure(what: str, failure: Failure) -> None:
@@ -146,7 +152,7 @@ def _export_inspect(args: argparse.Namespace) -> int:
     """``export RUN --format inspect -o FILE.eval|FILE.json``: the run, verified while it is
     read (a ledger run id or a bundle), as Inspect AI's eval log (docs/inspect.md)."""
     # Imported here: it loads the suites' readers, which verify, import and log never need.
-    from projections.inspect_log import SUFFIXES, inspect_log, write_inspect_log
+    from benchledger.projections.inspect_log import SUFFIXES, inspect_log, write_inspect_log
 
     if args.withhold or args.withhold_stream or args.withhold_copies:
         raise UsageError("--withhold, --withhold-stream and --withhold-copies make a redacted "

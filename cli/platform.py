@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from cli.common import UsageError
-from refplatform.__main__ import add_serve_options, serve
-from refplatform.errors import PlatformError
+from benchledger.cli.common import UsageError
+from benchledger.refplatform.__main__ import add_serve_options, serve
+from benchledger.refplatform.errors import PlatformError
 
 
 def cmd_platform_serve(args: argparse.Namespace) -> int:

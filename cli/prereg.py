@@ -8,15 +8,22 @@ from __future__ import annotations
 
 import argparse
 
-from cli.common import EXIT_OK, UsageError, ledger_arg, open_ledger
-from cli.gate import gate_bar_args, metrics_option
-from harness.suites import suite_for
-from ledger.bundle import atomic_output
-from ledger.errors import LedgerError
-from ledger.events import Preregistration
-from ledger.verified import RunEvents, RunUnverified, open_run
-from projections import suites
-from projections.prereg import BadPreregistration, build, digest, matches_run, parse, to_bytes
+from benchledger.cli.common import EXIT_OK, UsageError, ledger_arg, open_ledger
+from benchledger.cli.gate import gate_bar_args, metrics_option
+from benchledger.harness.suites import suite_for
+from benchledger.ledger.bundle import atomic_output
+from benchledger.ledger.errors import LedgerError
+from benchledger.ledger.events import Preregistration
+from benchledger.ledger.verified import RunEvents, RunUnverified, open_run
+from benchledger.projections import suites
+from benchledger.projections.prereg import (
+    BadPreregistration,
+    build,
+    digest,
+    matches_run,
+    parse,
+    to_bytes,
+)
 
 
 def _protocol_items(suite_name: str, path: str | None) -> tuple[str, list[str], str]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 
-import protocols
-from cli.common import EXIT_OK, UsageError
-from protocols.generate import PACK_DIR, PROTOCOLS_DIR, write
-from protocols.hashing import RECIPES
-from protocols.schema import Question
+from benchledger import protocols
+from benchledger.cli.common import EXIT_OK, UsageError
+from benchledger.protocols.generate import PACK_DIR, PROTOCOLS_DIR, write
+from benchledger.protocols.hashing import RECIPES
+from benchledger.protocols.schema import Question
 
 
 def _is_cases(path: str) -> bool:

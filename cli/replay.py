@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from cli.common import EXIT_FAILED, EXIT_OK, UsageError, ledger_arg, open_ledger
-from replay.check import check_dir
-from replay.findings import LEVELS, TOOLS
-from replay.levels import replay
+from benchledger.cli.common import EXIT_FAILED, EXIT_OK, UsageError, ledger_arg, open_ledger
+from benchledger.replay.check import check_dir
+from benchledger.replay.findings import LEVELS, TOOLS
+from benchledger.replay.levels import replay
 
 CHECK = "check"
 

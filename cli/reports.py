@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cli.authenticity import pubkey_arg, require_trusted, trusted_keys
-from cli.common import (
+from benchledger.cli.authenticity import pubkey_arg, require_trusted, trusted_keys
+from benchledger.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     UsageError,
@@ -25,31 +25,31 @@ from cli.common import (
     open_ledger,
     write_output,
 )
-from cli.gate import gate_bar, gate_bar_args, gate_baseline, gate_json
-from cli.watch import watch
-from harness.peer.importer import import_peer
-from harness.peer.layout import find_transcripts
-from ledger import Ledger, LedgerError, UnusableInput
-from ledger.bundle import export_audit
-from projections.audit import UnknownMetric, render
-from projections.audit_json import audit_json
-from projections.card import standing_lines
-from projections.fold import LiveView, fold
-from projections.prereg import item_problems
-from projections.prices import PriceTable, load_prices
-from projections.source import RunEvents, banner_of, is_bundle, open_run
-from projections.suites import ReadSuite, lookup, names, of_run
-from projections.suites.lifecycle.compare import (
+from benchledger.cli.gate import gate_bar, gate_bar_args, gate_baseline, gate_json
+from benchledger.cli.watch import watch
+from benchledger.harness.peer.importer import import_peer
+from benchledger.harness.peer.layout import find_transcripts
+from benchledger.ledger import Ledger, LedgerError, UnusableInput
+from benchledger.ledger.bundle import export_audit
+from benchledger.projections.audit import UnknownMetric, render
+from benchledger.projections.audit_json import audit_json
+from benchledger.projections.card import standing_lines
+from benchledger.projections.fold import LiveView, fold
+from benchledger.projections.prereg import item_problems
+from benchledger.projections.prices import PriceTable, load_prices
+from benchledger.projections.source import RunEvents, banner_of, is_bundle, open_run
+from benchledger.projections.suites import ReadSuite, lookup, names, of_run
+from benchledger.projections.suites.lifecycle.compare import (
     INCONCLUSIVE,
     REGRESS,
     Incomparable,
     comparable,
     gate,
 )
-from projections.suites.lifecycle.report import gate_text
-from projections.suites.lifecycle.scorecard import LifecycleFold, Scorecard
-from protocols.errors import InvalidInput
-from replay.levels import replay
+from benchledger.projections.suites.lifecycle.report import gate_text
+from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, Scorecard
+from benchledger.protocols.errors import InvalidInput
+from benchledger.replay.levels import replay
 
 
 def refuse(
@@ -398,8 +398,8 @@ def _arm_progress(done: int, total: int) -> None:
 
 def _import_arms(args: argparse.Namespace) -> int:
     """``import-peer`` of a tasks-bench arm folder, or of a family of them: a sealed run each."""
-    from harness.peer.arms import is_arm, is_family
-    from harness.peer.tasks_import import import_arm, import_family
+    from benchledger.harness.peer.arms import is_arm, is_family
+    from benchledger.harness.peer.tasks_import import import_arm, import_family
 
     path = args.results.rstrip("/") or args.results
     if args.transcripts or args.protocols:

@@ -11,8 +11,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cli import reports
-from cli.common import (
+from benchledger.cli import reports
+from benchledger.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -22,25 +22,25 @@ from cli.common import (
     open_ledger,
     whole,
 )
-from cli.gate import gate_bar_args
-from cli.keys import sign_key_arg, signer_from
-from cli.prereg import prereg_for_run
-from harness import suites
-from harness.errors import HarnessError
-from harness.record import RunConfig
-from harness.sharding import parse_shard
-from ledger import Ledger, LedgerError, UnknownRun
-from ledger.signing import Signer
-from projections.source import open_run
+from benchledger.cli.gate import gate_bar_args
+from benchledger.cli.keys import sign_key_arg, signer_from
+from benchledger.cli.prereg import prereg_for_run
+from benchledger.harness import suites
+from benchledger.harness.errors import HarnessError
+from benchledger.harness.record import RunConfig
+from benchledger.harness.sharding import parse_shard
+from benchledger.ledger import Ledger, LedgerError, UnknownRun
+from benchledger.ledger.signing import Signer
+from benchledger.projections.source import open_run
 
 if TYPE_CHECKING:  # the driver loads with the run's other heavy imports, in cmd_run
-    from harness.driver import RunResult
+    from benchledger.harness.driver import RunResult
 
 
 def _progress() -> tuple[Any, Callable[[], None]]:
     """Progress callbacks: a rich bar on a terminal, one line per finished unit otherwise
     (each unit's status in its suite's words)."""
-    from harness.driver import Progress
+    from benchledger.harness.driver import Progress
 
     if sys.stdout.isatty():
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
@@ -191,8 +191,8 @@ def _warm_embedded(args: argparse.Namespace) -> None:
     them up when made). Another pack is loaded once, by the provisioner, and warmed there."""
     if (args.platform or "embedded") != "embedded" or args.resume or args.pack:
         return
-    from refplatform.packs import default_pack  # loaded once per process (cached)
-    from refplatform.toolkits.sql import warm
+    from benchledger.refplatform.packs import default_pack  # loaded once per process (cached)
+    from benchledger.refplatform.toolkits.sql import warm
 
     def go() -> None:
         with contextlib.suppress(Exception):  # a broken install is the provisioner's to report
@@ -211,9 +211,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     # the process: no collection during them, and none walks them again afterwards.
     gc.disable()
     _warm_embedded(args)
-    from harness.driver import RunDriver
-    from harness.logging import quiet_logs
-    from harness.record import RunRefused
+    from benchledger.harness.driver import RunDriver
+    from benchledger.harness.logging import quiet_logs
+    from benchledger.harness.record import RunRefused
 
     gc.freeze()
     gc.enable()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from cli.common import EXIT_OK, UsageError, ledger_arg, open_ledger
-from cli.keys import sign_key_arg, signer_from
+from benchledger.cli.common import EXIT_OK, UsageError, ledger_arg, open_ledger
+from benchledger.cli.keys import sign_key_arg, signer_from
 
 
 def cmd_seal(args: argparse.Namespace) -> int:

@@ -7,9 +7,9 @@ import os
 import secrets
 import sys
 
-from benchmarks.reliability import SCENARIOS, Config, run, table
-from cli.common import EXIT_FAILED, EXIT_OK, UsageError
-from harness.logging import quiet_logs
+from benchledger.benchmarks.reliability import SCENARIOS, Config, run, table
+from benchledger.cli.common import EXIT_FAILED, EXIT_OK, UsageError
+from benchledger.harness.logging import quiet_logs
 
 
 def cmd_selftest_reliability(args: argparse.Namespace) -> int:

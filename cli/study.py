@@ -9,12 +9,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli.authenticity import pubkey_arg, require_trusted, trusted_keys
-from cli.common import EXIT_OK, UsageError, check_output, ledger_arg, open_ledger, write_output
-from ledger import Ledger
-from ledger.events import RunStartedEvent
-from projections.source import open_run
-from projections.suites.tasks.study import FORMATS, render, study_of
+from benchledger.cli.authenticity import pubkey_arg, require_trusted, trusted_keys
+from benchledger.cli.common import (
+    EXIT_OK,
+    UsageError,
+    check_output,
+    ledger_arg,
+    open_ledger,
+    write_output,
+)
+from benchledger.ledger import Ledger
+from benchledger.ledger.events import RunStartedEvent
+from benchledger.projections.source import open_run
+from benchledger.projections.suites.tasks.study import FORMATS, render, study_of
 
 STUDY_SHAPE = "tasks"  # harness.peer.tasks_import.SHAPE: the suite its arms record
 

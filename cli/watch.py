@@ -12,10 +12,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
-from projections.fold import LiveView
-from projections.source import completeness
-from projections.suites.lifecycle.report import render
-from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from benchledger.projections.fold import LiveView
+from benchledger.projections.source import completeness
+from benchledger.projections.suites.lifecycle.report import render
+from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 
 
 def live_frames(

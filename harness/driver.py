@@ -16,20 +16,20 @@ from typing import Any, Final
 
 import msgspec
 
-from harness import agents
-from harness.agents.base import Agent
-from harness.errors import HarnessError, InfraError
-from harness.models.errors import PreflightFailed
-from harness.plan import MAX_POOL, RunPlan, plan_run, pool_needed, unit_states
-from harness.platforms.base import Clock, Description, PlatformClient
-from harness.platforms.provision import PlatformSpec, Provisioner, provisioner
-from harness.record import RunConfig, RunRefused, shard_mismatch
-from harness.sharding import Shard
-from harness.suites import run_config
-from harness.unit import UnitOutcome, UnitPlan, run_unit
-from ledger import Ledger, RunSealed
-from ledger.errors import ImportedRun, UnitsMissing
-from ledger.events import RunStartedBody, UnitAbandonedBody
+from benchledger.harness import agents
+from benchledger.harness.agents.base import Agent
+from benchledger.harness.errors import HarnessError, InfraError
+from benchledger.harness.models.errors import PreflightFailed
+from benchledger.harness.plan import MAX_POOL, RunPlan, plan_run, pool_needed, unit_states
+from benchledger.harness.platforms.base import Clock, Description, PlatformClient
+from benchledger.harness.platforms.provision import PlatformSpec, Provisioner, provisioner
+from benchledger.harness.record import RunConfig, RunRefused, shard_mismatch
+from benchledger.harness.sharding import Shard
+from benchledger.harness.suites import run_config
+from benchledger.harness.unit import UnitOutcome, UnitPlan, run_unit
+from benchledger.ledger import Ledger, RunSealed
+from benchledger.ledger.errors import ImportedRun, UnitsMissing
+from benchledger.ledger.events import RunStartedBody, UnitAbandonedBody
 
 TOOL_VERSION: Final = "benchledger 0.1.0"
 

@@ -7,21 +7,21 @@ from typing import Any, Final, NamedTuple
 import blake3
 import msgspec
 
-from harness.agents.base import Agent, Episode
-from harness.platforms.base import PlatformClient
-from harness.prompts import BUDGET_MESSAGE
-from ledger.codec import canonical_json
-from ledger.events import (
+from benchledger.harness.agents.base import Agent, Episode
+from benchledger.harness.platforms.base import PlatformClient
+from benchledger.harness.prompts import BUDGET_MESSAGE
+from benchledger.ledger.codec import canonical_json
+from benchledger.ledger.events import (
     Body,
     EpisodeFinishedBody,
     EpisodeStartedBody,
     ModelCallBody,
     SessionCallBody,
 )
-from ledger.ledger import StreamWriter
-from projections.trace import traced
-from protocols.cases import cited_sources
-from protocols.grading import surfaced
+from benchledger.ledger.ledger import StreamWriter
+from benchledger.projections.trace import traced
+from benchledger.protocols.cases import cited_sources
+from benchledger.protocols.grading import surfaced
 
 EXTRA_COMPLETIONS = 2  # after the budget is spent, the model gets this many more turns
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")

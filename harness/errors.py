@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from benchledger.ledger.errors import BenchledgerError
 
-class HarnessError(Exception):
+
+class HarnessError(BenchledgerError):
     """Root of every error the harness raises."""
 
 

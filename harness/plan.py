@@ -19,11 +19,11 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness import agents
-from harness.agents.base import Agent
-from harness.platforms.basic_memory_server import CMD as BASIC_MEMORY_CMD
-from harness.platforms.provision import SERVER_MEMORY_CMD, PlatformSpec, parse_platform
-from harness.record import (
+from benchledger.harness import agents
+from benchledger.harness.agents.base import Agent
+from benchledger.harness.platforms.basic_memory_server import CMD as BASIC_MEMORY_CMD
+from benchledger.harness.platforms.provision import SERVER_MEMORY_CMD, PlatformSpec, parse_platform
+from benchledger.harness.record import (
     RunConfig,
     RunRefused,
     contradictions,
@@ -33,12 +33,12 @@ from harness.record import (
     reset_record,
     resume_reset_cmd,
 )
-from harness.sharding import Shard, identity_blocks, shard_ids
-from harness.suites import Suite, suite_for
-from harness.unit import UnitPlan
-from ledger import Ledger
-from ledger.errors import ImportedRun
-from ledger.events import (
+from benchledger.harness.sharding import Shard, identity_blocks, shard_ids
+from benchledger.harness.suites import Suite, suite_for
+from benchledger.harness.unit import UnitPlan
+from benchledger.ledger import Ledger
+from benchledger.ledger.errors import ImportedRun
+from benchledger.ledger.events import (
     PlannedUnit,
     PlatformRecord,
     RunRecord,
@@ -47,7 +47,7 @@ from ledger.events import (
     UnitStartedEvent,
     infra_failure,
 )
-from ledger.ledger import check_run_id
+from benchledger.ledger.ledger import check_run_id
 
 MAX_POOL: Final = 999
 INTERRUPTED: Final = "interrupted; re-run on resume"

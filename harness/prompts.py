@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from protocols.grading import ABSTAIN_ANSWER
+from benchledger.protocols.grading import ABSTAIN_ANSWER
 
 _COMMON: Final = (
     "You are a data analyst working with a memory platform through its tools. "

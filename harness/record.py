@@ -18,11 +18,11 @@ from typing import Any, Final, NamedTuple
 import blake3
 import msgspec
 
-from harness.errors import HarnessError
-from harness.settings import Settings
-from harness.sharding import Shard
-from ledger import Ledger
-from ledger.events import (
+from benchledger.harness.errors import HarnessError
+from benchledger.harness.settings import Settings
+from benchledger.harness.sharding import Shard
+from benchledger.ledger import Ledger
+from benchledger.ledger.events import (
     Preregistration,
     RunRecord,
     RunStartedBody,

@@ -18,12 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeVar
 
-from harness.agents.base import Agent, Episode, UnitInfo
-from harness.episode import NO_TOOLS, EpisodeResult, Recorder, ToolSets, run_episode
-from harness.errors import InfraError
-from harness.platforms.base import Clock, PlatformClient, ReadBack
-from ledger import Ledger, LedgerError
-from ledger.events import (
+from benchledger.harness.agents.base import Agent, Episode, UnitInfo
+from benchledger.harness.episode import NO_TOOLS, EpisodeResult, Recorder, ToolSets, run_episode
+from benchledger.harness.errors import InfraError
+from benchledger.harness.platforms.base import Clock, PlatformClient, ReadBack
+from benchledger.ledger import Ledger, LedgerError
+from benchledger.ledger.events import (
     INTERNAL_ERROR,
     Body,
     GraderDecisionBody,
@@ -32,9 +32,9 @@ from ledger.events import (
     UnitFinishedBody,
     UnitStartedBody,
 )
-from ledger.ledger import StreamWriter
-from projections.card import Ruling
-from projections.trace import unit_trace_hash
+from benchledger.ledger.ledger import StreamWriter
+from benchledger.projections.card import Ruling
+from benchledger.projections.trace import unit_trace_hash
 
 MAX_RETRIES: Final = 3
 BACKOFF_S: Final = 0.25

@@ -4,9 +4,9 @@ the verified door, signed seals and redaction.
 Imports nothing else of benchledger.
 """
 
-from ledger.backend import Store
-from ledger.chain import Record, genesis, link_hash
-from ledger.errors import (
+from benchledger.ledger.backend import Store
+from benchledger.ledger.chain import Record, genesis, link_hash
+from benchledger.ledger.errors import (
     AppendConflict,
     BundleConflict,
     DamagedEvent,
@@ -15,9 +15,9 @@ from ledger.errors import (
     UnknownRun,
     UnusableInput,
 )
-from ledger.ledger import Ledger, RunInfo, StreamWriter
-from ledger.store import open_store
-from ledger.verdict import Failure, Fault
+from benchledger.ledger.ledger import Ledger, RunInfo, StreamWriter
+from benchledger.ledger.store import open_store
+from benchledger.ledger.verdict import Failure, Fault
 
 __all__ = [
     "AppendConflict",

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
-from ledger.chain import Record
-from ledger.errors import AppendConflict, UnusableInput
+from benchledger.ledger.chain import Record
+from benchledger.ledger.errors import AppendConflict, UnusableInput
 
 TABLE = "benchledger_events"
 SCAN_CHUNK = 2000  # rows fetched per round trip by a streamed read

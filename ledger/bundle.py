@@ -25,14 +25,14 @@ from typing import IO, Any, Final, cast
 
 import msgspec
 
-from ledger.chain import Record, link_hash
-from ledger.checker import RunChecker
-from ledger.codec import canonical_json, decode_link
-from ledger.errors import LedgerError, UnusableInput
-from ledger.events import NEVER_WITHHELD, WITHHOLDABLE, RunSealedEvent
-from ledger.ledger import Ledger, check_run_id
-from ledger.merkle import inclusion_proof, verify_inclusion
-from ledger.redaction import (
+from benchledger.ledger.chain import Record, link_hash
+from benchledger.ledger.checker import RunChecker
+from benchledger.ledger.codec import canonical_json, decode_link
+from benchledger.ledger.errors import LedgerError, UnusableInput
+from benchledger.ledger.events import NEVER_WITHHELD, WITHHOLDABLE, RunSealedEvent
+from benchledger.ledger.ledger import Ledger, check_run_id
+from benchledger.ledger.merkle import inclusion_proof, verify_inclusion
+from benchledger.ledger.redaction import (
     Copy,
     CopyFinder,
     Placeholder,
@@ -41,7 +41,7 @@ from ledger.redaction import (
     read_placeholder,
     rule_of,
 )
-from ledger.verdict import Failure, Fault, Summary
+from benchledger.ledger.verdict import Failure, Fault, Summary
 
 FORMAT = "benchledger-bundle/1"
 AUDIT_FORMAT = "benchledger-audit/1"

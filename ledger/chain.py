@@ -20,9 +20,9 @@ from typing import Any, NamedTuple
 import blake3
 import msgspec
 
-from ledger.codec import _link_decoder, decode_placeholder_v1
-from ledger.events import EVENT_FORMATS, WITHHOLDABLE
-from ledger.verdict import Failure, Fault, Stop
+from benchledger.ledger.codec import _link_decoder, decode_placeholder_v1
+from benchledger.ledger.events import EVENT_FORMATS, WITHHOLDABLE
+from benchledger.ledger.verdict import Failure, Fault, Stop
 
 EVENT_DOMAIN_V1 = b"benchledger:event:v1\x00"  # format 1: blake3(domain + canonical bytes)
 EVENT_DOMAIN = b"benchledger:event:v2\x00"  # format 2: blake3(domain + sealed form)

@@ -16,7 +16,7 @@ from typing import Any
 import blake3
 import msgspec
 
-from ledger.chain import (
+from benchledger.ledger.chain import (
     BODY_DOMAIN,
     BODY_KEY,
     EVENT_DOMAIN,
@@ -30,10 +30,10 @@ from ledger.chain import (
     read_link,
     try_link,
 )
-from ledger.codec import _link_decoder
-from ledger.events import KINDS, NEVER_WITHHELD, WITHHOLDABLE
-from ledger.seal_check import SealCheck
-from ledger.verdict import Failure, Fault, Stop
+from benchledger.ledger.codec import _link_decoder
+from benchledger.ledger.events import KINDS, NEVER_WITHHELD, WITHHOLDABLE
+from benchledger.ledger.seal_check import SealCheck
+from benchledger.ledger.verdict import Failure, Fault, Stop
 
 _KINDS = frozenset(KINDS)
 _PLAIN_KINDS = _KINDS - {"run_sealed"}  # kinds an event may have on the fast path

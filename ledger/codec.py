@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from ledger.events import AnyEvent, Event
+from benchledger.ledger.events import AnyEvent, Event
 
 # Sorted keys, no whitespace, UTF-8: msgspec's JSON encoder emits no insignificant space.
 _encoder = msgspec.json.Encoder(order="sorted")

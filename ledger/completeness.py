@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from ledger.events import RunStartedBody, infra_failed_units, stream_unit
+from benchledger.ledger.events import RunStartedBody, infra_failed_units, stream_unit
 
 
 class Completeness(NamedTuple):

@@ -1,9 +1,24 @@
-"""The ledger's error tree: one root, each error carrying its evidence as attributes."""
+"""The error tree: benchledger's one root, and the ledger's errors under it.
+
+``BenchledgerError`` lives here, in the package every other one may import, so that every
+refusal of every layer (ledger, protocols, harness, the library API, the command line)
+derives from it and carries the exit code the command line ends with. Each error carries
+its evidence as attributes.
+"""
 
 from __future__ import annotations
 
+from typing import ClassVar
 
-class LedgerError(Exception):
+
+class BenchledgerError(Exception):
+    """Root of every error benchledger raises on purpose; ``exit_code`` is the command
+    line's (1: a check failed, 2: the input cannot be used)."""
+
+    exit_code: ClassVar[int] = 1
+
+
+class LedgerError(BenchledgerError):
     """Root of every error the ledger package raises."""
 
 
@@ -13,6 +28,8 @@ class UnusableInput(LedgerError):
     The CLI maps this to exit code 2. ``where`` names the file or URL, ``line`` the
     1-based line when the input is a file of lines.
     """
+
+    exit_code: ClassVar[int] = 2
 
     def __init__(self, where: str, problem: str, *, line: int | None = None) -> None:
         self.where = where

@@ -24,8 +24,8 @@ from cryptography.hazmat.primitives.serialization import (
     load_pem_public_key,
 )
 
-from ledger.errors import UnusableInput
-from ledger.signing import fingerprint, public_bytes
+from benchledger.ledger.errors import UnusableInput
+from benchledger.ledger.signing import fingerprint, public_bytes
 
 KEY_FILE = "benchledger.key"
 PUB_FILE = "benchledger.pub"

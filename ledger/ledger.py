@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, TypeVar
 import blake3
 import msgspec
 
-from ledger.backend import Store
-from ledger.chain import (
+from benchledger.ledger.backend import Store
+from benchledger.ledger.chain import (
     BODY_DOMAIN,
     BODY_KEY,
     EVENT_DOMAIN,
@@ -25,15 +25,15 @@ from ledger.chain import (
     genesis,
     link_hash,
 )
-from ledger.checker import RunChecker
-from ledger.codec import (
+from benchledger.ledger.checker import RunChecker
+from benchledger.ledger.codec import (
     Envelope,
     canonical,
     canonical_json,
     decode_event,
     decode_link,
 )
-from ledger.errors import (
+from benchledger.ledger.errors import (
     AppendConflict,
     DamagedEvent,
     ImportedRun,
@@ -43,7 +43,7 @@ from ledger.errors import (
     UnitsMissing,
     UnknownRun,
 )
-from ledger.events import (
+from benchledger.ledger.events import (
     EVENT_FORMAT,
     TERMINAL_KINDS,
     WITHHOLDABLE,
@@ -62,11 +62,11 @@ from ledger.events import (
     make_event,
     stream_unit,
 )
-from ledger.merkle import merkle_root
-from ledger.verdict import Failure, Summary
+from benchledger.ledger.merkle import merkle_root
+from benchledger.ledger.verdict import Failure, Summary
 
 if TYPE_CHECKING:
-    from ledger.signing import Signer
+    from benchledger.ledger.signing import Signer
 
 Clock = Callable[[], int]
 _hash = blake3.blake3

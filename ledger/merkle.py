@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import blake3
 import msgspec
 
-from ledger.events import StreamHead
+from benchledger.ledger.events import StreamHead
 
 _encoder = msgspec.json.Encoder(order="sorted")
 EMPTY_ROOT = blake3.blake3(b"").hexdigest()

@@ -43,9 +43,9 @@ from psycopg import Cursor
 from psycopg.rows import DictRow, tuple_row
 from psycopg.sql import SQL, Identifier, Literal
 
-from ledger.backend import SCAN_CHUNK, TABLE, RecorderStore, Row
-from ledger.chain import Record
-from ledger.errors import UnusableInput
+from benchledger.ledger.backend import SCAN_CHUNK, TABLE, RecorderStore, Row
+from benchledger.ledger.chain import Record
+from benchledger.ledger.errors import UnusableInput
 
 # PostgreSQL's binary COPY format: signature, flags, header extension length; then per
 # row a field count and each field as (int32 length, bytes); then -1 as the trailer.

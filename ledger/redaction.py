@@ -37,10 +37,10 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from ledger.chain import link_hash, sealed_form, try_link
-from ledger.checker import Rule
-from ledger.codec import canonical_json, decode_link, decode_placeholder_v1
-from ledger.events import KINDS, NEVER_WITHHELD, WITHHOLDABLE, Event
+from benchledger.ledger.chain import link_hash, sealed_form, try_link
+from benchledger.ledger.checker import Rule
+from benchledger.ledger.codec import canonical_json, decode_link, decode_placeholder_v1
+from benchledger.ledger.events import KINDS, NEVER_WITHHELD, WITHHOLDABLE, Event
 
 __all__ = [
     "COPY_MIN",

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import msgspec
 
-from ledger.chain import ChainLink
-from ledger.codec import canonical, decode_event
-from ledger.events import TERMINAL_KINDS, RunSealedEvent, SealSignature, StreamHead
-from ledger.merkle import merkle_root
-from ledger.verdict import Failure, Fault, Stop, Summary
+from benchledger.ledger.chain import ChainLink
+from benchledger.ledger.codec import canonical, decode_event
+from benchledger.ledger.events import TERMINAL_KINDS, RunSealedEvent, SealSignature, StreamHead
+from benchledger.ledger.merkle import merkle_root
+from benchledger.ledger.verdict import Failure, Fault, Stop, Summary
 
 
 class SealCheck:

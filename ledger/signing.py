@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 import blake3
 
-from ledger.codec import canonical_json
-from ledger.events import RunSealedBody, SealSignature
+from benchledger.ledger.codec import canonical_json
+from benchledger.ledger.events import RunSealedBody, SealSignature
 
 # cryptography takes ~0.15 s to import; it is loaded where a key is used, so verifying an
 # unsigned seal (and every command that never signs) starts without it.

@@ -11,9 +11,9 @@ from typing import Any
 from eventsourcing.persistence import PersistenceError
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
-from ledger.backend import SCAN_CHUNK, TABLE, RecorderStore, Row
-from ledger.chain import Record
-from ledger.errors import UnusableInput
+from benchledger.ledger.backend import SCAN_CHUNK, TABLE, RecorderStore, Row
+from benchledger.ledger.chain import Record
+from benchledger.ledger.errors import UnusableInput
 
 # SQLite's row columns. CAST: a hand-edited row may hold TEXT, COALESCE: or NULL; readers
 # must still see bytes.

@@ -7,9 +7,9 @@ The contract both meet is ``ledger/backend.py`` ``Store``.
 
 from __future__ import annotations
 
-from ledger.backend import Store
-from ledger.errors import UnusableInput
-from ledger.sqlite import SqliteStore
+from benchledger.ledger.backend import Store
+from benchledger.ledger.errors import UnusableInput
+from benchledger.ledger.sqlite import SqliteStore
 
 
 def open_store(location: str, *, create: bool = True, read_only: bool = False) -> Store:
@@ -19,7 +19,7 @@ def open_store(location: str, *, create: bool = True, read_only: bool = False) -
     cannot write is still readable.
     """
     if location.startswith(("postgresql://", "postgres://")):
-        from ledger.postgres import PostgresStore
+        from benchledger.ledger.postgres import PostgresStore
 
         return PostgresStore(location, create=create and not read_only)
     if "://" in location:

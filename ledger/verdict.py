@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from ledger.events import RunSealedEvent, StreamHead
+from benchledger.ledger.events import RunSealedEvent, StreamHead
 
 
 class Fault(StrEnum):

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
-from ledger.bundle import (
+from benchledger.ledger.bundle import (
     AUDIT_FORMAT,
     REDACTED_FORMAT,
     BundleHeader,
@@ -26,12 +26,12 @@ from ledger.bundle import (
     located,
     read_bundle,
 )
-from ledger.chain import link_hash
-from ledger.checker import RunChecker
-from ledger.codec import decode_event
-from ledger.completeness import Completeness, Plan, UnitState, completeness, plan_of
-from ledger.errors import LedgerError, UnknownRun, UnusableInput
-from ledger.events import (
+from benchledger.ledger.chain import link_hash
+from benchledger.ledger.checker import RunChecker
+from benchledger.ledger.codec import decode_event
+from benchledger.ledger.completeness import Completeness, Plan, UnitState, completeness, plan_of
+from benchledger.ledger.errors import LedgerError, UnknownRun, UnusableInput
+from benchledger.ledger.events import (
     Event,
     GraderDecisionEvent,
     RunImportedEvent,
@@ -44,9 +44,9 @@ from ledger.events import (
     UnitStartedEvent,
     stream_unit,
 )
-from ledger.ledger import Imported, Ledger, check_run_id
-from ledger.redaction import WithheldEvent, as_event, read_placeholder
-from ledger.verdict import Failure, Fault, Summary
+from benchledger.ledger.ledger import Imported, Ledger, check_run_id
+from benchledger.ledger.redaction import WithheldEvent, as_event, read_placeholder
+from benchledger.ledger.verdict import Failure, Fault, Summary
 
 # Standing.state values: one word each, so JSON readers can switch on them.
 TRUSTED = "trusted"  # signed, the signature verifies, by a key the reader named
@@ -142,7 +142,7 @@ def _seal_standing(
     if seal.signature is None:
         return Standing(UNSIGNED, problem="the seal carries no signature")
     # Imported only now: signatures need cryptography, which reading a run does not.
-    from ledger.signing import authenticate
+    from benchledger.ledger.signing import authenticate
 
     keys = list(trusted) if trusted is not None else None
     auth = authenticate(run_id, seal, keys)

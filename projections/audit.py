@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ledger.codec import canonical_json
-from ledger.events import (
+from benchledger.ledger.codec import canonical_json
+from benchledger.ledger.events import (
     EpisodeFinishedEvent,
     Event,
     ModelCallEvent,
@@ -18,9 +18,9 @@ from ledger.events import (
     SessionCallBody,
     SessionCallEvent,
 )
-from ledger.redaction import WithheldEvent
-from ledger.verified import OWN_GRADER, PEER_CLAIMS, Origin
-from projections.card import CI_LABELS, Decision, Metric, fmt_interval, fmt_num, fmt_pct
+from benchledger.ledger.redaction import WithheldEvent
+from benchledger.ledger.verified import OWN_GRADER, PEER_CLAIMS, Origin
+from benchledger.projections.card import CI_LABELS, Decision, Metric, fmt_interval, fmt_num, fmt_pct
 
 
 class UnknownMetric(ValueError):

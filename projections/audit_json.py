@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ledger.verified import OWN, PEER_CLAIMS, Origin, RunEvents
+from benchledger.ledger.verified import OWN, PEER_CLAIMS, Origin, RunEvents
 
 if TYPE_CHECKING:
-    from projections.audit import Audit, Contribution
+    from benchledger.projections.audit import Audit, Contribution
 
 
 def audit_json(a: Audit, run: RunEvents) -> str:

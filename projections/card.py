@@ -12,11 +12,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
-from ledger.completeness import Completeness
-from ledger.events import GraderDecisionBody, RunRecord
-from ledger.verified import OWN, Origin, Standing
-from projections.stats import BOOTSTRAP_REPS, BOOTSTRAP_SEED, Interval
-from projections.usage import Usage
+from benchledger.ledger.completeness import Completeness
+from benchledger.ledger.events import GraderDecisionBody, RunRecord
+from benchledger.ledger.verified import OWN, Origin, Standing
+from benchledger.projections.stats import BOOTSTRAP_REPS, BOOTSTRAP_SEED, Interval
+from benchledger.projections.usage import Usage
 
 Ref = tuple[str, int]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from projections.suites.lifecycle.scorecard import Scorecard
+from benchledger.projections.suites.lifecycle.scorecard import Scorecard
 
 
 class Disclosure(NamedTuple):

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Generic, Protocol, TypeVar
 
-from ledger import Store
-from ledger.chain import link_hash
-from ledger.codec import decode_event
-from ledger.events import Event
+from benchledger.ledger import Store
+from benchledger.ledger.chain import link_hash
+from benchledger.ledger.codec import decode_event
+from benchledger.ledger.events import Event
 
 T = TypeVar("T", covariant=True)
 F = TypeVar("F", bound="Fold[object]")

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
-from ledger import UnusableInput
-from ledger.bundle import atomic_output
-from ledger.events import (
+from benchledger.ledger import UnusableInput
+from benchledger.ledger.bundle import atomic_output
+from benchledger.ledger.events import (
     JSON,
     EpisodeFinishedEvent,
     EpisodeStartedEvent,
@@ -40,9 +40,9 @@ from ledger.events import (
     UnitFinishedEvent,
     UnitStartedEvent,
 )
-from ledger.redaction import WithheldEvent
-from ledger.verified import PEER_CLAIMS, RunEvents
-from projections.suites.lifecycle.scorecard import lifecycle_passed
+from benchledger.ledger.redaction import WithheldEvent
+from benchledger.ledger.verified import PEER_CLAIMS, RunEvents
+from benchledger.projections.suites.lifecycle.scorecard import lifecycle_passed
 
 # The version of Inspect's log schema these documents follow (its LOG_SCHEMA_VERSION).
 SCHEMA_VERSION: Final = 2

@@ -19,11 +19,11 @@ from typing import Any, Final, NamedTuple
 import blake3
 import msgspec
 
-from ledger.codec import canonical_json
-from ledger.events import Preregistration, RunStartedEvent, UnitStartedEvent
-from ledger.redaction import WithheldEvent
-from projections.source import RunEvents
-from projections.suites.lifecycle.scorecard import GATED
+from benchledger.ledger.codec import canonical_json
+from benchledger.ledger.events import Preregistration, RunStartedEvent, UnitStartedEvent
+from benchledger.ledger.redaction import WithheldEvent
+from benchledger.projections.source import RunEvents
+from benchledger.projections.suites.lifecycle.scorecard import GATED
 
 FORMAT: Final = "benchledger-prereg/1"
 DOMAIN: Final = b"benchledger:prereg:v1\x00"

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
-from ledger import UnusableInput
-from projections.usage import TOKEN_KINDS, Usage
+from benchledger.ledger import UnusableInput
+from benchledger.projections.usage import TOKEN_KINDS, Usage
 
 PACKAGED: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "prices.toml")
 PRICE_FIELDS: Final = TOKEN_KINDS  # input, output, cache_read, cache_creation

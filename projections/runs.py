@@ -17,10 +17,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, NamedTuple
 
-from ledger import Ledger, UnknownRun
-from ledger.completeness import Plan, UnitState, completeness, plan_of
-from ledger.events import RunStartedEvent
-from projections.card import subset_label
+from benchledger.ledger import Ledger, UnknownRun
+from benchledger.ledger.completeness import Plan, UnitState, completeness, plan_of
+from benchledger.ledger.events import RunStartedEvent
+from benchledger.projections.card import subset_label
 
 
 class RunRow(NamedTuple):
@@ -73,7 +73,7 @@ class RunRow(NamedTuple):
 def _noun(suite: str) -> str:
     """What ``suite`` calls its items (``ReadSuite.noun``); "items" for a suite not known here."""
     # Imported only for a subset run's label: listing runs starts without the suites' readers.
-    from projections.suites import UnknownSuite, lookup
+    from benchledger.projections.suites import UnknownSuite, lookup
 
     try:
         return lookup(suite).noun

@@ -11,15 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ledger import Ledger, UnusableInput
-from ledger.bundle import REDACTED_FORMAT, read_bundle
-from ledger.chain import link_hash
-from ledger.codec import decode_event
-from ledger.completeness import Completeness, Plan, UnitState
-from ledger.completeness import completeness as count_units
-from ledger.events import Event
-from ledger.redaction import as_event, read_placeholder
-from ledger.verified import (
+from benchledger.ledger import Ledger, UnusableInput
+from benchledger.ledger.bundle import REDACTED_FORMAT, read_bundle
+from benchledger.ledger.chain import link_hash
+from benchledger.ledger.codec import decode_event
+from benchledger.ledger.completeness import Completeness, Plan, UnitState
+from benchledger.ledger.completeness import completeness as count_units
+from benchledger.ledger.events import Event
+from benchledger.ledger.redaction import as_event, read_placeholder
+from benchledger.ledger.verified import (
     PartialRun,
     RunEvents,
     RunUnverified,
@@ -31,8 +31,8 @@ from ledger.verified import (
 )
 
 if TYPE_CHECKING:
-    from projections.card import RunMeta
-    from projections.suites.lifecycle.scorecard import Unit
+    from benchledger.projections.card import RunMeta
+    from benchledger.projections.suites.lifecycle.scorecard import Unit
 
 __all__ = [
     "Completeness",

@@ -23,8 +23,8 @@ from typing import Any, Final, NamedTuple
 import blake3
 import msgspec
 
-from ledger.codec import canonical_json
-from ledger.events import (
+from benchledger.ledger.codec import canonical_json
+from benchledger.ledger.events import (
     Body,
     EpisodeFinishedBody,
     EpisodeStartedBody,

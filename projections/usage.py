@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
-from ledger.events import (
+from benchledger.ledger.events import (
     EpisodeFinishedEvent,
     Event,
     ModelCallEvent,
@@ -24,7 +24,7 @@ from ledger.events import (
     UnitFinishedEvent,
     UnitStartedEvent,
 )
-from ledger.redaction import WithheldEvent
+from benchledger.ledger.redaction import WithheldEvent
 
 TOKEN_KINDS: Final = ("input", "output", "cache_read", "cache_creation")
 # run_started.config["origin"] of a run written by the peer importer (harness/peer/importer.py,

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
-from projections.prices import Cost, Unpriced, per_pass
-from projections.usage import PERCENTILE_METHOD, Usage, percentile
+from benchledger.projections.prices import Cost, Unpriced, per_pass
+from benchledger.projections.usage import PERCENTILE_METHOD, Usage, percentile
 
 USAGE_ROWS: Final = ("cost (USD)", "cost per passed unit", "wall", "unit p50 / p95",
                      "model call p50 / p95", "model calls", "tokens in / out")  # fmt: skip

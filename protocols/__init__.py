@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 
-from protocols.cases import Case, CaseSet, load_cases
-from protocols.errors import InvalidInput, Problem, ProtocolError
-from protocols.hashing import set_hash
-from protocols.loader import load
-from protocols.schema import Grading, Protocol, ProtocolSet
+from benchledger.protocols.cases import Case, CaseSet, load_cases
+from benchledger.protocols.errors import InvalidInput, Problem, ProtocolError
+from benchledger.protocols.hashing import set_hash
+from benchledger.protocols.loader import load
+from benchledger.protocols.schema import Grading, Protocol, ProtocolSet
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 LIFECYCLE_DIR = os.path.join(DATA_DIR, "lifecycle")

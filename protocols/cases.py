@@ -15,8 +15,8 @@ from typing import Any, Final
 import blake3
 import msgspec
 
-from ledger.codec import canonical_json
-from protocols.errors import InvalidInput, Problem
+from benchledger.ledger.codec import canonical_json
+from benchledger.protocols.errors import InvalidInput, Problem
 
 CATEGORIES: Final = ("pack_axiom", "vault_recall", "teaching", "mixed")
 SOURCE_KINDS: Final = ("pack", "vault", "teaching")

@@ -12,7 +12,7 @@ from typing import Any, Final, NamedTuple
 
 import yaml
 
-from protocols.errors import InvalidInput, Problem
+from benchledger.protocols.errors import InvalidInput, Problem
 
 Path = tuple[str | int, ...]
 

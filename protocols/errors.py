@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
+
+from benchledger.ledger.errors import BenchledgerError
 
 
 class Problem(NamedTuple):
@@ -19,7 +21,7 @@ class Problem(NamedTuple):
         return f"{loc}:{field} {self.message}"
 
 
-class ProtocolError(Exception):
+class ProtocolError(BenchledgerError):
     """Root of every error the protocols package raises."""
 
 
@@ -28,6 +30,8 @@ class InvalidInput(ProtocolError):
 
     The CLI prints one line per problem and exits 2.
     """
+
+    exit_code: ClassVar[int] = 2
 
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = problems

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Final, NamedTuple
 
-from protocols.schema import Grading
+from benchledger.protocols.schema import Grading
 
 REFUSALS: Final = (
     "insufficient information",

@@ -21,8 +21,8 @@ from typing import Any, Final
 import blake3
 import msgspec
 
-from ledger.codec import canonical_json
-from protocols.schema import Protocol
+from benchledger.ledger.codec import canonical_json
+from benchledger.protocols.schema import Protocol
 
 RECIPES: Final = ("benchledger", "peer")
 SET_DOMAIN: Final = b"benchledger:protocol-set:v1\x00"

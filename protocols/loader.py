@@ -8,9 +8,9 @@ from typing import Any
 
 import msgspec
 
-from protocols.document import Checker, Document, Path, kind_of, read
-from protocols.errors import InvalidInput, Problem
-from protocols.schema import GRADING_KINDS, SINKS, Protocol, ProtocolSet
+from benchledger.protocols.document import Checker, Document, Path, kind_of, read
+from benchledger.protocols.errors import InvalidInput, Problem
+from benchledger.protocols.schema import GRADING_KINDS, SINKS, Protocol, ProtocolSet
 
 PROTOCOL_SUFFIXES = (".yaml", ".yml", ".json")
 

@@ -17,8 +17,8 @@ import re
 import unicodedata
 from typing import Final, NamedTuple
 
-from protocols.errors import InvalidInput, Problem
-from protocols.tasks import TaskGrading
+from benchledger.protocols.errors import InvalidInput, Problem
+from benchledger.protocols.tasks import TaskGrading
 
 _MARKER: Final = re.compile(r"FINAL ANSWER:\s*", re.IGNORECASE)
 # Go's numberPattern `-?\d[\d,]*(?:\.\d+)?` (RE2's \d is ASCII). A trailing comma is part

@@ -22,9 +22,9 @@ from typing import Any, Final
 
 import msgspec
 
-from protocols.document import Checker, Document, Path, kind_of, read
-from protocols.errors import InvalidInput, Problem
-from protocols.hashing import go_json
+from benchledger.protocols.document import Checker, Document, Path, kind_of, read
+from benchledger.protocols.errors import InvalidInput, Problem
+from benchledger.protocols.hashing import go_json
 
 GRADING_KINDS: Final = ("numeric", "entity", "exec_sql", "state", "refusal")
 TASK_SUFFIX: Final = ".yaml"  # the peer's Load reads only *.yaml in a folder

@@ -1,4 +1,4 @@
-"""``python -m refplatform serve``: the reference platform as a standalone foreground server.
+"""``python -m benchledger.refplatform serve``: the reference platform as a foreground server.
 
 The first stdout line is ``refplatform serving http://HOST:PORT/mcp (admin REST under
 http://HOST:PORT/api/v1)``, flushed at once: launchers of a child process read the URL
@@ -16,10 +16,10 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from refplatform.errors import PlatformError
+from benchledger.refplatform.errors import PlatformError
 
 if TYPE_CHECKING:  # imported at serve time: --help and option errors stay fast
-    from refplatform.server import RunningPlatform
+    from benchledger.refplatform.server import RunningPlatform
 
 EXIT_OK, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 2, 130
 MAX_POOL = 999
@@ -65,10 +65,10 @@ def serve(
 ) -> int:
     """Serve until Ctrl-C, then return 0; unusable input raises PlatformError before listening."""
     # Imported here so that ``--help`` and option errors do not load uvicorn and the MCP SDK.
-    from refplatform.embedder import parse_spec
-    from refplatform.packs import default_pack, load_pack
-    from refplatform.platform import Platform
-    from refplatform.server import RunningPlatform
+    from benchledger.refplatform.embedder import parse_spec
+    from benchledger.refplatform.packs import default_pack, load_pack
+    from benchledger.refplatform.platform import Platform
+    from benchledger.refplatform.server import RunningPlatform
 
     if not 1 <= pool <= MAX_POOL:
         raise PlatformError(f"--pool must be 1..{MAX_POOL}")
@@ -137,7 +137,7 @@ def run_line(running: RunningPlatform) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The standalone argument parser: one command, ``serve``."""
     parser = argparse.ArgumentParser(
-        prog="python -m refplatform",
+        prog="python -m benchledger.refplatform",
         description="The reference agent-memory platform (MCP + admin REST).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

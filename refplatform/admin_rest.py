@@ -14,9 +14,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.routing import Route
 
-from refplatform import rest
-from refplatform.audit import DEFAULT_PER_PAGE, MAX_PER_PAGE
-from refplatform.platform import Platform
+from benchledger.refplatform import rest
+from benchledger.refplatform.audit import DEFAULT_PER_PAGE, MAX_PER_PAGE
+from benchledger.refplatform.platform import Platform
 
 BASE = "/api/v1/admin"
 STATUS_UPDATED = {"status": "updated"}

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from refplatform import ids
-from refplatform.auth import Identity
-from refplatform.errors import NotFound
-from refplatform.store import StateStore, dumps
-from refplatform.times import rfc3339
+from benchledger.refplatform import ids
+from benchledger.refplatform.auth import Identity
+from benchledger.refplatform.errors import NotFound
+from benchledger.refplatform.store import StateStore, dumps
+from benchledger.refplatform.times import rfc3339
 
 EVENT_KIND: Final = "mcp_tool_call"
 SOURCE: Final = "mcp"

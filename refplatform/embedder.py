@@ -25,7 +25,7 @@ from typing import Final, Protocol
 
 import httpx2
 
-from refplatform.errors import EmbedderError
+from benchledger.refplatform.errors import EmbedderError
 
 QUOTED_WEIGHT: Final = 4.0
 STOP_WORDS: Final = frozenset(

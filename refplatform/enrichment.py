@@ -22,12 +22,12 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from refplatform.auth import Identity
-from refplatform.pages import PageStore
-from refplatform.sessions import Sessions
-from refplatform.times import rfc3339
-from refplatform.toolkits.catalog import Catalog, query_table
-from refplatform.toolkits.memory import Memory
+from benchledger.refplatform.auth import Identity
+from benchledger.refplatform.pages import PageStore
+from benchledger.refplatform.sessions import Sessions
+from benchledger.refplatform.times import rfc3339
+from benchledger.refplatform.toolkits.catalog import Catalog, query_table
+from benchledger.refplatform.toolkits.memory import Memory
 
 MEMORY_LIMIT: Final = 5
 SUMMARY_BYTES: Final = 280

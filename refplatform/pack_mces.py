@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from refplatform.errors import PackError
+from benchledger.refplatform.errors import PackError
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from refplatform.errors import PackError
-from refplatform.pack_sql import Token, tokens
+from benchledger.refplatform.errors import PackError
+from benchledger.refplatform.pack_sql import Token, tokens
 
 PAGES_TABLE: Final = "portal_knowledge_pages"
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from refplatform.errors import PackError
+from benchledger.refplatform.errors import PackError
 
 
 class SetupStatement(NamedTuple):

@@ -25,9 +25,9 @@ from typing import Any, Final
 
 import blake3
 
-import protocols
-from refplatform.errors import PackError
-from refplatform.pack_mces import (
+from benchledger import protocols
+from benchledger.refplatform.errors import PackError
+from benchledger.refplatform.pack_mces import (
     Deprecation,
     Entity,
     Field,
@@ -38,8 +38,8 @@ from refplatform.pack_mces import (
     glossary,
     read_mces,
 )
-from refplatform.pack_pages import KnowledgePage, parse_pages
-from refplatform.pack_sql import SetupStatement, split_statements
+from benchledger.refplatform.pack_pages import KnowledgePage, parse_pages
+from benchledger.refplatform.pack_sql import SetupStatement, split_statements
 
 SETUP_SQL: Final = "trino/setup.sql"
 MCE_DIR: Final = "datahub"

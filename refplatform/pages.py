@@ -16,10 +16,10 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
-from refplatform import ids
-from refplatform.errors import Conflict, NotFound
-from refplatform.store import StateStore, dumps
-from refplatform.times import rfc3339
+from benchledger.refplatform import ids
+from benchledger.refplatform.errors import Conflict, NotFound
+from benchledger.refplatform.store import StateStore, dumps
+from benchledger.refplatform.times import rfc3339
 
 REF_PROMOTED: Final = "promoted"
 REF_INLINE: Final = "inline"

@@ -13,21 +13,21 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from refplatform import times
-from refplatform.audit import Audit
-from refplatform.embedder import Embedder, LexicalEmbedder
-from refplatform.enrichment import Enricher
-from refplatform.errors import PlatformError, Unavailable
-from refplatform.packs import Pack, default_pack
-from refplatform.pages import PageStore
-from refplatform.sessions import Sessions
-from refplatform.store import StateStore
-from refplatform.toolkits.catalog import Catalog, entity_doc
-from refplatform.toolkits.knowledge import Knowledge
-from refplatform.toolkits.memory import SIMILAR_AT, SUPERSEDE_AT, Memory
-from refplatform.toolkits.search import Search
-from refplatform.toolkits.sql import SqlEngine
-from refplatform.toolkits.sql_trino import CATALOG
+from benchledger.refplatform import times
+from benchledger.refplatform.audit import Audit
+from benchledger.refplatform.embedder import Embedder, LexicalEmbedder
+from benchledger.refplatform.enrichment import Enricher
+from benchledger.refplatform.errors import PlatformError, Unavailable
+from benchledger.refplatform.packs import Pack, default_pack
+from benchledger.refplatform.pages import PageStore
+from benchledger.refplatform.sessions import Sessions
+from benchledger.refplatform.store import StateStore
+from benchledger.refplatform.toolkits.catalog import Catalog, entity_doc
+from benchledger.refplatform.toolkits.knowledge import Knowledge
+from benchledger.refplatform.toolkits.memory import SIMILAR_AT, SUPERSEDE_AT, Memory
+from benchledger.refplatform.toolkits.search import Search
+from benchledger.refplatform.toolkits.sql import SqlEngine
+from benchledger.refplatform.toolkits.sql_trino import CATALOG
 
 VERSION: Final = "refplatform-2.0"
 NAME: Final = "mcp-data-platform"

@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from refplatform import rest
-from refplatform.errors import NotFound, PlatformError
-from refplatform.platform import Platform
+from benchledger.refplatform import rest
+from benchledger.refplatform.errors import NotFound, PlatformError
+from benchledger.refplatform.platform import Platform
 
 BASE: Final = "/api/v1/portal/knowledge-pages"
 FORBIDDEN: Final = "editing knowledge requires apply_knowledge access"

@@ -15,9 +15,9 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
-from refplatform.embedder import Vector
-from refplatform.errors import Conflict, ToolError
-from refplatform.times import rfc3339
+from benchledger.refplatform.embedder import Vector
+from benchledger.refplatform.errors import Conflict, ToolError
+from benchledger.refplatform.times import rfc3339
 
 LIVE_CLASSES: Final = ("personal_preference", "episodic_event")
 REVIEWED_CLASSES: Final = ("business_knowledge", "schema_entity", "operational_rule")

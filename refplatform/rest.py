@@ -18,9 +18,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from refplatform import times
-from refplatform.auth import Identity
-from refplatform.errors import PlatformError
+from benchledger.refplatform import times
+from benchledger.refplatform.auth import Identity
+from benchledger.refplatform.errors import PlatformError
 
 IDENTITY_KEY: Final = "refplatform.identity"
 PROBLEM_TYPE: Final = "application/problem+json"

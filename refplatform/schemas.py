@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import jsonschema
 
-from refplatform.errors import ToolError
+from benchledger.refplatform.errors import ToolError
 
 ARGUMENT_HINT: Final = (
     "The arguments do not match the tool's input schema. Read the tool's schema, correct or "

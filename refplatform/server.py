@@ -29,11 +29,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from refplatform import admin_rest, portal, rest, tools
-from refplatform.auth import Identity, Keyring, pool_key
-from refplatform.errors import PlatformError
-from refplatform.packs import Pack
-from refplatform.platform import NAME, VERSION, Platform
+from benchledger.refplatform import admin_rest, portal, rest, tools
+from benchledger.refplatform.auth import Identity, Keyring, pool_key
+from benchledger.refplatform.errors import PlatformError
+from benchledger.refplatform.packs import Pack
+from benchledger.refplatform.platform import NAME, VERSION, Platform
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # MCP transport sessions (the SDK's): one idle this long (no request in flight) is closed,

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from refplatform import ids
-from refplatform.auth import Identity
-from refplatform.errors import ToolError
-from refplatform.store import StateStore
+from benchledger.refplatform import ids
+from benchledger.refplatform.auth import Identity
+from benchledger.refplatform.errors import ToolError
+from benchledger.refplatform.store import StateStore
 
 INIT_TOOL: Final = "platform_info"
 SESSION_HINT: Final = (

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from refplatform import ids
-from refplatform.errors import PlatformError
+from benchledger.refplatform import ids
+from benchledger.refplatform.errors import PlatformError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

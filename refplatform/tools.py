@@ -27,12 +27,12 @@ from typing import Any, Final
 
 import mcp_types as types
 
-from refplatform import ids, schemas
-from refplatform.auth import Identity
-from refplatform.errors import PlatformError, ToolError
-from refplatform.platform import IMPLEMENTATION, NAME, VERSION, Platform
-from refplatform.sessions import INIT_TOOL, search_required
-from refplatform.toolkits import sql_render
+from benchledger.refplatform import ids, schemas
+from benchledger.refplatform.auth import Identity
+from benchledger.refplatform.errors import PlatformError, ToolError
+from benchledger.refplatform.platform import IMPLEMENTATION, NAME, VERSION, Platform
+from benchledger.refplatform.sessions import INIT_TOOL, search_required
+from benchledger.refplatform.toolkits import sql_render
 
 QUERY_TOOLS: Final = frozenset({"trino_query"})
 ADMIN_TOOLS: Final = frozenset({"apply_knowledge"})

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from ledger import UnusableInput
-from replay.findings import Report, shown
-from replay.levels import replay
+from benchledger.ledger import UnusableInput
+from benchledger.replay.findings import Report, shown
+from benchledger.replay.levels import replay
 
 SUFFIXES = (".jsonl", ".jsonl.gz")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ledger.codec import canonical_json
-from ledger.verdict import Failure
+from benchledger.ledger.codec import canonical_json
+from benchledger.ledger.verdict import Failure
 
 EXIT_OK, EXIT_MISMATCH = 0, 1
 LEVELS: Final = ("rederive", "full")

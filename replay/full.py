@@ -20,24 +20,24 @@ from typing import Final
 
 import msgspec
 
-from harness import agents
-from harness.agents.base import Agent
-from harness.models import Divergence
-from harness.platforms.base import PlatformClient
-from harness.platforms.provision import EmbeddedProvisioner, PlatformSpec
-from harness.suites import Suite, suite_for
-from harness.unit import UnitPlan, run_unit
-from ledger import Ledger, UnusableInput, open_store
-from ledger.events import Body, ModelCallBody, RunRecord, UnitFinishedBody
-from projections.trace import episode_trace_hash, episodes, trace, unit_trace_hash
-from protocols.schema import Protocol
-from replay.clock import ReplayClock
-from replay.findings import TOOLS, Mismatch, Report, first_difference
-from replay.log_basic_memory import LogBasicMemory
-from replay.log_platform import LogPlatform
-from replay.log_server_memory import LogServerMemory
-from replay.tape import RequestDivergence, Tape, TapeTransport, ToolDivergence, describe
-from replay.target import ReplayUnit, Run
+from benchledger.harness import agents
+from benchledger.harness.agents.base import Agent
+from benchledger.harness.models import Divergence
+from benchledger.harness.platforms.base import PlatformClient
+from benchledger.harness.platforms.provision import EmbeddedProvisioner, PlatformSpec
+from benchledger.harness.suites import Suite, suite_for
+from benchledger.harness.unit import UnitPlan, run_unit
+from benchledger.ledger import Ledger, UnusableInput, open_store
+from benchledger.ledger.events import Body, ModelCallBody, RunRecord, UnitFinishedBody
+from benchledger.projections.trace import episode_trace_hash, episodes, trace, unit_trace_hash
+from benchledger.protocols.schema import Protocol
+from benchledger.replay.clock import ReplayClock
+from benchledger.replay.findings import TOOLS, Mismatch, Report, first_difference
+from benchledger.replay.log_basic_memory import LogBasicMemory
+from benchledger.replay.log_platform import LogPlatform
+from benchledger.replay.log_server_memory import LogServerMemory
+from benchledger.replay.tape import RequestDivergence, Tape, TapeTransport, ToolDivergence, describe
+from benchledger.replay.target import ReplayUnit, Run
 
 POOL_MARGIN: Final = 4
 _POOL = re.compile(r"^pool:(\d+)\b")

@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ledger import Ledger, UnusableInput
-from projections.suites import lookup
-from replay.findings import LEVELS, Report
-from replay.rederive import Decider, rederive
-from replay.target import verified
+from benchledger.ledger import Ledger, UnusableInput
+from benchledger.projections.suites import lookup
+from benchledger.replay.findings import LEVELS, Report
+from benchledger.replay.rederive import Decider, rederive
+from benchledger.replay.target import verified
 
 if TYPE_CHECKING:
-    from ledger.verified import RunEvents
-    from replay.full import Runtime
+    from benchledger.ledger.verified import RunEvents
+    from benchledger.replay.full import Runtime
 
 
 def _no_ledger() -> Ledger:
@@ -50,7 +50,7 @@ def replay(
     else:
         # Imported here: full replay loads the harness (agents, MCP clients, the embedded
         # platform), which rederive, verify and every other command do without.
-        from replay.full import replay_full
+        from benchledger.replay.full import replay_full
 
         report = replay_full(run, found.by_id, tools=tools, runtime=runtime, target=target)
     report.notes = found.notes + report.notes

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from harness.errors import InfraError
-from harness.platforms.base import Description, Observer, ReadBack
-from harness.platforms.basic_memory import DISK, BasicMemory, Scope
-from ledger.events import ReadBackBody
-from replay.log_platform import LogSession
-from replay.tape import Tape, ToolDivergence, describe
+from benchledger.harness.errors import InfraError
+from benchledger.harness.platforms.base import Description, Observer, ReadBack
+from benchledger.harness.platforms.basic_memory import DISK, BasicMemory, Scope
+from benchledger.ledger.events import ReadBackBody
+from benchledger.replay.log_platform import LogSession
+from benchledger.replay.tape import Tape, ToolDivergence, describe
 
 
 class LogNotesSession(LogSession):

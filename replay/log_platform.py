@@ -16,13 +16,13 @@ from typing import Any
 
 import msgspec
 
-from harness.errors import InfraError
-from harness.platforms.base import CallResult, Description, Observer, ReadBack
-from harness.platforms.mcp_data_platform import McpDataPlatform
-from ledger.codec import canonical_json
-from ledger.events import InfraErrorBody, ModelCallBody, ReadBackBody, SessionCallBody
-from projections.trace import VOLATILE_PARAMS
-from replay.tape import Tape, ToolDivergence, describe
+from benchledger.harness.errors import InfraError
+from benchledger.harness.platforms.base import CallResult, Description, Observer, ReadBack
+from benchledger.harness.platforms.mcp_data_platform import McpDataPlatform
+from benchledger.ledger.codec import canonical_json
+from benchledger.ledger.events import InfraErrorBody, ModelCallBody, ReadBackBody, SessionCallBody
+from benchledger.projections.trace import VOLATILE_PARAMS
+from benchledger.replay.tape import Tape, ToolDivergence, describe
 
 
 def _without_clock(path: str) -> tuple[str, list[tuple[str, str]]]:

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from harness.errors import InfraError
-from harness.platforms.base import Description, Observer
-from harness.platforms.server_memory import SHARED_FILE, ServerMemory
-from replay.log_platform import LogSession
-from replay.tape import Tape
+from benchledger.harness.errors import InfraError
+from benchledger.harness.platforms.base import Description, Observer
+from benchledger.harness.platforms.server_memory import SHARED_FILE, ServerMemory
+from benchledger.replay.log_platform import LogSession
+from benchledger.replay.tape import Tape
 
 
 class LogMemorySession(LogSession):

@@ -10,10 +10,10 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from harness.models.errors import Divergence
-from harness.models.request import CanonicalRequest, request_hash, request_json
-from harness.models.response import ModelResponse, response_from_json
-from harness.models.transport import ModelObserver
+from benchledger.harness.models.errors import Divergence
+from benchledger.harness.models.request import CanonicalRequest, request_hash, request_json
+from benchledger.harness.models.response import ModelResponse, response_from_json
+from benchledger.harness.models.transport import ModelObserver
 
 
 class LogTransport:

@@ -61,7 +61,7 @@ class BundleItem(pytest.Item):
         self.add_marker(MARKER)
 
     def runtest(self) -> None:
-        from replay.check import check_bundle
+        from benchledger.replay.check import check_bundle
 
         checked = check_bundle(self.bundle, level=self.level, protocols=self.protocols)
         if not checked.ok:
@@ -89,7 +89,7 @@ class BundleDir(pytest.Collector):
         self.protocols = protocols
 
     def collect(self) -> list[pytest.Item]:
-        from replay.check import bundles_in
+        from benchledger.replay.check import bundles_in
 
         return [
             BundleItem.from_parent(

@@ -13,8 +13,8 @@ from typing import Any, Final
 
 import msgspec
 
-from ledger import UnusableInput
-from ledger.events import (
+from benchledger.ledger import UnusableInput
+from benchledger.ledger.events import (
     Body,
     Event,
     GraderDecisionBody,
@@ -22,14 +22,14 @@ from ledger.events import (
     UnitFinishedEvent,
     make_event,
 )
-from projections.card import Metric, Ruling
-from projections.fold import fold
-from projections.suites import lookup
-from projections.suites.lifecycle import scorecard as lc
-from projections.trace import check_hashes
-from protocols.schema import Protocol
-from replay.findings import Mismatch, Report
-from replay.target import ReplayUnit, Run
+from benchledger.projections.card import Metric, Ruling
+from benchledger.projections.fold import fold
+from benchledger.projections.suites import lookup
+from benchledger.projections.suites.lifecycle import scorecard as lc
+from benchledger.projections.trace import check_hashes
+from benchledger.protocols.schema import Protocol
+from benchledger.replay.findings import Mismatch, Report
+from benchledger.replay.target import ReplayUnit, Run
 
 # How a unit's decisions are computed (from its protocol, or a provenance run's case);
 # injectable so a test (or a what-if) can change a grader and see which recorded results

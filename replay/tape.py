@@ -12,12 +12,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from harness.errors import HarnessError, InfraError
-from harness.models import CanonicalRequest, Divergence, ModelObserver
-from harness.models.request import request_hash, request_json
-from harness.models.response import ModelResponse
-from ledger.events import Body, InfraErrorBody, ModelCallBody, ReadBackBody, SessionCallBody
-from replay.log_transport import LogTransport
+from benchledger.harness.errors import HarnessError, InfraError
+from benchledger.harness.models import CanonicalRequest, Divergence, ModelObserver
+from benchledger.harness.models.request import request_hash, request_json
+from benchledger.harness.models.response import ModelResponse
+from benchledger.ledger.events import (
+    Body,
+    InfraErrorBody,
+    ModelCallBody,
+    ReadBackBody,
+    SessionCallBody,
+)
+from benchledger.replay.log_transport import LogTransport
 
 # Read-backs made over REST; others (``MCP``) were computed from session calls on the tape.
 HTTP_METHODS: Final = frozenset({"GET", "PUT", "POST", "PATCH", "DELETE", "HEAD"})

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ledger import Ledger, UnusableInput
-from ledger.events import (
+from benchledger.ledger import Ledger, UnusableInput
+from benchledger.ledger.events import (
     Body,
     Event,
     RunStartedBody,
@@ -18,8 +18,8 @@ from ledger.events import (
     UnitAbandonedEvent,
     UnitStartedEvent,
 )
-from ledger.verdict import Failure, Fault
-from ledger.verified import PartialRun, RunEvents, RunUnverified, open_run
+from benchledger.ledger.verdict import Failure, Fault
+from benchledger.ledger.verified import PartialRun, RunEvents, RunUnverified, open_run
 
 
 @dataclass

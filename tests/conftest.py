@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-import protocols
-from harness import settings
-from harness.driver import Progress, RunDriver
-from harness.record import RunConfig
-from ledger import Ledger, Store, open_store
-from ledger.events import (
+from benchledger import protocols
+from benchledger.harness import settings
+from benchledger.harness.driver import Progress, RunDriver
+from benchledger.harness.record import RunConfig
+from benchledger.ledger import Ledger, Store, open_store
+from benchledger.ledger.events import (
     EpisodeFinishedBody,
     GraderDecisionBody,
     PlannedUnit,
@@ -29,8 +29,8 @@ from ledger.events import (
     UnitFinishedBody,
     UnitStartedBody,
 )
-from ledger.keys import load_private_key, write_key_pair
-from ledger.signing import Signer
+from benchledger.ledger.keys import load_private_key, write_key_pair
+from benchledger.ledger.signing import Signer
 from tests.sample import PASSING, counter_clock, lifecycle_run
 
 
@@ -125,7 +125,7 @@ def _no_ambient_ledger(monkeypatch, tmp_path):
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:
     """``benchledger ARGV``: (exit code, stdout, stderr)."""
-    from cli import main
+    from benchledger.cli import main
 
     code = main(list(argv))
     out = capsys.readouterr()
@@ -284,9 +284,9 @@ def refplatform_server(admin: str, pool: str, *, outage: str = "") -> Iterator[A
     """refplatform served over loopback with ``admin``'s key and a pool of 60 ``pool``
     keys: an external platform. With ``outage`` (a path prefix) it sits behind an
     ``Outage`` the test switches on and off through ``server.outage``."""
-    from refplatform.auth import Keyring
-    from refplatform.platform import Platform
-    from refplatform.server import LoopbackServer, build_app
+    from benchledger.refplatform.auth import Keyring
+    from benchledger.refplatform.platform import Platform
+    from benchledger.refplatform.server import LoopbackServer, build_app
 
     app: Any = build_app(Platform(), Keyring(admin, pool, 60))
     if outage:

@@ -19,8 +19,8 @@ import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from refplatform.packs import Pack, load_pack
-from refplatform.server import RunningPlatform
+from benchledger.refplatform.packs import Pack, load_pack
+from benchledger.refplatform.server import RunningPlatform
 from tests.conftest import peer_dir
 
 ORDERS = "urn:li:dataset:(urn:li:dataPlatform:trino,memory.bench.orders,PROD)"

@@ -6,8 +6,8 @@ import itertools
 import random
 from collections.abc import Callable
 
-from ledger import Ledger
-from ledger.events import (
+from benchledger.ledger import Ledger
+from benchledger.ledger.events import (
     EpisodeFinishedBody,
     EpisodeStartedBody,
     GraderDecisionBody,

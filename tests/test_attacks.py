@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from blake3 import blake3
 
-from cli import main
-from ledger import Ledger, open_store
-from ledger.events import (
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import (
     EpisodeFinishedBody,
     GraderDecisionBody,
     ModelCallBody,
@@ -32,7 +32,7 @@ from ledger.events import (
     UnitFinishedBody,
     UnitStartedBody,
 )
-from ledger.keys import write_key_pair
+from benchledger.ledger.keys import write_key_pair
 from tests.conftest import signing_ledger
 from tests.sample import PASSING, counter_clock
 

@@ -21,18 +21,18 @@ from pathlib import Path
 
 import pytest
 
-import protocols
-from harness.agents import ScriptedAgent
-from harness.platforms.mcp_data_platform import McpDataPlatform
-from harness.record import RunConfig, read_record
-from harness.unit import UnitContext, UnitPlan
-from ledger import Ledger, open_store
-from ledger.bundle import export_run
-from ledger.chain import Record
-from ledger.events import (
+from benchledger import protocols
+from benchledger.harness.agents import ScriptedAgent
+from benchledger.harness.platforms.mcp_data_platform import McpDataPlatform
+from benchledger.harness.record import RunConfig, read_record
+from benchledger.harness.unit import UnitContext, UnitPlan
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.bundle import export_run
+from benchledger.ledger.chain import Record
+from benchledger.ledger.events import (
     RunStartedBody,
 )
-from refplatform.server import LoopbackServer
+from benchledger.refplatform.server import LoopbackServer
 from tests.conftest import (
     cli,
     external_config,

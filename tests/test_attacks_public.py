@@ -23,9 +23,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from cli import main
-from ledger import Ledger, open_store
-from ledger.events import (
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import (
     EpisodeFinishedBody,
     GraderDecisionBody,
     ModelCallBody,
@@ -33,8 +33,8 @@ from ledger.events import (
     UnitFinishedBody,
     UnitStartedBody,
 )
-from ledger.keys import load_public_keys, write_key_pair
-from ledger.verified import UNBOUND, open_run
+from benchledger.ledger.keys import load_public_keys, write_key_pair
+from benchledger.ledger.verified import UNBOUND, open_run
 from tests.conftest import planned_run, signing_ledger
 from tests.sample import counter_clock
 from tests.test_attacks import (

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger import Ledger, open_store
-from ledger.bundle import export_run
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.bundle import export_run
 from tests.conftest import cli, keypair, signed_run
 
 METRIC = "capture_rate"

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from benchmarks.reliability import CORPUS, Corpus, load_cases
-from cli import main
+from benchledger.benchmarks.reliability import CORPUS, Corpus, load_cases
+from benchledger.cli import main
 
 CASES = load_cases()
 KINDS = ("bundles", "cases", "cli", "ledger", "peer", "platform", "protocols")

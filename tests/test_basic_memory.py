@@ -16,23 +16,23 @@ import stat
 
 import pytest
 
-import protocols
-from cli import main
-from harness.agents import ScriptedAgent
-from harness.platforms.base import PollPolicy
-from harness.platforms.basic_memory import SHARED, BasicMemory, Scope
-from harness.platforms.basic_memory_server import (
+from benchledger import protocols
+from benchledger.cli import main
+from benchledger.harness.agents import ScriptedAgent
+from benchledger.harness.platforms.base import PollPolicy
+from benchledger.harness.platforms.basic_memory import SHARED, BasicMemory, Scope
+from benchledger.harness.platforms.basic_memory_server import (
     VERSION,
     PlatformStartFailed,
     find_python,
     install,
     serve,
 )
-from harness.platforms.provision import parse_platform
-from harness.suites.lifecycle import target
-from harness.unit import UnitContext, UnitPlan
-from ledger import Ledger, open_store
-from ledger.events import (
+from benchledger.harness.platforms.provision import parse_platform
+from benchledger.harness.suites.lifecycle import target
+from benchledger.harness.unit import UnitContext, UnitPlan
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import (
     ReadBackBody,
     ReadBackEvent,
     RunStartedBody,
@@ -336,7 +336,7 @@ def test_a_server_command_needs_the_basic_memory_platform(capsys):
 def test_the_disk_read_back_is_bounded_in_files_and_bytes_and_hashes_each_file_whole(tmp_path):
     """What the platform wrote is input we did not make: a huge note or a flood of notes is
     recorded in part, never read whole into the ledger."""
-    from harness.platforms import basic_memory as bm
+    from benchledger.harness.platforms import basic_memory as bm
 
     big = b"# big\n" + b"x" * (bm.MAX_TEXT * 2)
     (tmp_path / "big.md").write_bytes(big)

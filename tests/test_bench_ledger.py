@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from benchmarks.ledger_bench import (
+from benchledger.benchmarks.ledger_bench import (
     BYTES_PER_EVENT,
     DISK_MARGIN,
     DISK_SLACK,
@@ -19,7 +19,7 @@ from benchmarks.ledger_bench import (
     disk_needed,
     space_problem,
 )
-from cli import main
+from benchledger.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVENTS = "20000"  # some seconds of work: still running when the signal lands
@@ -27,7 +27,7 @@ EVENTS = "20000"  # some seconds of work: still running when the signal lands
 
 def bench(workdir: str, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "cli", "bench", "ledger", "--events", EVENTS,
+        [sys.executable, "-m", "benchledger", "bench", "ledger", "--events", EVENTS,
          "--workdir", workdir, *extra],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -140,9 +140,9 @@ def test_a_format_2_baseline_chains_each_row_as_the_ledger_links_it():
 
     import msgspec
 
-    from benchmarks.ledger_bench import SEED, _batches, _staged
-    from benchmarks.raw_baseline import chain, check
-    from ledger.chain import link_hash
+    from benchledger.benchmarks.ledger_bench import SEED, _batches, _staged
+    from benchledger.benchmarks.raw_baseline import chain, check
+    from benchledger.ledger.chain import link_hash
 
     staged = _staged("run-b", next(_batches(200, random.Random(SEED))), 2)
     rows = chain(staged, 2)  # (stream, seq, kind, prev, hash, data)

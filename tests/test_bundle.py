@@ -4,11 +4,11 @@ import gzip
 
 import pytest
 
-from ledger import Ledger, LedgerError, UnusableInput, open_store
-from ledger.bundle import export_run, verify_bundle
-from ledger.errors import ImportRefused
-from ledger.events import UnitFinishedBody
-from ledger.verified import import_bundle
+from benchledger.ledger import Ledger, LedgerError, UnusableInput, open_store
+from benchledger.ledger.bundle import export_run, verify_bundle
+from benchledger.ledger.errors import ImportRefused
+from benchledger.ledger.events import UnitFinishedBody
+from benchledger.ledger.verified import import_bundle
 from tests.sample import build_run, counter_clock
 
 

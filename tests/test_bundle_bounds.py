@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from cli import main
-from ledger import Ledger, open_store
-from ledger.bundle import (
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.bundle import (
     GZIP_FLOOR,
     GZIP_RATIO,
     MAX_LINE,
@@ -35,9 +35,9 @@ from ledger.bundle import (
     read_header,
     records,
 )
-from ledger.errors import UnusableInput
-from ledger.events import WITHHOLDABLE
-from ledger.redaction import Selection
+from benchledger.ledger.errors import UnusableInput
+from benchledger.ledger.events import WITHHOLDABLE
+from benchledger.ledger.redaction import Selection
 from tests.sample import build_run, counter_clock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -80,7 +80,7 @@ print(json.dumps({"code": res.returncode, "err": res.stderr, "kb": kb}))
 def cli_peak(folder: Path, *argv: str) -> tuple[int, str, int]:
     """Run ``benchledger ARGV`` in ``folder``: (exit code, stderr, its peak RSS in kB)."""
     env = {**os.environ, "PYTHONPATH": ROOT, "BENCHLEDGER_LEDGER": str(folder / "d.sqlite")}
-    cmd = [sys.executable, "-c", _PEAK, str(folder), sys.executable, "-m", "cli", *argv]
+    cmd = [sys.executable, "-c", _PEAK, str(folder), sys.executable, "-m", "benchledger", *argv]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=True)
     got = json.loads(out.stdout)
     return got["code"], got["err"], got["kb"]

@@ -7,10 +7,10 @@ from collections import defaultdict
 
 import pytest
 
-import protocols
-from cli import main
-from protocols.cases import CATEGORIES, SOURCE_KINDS
-from protocols.errors import InvalidInput
+from benchledger import protocols
+from benchledger.cli import main
+from benchledger.protocols.cases import CATEGORIES, SOURCE_KINDS
+from benchledger.protocols.errors import InvalidInput
 
 GOOD = {
     "id": "H-1",

@@ -5,17 +5,17 @@ import random
 import msgspec
 import pytest
 
-from ledger.chain import Record, event_format, genesis, link_hash, sealed_form
-from ledger.checker import RunChecker
-from ledger.codec import canonical, decode_event, envelope_bytes
-from ledger.events import (
+from benchledger.ledger.chain import Record, event_format, genesis, link_hash, sealed_form
+from benchledger.ledger.checker import RunChecker
+from benchledger.ledger.codec import canonical, decode_event, envelope_bytes
+from benchledger.ledger.events import (
     EVENT_TYPES,
     KINDS,
     GraderDecisionBody,
     SessionCallBody,
     make_event,
 )
-from ledger.verdict import Fault
+from benchledger.ledger.verdict import Fault
 from tests.sample import build_run
 
 
@@ -112,7 +112,7 @@ def test_the_seal_time_is_the_latest_head_time(ledger):
 
 
 def test_sealing_twice_is_refused(ledger):
-    from ledger import RunSealed
+    from benchledger.ledger import RunSealed
 
     build_run(ledger, "run-c", units=1)
     with pytest.raises(RunSealed):
@@ -120,8 +120,8 @@ def test_sealing_twice_is_refused(ledger):
 
 
 def test_sealing_refuses_an_unfinished_unit(ledger):
-    from ledger import LedgerError
-    from ledger.events import RunStartedBody, UnitStartedBody
+    from benchledger.ledger import LedgerError
+    from benchledger.ledger.events import RunStartedBody, UnitStartedBody
 
     ledger.start_run("run-u", RunStartedBody(suite="lifecycle"))
     w = ledger.new_stream("run-u/p/0")
@@ -132,8 +132,8 @@ def test_sealing_refuses_an_unfinished_unit(ledger):
 
 
 def test_starting_an_existing_run_is_refused(ledger):
-    from ledger import LedgerError
-    from ledger.events import RunStartedBody
+    from benchledger.ledger import LedgerError
+    from benchledger.ledger.events import RunStartedBody
 
     build_run(ledger, "run-c", units=1)
     with pytest.raises(LedgerError, match="already exists"):
@@ -144,7 +144,7 @@ def test_starting_an_existing_run_is_refused(ledger):
     "bad", ["", "a/b", " x", "-x", "x" * 129], ids=["empty", "slash", "space", "dash", "long"]
 )
 def test_run_ids_are_checked(bad):
-    from ledger.ledger import check_run_id
+    from benchledger.ledger.ledger import check_run_id
 
     with pytest.raises(ValueError):
         check_run_id(bad)
@@ -231,7 +231,7 @@ def test_a_format_2_link_hash_covers_the_envelope_and_a_digest_of_the_body():
 
 
 def test_new_runs_are_format_2_and_a_format_1_ledger_still_writes_and_verifies_format_1():
-    from ledger import Ledger, open_store
+    from benchledger.ledger import Ledger, open_store
 
     for fmt in (1, 2):
         led = Ledger(open_store(":memory:"), event_format=fmt)

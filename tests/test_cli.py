@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from cli import main
-from ledger import Ledger, open_store
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
 from tests.sample import build_run, counter_clock
 
 
@@ -103,7 +103,7 @@ def test_unusable_input_exits_2_with_one_line(argv, tmp_path, ledger_path, capsy
 
 def test_the_installed_script_reports_bad_input_without_a_traceback(tmp_path):
     exe = shutil.which("benchledger")
-    cmd = [exe] if exe else [sys.executable, "-m", "cli"]
+    cmd = [exe] if exe else [sys.executable, "-m", "benchledger"]
     res = subprocess.run(
         [*cmd, "verify", str(tmp_path / "absent.jsonl")],
         capture_output=True,
@@ -167,7 +167,7 @@ def test_version_prints_the_package_version_and_the_ledger_format(capsys):
 
 
 def test_help_lists_every_command_with_the_line_its_group_registers(capsys):
-    from cli import build_parser, parser_for
+    from benchledger.cli import build_parser, parser_for
 
     def listed(parser) -> dict[str, str]:
         action = parser._subparsers._group_actions[0]

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from cli import main
-from ledger import Ledger, open_store
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
 from tests.sample import lifecycle_run
 from tests.test_reports import outcomes  # twelve protocols, the first few failing recall
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cli import main
-from ledger import Ledger, open_store
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
 from tests.browser import measured, needs_chromium
 from tests.sample import PASSING, PROMOTE, UPDATE, lifecycle_run
 

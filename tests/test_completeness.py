@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from ledger import Ledger, open_store
-from ledger.bundle import export_run
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.bundle import export_run
 from tests.conftest import cli, write_run
 from tests.sample import PASSING, PROMOTE, counter_clock
 from tests.test_driver import ADMIN, POOL, SUBSET, external, interrupted_after, subset
@@ -177,9 +177,9 @@ def test_verify_of_an_unsealed_run_in_the_ledger_fails_unless_allowed(runs, caps
 
 @pytest.fixture
 def server():
-    from refplatform.auth import Keyring
-    from refplatform.platform import Platform
-    from refplatform.server import LoopbackServer, build_app
+    from benchledger.refplatform.auth import Keyring
+    from benchledger.refplatform.platform import Platform
+    from benchledger.refplatform.server import LoopbackServer, build_app
 
     srv = LoopbackServer(build_app(Platform(), Keyring(ADMIN, POOL, 40)))
     srv.start()

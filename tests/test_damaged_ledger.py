@@ -7,12 +7,12 @@ import urllib.parse
 
 import pytest
 
-from cli import main
-from ledger import DamagedEvent, Ledger, LedgerError, open_store
-from ledger.backend import TABLE, Store
-from ledger.events import RunStartedBody, UnitFinishedBody
-from ledger.postgres import PostgresStore
-from ledger.sqlite import SqliteStore
+from benchledger.cli import main
+from benchledger.ledger import DamagedEvent, Ledger, LedgerError, open_store
+from benchledger.ledger.backend import TABLE, Store
+from benchledger.ledger.events import RunStartedBody, UnitFinishedBody
+from benchledger.ledger.postgres import PostgresStore
+from benchledger.ledger.sqlite import SqliteStore
 from tests.sample import PASSING, counter_clock, lifecycle_run
 
 RUN = "r1"

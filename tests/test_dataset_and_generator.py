@@ -11,12 +11,12 @@ import sys
 
 import pytest
 
-import protocols
-from cli import main
-from protocols import dataset, generate
-from protocols.grading import normalize
-from refplatform.packs import DEFAULT_PACK_DIR, default_pack, load_pack
-from refplatform.toolkits.sql import SqlEngine
+from benchledger import protocols
+from benchledger.cli import main
+from benchledger.protocols import dataset, generate
+from benchledger.protocols.grading import normalize
+from benchledger.refplatform.packs import DEFAULT_PACK_DIR, default_pack, load_pack
+from benchledger.refplatform.toolkits.sql import SqlEngine
 
 REVENUE_BY_REGION = (
     "SELECT c.region, SUM(o.amount_cents), SUM(o.amount_cents - o.discount_cents) "
@@ -29,7 +29,7 @@ def test_the_dataset_is_built_without_reading_any_file():
     """Run the build in a fresh interpreter with an audit hook on open()."""
     code = (
         "import sys\n"
-        "import protocols.dataset as d\n"
+        "import benchledger.protocols.dataset as d\n"
         "opened = []\n"
         "sys.addaudithook(lambda e, a: opened.append(a[0]) if e == 'open' else None)\n"
         "d.build(); d.sql_script()\n"

@@ -7,12 +7,12 @@ import os
 
 import pytest
 
-import protocols
-from harness.driver import RunDriver
-from harness.record import RunConfig
-from ledger import Ledger, open_store
-from ledger.events import GraderDecisionEvent, UnitStartedEvent
-from projections.suites.lifecycle.decisions import decide_stage, decide_unit
+from benchledger import protocols
+from benchledger.harness.driver import RunDriver
+from benchledger.harness.record import RunConfig
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import GraderDecisionEvent, UnitStartedEvent
+from benchledger.projections.suites.lifecycle.decisions import decide_stage, decide_unit
 
 SUBSET = ["bl-keystone-region", "bl-focus-region", "bl-core-cohort", "bl-showcase-region"]
 

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from cli import main
-from ledger import Ledger, open_store
-from ledger.bundle import export_redacted, export_run
-from ledger.events import RunStartedBody, UnitFinishedBody, UnitStartedBody
-from ledger.keys import load_public_keys
-from ledger.redaction import Selection
-from ledger.signing import fingerprint
-from ledger.verified import TRUSTED, UNTRUSTED_KEY
-from projections.source import RunUnverified, from_bundle, open_run
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.bundle import export_redacted, export_run
+from benchledger.ledger.events import RunStartedBody, UnitFinishedBody, UnitStartedBody
+from benchledger.ledger.keys import load_public_keys
+from benchledger.ledger.redaction import Selection
+from benchledger.ledger.signing import fingerprint
+from benchledger.ledger.verified import TRUSTED, UNTRUSTED_KEY
+from benchledger.projections.source import RunUnverified, from_bundle, open_run
 from tests.conftest import keypair, signing_ledger
 from tests.sample import build_run, counter_clock
 

@@ -9,13 +9,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from harness.agents.fake import scripted_decision
-from harness.agents.model import ModelAgent
-from harness.driver import Progress, RunDriver
-from harness.models import FakeTransport, ModelResponse
-from harness.record import RunConfig, RunRefused, diff, read_record, redact_command
-from ledger import Ledger, open_store
-from ledger.events import (
+from benchledger.harness.agents.fake import scripted_decision
+from benchledger.harness.agents.model import ModelAgent
+from benchledger.harness.driver import Progress, RunDriver
+from benchledger.harness.models import FakeTransport, ModelResponse
+from benchledger.harness.record import RunConfig, RunRefused, diff, read_record, redact_command
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import (
     EpisodeFinishedEvent,
     PlatformRecord,
     RunRecord,
@@ -25,9 +25,9 @@ from ledger.events import (
     UnitFinishedEvent,
     UnitStartedEvent,
 )
-from refplatform.auth import Keyring
-from refplatform.platform import VERSION, Platform
-from refplatform.server import LoopbackServer, build_app
+from benchledger.refplatform.auth import Keyring
+from benchledger.refplatform.platform import VERSION, Platform
+from benchledger.refplatform.server import LoopbackServer, build_app
 from tests.conftest import protocol_subset
 
 SUBSET = ["bl-keystone-region", "bl-margin-region", "bl-focus-region", "bl-showcase-region"]
@@ -180,7 +180,7 @@ def test_resume_restores_the_record_and_refuses_what_contradicts_it(tmp_path, le
 
 
 def test_a_run_without_a_record_cannot_be_resumed(ledger):
-    from ledger.events import RunStartedBody
+    from benchledger.ledger.events import RunStartedBody
 
     ledger.start_run("old", RunStartedBody(suite="lifecycle"))
     with pytest.raises(RunRefused, match="without a run record"):

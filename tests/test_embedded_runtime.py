@@ -8,12 +8,12 @@ import os
 import sqlite3
 import threading
 
-import protocols
-from harness.agents import ScriptedAgent
-from harness.platforms.provision import parse_platform, provisioner
-from harness.unit import UnitContext, UnitPlan
-from ledger import Ledger, open_store
-from ledger.events import RunStartedBody, UnitStartedBody
+from benchledger import protocols
+from benchledger.harness.agents import ScriptedAgent
+from benchledger.harness.platforms.provision import parse_platform, provisioner
+from benchledger.harness.unit import UnitContext, UnitPlan
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import RunStartedBody, UnitStartedBody
 
 
 def _listening() -> set[str]:

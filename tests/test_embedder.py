@@ -14,11 +14,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-import protocols
-from refplatform.embedder import LexicalEmbedder, OllamaEmbedder, cosine, parse_spec
-from refplatform.errors import EmbedderError
-from refplatform.platform import SIMILAR_AT, SUPERSEDE_AT, Platform
-from refplatform.server import LoopbackServer, RunningPlatform
+from benchledger import protocols
+from benchledger.refplatform.embedder import LexicalEmbedder, OllamaEmbedder, cosine, parse_spec
+from benchledger.refplatform.errors import EmbedderError
+from benchledger.refplatform.platform import SIMILAR_AT, SUPERSEDE_AT, Platform
+from benchledger.refplatform.server import LoopbackServer, RunningPlatform
 from tests.platform_helpers import capture, client_for
 
 LEX = LexicalEmbedder()

@@ -15,13 +15,20 @@ import sqlite3
 
 import pytest
 
-import protocols
-from cli import main
-from harness.peer.importer import import_peer
-from ledger import Ledger, open_store
-from ledger.backend import TABLE
-from projections.stats import Interval
-from projections.suites.lifecycle.compare import INCONCLUSIVE, PASS, REGRESS, SKIPPED, Row, judge
+from benchledger import protocols
+from benchledger.cli import main
+from benchledger.harness.peer.importer import import_peer
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.backend import TABLE
+from benchledger.projections.stats import Interval
+from benchledger.projections.suites.lifecycle.compare import (
+    INCONCLUSIVE,
+    PASS,
+    REGRESS,
+    SKIPPED,
+    Row,
+    judge,
+)
 from tests.conftest import Outcomes, peer_dir, write_run
 from tests.sample import PASSING, PROMOTE, UPDATE, counter_clock
 
@@ -377,7 +384,12 @@ def test_a_merged_k5_peer_run_and_a_single_pass_differ_in_k(tmp_path, capsys):
 def test_the_suite_size_table_in_the_docs_is_what_the_statistics_compute():
     import math
 
-    from projections.stats import design_effect, pairs_for_power, pairs_needed, resolution
+    from benchledger.projections.stats import (
+        design_effect,
+        pairs_for_power,
+        pairs_needed,
+        resolution,
+    )
     from tests.conftest import REPO
 
     with open(os.path.join(REPO, "docs", "metrics.md")) as fh:

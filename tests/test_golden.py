@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from ledger import Ledger, open_store
-from ledger.bundle import verify_bundle
-from ledger.chain import body_digest, genesis, link_hash, sealed_form
-from ledger.events import SessionCallBody, StreamHead, UnitFinishedBody, UnitStartedBody
-from ledger.merkle import leaf_hash
-from ledger.redaction import Selection
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.bundle import verify_bundle
+from benchledger.ledger.chain import body_digest, genesis, link_hash, sealed_form
+from benchledger.ledger.events import SessionCallBody, StreamHead, UnitFinishedBody, UnitStartedBody
+from benchledger.ledger.merkle import leaf_hash
+from benchledger.ledger.redaction import Selection
 from tests.data import make_golden
 from tests.sample import counter_clock
 

@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-import protocols
-from protocols import grading
-from protocols.schema import Grading
+from benchledger import protocols
+from benchledger.protocols import grading
+from benchledger.protocols.schema import Grading
 
 EXTRACT = [
     ("Thinking...\nFINAL ANSWER: 42", "42"),

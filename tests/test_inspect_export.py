@@ -19,9 +19,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from cli import main
-from ledger import Ledger, open_store
-from ledger.events import (
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import (
     EpisodeFinishedEvent,
     EpisodeStartedEvent,
     GraderDecisionEvent,

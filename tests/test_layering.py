@@ -18,6 +18,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+_LIBRARY = ("ledger", "protocols", "projections", "refplatform", "harness", "replay")
 # What each package may import, besides itself. ``cli`` sits on top: it may import anything.
 ALLOWED: dict[str, frozenset[str]] = {
     "ledger": frozenset(),
@@ -28,11 +29,15 @@ ALLOWED: dict[str, frozenset[str]] = {
     # Full replay re-drives the harness's episode loop through its interfaces.
     "replay": frozenset({"ledger", "protocols", "projections", "harness"}),
     "benchmarks": frozenset({"ledger", "protocols", "projections", "harness", "refplatform"}),
-    "cli": frozenset(
-        {"ledger", "protocols", "projections", "refplatform", "harness", "replay", "benchmarks"}
-    ),
+    # The namespace's own modules (benchledger/*.py): the library API, over everything but
+    # the command line, which calls it.
+    "benchledger": frozenset(_LIBRARY),
+    "cli": frozenset({*_LIBRARY, "benchmarks", "benchledger"}),
 }
+NAMESPACE = "benchledger"
 OURS = frozenset(ALLOWED)
+# Our top-level folders, each importable only as ``benchledger.NAME``.
+FOLDERS = OURS - {NAMESPACE}
 TOP = "cli"
 # The harness starts refplatform in-process from this one module and nowhere else.
 REFPLATFORM_DOOR = "harness/platforms/embedded.py"
@@ -47,6 +52,7 @@ class Import:
     target: str  # absolute dotted module name
     statement: str
     names: tuple[str, ...] = ()  # ``from target import a, b``: a and b (maybe modules too)
+    bare: bool = False  # written without the namespace (``import ledger``): a second copy
 
     @property
     def importer(self) -> str:
@@ -69,6 +75,12 @@ def _module_name(rel_path: str) -> tuple[str, bool]:
     return ".".join(parts), is_package
 
 
+def _within_namespace(target: str) -> str:
+    """``benchledger.ledger.chain`` -> ``ledger.chain``: our packages are named here by the
+    folder they live in; a bare ``ledger.chain`` stays as it is (and is refused below)."""
+    return target.removeprefix(NAMESPACE + ".")
+
+
 def _statement(node: ast.Import | ast.ImportFrom) -> str:
     names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in node.names)
     if isinstance(node, ast.Import):
@@ -83,16 +95,29 @@ def imports_in(source: str, rel_path: str) -> Iterator[Import]:
     for node in ast.walk(ast.parse(source, rel_path)):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield Import(rel_path, node.lineno, alias.name, _statement(node))
+                bare = alias.name.split(".")[0] in FOLDERS
+                target = _within_namespace(alias.name)
+                yield Import(rel_path, node.lineno, target, _statement(node), bare=bare)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
                 base = base[: len(base) - (node.level - 1)]
                 target = ".".join([*base, node.module] if node.module else base)
+            elif node.module == NAMESPACE:
+                # ``from benchledger import ledger`` imports the package ledger; other names
+                # are the namespace's own (its library API).
+                for alias in node.names:
+                    sub = alias.name in FOLDERS
+                    yield Import(
+                        rel_path, node.lineno, alias.name if sub else NAMESPACE,
+                        _statement(node), () if sub else (alias.name,),
+                    )  # fmt: skip
+                continue
             else:
-                target = node.module or ""
+                target = _within_namespace(node.module or "")
+            bare = not node.level and (node.module or "").split(".")[0] in FOLDERS
             names = tuple(a.name for a in node.names)
-            yield Import(rel_path, node.lineno, target, _statement(node), names)
+            yield Import(rel_path, node.lineno, target, _statement(node), names, bare)
 
 
 def _python_files(package: str) -> Iterator[str]:
@@ -103,10 +128,16 @@ def _python_files(package: str) -> Iterator[str]:
                 yield os.path.relpath(os.path.join(folder, name), REPO).replace(os.sep, "/")
 
 
+# ``python -m benchledger``: the namespace's entry point runs the command line.
+ENTRY_POINT = f"{NAMESPACE}/__main__.py"
+
+
 def cross_package_imports(package: str) -> list[Import]:
     """The imports in ``package`` of our other packages."""
     found = []
     for rel in _python_files(package):
+        if rel == ENTRY_POINT:
+            continue
         with open(os.path.join(REPO, rel), encoding="utf-8") as fh:
             source = fh.read()
         found += [
@@ -225,7 +256,7 @@ def test_there_are_no_import_cycles_between_the_modules_of_a_package(package):
 
 
 def test_the_module_cycle_check_sees_a_lazy_from_package_import(tmp_path):
-    source = "def f():\n    from projections import provenance_audit\n"
+    source = "def f():\n    from benchledger.projections import provenance_audit\n"
     [imp] = imports_in(source, "projections/audit.py")
     assert (imp.target, imp.names) == ("projections", ("provenance_audit",))
     assert _find_cycle({"a": ["b"], "b": ["a"]}) == ["a", "b", "a"]
@@ -243,12 +274,16 @@ def test_every_top_level_package_of_the_repository_has_a_rule():
 @pytest.mark.parametrize(
     ("path", "source", "expected"),
     [
-        ("harness/x.py", "import ledger.chain, os\n", ["ledger.chain", "os"]),
-        ("harness/x.py", "def f():\n    from cli import main\n", ["cli"]),
+        ("harness/x.py", "import benchledger.ledger.chain, os\n", ["ledger.chain", "os"]),
+        ("harness/x.py", "def f():\n    from benchledger.cli import main\n", ["cli"]),
         ("harness/agents/fake.py", "from .base import Turn\n", ["harness.agents.base"]),
         ("harness/agents/fake.py", "from .. import settings\n", ["harness"]),
         ("harness/agents/__init__.py", "from . import fake\n", ["harness.agents"]),
-        ("cli/run.py", "if True:\n    import harness.runner as r\n", ["harness.runner"]),
+        (
+            "cli/run.py",
+            "if True:\n    import benchledger.harness.runner as r\n",
+            ["harness.runner"],
+        ),
     ],
     ids=[
         "module-level-import",
@@ -264,9 +299,11 @@ def test_the_walk_finds_every_kind_of_import(path, source, expected):
 
 
 def test_an_import_is_named_by_its_file_line_and_statement():
-    first, lazy = imports_in("import os\n\ndef f():\n    from cli import main\n", "ledger/x.py")
+    first, lazy = imports_in(
+        "import os\n\ndef f():\n    from benchledger.cli import main\n", "ledger/x.py"
+    )
     assert str(first) == "ledger/x.py:1: import os"
-    assert str(lazy) == "ledger/x.py:4: from cli import main"
+    assert str(lazy) == "ledger/x.py:4: from benchledger.cli import main"
     assert (lazy.importer, lazy.imported) == ("ledger", "cli")
 
 
@@ -400,15 +437,18 @@ def test_every_allowed_environment_reader_still_reads_it():
         ("import os as o\nx = o.environ.get('X')\n", ["o.environ"]),
         ("from os import environ\n", ["from os import environ"]),
         ("from os import getenv as g\n", ["from os import getenv"]),
-        ("from harness import settings\nsettings.load()\n", ["settings.load (the settings)"]),
         (
-            "from harness.settings import load as ls\nls()\n",
+            "from benchledger.harness import settings\nsettings.load()\n",
+            ["settings.load (the settings)"],
+        ),
+        (
+            "from benchledger.harness.settings import load as ls\nls()\n",
             ["ls (harness.settings.load: the settings)"],
         ),
         ("from .. import settings\nsettings.load()\n", ["settings.load (the settings)"]),
-        ("from harness import settings\nsettings.load({'A': 'b'})\n", []),
+        ("from benchledger.harness import settings\nsettings.load({'A': 'b'})\n", []),
         ("import os\nx = os.path.join('a', 'b')\n", []),
-        ("from harness.settings import Settings\nSettings()\n", []),
+        ("from benchledger.harness.settings import Settings\nSettings()\n", []),
     ],
     ids=[
         "environ-item",
@@ -458,15 +498,61 @@ def _modules() -> list[str]:
             for file in sorted(files):
                 if file.endswith(".py") and file != "__main__.py":
                     rel = os.path.relpath(os.path.join(folder, file), REPO)
-                    out.append(_module_name(rel.replace(os.sep, "/"))[0])
+                    name = _module_name(rel.replace(os.sep, "/"))[0]
+                    out.append(name if package == NAMESPACE else f"{NAMESPACE}.{name}")
     return out
 
 
 def test_every_module_imports_when_it_is_the_first_of_ours_imported():
     env = {**os.environ, "PYTHONPATH": REPO}
     done = subprocess.run(
-        [sys.executable, "-c", _FIRST_IMPORT, ",".join(sorted(OURS)), *_modules()],
+        [sys.executable, "-c", _FIRST_IMPORT, NAMESPACE, *_modules()],
         capture_output=True, text=True, cwd=REPO, env=env, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == "", "modules that fail when imported first:\n" + done.stdout
+
+
+# -- one namespace ------------------------------------------------------------------------
+
+# Every import of ours goes through ``benchledger``: a bare ``import ledger`` (possible from
+# a source checkout, whose root is on sys.path) would load a second copy of the module under
+# another name, with classes of its own that ``isinstance`` and ``except`` do not match.
+
+
+def _every_python_file() -> Iterator[str]:
+    for top in sorted(FOLDERS | {NAMESPACE, "tests"}):
+        yield from _python_files(top)
+
+
+def test_no_module_imports_one_of_our_packages_by_its_bare_name():
+    bare = []
+    for rel in _every_python_file():
+        with open(os.path.join(REPO, rel), encoding="utf-8") as fh:
+            bare += [str(i) for i in imports_in(fh.read(), rel) if i.bare]
+    assert not bare, "\n  ".join(["import these as benchledger.NAME:", *bare])
+
+
+@pytest.mark.parametrize(
+    ("source", "bare"),
+    [
+        ("import ledger\n", [True]),
+        ("import ledger.chain as c\n", [True]),
+        ("from cli import main\n", [True]),
+        ("from benchledger import ledger\n", [False]),
+        ("import benchledger.ledger.chain\n", [False]),
+        ("from .chain import x\n", [False]),
+        ("import ledgers\n", [False]),
+    ],
+    ids=["import", "import-as", "from", "from-namespace", "namespaced", "relative", "other"],
+)
+def test_the_walk_tells_a_bare_import_from_a_namespaced_one(source, bare):
+    assert [i.bare for i in imports_in(source, "harness/x.py")] == bare
+
+
+def test_the_namespace_links_each_folder_of_ours_and_nothing_else():
+    folder = os.path.join(REPO, NAMESPACE)
+    links = {n for n in os.listdir(folder) if os.path.islink(os.path.join(folder, n))}
+    assert links == set(FOLDERS)
+    for name in links:
+        assert os.path.realpath(os.path.join(folder, name)) == os.path.join(REPO, name)

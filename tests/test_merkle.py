@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from ledger.events import StreamHead
-from ledger.merkle import EMPTY_ROOT, inclusion_proof, merkle_root, verify_inclusion
+from benchledger.ledger.events import StreamHead
+from benchledger.ledger.merkle import EMPTY_ROOT, inclusion_proof, merkle_root, verify_inclusion
 
 
 def _heads(n: int) -> list[StreamHead]:

@@ -21,22 +21,22 @@ from typing import Any
 
 import pytest
 
-import protocols
-from cli import build_parser, main
-from harness.agents import ModelAgent, ScriptedAgent, from_spec
-from harness.driver import Progress, RunDriver
-from harness.errors import InfraError
-from harness.models import AttemptFailure, CanonicalRequest, build_request, request_hash
-from harness.models.anthropic import AnthropicTransport, messages, messages_body
-from harness.models.limiter import RateLimiter, estimate_tokens, used_tokens
-from harness.models.openai import OpenAICompatTransport, chat_body, to_response
-from harness.models.preflight import PROMPT as PREFLIGHT_PROMPT
-from harness.models.retry import RetryPolicy, retry_after
-from harness.record import RunConfig, contradictions
-from harness.settings import Settings
-from harness.unit import SystemClock
-from ledger import Ledger, open_store
-from ledger.events import (
+from benchledger import protocols
+from benchledger.cli import build_parser, main
+from benchledger.harness.agents import ModelAgent, ScriptedAgent, from_spec
+from benchledger.harness.driver import Progress, RunDriver
+from benchledger.harness.errors import InfraError
+from benchledger.harness.models import AttemptFailure, CanonicalRequest, build_request, request_hash
+from benchledger.harness.models.anthropic import AnthropicTransport, messages, messages_body
+from benchledger.harness.models.limiter import RateLimiter, estimate_tokens, used_tokens
+from benchledger.harness.models.openai import OpenAICompatTransport, chat_body, to_response
+from benchledger.harness.models.preflight import PROMPT as PREFLIGHT_PROMPT
+from benchledger.harness.models.retry import RetryPolicy, retry_after
+from benchledger.harness.record import RunConfig, contradictions
+from benchledger.harness.settings import Settings
+from benchledger.harness.unit import SystemClock
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import (
     EpisodeFinishedEvent,
     InfraErrorEvent,
     ModelCallEvent,
@@ -45,9 +45,9 @@ from ledger.events import (
     RunStartedEvent,
     UnitFinishedEvent,
 )
-from projections.fold import fold
-from projections.source import from_ledger
-from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from benchledger.projections.fold import fold
+from benchledger.projections.source import from_ledger
+from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 from tests.conftest import protocol_subset
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.brain import ScriptedBrain

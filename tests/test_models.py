@@ -9,11 +9,11 @@ from typing import Any, NamedTuple
 import msgspec
 import pytest
 
-import protocols
-from harness.agents import FakeModelAgent, ModelAgent, ScriptedAgent, from_spec
-from harness.agents.base import Episode, Turn, UnitInfo
-from harness.errors import InfraError
-from harness.models import (
+from benchledger import protocols
+from benchledger.harness.agents import FakeModelAgent, ModelAgent, ScriptedAgent, from_spec
+from benchledger.harness.agents.base import Episode, Turn, UnitInfo
+from benchledger.harness.errors import InfraError
+from benchledger.harness.models import (
     AttemptFailure,
     CanonicalRequest,
     Divergence,
@@ -25,10 +25,10 @@ from harness.models import (
     request_json,
     response_json,
 )
-from harness.prompts import SYSTEM
-from harness.settings import load as load_settings
-from ledger.events import ModelCallBody
-from replay.log_transport import LogTransport
+from benchledger.harness.prompts import SYSTEM
+from benchledger.harness.settings import load as load_settings
+from benchledger.ledger.events import ModelCallBody
+from benchledger.replay.log_transport import LogTransport
 
 TOOLS: list[dict[str, Any]] = [
     {

@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
-from protocols import dataset
-from refplatform.errors import PackError
-from refplatform.pack_sql import split_statements, split_tokens
-from refplatform.packs import (
+from benchledger.protocols import dataset
+from benchledger.refplatform.errors import PackError
+from benchledger.refplatform.pack_sql import split_statements, split_tokens
+from benchledger.refplatform.packs import (
     DEFAULT_PACK_DIR,
     SETUP_SQL,
     Pack,

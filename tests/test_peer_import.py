@@ -9,21 +9,21 @@ import os
 import msgspec
 import pytest
 
-import protocols
-from cli import main
-from harness import settings
-from harness.peer.importer import import_peer
-from harness.peer.layout import find_transcripts
-from ledger import Ledger, LedgerError, UnusableInput, open_store
-from ledger.bundle import export_run, verify_bundle
-from ledger.events import RunStartedBody
-from projections.fold import fold
-from projections.source import from_bundle, from_ledger
-from projections.suites.lifecycle.items import items
-from projections.suites.lifecycle.scorecard import LifecycleFold, by_protocol, scorecard
-from protocols.hashing import benchledger_hash, peer_hash
-from replay.levels import replay
-from replay.rederive import NOT_RECORDED
+from benchledger import protocols
+from benchledger.cli import main
+from benchledger.harness import settings
+from benchledger.harness.peer.importer import import_peer
+from benchledger.harness.peer.layout import find_transcripts
+from benchledger.ledger import Ledger, LedgerError, UnusableInput, open_store
+from benchledger.ledger.bundle import export_run, verify_bundle
+from benchledger.ledger.events import RunStartedBody
+from benchledger.projections.fold import fold
+from benchledger.projections.source import from_bundle, from_ledger
+from benchledger.projections.suites.lifecycle.items import items
+from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, by_protocol, scorecard
+from benchledger.protocols.hashing import benchledger_hash, peer_hash
+from benchledger.replay.levels import replay
+from benchledger.replay.rederive import NOT_RECORDED
 from tests.conftest import _PEER_CANDIDATES, peer_dir
 from tests.older_peer_set import write_v1102_set
 from tests.sample import counter_clock

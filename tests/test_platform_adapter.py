@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 
-import protocols
-from harness.agents import ScriptedAgent
-from harness.platforms.base import Page, PollPolicy
-from harness.platforms.mcp_data_platform import McpDataPlatform
-from harness.suites.lifecycle import target
-from harness.unit import UnitContext, UnitPlan
-from ledger import Ledger, open_store
-from ledger.events import ReadBackEvent, RunStartedBody
-from refplatform.server import RunningPlatform
+from benchledger import protocols
+from benchledger.harness.agents import ScriptedAgent
+from benchledger.harness.platforms.base import Page, PollPolicy
+from benchledger.harness.platforms.mcp_data_platform import McpDataPlatform
+from benchledger.harness.suites.lifecycle import target
+from benchledger.harness.unit import UnitContext, UnitPlan
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import ReadBackEvent, RunStartedBody
+from benchledger.refplatform.server import RunningPlatform
 
 PAGE_PROTOCOL = "bl-core-cohort"  # a knowledge_page protocol of the committed set
 

@@ -11,12 +11,12 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from cli import main
-from harness.errors import InfraError
-from harness.platforms.mcp_data_platform import McpDataPlatform, translate
-from refplatform.auth import Keyring
-from refplatform.platform import VERSION, Platform
-from refplatform.server import LoopbackServer, RunningPlatform, build_app
+from benchledger.cli import main
+from benchledger.harness.errors import InfraError
+from benchledger.harness.platforms.mcp_data_platform import McpDataPlatform, translate
+from benchledger.refplatform.auth import Keyring
+from benchledger.refplatform.platform import VERSION, Platform
+from benchledger.refplatform.server import LoopbackServer, RunningPlatform, build_app
 from tests.platform_helpers import ORDERS
 
 
@@ -213,7 +213,7 @@ def test_bench_platform_prints_the_documented_json_keys(capsys):
 
 
 def test_an_entity_is_parsed_from_its_own_block_when_enrichment_appends_text():
-    from harness.platforms.mcp_data_platform import entity_block
+    from benchledger.harness.platforms.mcp_data_platform import entity_block
 
     entity = {"urn": ORDERS, "description": "Orders."}
     blocks = (
@@ -225,7 +225,7 @@ def test_an_entity_is_parsed_from_its_own_block_when_enrichment_appends_text():
 
 
 def test_the_newest_insight_is_found_whatever_order_the_platform_lists_in():
-    from harness.platforms.mcp_data_platform import newest_first
+    from benchledger.harness.platforms.mcp_data_platform import newest_first
 
     old = {"id": "a", "created_at": "2026-08-01T10:00:00Z"}
     new = {"id": "b", "created_at": "2026-08-01T10:00:05.5Z"}

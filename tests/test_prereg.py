@@ -15,10 +15,10 @@ from pathlib import Path
 import blake3
 import pytest
 
-import protocols
-from cli import main
-from ledger import Ledger, open_store
-from ledger.events import (
+from benchledger import protocols
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import (
     EpisodeFinishedBody,
     GraderDecisionBody,
     Preregistration,
@@ -27,7 +27,7 @@ from ledger.events import (
     UnitFinishedBody,
     UnitStartedBody,
 )
-from projections.prereg import (
+from benchledger.projections.prereg import (
     BadPreregistration,
     digest,
     parse,
@@ -35,7 +35,7 @@ from projections.prereg import (
     resolve,
     to_bytes,
 )
-from projections.source import from_ledger
+from benchledger.projections.source import from_ledger
 from tests.conftest import one_line_exit_2
 from tests.sample import PASSING, PROMOTE, counter_clock
 

@@ -10,14 +10,14 @@ import textwrap
 
 import pytest
 
-from ledger import Ledger, open_store
+from benchledger.ledger import Ledger, open_store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 RACER = textwrap.dedent("""
     import sys
-    from ledger import AppendConflict, Ledger, open_store
-    from ledger.events import SessionCallBody
+    from benchledger.ledger import AppendConflict, Ledger, open_store
+    from benchledger.ledger.events import SessionCallBody
     path, name, target = sys.argv[1], sys.argv[2], int(sys.argv[3])
     led = Ledger(open_store(path))
     print("ready", flush=True)
@@ -38,8 +38,8 @@ RACER = textwrap.dedent("""
 
 KILLED = textwrap.dedent("""
     import sys
-    from ledger import Ledger, open_store
-    from ledger.events import RunStartedBody, SessionCallBody, UnitFinishedBody
+    from benchledger.ledger import Ledger, open_store
+    from benchledger.ledger.events import RunStartedBody, SessionCallBody, UnitFinishedBody
     led = Ledger(open_store(sys.argv[1]))
     led.start_run("run-k", RunStartedBody(suite="lifecycle"))
     i = 0
@@ -88,8 +88,8 @@ def test_two_processes_racing_on_one_stream_never_fork_it(tmp_path):
     rows = Ledger(open_store(path)).store.read_stream("race/s/0")
     assert wins == len(rows) == target  # exactly one winner per seq, nothing lost
     assert [r.seq for r in rows] == list(range(target))
-    from ledger.chain import genesis, link_hash
-    from ledger.codec import decode_link
+    from benchledger.ledger.chain import genesis, link_hash
+    from benchledger.ledger.codec import decode_link
 
     prev = genesis("race/s/0")
     for r in rows:

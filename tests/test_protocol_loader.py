@@ -11,10 +11,10 @@ import re
 import pytest
 import yaml
 
-import protocols
-from cli import main
-from protocols.errors import InvalidInput
-from protocols.hashing import (
+from benchledger import protocols
+from benchledger.cli import main
+from benchledger.protocols.errors import InvalidInput
+from benchledger.protocols.hashing import (
     benchledger_hash,
     content_id,
     go_float,

@@ -17,16 +17,16 @@ from typing import Any
 import msgspec
 import pytest
 
-from cli import main
-from harness.agents import ScriptedAgent
-from harness.agents.base import Episode, Turn
-from harness.agents.scripted_cases import capture_type, case_turn, question_parts
-from harness.driver import RunDriver
-from harness.platforms.provision import EmbeddedProvisioner, PlatformSpec
-from harness.record import RunConfig
-from harness.unit import UnitContext, UnitPlan
-from ledger import Ledger, open_store
-from ledger.events import (
+from benchledger.cli import main
+from benchledger.harness.agents import ScriptedAgent
+from benchledger.harness.agents.base import Episode, Turn
+from benchledger.harness.agents.scripted_cases import capture_type, case_turn, question_parts
+from benchledger.harness.driver import RunDriver
+from benchledger.harness.platforms.provision import EmbeddedProvisioner, PlatformSpec
+from benchledger.harness.record import RunConfig
+from benchledger.harness.unit import UnitContext, UnitPlan
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import (
     Body,
     EpisodeFinishedBody,
     EpisodeStartedBody,
@@ -34,19 +34,19 @@ from ledger.events import (
     SessionCallBody,
     SessionCallEvent,
 )
-from projections.source import from_ledger
-from projections.suites import lookup
-from projections.suites.lifecycle import scorecard as lc
-from projections.suites.provenance import scorecard as pv
-from projections.suites.provenance.decisions import (
+from benchledger.projections.source import from_ledger
+from benchledger.projections.suites import lookup
+from benchledger.projections.suites.lifecycle import scorecard as lc
+from benchledger.projections.suites.provenance import scorecard as pv
+from benchledger.projections.suites.provenance.decisions import (
     ATTRIBUTION,
     PRECISION,
     VALIDITY,
     decide_case,
     resolve,
 )
-from protocols.cases import Case, case_set_hash, cited_sources
-from replay.levels import replay
+from benchledger.protocols.cases import Case, case_set_hash, cited_sources
+from benchledger.replay.levels import replay
 
 URN = "urn:li:dataset:(urn:li:dataPlatform:trino,memory.bench.orders,PROD)"
 MEMORY, INSIGHT, MADE_UP = "a" * 31 + "1", "b" * 31 + "2", "0123456789abcdef" * 2

@@ -46,7 +46,7 @@ def test_readme_python_snippet_runs():
 
 
 def test_documented_commands_exist_with_their_options():
-    from cli import build_parser
+    from benchledger.cli import build_parser
 
     parser = build_parser()
     for argv in (
@@ -68,7 +68,7 @@ def test_documented_commands_exist_with_their_options():
 
 
 def test_every_command_in_the_readme_table_exists():
-    from cli import build_parser
+    from benchledger.cli import build_parser
 
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
@@ -83,7 +83,7 @@ def test_every_command_in_the_readme_table_exists():
 
 def _parser_for(words: list[str]):
     """The (sub)parser a README table row's command words name."""
-    from cli import build_parser
+    from benchledger.cli import build_parser
 
     parser = build_parser()
     if not words or words[0].startswith("-"):
@@ -115,7 +115,7 @@ def test_every_flag_and_choice_in_the_readme_table_is_in_the_commands_help():
 def test_every_benchledger_command_in_the_readme_code_blocks_parses():
     import shlex
 
-    from cli import build_parser
+    from benchledger.cli import build_parser
 
     parser = build_parser()
     blocks = re.findall(r"```console\n(.*?)```", _read("README.md"), re.S)
@@ -162,9 +162,9 @@ def test_the_model_runs_in_the_readme_run_against_local_fake_providers(
     README's own 127.0.0.1:8000. Two protocols, into a temporary ledger."""
     import pytest
 
-    from cli import main
-    from refplatform.errors import PlatformError
-    from refplatform.server import LoopbackServer
+    from benchledger.cli import main
+    from benchledger.refplatform.errors import PlatformError
+    from benchledger.refplatform.server import LoopbackServer
     from tests.fakes.anthropic_api import FakeAnthropic
     from tests.fakes.openai_api import FakeOpenAI
     from tests.test_model_transports import brain_for, subset
@@ -202,7 +202,7 @@ def test_every_figure_in_docs_performance_carries_its_date_and_the_command_that_
     import itertools
     import shlex
 
-    from cli import build_parser
+    from benchledger.cli import build_parser
 
     parser = build_parser()
     lines = _read(os.path.join("docs", "performance.md")).splitlines()

@@ -16,26 +16,31 @@ import shutil
 
 import pytest
 
-import protocols
-from cli import main
-from harness.agents import from_spec
-from harness.agents.base import Episode, UnitInfo
-from harness.agents.model import ModelAgent
-from harness.agents.recorded import RecordedAgent
-from harness.models.recorded import (
+from benchledger import protocols
+from benchledger.cli import main
+from benchledger.harness.agents import from_spec
+from benchledger.harness.agents.base import Episode, UnitInfo
+from benchledger.harness.agents.model import ModelAgent
+from benchledger.harness.agents.recorded import RecordedAgent
+from benchledger.harness.models.recorded import (
     ID_PATTERN,
     NO_RECORDING,
     IdMap,
     RecordedTransport,
 )
-from harness.peer.recorded_run import RecordedRun
-from harness.peer.transcript import RecordedEpisode
-from harness.prompts import SYSTEM
-from ledger import Ledger, open_store
-from ledger.events import EpisodeFinishedEvent, ModelCallEvent, SessionCallEvent, UnitFinishedEvent
-from projections.fold import fold
-from projections.source import from_ledger
-from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from benchledger.harness.peer.recorded_run import RecordedRun
+from benchledger.harness.peer.transcript import RecordedEpisode
+from benchledger.harness.prompts import SYSTEM
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import (
+    EpisodeFinishedEvent,
+    ModelCallEvent,
+    SessionCallEvent,
+    UnitFinishedEvent,
+)
+from benchledger.projections.fold import fold
+from benchledger.projections.source import from_ledger
+from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 from tests.conftest import peer_dir
 
 # Peer verdict -> benchledger check (the peer stores "search called in recall" as

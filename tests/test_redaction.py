@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from cli import main
-from ledger import Ledger, open_store
-from ledger.bundle import export_redacted, export_run, verify_bundle, verify_redacted
-from ledger.codec import canonical_json
-from ledger.events import (
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.bundle import export_redacted, export_run, verify_bundle, verify_redacted
+from benchledger.ledger.codec import canonical_json
+from benchledger.ledger.events import (
     NEVER_WITHHELD,
     WITHHOLDABLE,
     EpisodeFinishedBody,
@@ -33,8 +33,8 @@ from ledger.events import (
     UnitFinishedBody,
     UnitStartedBody,
 )
-from ledger.redaction import CopyFinder, Selection, read_placeholder
-from projections.suites.lifecycle.scorecard import OUTCOME_KINDS
+from benchledger.ledger.redaction import CopyFinder, Selection, read_placeholder
+from benchledger.projections.suites.lifecycle.scorecard import OUTCOME_KINDS
 from tests.conftest import cli, keypair, one_line_exit_2, signing_ledger
 from tests.sample import PASSING, build_run, counter_clock
 

@@ -14,8 +14,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from refplatform.platform import Platform
-from refplatform.server import RunningPlatform
+from benchledger.refplatform.platform import Platform
+from benchledger.refplatform.server import RunningPlatform
 from tests.platform_helpers import (
     CUSTOMERS,
     INSIGHTS,
@@ -850,8 +850,8 @@ def test_the_lexical_embedder_separates_the_peers_restatements_from_its_other_fa
 
     import yaml
 
-    from refplatform.embedder import LexicalEmbedder, cosine
-    from refplatform.toolkits.memory import SIMILAR_AT, SUPERSEDE_AT
+    from benchledger.refplatform.embedder import LexicalEmbedder, cosine
+    from benchledger.refplatform.toolkits.memory import SIMILAR_AT, SUPERSEDE_AT
     from tests.conftest import peer_dir
 
     lex = LexicalEmbedder()

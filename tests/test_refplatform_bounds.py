@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from benchmarks.bounds import (
+from benchledger.benchmarks.bounds import (
     ADMIN_KEY,
     CEILING_KB,
     ORDERS,
@@ -30,13 +30,13 @@ from benchmarks.bounds import (
     Served,
     huge_body,
 )
-from refplatform.errors import ToolError
-from refplatform.packs import default_pack
-from refplatform.server import RunningPlatform
-from refplatform.toolkits import sqlworker
-from refplatform.toolkits.sql import SqlEngine
-from refplatform.toolkits.sql_render import query_text
-from refplatform.toolkits.sqlworker import GRACE_S
+from benchledger.refplatform.errors import ToolError
+from benchledger.refplatform.packs import default_pack
+from benchledger.refplatform.server import RunningPlatform
+from benchledger.refplatform.toolkits import sqlworker
+from benchledger.refplatform.toolkits.sql import SqlEngine
+from benchledger.refplatform.toolkits.sql_render import query_text
+from benchledger.refplatform.toolkits.sqlworker import GRACE_S
 
 READ_ONLY = "read-only"
 
@@ -68,9 +68,9 @@ def _sql_error(engine: SqlEngine, sql: str, **kwargs: object) -> str:
 CLASSIFY = textwrap.dedent(
     """
     import json, sys
-    from refplatform.errors import ToolError
-    from refplatform.packs import default_pack
-    from refplatform.toolkits.sql import SqlEngine
+    from benchledger.refplatform.errors import ToolError
+    from benchledger.refplatform.packs import default_pack
+    from benchledger.refplatform.toolkits.sql import SqlEngine
 
     SHAPES = {
         "spaces": lambda n: " " * n,
@@ -282,7 +282,7 @@ def test_a_query_past_the_memory_limit_spills_nothing_into_the_users_folder(tmp_
     script = textwrap.dedent(
         """
         import duckdb
-        from refplatform.toolkits.sql_database import _configure
+        from benchledger.refplatform.toolkits.sql_database import _configure
         db = duckdb.connect(":memory:")
         _configure(db)
         print(repr(db.execute("SELECT current_setting('temp_directory')").fetchone()[0]))

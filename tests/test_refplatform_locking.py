@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from refplatform.auth import Identity, pool_name
-from refplatform.errors import ToolError
-from refplatform.platform import Platform
+from benchledger.refplatform.auth import Identity, pool_name
+from benchledger.refplatform.errors import ToolError
+from benchledger.refplatform.platform import Platform
 from tests.platform_helpers import ORDERS, peer_pack
 
 WHO = Identity(pool_name(1), True, 1)

@@ -1,4 +1,5 @@
-"""`python -m refplatform serve` standalone, and `benchledger platform serve` delegating."""
+"""`python -m benchledger.refplatform serve` standalone, and `benchledger platform serve`
+delegating."""
 
 from __future__ import annotations
 
@@ -14,15 +15,13 @@ import sys
 import httpx2
 import pytest
 
-import cli
-import cli.platform
-import protocols
-import refplatform.__main__ as refplatform_main
-from harness.driver import pool_needed
-from harness.record import read_record
-from harness.suites import suite_for
-from ledger import Ledger, open_store
-from refplatform.server import RunningPlatform
+import benchledger.refplatform.__main__ as refplatform_main
+from benchledger import cli, protocols
+from benchledger.harness.driver import pool_needed
+from benchledger.harness.record import read_record
+from benchledger.harness.suites import suite_for
+from benchledger.ledger import Ledger, open_store
+from benchledger.refplatform.server import RunningPlatform
 from tests.conftest import peer_dir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,7 +35,7 @@ def test_python_m_refplatform_serve_prints_its_url_first_serves_and_stops_on_ctr
     cmd = [
         sys.executable,
         "-m",
-        "refplatform",
+        "benchledger.refplatform",
         "serve",
         "--port",
         "0",
@@ -71,7 +70,7 @@ def test_ctrl_c_after_a_run_stops_the_server_without_a_traceback_or_error_lines(
     """Seen after a recorded re-enactment: uvicorn logged the lifespan task's cancellation."""
     bench = os.path.join(peer_dir(), "bench")
     pack = os.path.join(bench, "seed")
-    serve = [sys.executable, "-m", "refplatform", "serve", "--port", "0", "--pool", "8",
+    serve = [sys.executable, "-m", "benchledger.refplatform", "serve", "--port", "0", "--pool", "8",
              "--admin-key", "adm-k", "--pool-base", "pk", "--pack", pack]  # fmt: skip
     proc = subprocess.Popen(
         serve, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
@@ -84,7 +83,7 @@ def test_ctrl_c_after_a_run_stops_the_server_without_a_traceback_or_error_lines(
             with open(os.path.join(bench, "protocols", name), encoding="utf-8") as fh:
                 (protocols / name).write_text(fh.read())
         recorded = os.path.join(bench, "results", "s5-anthropic-k5")
-        argv = [sys.executable, "-m", "cli", "run", "--protocols", str(protocols),
+        argv = [sys.executable, "-m", "benchledger", "run", "--protocols", str(protocols),
                 "--agent", f"recorded:{recorded}", "--time-scale", "0", "--concurrency", "2",
                 "--platform", url, "--admin-key", "adm-k", "--pool-base", "pk",
                 "--pool-size", "8", "--ledger", str(tmp_path / "l.sqlite")]  # fmt: skip
@@ -172,7 +171,7 @@ def test_serve_with_pack_serves_the_peers_seed(tmp_path):
     url, lines, proc = _serve(
         [
             "-m",
-            "refplatform",
+            "benchledger.refplatform",
             "serve",
             "--port",
             "0",
@@ -199,7 +198,7 @@ def test_benchledger_platform_serve_prints_its_url_and_keys_and_serves(tmp_path)
     url, lines, proc = _serve(
         [
             "-m",
-            "cli",
+            "benchledger",
             "platform",
             "serve",
             "--port",
@@ -263,7 +262,7 @@ def _committed_subset(tmp_path, n: int = 2) -> str:
 
 
 def test_the_run_line_serve_prints_runs_against_it_and_the_run_verifies(tmp_path):
-    serve = [sys.executable, "-m", "cli", "platform", "serve", "--port", "0"]
+    serve = [sys.executable, "-m", "benchledger", "platform", "serve", "--port", "0"]
     proc = subprocess.Popen(
         serve, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
     )
@@ -273,8 +272,8 @@ def test_the_run_line_serve_prints_runs_against_it_and_the_run_verifies(tmp_path
         assert len(runs) == 1, lines
         words = shlex.split(runs[0])
         ledger = str(tmp_path / "l.sqlite")
-        argv = [sys.executable, "-m", "cli", *words[1:], "--protocols", _committed_subset(tmp_path),
-                "--ledger", ledger]  # fmt: skip
+        argv = [sys.executable, "-m", "benchledger", *words[1:],
+                "--protocols", _committed_subset(tmp_path), "--ledger", ledger]  # fmt: skip
         run = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=600)
         assert run.returncode == 0, run.stdout + run.stderr
     finally:
@@ -308,7 +307,7 @@ def test_serve_on_a_busy_port_exits_2_with_one_line_and_prints_no_url():
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        serve = [sys.executable, "-m", "cli", "platform", "serve", "--port", str(port)]
+        serve = [sys.executable, "-m", "benchledger", "platform", "serve", "--port", str(port)]
         done = subprocess.run(serve, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 2 and done.stdout == ""
     err = done.stderr.strip().splitlines()
@@ -336,7 +335,12 @@ def test_a_platform_whose_sql_engine_cannot_start_fails_at_once_in_one_line(
     # DuckDB's Python functions need numpy: without it the SQL workers cannot start, and a
     # run used to seal 0/30 after minutes of failing queries.
     ledger = tmp_path / "l.sqlite"
-    cmd = [sys.executable, "-m", "cli", *[str(ledger) if a == "LEDGER" else a for a in argv]]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchledger",
+        *[str(ledger) if a == "LEDGER" else a for a in argv],
+    ]
     res = subprocess.run(
         cmd, cwd=REPO, env=numpy_missing, capture_output=True, text=True, timeout=300
     )

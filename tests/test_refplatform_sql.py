@@ -24,12 +24,17 @@ from typing import Any, NamedTuple
 import duckdb
 import pytest
 
-from refplatform.errors import PackError, ToolError
-from refplatform.packs import DEFAULT_PACK_DIR, default_pack, load_pack
-from refplatform.toolkits.sql import SqlEngine
-from refplatform.toolkits.sql_database import loaded
-from refplatform.toolkits.sql_render import browse_text, describe_text, go_float, query_text
-from refplatform.toolkits.sql_trino import READ_ONLY
+from benchledger.refplatform.errors import PackError, ToolError
+from benchledger.refplatform.packs import DEFAULT_PACK_DIR, default_pack, load_pack
+from benchledger.refplatform.toolkits.sql import SqlEngine
+from benchledger.refplatform.toolkits.sql_database import loaded
+from benchledger.refplatform.toolkits.sql_render import (
+    browse_text,
+    describe_text,
+    go_float,
+    query_text,
+)
+from benchledger.refplatform.toolkits.sql_trino import READ_ONLY
 from tests.conftest import peer_dir
 
 K5 = os.path.join("bench", "results", "s5-anthropic-k5")

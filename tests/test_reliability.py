@@ -17,19 +17,19 @@ from collections.abc import Iterator
 import httpx2
 import pytest
 
-import protocols
-from benchmarks import reliability
-from benchmarks.fault_proxy import FAULTS, FaultProxy
-from cli import main
-from harness.driver import RunDriver
-from harness.record import RunConfig
-from ledger import Ledger, UnusableInput, open_store
-from ledger.chain import Record, genesis, link_hash
-from ledger.codec import encode_string, envelope_bytes
-from ledger.events import RunStartedBody, UnitStartedEvent
-from ledger.verified import import_bundle
-from projections.source import RunUnverified, open_run
-from refplatform.server import LoopbackServer
+from benchledger import protocols
+from benchledger.benchmarks import reliability
+from benchledger.benchmarks.fault_proxy import FAULTS, FaultProxy
+from benchledger.cli import main
+from benchledger.harness.driver import RunDriver
+from benchledger.harness.record import RunConfig
+from benchledger.ledger import Ledger, UnusableInput, open_store
+from benchledger.ledger.chain import Record, genesis, link_hash
+from benchledger.ledger.codec import encode_string, envelope_bytes
+from benchledger.ledger.events import RunStartedBody, UnitStartedEvent
+from benchledger.ledger.verified import import_bundle
+from benchledger.projections.source import RunUnverified, open_run
+from benchledger.refplatform.server import LoopbackServer
 from tests.conftest import external_config, interrupted_after, postgres_url, refplatform_server
 
 BAD = reliability.CORPUS
@@ -105,7 +105,7 @@ def test_a_damaged_bundle_is_refused_naming_its_first_bad_stream_and_seq(
 
 
 def test_a_bundle_is_verified_and_decoded_in_one_streaming_pass(monkeypatch):
-    import ledger.bundle as bundle_module
+    import benchledger.ledger.bundle as bundle_module
 
     reads = []
     real = bundle_module.records
@@ -446,7 +446,7 @@ def test_resume_restores_the_recorded_concurrency_and_resets_before_going_on(tmp
     ids=["redirect-and", "pipe", "quoted"],
 )
 def test_a_reset_command_is_recorded_as_it_runs_when_nothing_in_it_is_secret(cmd):
-    from harness.record import redact_command
+    from benchledger.harness.record import redact_command
 
     assert redact_command(cmd) == cmd
 

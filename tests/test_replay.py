@@ -17,16 +17,16 @@ from typing import Any
 import msgspec
 import pytest
 
-import protocols
-from cli import main
-from harness.errors import InfraError
-from harness.peer.importer import import_peer
-from harness.platforms.base import CallResult
-from harness.platforms.provision import EmbeddedProvisioner, PlatformSpec
-from ledger import Ledger, UnusableInput, open_store
-from ledger.bundle import export_run, read_header, records, verify_bundle
-from ledger.codec import decode_event
-from ledger.events import (
+from benchledger import protocols
+from benchledger.cli import main
+from benchledger.harness.errors import InfraError
+from benchledger.harness.peer.importer import import_peer
+from benchledger.harness.platforms.base import CallResult
+from benchledger.harness.platforms.provision import EmbeddedProvisioner, PlatformSpec
+from benchledger.ledger import Ledger, UnusableInput, open_store
+from benchledger.ledger.bundle import export_run, read_header, records, verify_bundle
+from benchledger.ledger.codec import decode_event
+from benchledger.ledger.events import (
     EpisodeFinishedBody,
     Event,
     GraderDecisionEvent,
@@ -36,13 +36,13 @@ from ledger.events import (
     SessionCallEvent,
     UnitStartedEvent,
 )
-from projections.suites.lifecycle import scorecard as lc
-from projections.suites.lifecycle.decisions import decide_unit
-from protocols import grading
-from replay.findings import first_difference
-from replay.levels import replay
-from replay.log_platform import LogPlatform
-from replay.tape import Tape, ToolDivergence
+from benchledger.projections.suites.lifecycle import scorecard as lc
+from benchledger.projections.suites.lifecycle.decisions import decide_unit
+from benchledger.protocols import grading
+from benchledger.replay.findings import first_difference
+from benchledger.replay.levels import replay
+from benchledger.replay.log_platform import LogPlatform
+from benchledger.replay.tape import Tape, ToolDivergence
 from tests.conftest import peer_dir
 
 # Two page promotions, two updates: every stage. (A datahub-sink promotion has its own test.)
@@ -609,7 +609,7 @@ def test_the_pytest_plugin_runs_one_test_per_bundle(recorded, bundle_dir, tmp_pa
     from importlib.metadata import entry_points
 
     assert [e.value for e in entry_points(group="pytest11") if e.name == "benchledger"] == [
-        "replay.pytest_plugin"
+        "benchledger.replay.pytest_plugin"
     ], "the plugin's entry point is not installed: pip install -e ."
     _add_changed_verdict(recorded, bundle_dir)
     project = tmp_path / "project"
@@ -698,7 +698,7 @@ def test_the_commands_and_options_in_docs_ci_exist():
     import re
     import shlex
 
-    from cli import build_parser
+    from benchledger.cli import build_parser
     from tests.conftest import REPO
 
     with open(os.path.join(REPO, "docs", "ci.md"), encoding="utf-8") as fh:

@@ -15,20 +15,20 @@ from typing import Any
 
 import pytest
 
-from cli import main
-from ledger import Ledger, open_store
-from ledger.events import (
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import (
     EpisodeFinishedBody,
     GraderDecisionBody,
     RunStartedBody,
     UnitFinishedBody,
     UnitStartedBody,
 )
-from projections.card import fmt_interval, fmt_num, fmt_pct, fmt_signed
-from projections.source import from_ledger
-from projections.suites.lifecycle.page import DECIDES_PASS
-from projections.suites.lifecycle.report import render
-from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from benchledger.projections.card import fmt_interval, fmt_num, fmt_pct, fmt_signed
+from benchledger.projections.source import from_ledger
+from benchledger.projections.suites.lifecycle.page import DECIDES_PASS
+from benchledger.projections.suites.lifecycle.report import render
+from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 from tests.browser import measured, needs_chromium
 from tests.conftest import peer_dir
 from tests.sample import PASSING, PROMOTE, UPDATE

@@ -8,13 +8,13 @@ import re
 
 import pytest
 
-import protocols
-from cli import main
-from ledger import Ledger, open_store
-from ledger.events import SessionCallEvent
-from projections.fold import LiveView, fold
-from projections.source import from_ledger
-from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from benchledger import protocols
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import SessionCallEvent
+from benchledger.projections.fold import LiveView, fold
+from benchledger.projections.source import from_ledger
+from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 from tests.sample import PASSING, PROMOTE, UPDATE, lifecycle_run
 
 PROTOCOLS = [f"p{i:02d}" for i in range(12)]

@@ -10,17 +10,22 @@ from typing import Any
 
 import pytest
 
-from cli import main
-from cli.watch import live_frames
-from harness.driver import RunDriver
-from harness.record import RunConfig, read_record
-from ledger import Ledger, open_store
-from ledger.events import InfraErrorEvent, UnitAbandonedEvent, UnitFinishedEvent, UnitStartedEvent
-from ledger.keys import load_private_key, write_key_pair
-from ledger.signing import Signer
-from projections.fold import LiveView, fold
-from projections.source import from_ledger
-from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from benchledger.cli import main
+from benchledger.cli.watch import live_frames
+from benchledger.harness.driver import RunDriver
+from benchledger.harness.record import RunConfig, read_record
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import (
+    InfraErrorEvent,
+    UnitAbandonedEvent,
+    UnitFinishedEvent,
+    UnitStartedEvent,
+)
+from benchledger.ledger.keys import load_private_key, write_key_pair
+from benchledger.ledger.signing import Signer
+from benchledger.projections.fold import LiveView, fold
+from benchledger.projections.source import from_ledger
+from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 from tests.conftest import external_config, protocol_subset, refplatform_server
 from tests.conftest import interrupted_after as run_until
 from tests.sample import counter_clock
@@ -269,8 +274,8 @@ def test_retry_infra_on_a_sealed_run_names_its_infra_failed_units_for_a_new_run(
 
 
 def test_a_finished_unit_abandoned_for_a_retry_is_unfinished_until_its_retry_finishes():
-    from ledger.errors import UnitsMissing
-    from ledger.events import (
+    from benchledger.ledger.errors import UnitsMissing
+    from benchledger.ledger.events import (
         PlannedUnit,
         PlatformRecord,
         RunRecord,

@@ -8,14 +8,14 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from harness import suites
-from harness.driver import Progress, RunDriver, RunPlan
-from harness.episode import ToolSets
-from harness.record import RunConfig, RunRefused
-from harness.suites.base import Loaded
-from harness.unit import UnitContext
-from ledger import Ledger, open_store
-from ledger.events import RunStartedEvent, UnitAbandonedEvent, UnitStartedEvent
+from benchledger.harness import suites
+from benchledger.harness.driver import Progress, RunDriver, RunPlan
+from benchledger.harness.episode import ToolSets
+from benchledger.harness.record import RunConfig, RunRefused
+from benchledger.harness.suites.base import Loaded
+from benchledger.harness.unit import UnitContext
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import RunStartedEvent, UnitAbandonedEvent, UnitStartedEvent
 
 
 class Item(NamedTuple):

@@ -15,14 +15,14 @@ import msgspec
 import pytest
 from starlette.responses import JSONResponse
 
-import protocols
-from cli import main
-from harness.agents import FakeModelAgent, ScriptedAgent
-from harness.agents.base import Episode
-from harness.episode import request_hash
-from harness.prompts import SYSTEM
-from ledger import Ledger, open_store
-from ledger.events import (
+from benchledger import protocols
+from benchledger.cli import main
+from benchledger.harness.agents import FakeModelAgent, ScriptedAgent
+from benchledger.harness.agents.base import Episode
+from benchledger.harness.episode import request_hash
+from benchledger.harness.prompts import SYSTEM
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import (
     EpisodeFinishedEvent,
     GraderDecisionEvent,
     InfraErrorEvent,
@@ -34,12 +34,12 @@ from ledger.events import (
     UnitFinishedEvent,
     UnitStartedEvent,
 )
-from projections.fold import fold
-from projections.source import from_ledger
-from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
-from refplatform.auth import Keyring
-from refplatform.platform import Platform
-from refplatform.server import LoopbackServer, build_app
+from benchledger.projections.fold import fold
+from benchledger.projections.source import from_ledger
+from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from benchledger.refplatform.auth import Keyring
+from benchledger.refplatform.platform import Platform
+from benchledger.refplatform.server import LoopbackServer, build_app
 from tests.conftest import REPO, peer_dir
 
 SUBSET = ["bl-keystone-region", "bl-margin-region", "bl-focus-region", "bl-showcase-region"]
@@ -388,7 +388,7 @@ def test_secrets_never_reach_the_ledger_a_bundle_a_report_or_a_log(tmp_path):
     admin, base, model = "sk-admin-PLANTED-3141", "PLANTEDPOOL", "sk-ant-PLANTED-2718"
     ledger = str(tmp_path / "l.sqlite")
     env = dict(os.environ, ANTHROPIC_API_KEY=model, OPENAI_API_KEY=model)
-    cmd = [sys.executable, "-m", "cli"]
+    cmd = [sys.executable, "-m", "benchledger"]
     logs = ""
     for argv in (
         [
@@ -459,7 +459,7 @@ def test_a_killed_run_resumes_to_the_same_metrics_as_an_uninterrupted_one(tmp_pa
         [
             sys.executable,
             "-m",
-            "cli",
+            "benchledger",
             "run",
             "--protocols",
             path,
@@ -506,7 +506,7 @@ def test_ctrl_c_stops_cleanly_and_prints_the_resume_command(tmp_path, capsys):
         [
             sys.executable,
             "-m",
-            "cli",
+            "benchledger",
             "run",
             "--protocols",
             path,

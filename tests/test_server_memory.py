@@ -17,30 +17,30 @@ import sys
 
 import pytest
 
-import protocols
-from cli import main
-from harness.agents import ScriptedAgent
-from harness.agents.base import Episode
-from harness.platforms import provision
-from harness.platforms.base import PollPolicy
-from harness.platforms.provision import (
+from benchledger import protocols
+from benchledger.cli import main
+from benchledger.harness.agents import ScriptedAgent
+from benchledger.harness.agents.base import Episode
+from benchledger.harness.platforms import provision
+from benchledger.harness.platforms.base import PollPolicy
+from benchledger.harness.platforms.provision import (
     SERVER_MEMORY_VERSION,
     PlatformStartFailed,
     install_server_memory,
     parse_platform,
 )
-from harness.platforms.server_memory import (
+from benchledger.harness.platforms.server_memory import (
     ServerMemory,
     captures,
     entity_matches,
     merge,
     observation_id,
 )
-from harness.prompts import SYSTEM
-from harness.suites.lifecycle import target
-from harness.unit import UnitContext, UnitPlan
-from ledger import Ledger, open_store
-from ledger.events import (
+from benchledger.harness.prompts import SYSTEM
+from benchledger.harness.suites.lifecycle import target
+from benchledger.harness.unit import UnitContext, UnitPlan
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import (
     EpisodeStartedEvent,
     GraderDecisionEvent,
     ReadBackBody,
@@ -49,13 +49,13 @@ from ledger.events import (
     RunStartedEvent,
     SessionCallEvent,
 )
-from projections.fold import fold
-from projections.source import from_ledger
-from projections.suites.lifecycle.decisions import decide_stage
-from projections.suites.lifecycle.report import table
-from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
-from replay.full import replay_full
-from replay.target import verified
+from benchledger.projections.fold import fold
+from benchledger.projections.source import from_ledger
+from benchledger.projections.suites.lifecycle.decisions import decide_stage
+from benchledger.projections.suites.lifecycle.report import table
+from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from benchledger.replay.full import replay_full
+from benchledger.replay.target import verified
 from tests.test_runner import subset
 
 ORDERS = "urn:li:dataset:(urn:li:dataPlatform:trino,memory.bench.orders,PROD)"

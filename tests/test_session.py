@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from harness.errors import InfraError
-from harness.platforms.stdio import open_session
-from ledger.events import SessionCallBody
+from benchledger.harness.errors import InfraError
+from benchledger.harness.platforms.stdio import open_session
+from benchledger.ledger.events import SessionCallBody
 
 SERVER = """
 from mcp.server.mcpserver import MCPServer

@@ -1,7 +1,7 @@
 """One run in shards: many processes on one ledger and one platform, sealed once, like one.
 
-The PostgreSQL tests run real shard processes (`python -m cli run --shard i/n`) against
-the local server (a schema per test) and one `python -m refplatform serve` used as an
+The PostgreSQL tests run real shard processes (`python -m benchledger run --shard i/n`) against
+the local server (a schema per test) and one `python -m benchledger.refplatform serve` used as an
 external platform, and compare with a single-process run of the same protocols.
 """
 
@@ -19,14 +19,14 @@ from typing import NamedTuple
 
 import pytest
 
-import protocols
-from cli import main
-from cli.watch import live_frames
-from harness.sharding import Shard, identity_blocks, parse_shard, partition, shard_ids
-from harness.suites import suite_for
-from ledger import Ledger, RunSealed, open_store
-from ledger.errors import UnitsMissing
-from ledger.events import (
+from benchledger import protocols
+from benchledger.cli import main
+from benchledger.cli.watch import live_frames
+from benchledger.harness.sharding import Shard, identity_blocks, parse_shard, partition, shard_ids
+from benchledger.harness.suites import suite_for
+from benchledger.ledger import Ledger, RunSealed, open_store
+from benchledger.ledger.errors import UnitsMissing
+from benchledger.ledger.events import (
     PlannedUnit,
     PlatformRecord,
     RunRecord,
@@ -36,9 +36,9 @@ from ledger.events import (
     UnitStartedBody,
     UnitStartedEvent,
 )
-from projections.fold import LiveView, fold
-from projections.source import from_ledger
-from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from benchledger.projections.fold import LiveView, fold
+from benchledger.projections.source import from_ledger
+from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 from tests.conftest import REPO, drop_schema, postgres_url, protocol_subset
 
 # Seven protocols over four entities, with promote and update stages among them.
@@ -230,9 +230,9 @@ class Served(NamedTuple):
 
 @contextlib.contextmanager
 def refplatform(log) -> Iterator[Served]:
-    """``python -m refplatform serve --port 0`` as an external platform."""
+    """``python -m benchledger.refplatform serve --port 0`` as an external platform."""
     admin, base = f"adm-{secrets.token_hex(4)}", f"key-{secrets.token_hex(4)}"
-    cmd = [sys.executable, "-m", "refplatform", "serve", "--port", "0", "--pool", "64",
+    cmd = [sys.executable, "-m", "benchledger.refplatform", "serve", "--port", "0", "--pool", "64",
            "--admin-key", admin, "--pool-base", base]  # fmt: skip
     with open(log, "w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=REPO)
@@ -251,7 +251,16 @@ def refplatform(log) -> Iterator[Served]:
 
 
 def _argv(platform: Served, ledger: str, *extra: str) -> list[str]:
-    argv = [sys.executable, "-m", "cli", "run", "--ledger", ledger, "--platform", platform.url]
+    argv = [
+        sys.executable,
+        "-m",
+        "benchledger",
+        "run",
+        "--ledger",
+        ledger,
+        "--platform",
+        platform.url,
+    ]
     return [*argv, "--admin-key", platform.admin_key, "--pool-base", platform.pool_base, *extra]
 
 
@@ -263,8 +272,8 @@ def _shard(platform: Served, ledger: str, folder: str, shard: str, *extra: str):
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli", *argv], capture_output=True, text=True,
-                          cwd=REPO, timeout=600)  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "benchledger", *argv], capture_output=True,
+                          text=True, cwd=REPO, timeout=600)  # fmt: skip
 
 
 @pytest.fixture

@@ -29,12 +29,12 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
-from cli import main
-from ledger import Ledger, UnusableInput, open_store
-from ledger.bundle import export_run
-from ledger.events import RunSealedBody, StreamHead
-from ledger.keys import load_private_key, load_public_keys
-from ledger.signing import Signer, authenticate, fingerprint
+from benchledger.cli import main
+from benchledger.ledger import Ledger, UnusableInput, open_store
+from benchledger.ledger.bundle import export_run
+from benchledger.ledger.events import RunSealedBody, StreamHead
+from benchledger.ledger.keys import load_private_key, load_public_keys
+from benchledger.ledger.signing import Signer, authenticate, fingerprint
 from tests.conftest import keypair, one_line_exit_2, planned_run, signed_run
 from tests.sample import PASSING, counter_clock, lifecycle_run
 from tests.test_attacks import H, canon, mth

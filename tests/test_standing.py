@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from cli import main
-from ledger import Ledger, open_store
-from ledger.bundle import export_run
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.bundle import export_run
 from tests.conftest import keypair, peer_dir, planned_run, signed_run
 from tests.sample import counter_clock
 from tests.test_provenance import HOLDOUT

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from cli import main
-from ledger import Ledger, open_store
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
 from tests.sample import build_run, counter_clock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,18 +41,24 @@ HEAVY = (
     "cryptography",
     "rich",
     "psycopg",
-    "harness.agents",
-    "harness.platforms",
-    "replay.full",
+    "benchledger.harness.agents",
+    "benchledger.harness.platforms",
+    "benchledger.replay.full",
 )
 # ``platform serve`` takes its options from refplatform's own command line, so the parser
 # loads that module (and its error type); the platform itself must stay unloaded.
-REFPLATFORM_OPTIONS = frozenset({"refplatform", "refplatform.__main__", "refplatform.errors"})
+REFPLATFORM_OPTIONS = frozenset(
+    {
+        "benchledger.refplatform",
+        "benchledger.refplatform.__main__",
+        "benchledger.refplatform.errors",
+    }
+)
 
 # In a fresh interpreter: run the command, then write the loaded module names to argv[1].
 PROBE = """
 import json, sys
-import cli
+from benchledger import cli
 try:
     code = cli.main(sys.argv[2:])
 except SystemExit as exit_:  # --version prints and exits from argparse
@@ -95,7 +101,9 @@ def _heavy(modules: list[str]) -> list[str]:
     loaded = set(modules)
     found = [h for h in HEAVY if h in loaded]
     return found + [
-        m for m in modules if m.split(".")[0] == "refplatform" and m not in REFPLATFORM_OPTIONS
+        m
+        for m in modules
+        if m.split(".")[:2] == ["benchledger", "refplatform"] and m not in REFPLATFORM_OPTIONS
     ]
 
 
@@ -127,16 +135,19 @@ def test_a_command_imports_only_its_own_command_group(
     ledger, _ = sealed
     code, modules = _loaded_by(["runs", "--ledger", ledger], tmp_path)
     assert code == 0
-    groups = {m for m in modules if m.split(".")[0] == "cli"}
+    groups = {m for m in modules if m.split(".")[:2] == ["benchledger", "cli"]}
     # cli.ledger and what its commands use (the --pubkey options, redacted export).
-    assert groups == {"cli", "cli.common", "cli.ledger", "cli.authenticity", "cli.export"}
+    assert groups == {
+        f"benchledger.{m}"
+        for m in ("cli", "cli.common", "cli.ledger", "cli.authenticity", "cli.export")
+    }
 
 
 @pytest.mark.parametrize("spec", ["scripted", "fake:0"], ids=["scripted", "fake"])
 def test_an_agent_that_calls_no_provider_loads_no_model_sdk(spec: str) -> None:
     probe = (
         "import json, sys\n"
-        "from harness import agents\n"
+        "from benchledger.harness import agents\n"
         f"agents.from_spec({spec!r})\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from projections.stats import (
+from benchledger.projections.stats import (
     BOOTSTRAP_SEED,
     Interval,
     bootstrap,

@@ -8,11 +8,11 @@ import threading
 
 import pytest
 
-from ledger import AppendConflict, Ledger, UnusableInput
-from ledger.backend import TABLE
-from ledger.chain import Record
-from ledger.events import SessionCallBody, UnitFinishedBody
-from ledger.sqlite import SqliteStore
+from benchledger.ledger import AppendConflict, Ledger, UnusableInput
+from benchledger.ledger.backend import TABLE
+from benchledger.ledger.chain import Record
+from benchledger.ledger.events import SessionCallBody, UnitFinishedBody
+from benchledger.ledger.sqlite import SqliteStore
 from tests.conftest import drop_schema
 from tests.sample import build_run, counter_clock
 
@@ -185,14 +185,14 @@ class TestStoreContract:
 
 
 def test_missing_sqlite_ledger_is_unusable_input(tmp_path):
-    from ledger import open_store
+    from benchledger.ledger import open_store
 
     with pytest.raises(UnusableInput, match="no ledger here"):
         open_store(str(tmp_path / "nope.sqlite"), create=False)
 
 
 def test_a_file_that_is_not_sqlite_is_unusable_input(tmp_path):
-    from ledger import open_store
+    from benchledger.ledger import open_store
 
     p = tmp_path / "notes.sqlite"
     p.write_text("hello, this is not a database at all" * 50)
@@ -201,7 +201,7 @@ def test_a_file_that_is_not_sqlite_is_unusable_input(tmp_path):
 
 
 def test_unreachable_postgres_is_unusable_input_without_the_password():
-    from ledger import open_store
+    from benchledger.ledger import open_store
 
     with pytest.raises(UnusableInput) as info:
         open_store("postgresql://bob:hunter2@127.0.0.1:1/nowhere", create=False)
@@ -228,7 +228,7 @@ def pg_url():
 
 @pytest.mark.postgres
 def test_writers_creating_one_new_postgres_ledger_at_once_all_open_it(pg_url):
-    from ledger import open_store
+    from benchledger.ledger import open_store
 
     barrier = threading.Barrier(6)
     opened: list[object] = []
@@ -253,8 +253,8 @@ def test_writers_creating_one_new_postgres_ledger_at_once_all_open_it(pg_url):
 def test_a_notification_reader_never_passes_a_writer_still_in_flight(pg_url):
     """A writer that drew lower notification ids commits after one that drew higher ones:
     the reader waits for it rather than skip its ids for good."""
-    from ledger import open_store
-    from ledger.postgres import copy_payload
+    from benchledger.ledger import open_store
+    from benchledger.ledger.postgres import copy_payload
 
     store = open_store(pg_url)
     led = _ledger(store)
@@ -281,7 +281,7 @@ def _until_a_lock_wait(url: str) -> None:
     """Return once some session of the database waits on an advisory lock."""
     import time
 
-    from benchmarks.raw_baseline import pg_connect
+    from benchledger.benchmarks.raw_baseline import pg_connect
 
     with pg_connect(url) as conn:
         for _ in range(3000):
@@ -301,8 +301,8 @@ def test_a_postgres_ledger_made_before_byte_ordered_keys_still_reads_in_order(pg
 
     from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 
-    from ledger import open_store
-    from ledger.backend import TABLE
+    from benchledger.ledger import open_store
+    from benchledger.ledger.backend import TABLE
 
     parts = urllib.parse.urlsplit(pg_url)
     schema = dict(urllib.parse.parse_qsl(parts.query))["schema"]

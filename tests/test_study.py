@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from cli import main
-from harness.peer.tasks_import import import_family
-from ledger import Ledger, open_store
+from benchledger.cli import main
+from benchledger.harness.peer.tasks_import import import_family
+from benchledger.ledger import Ledger, open_store
 from tests.conftest import peer_dir
 
 FAMILIES = ("probe", "rq1-warehouse", "directive-contrast")
@@ -340,7 +340,7 @@ def test_a_subset_of_arms_marks_what_is_missing(capsys, study) -> None:
 def test_a_ledger_with_no_study_arm_is_one_line_and_exit_2(capsys, tmp_path) -> None:
     path = str(tmp_path / "ledger.sqlite")
     ledger = Ledger(open_store(path))
-    from harness.peer.tasks_import import import_arm
+    from benchledger.harness.peer.tasks_import import import_arm
 
     import_arm(ledger, os.path.join(results(), "rq1-warehouse", "checkable-wrong-sonnet-DRIFTED-1"))
     ledger.store.close()

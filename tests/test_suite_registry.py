@@ -9,9 +9,9 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from cli import main
-from ledger import Ledger, open_store
-from ledger.events import (
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import (
     Event,
     GraderDecisionBody,
     GraderDecisionEvent,
@@ -24,14 +24,21 @@ from ledger.events import (
     UnitStartedBody,
     UnitStartedEvent,
 )
-from projections.audit import Audit, Contribution, UnknownMetric
-from projections.card import Decision, Metric, RunMeta
-from projections.card import Ruling as Derived
-from projections.runs import run_row
-from projections.source import RunEvents
-from projections.stats import wilson
-from projections.suites import ItemSet, ReadSuite, UnknownSuite, lookup, register, unregister
-from replay.levels import replay
+from benchledger.projections.audit import Audit, Contribution, UnknownMetric
+from benchledger.projections.card import Decision, Metric, RunMeta
+from benchledger.projections.card import Ruling as Derived
+from benchledger.projections.runs import run_row
+from benchledger.projections.source import RunEvents
+from benchledger.projections.stats import wilson
+from benchledger.projections.suites import (
+    ItemSet,
+    ReadSuite,
+    UnknownSuite,
+    lookup,
+    register,
+    unregister,
+)
+from benchledger.replay.levels import replay
 
 TOY = "toy"
 ITEMS = ("w1", "w2", "w3")

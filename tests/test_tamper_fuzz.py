@@ -13,11 +13,11 @@ import sqlite3
 
 import pytest
 
-from ledger import Ledger
-from ledger.bundle import export_run, records, verify_bundle
-from ledger.chain import Record
-from ledger.checker import RunChecker
-from ledger.codec import decode_link
+from benchledger.ledger import Ledger
+from benchledger.ledger.bundle import export_run, records, verify_bundle
+from benchledger.ledger.chain import Record
+from benchledger.ledger.checker import RunChecker
+from benchledger.ledger.codec import decode_link
 from tests.sample import build_run, counter_clock
 
 SEED = int(os.environ.get("BENCHLEDGER_FUZZ_SEED", "1129"))
@@ -29,7 +29,7 @@ RUN = "run-fuzz"
 @pytest.fixture(scope="module")
 def sealed_lines(tmp_path_factory) -> list[bytes]:
     d = tmp_path_factory.mktemp("fuzz")
-    from ledger import open_store
+    from benchledger.ledger import open_store
 
     led = Ledger(open_store(str(d / "l.sqlite")), clock=counter_clock())
     build_run(led, RUN, units=6, episodes=3, seed=3)
@@ -130,7 +130,7 @@ def test_mutated_bundle_files_fail_verify_naming_the_place(sealed_lines, tmp_pat
 
 
 def test_every_ledger_mutation_is_detected_at_the_right_stream_and_seq(tmp_path):
-    from ledger import open_store
+    from benchledger.ledger import open_store
 
     path = str(tmp_path / "l.sqlite")
     led = Ledger(open_store(path), clock=counter_clock())

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from protocols.errors import InvalidInput
-from protocols.task_grading import (
+from benchledger.protocols.errors import InvalidInput
+from benchledger.protocols.task_grading import (
     ORDER_COUNT,
     TREATMENTS,
     Warehouse,
@@ -26,7 +26,7 @@ from protocols.task_grading import (
     read_warehouse,
     references,
 )
-from protocols.tasks import Task, TaskGrading, load, task_set_hash
+from benchledger.protocols.tasks import Task, TaskGrading, load, task_set_hash
 from tests.conftest import peer_dir
 
 STUDY = ("bench", "results", "knowledge-pollution")

@@ -16,14 +16,14 @@ import msgspec
 import pytest
 import yaml
 
-from cli import main
-from harness.peer.arms import flat_arms, is_arm, is_family, split_label
-from harness.peer.tasks_import import import_arm, import_family
-from ledger import Ledger, LedgerError, UnusableInput, open_store
-from ledger.bundle import export_run, verify_bundle
-from protocols.errors import InvalidInput
-from replay.levels import replay
-from replay.rederive import NOT_RECORDED
+from benchledger.cli import main
+from benchledger.harness.peer.arms import flat_arms, is_arm, is_family, split_label
+from benchledger.harness.peer.tasks_import import import_arm, import_family
+from benchledger.ledger import Ledger, LedgerError, UnusableInput, open_store
+from benchledger.ledger.bundle import export_run, verify_bundle
+from benchledger.protocols.errors import InvalidInput
+from benchledger.replay.levels import replay
+from benchledger.replay.rederive import NOT_RECORDED
 from tests.conftest import peer_dir
 from tests.test_replay import rechain
 

@@ -15,22 +15,22 @@ from typing import Any
 
 import pytest
 
-from cli import main
-from harness.agents import ScriptedAgent
-from harness.agents.base import Episode
-from harness.agents.scripted_tasks import UNAVAILABLE, number_text
-from ledger import Ledger, open_store
-from ledger.events import (
+from benchledger.cli import main
+from benchledger.harness.agents import ScriptedAgent
+from benchledger.harness.agents.base import Episode
+from benchledger.harness.agents.scripted_tasks import UNAVAILABLE, number_text
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import (
     EpisodeFinishedEvent,
     GraderDecisionEvent,
     RunStartedEvent,
     SessionCallEvent,
 )
-from projections.suites.tasks.items import items
-from protocols import tasks as task_files
-from protocols.task_grading import FISCAL_TASKS, ORDER_COUNT
-from protocols.tasks import Task, TaskGrading
-from replay.levels import replay
+from benchledger.projections.suites.tasks.items import items
+from benchledger.protocols import tasks as task_files
+from benchledger.protocols.task_grading import FISCAL_TASKS, ORDER_COUNT
+from benchledger.protocols.tasks import Task, TaskGrading
+from benchledger.replay.levels import replay
 from tests.conftest import cli, one_line_exit_2, peer_dir
 
 SQL = "SELECT COUNT(*) AS n FROM memory.bench.orders"

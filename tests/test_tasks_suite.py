@@ -12,10 +12,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from cli import main
-from harness.peer.tasks_import import import_arm
-from ledger import Ledger, UnusableInput, open_store
-from ledger.events import (
+from benchledger.cli import main
+from benchledger.harness.peer.tasks_import import import_arm
+from benchledger.ledger import Ledger, UnusableInput, open_store
+from benchledger.ledger.events import (
     EpisodeFinishedBody,
     Event,
     GraderDecisionBody,
@@ -25,13 +25,13 @@ from ledger.events import (
     SessionCallBody,
     UnitStartedBody,
 )
-from projections.card import Ruling
-from projections.stats import newcombe, wilson
-from projections.suites.tasks import items as tasks_items
-from projections.suites.tasks.decisions import TaskItem, decide_unit
-from protocols import task_grading
-from protocols.tasks import Task
-from replay.levels import replay
+from benchledger.projections.card import Ruling
+from benchledger.projections.stats import newcombe, wilson
+from benchledger.projections.suites.tasks import items as tasks_items
+from benchledger.projections.suites.tasks.decisions import TaskItem, decide_unit
+from benchledger.protocols import task_grading
+from benchledger.protocols.tasks import Task
+from benchledger.replay.levels import replay
 from tests.conftest import peer_dir
 
 # -- Newcombe's hybrid score interval for two independent rates --------------------------

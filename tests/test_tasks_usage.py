@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from cli import main
-from harness.peer.tasks_import import import_arm
-from ledger import Ledger, open_store
-from projections.prices import load_prices
-from projections.usage_view import dollars
+from benchledger.cli import main
+from benchledger.harness.peer.tasks_import import import_arm
+from benchledger.ledger import Ledger, open_store
+from benchledger.projections.prices import load_prices
+from benchledger.projections.usage_view import dollars
 from tests.conftest import peer_dir
 
 MODELS = ("haiku", "sonnet", "opus")

@@ -11,18 +11,18 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from cli import main
-from harness import suites as harness_suites
-from harness.episode import ToolSets
-from harness.record import RunConfig
-from harness.suites.base import Loaded
-from harness.unit import UnitContext
-from ledger.events import (
+from benchledger.cli import main
+from benchledger.harness import suites as harness_suites
+from benchledger.harness.episode import ToolSets
+from benchledger.harness.record import RunConfig
+from benchledger.harness.suites.base import Loaded
+from benchledger.harness.unit import UnitContext
+from benchledger.ledger.events import (
     GraderDecisionBody,
     RunStartedBody,
 )
-from projections import suites as read_suites
-from projections.card import Metric, Ruling, RunMeta
+from benchledger.projections import suites as read_suites
+from benchledger.projections.card import Metric, Ruling, RunMeta
 from tests.test_suite_registry import ToyFold, verdict_audit, verdict_metric
 
 NAME = "riddles"

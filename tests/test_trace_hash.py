@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-import protocols
-from cli import main
-from ledger import Ledger, open_store
-from ledger.codec import canonical_json, decode_event
-from ledger.events import (
+from benchledger import protocols
+from benchledger.cli import main
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.codec import canonical_json, decode_event
+from benchledger.ledger.events import (
     EpisodeFinishedBody,
     EpisodeFinishedEvent,
     EpisodeStartedBody,
@@ -24,7 +24,7 @@ from ledger.events import (
     UnitFinishedEvent,
     UnitStartedBody,
 )
-from projections.trace import (
+from benchledger.projections.trace import (
     Ids,
     check_hashes,
     episode_trace_hash,

@@ -14,10 +14,10 @@ import tomllib
 
 import pytest
 
-from cli import main
-from harness.peer.importer import import_peer
-from ledger import Ledger, UnusableInput, open_store
-from ledger.events import (
+from benchledger.cli import main
+from benchledger.harness.peer.importer import import_peer
+from benchledger.ledger import Ledger, UnusableInput, open_store
+from benchledger.ledger.events import (
     EpisodeFinishedBody,
     ModelCallBody,
     ModelCallEvent,
@@ -28,12 +28,12 @@ from ledger.events import (
     UnitFinishedBody,
     UnitStartedBody,
 )
-from projections.fold import fold
-from projections.prices import PACKAGED, Cost, Unpriced, cost, load_prices, per_pass
-from projections.source import from_bundle
-from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
-from projections.usage import UsageFold, merge, percentile, sum_tokens
-from projections.usage_view import usage_json, usage_lines
+from benchledger.projections.fold import fold
+from benchledger.projections.prices import PACKAGED, Cost, Unpriced, cost, load_prices, per_pass
+from benchledger.projections.source import from_bundle
+from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from benchledger.projections.usage import UsageFold, merge, percentile, sum_tokens
+from benchledger.projections.usage_view import usage_json, usage_lines
 from tests.conftest import REPO, peer_dir, protocol_subset
 from tests.sample import lifecycle_run
 
@@ -270,8 +270,9 @@ def test_the_packaged_table_is_dated_sourced_and_ships_with_the_package():
     table = load_prices(None)
     assert table.date.isoformat() == "2026-08-06" and "knowledge-pollution" in table.source
     with open(os.path.join(REPO, "pyproject.toml"), "rb") as fh:
-        globs = tomllib.load(fh)["tool"]["setuptools"]["package-data"].get("projections", [])
-    inside = os.path.relpath(PACKAGED, os.path.join(REPO, "projections"))
+        data = tomllib.load(fh)["tool"]["setuptools"]["package-data"]
+    globs = data.get("benchledger.projections", [])
+    inside = os.path.relpath(os.path.realpath(PACKAGED), os.path.join(REPO, "projections"))
     assert any(fnmatch.fnmatch(inside, g) for g in globs), globs
 
 

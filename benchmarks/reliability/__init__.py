@@ -25,7 +25,7 @@ what was tried and what survived (docs/reliability.md):
   verifies; units/s and the p99 episode latency are reported.
 
 The kill sweep, disk-full, PostgreSQL and load scenarios drive the real command line in
-child processes (``python -m cli run ...``), as a user would; platform faults run the
+child processes (``python -m benchledger run ...``), as a user would; platform faults run the
 driver in this process, with the proxy armed by the run's own start (never a timer).
 
 One module per scenario (``kill_sweep``, ``platform_faults``, ``disk_full``,
@@ -42,14 +42,18 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from benchmarks.reliability.bad_inputs import Case, Corpus, bad_inputs, load_cases
-from benchmarks.reliability.disk_full import disk_full, disk_full_capped
-from benchmarks.reliability.kill_sweep import kill_sweep
-from benchmarks.reliability.platform_faults import FAULT_RATE, FAULT_TIMEOUT_S, platform_faults
-from benchmarks.reliability.postgres_killed import postgres_killed
-from benchmarks.reliability.resource_bounds import resource_bounds
-from benchmarks.reliability.scenario import CORPUS, ROOT, Config, Row, mount
-from benchmarks.reliability.under_load import load
+from benchledger.benchmarks.reliability.bad_inputs import Case, Corpus, bad_inputs, load_cases
+from benchledger.benchmarks.reliability.disk_full import disk_full, disk_full_capped
+from benchledger.benchmarks.reliability.kill_sweep import kill_sweep
+from benchledger.benchmarks.reliability.platform_faults import (
+    FAULT_RATE,
+    FAULT_TIMEOUT_S,
+    platform_faults,
+)
+from benchledger.benchmarks.reliability.postgres_killed import postgres_killed
+from benchledger.benchmarks.reliability.resource_bounds import resource_bounds
+from benchledger.benchmarks.reliability.scenario import CORPUS, ROOT, Config, Row, mount
+from benchledger.benchmarks.reliability.under_load import load
 
 __all__ = [
     "CORPUS",

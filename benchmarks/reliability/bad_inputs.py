@@ -13,12 +13,12 @@ from typing import Any
 import msgspec
 import yaml
 
-from benchmarks.fault_proxy import FaultProxy, http_answer
-from benchmarks.reliability.scenario import CORPUS, Config, Row
-from harness import settings
-from harness.settings import Settings
-from ledger import Ledger, open_store
-from ledger.verified import import_bundle
+from benchledger.benchmarks.fault_proxy import FaultProxy, http_answer
+from benchledger.benchmarks.reliability.scenario import CORPUS, Config, Row
+from benchledger.harness import settings
+from benchledger.harness.settings import Settings
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.verified import import_bundle
 
 
 class Case(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -103,7 +103,7 @@ class Corpus:
         self._proxies: dict[str, str] = {}
 
     def __enter__(self) -> Corpus:
-        from refplatform.server import RunningPlatform
+        from benchledger.refplatform.server import RunningPlatform
 
         self.fixtures = os.path.join(self.workdir, "fixtures")
         os.makedirs(self.fixtures, exist_ok=True)

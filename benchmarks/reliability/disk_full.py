@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from benchmarks.reliability.scenario import (
+from benchledger.benchmarks.reliability.scenario import (
     Config,
     Row,
     cli,
@@ -19,9 +19,9 @@ from benchmarks.reliability.scenario import (
     units_of,
     verify_run,
 )
-from harness.driver import RunDriver
-from harness.record import RunConfig
-from ledger import Ledger, LedgerError, open_store
+from benchledger.harness.driver import RunDriver
+from benchledger.harness.record import RunConfig
+from benchledger.ledger import Ledger, LedgerError, open_store
 
 
 def disk_full(cfg: Config) -> Row:

@@ -6,7 +6,7 @@ import collections
 import os
 import signal
 
-from benchmarks.reliability.scenario import (
+from benchledger.benchmarks.reliability.scenario import (
     UNIT_LINE,
     Config,
     Row,

@@ -8,15 +8,21 @@ import dataclasses
 import os
 from typing import Final
 
-import protocols
-from benchmarks.fault_proxy import FaultProxy
-from benchmarks.reliability.scenario import Config, Row, suite_options, units_of, verify_run
-from harness.driver import Progress, RunDriver, pool_needed
-from harness.record import RunConfig
-from ledger import Ledger, open_store
-from ledger.events import InfraErrorEvent
-from projections.fold import fold
-from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from benchledger import protocols
+from benchledger.benchmarks.fault_proxy import FaultProxy
+from benchledger.benchmarks.reliability.scenario import (
+    Config,
+    Row,
+    suite_options,
+    units_of,
+    verify_run,
+)
+from benchledger.harness.driver import Progress, RunDriver, pool_needed
+from benchledger.harness.record import RunConfig
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.events import InfraErrorEvent
+from benchledger.projections.fold import fold
+from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 
 FAULT_RATE: Final = 0.1
 FAULT_TIMEOUT_S: Final = 5.0  # the client's timeout while faults are injected
@@ -31,7 +37,7 @@ _SURFACES: Final = (
 
 def platform_faults(cfg: Config) -> Row:
     """A run through the fault proxy at 10%: sealed, every fault one recorded infra error."""
-    from refplatform.server import RunningPlatform
+    from benchledger.refplatform.server import RunningPlatform
 
     work = os.path.join(cfg.workdir, "faults")
     os.makedirs(work, exist_ok=True)

@@ -6,7 +6,13 @@ import contextlib
 import os
 import uuid
 
-from benchmarks.reliability.scenario import Config, Row, cli, stop_and_resume, suite_options
+from benchledger.benchmarks.reliability.scenario import (
+    Config,
+    Row,
+    cli,
+    stop_and_resume,
+    suite_options,
+)
 
 
 def postgres_killed(cfg: Config) -> Row:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from benchmarks.reliability.scenario import Config, Row
+from benchledger.benchmarks.reliability.scenario import Config, Row
 
 
 def resource_bounds(cfg: Config) -> Row:
     """The attacks of benchmarks/bounds.py on a ``platform serve`` child: each bound holds."""
-    from benchmarks import bounds
+    from benchledger.benchmarks import bounds
 
     sessions = bounds.MAX_SESSIONS + 20
     served = bounds.Served(environ=cfg.environ)

@@ -14,15 +14,22 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import protocols
-from harness.settings import Settings
-from ledger import Ledger, LedgerError, open_store
-from ledger.events import RunStartedEvent, UnitAbandonedEvent, UnitFinishedEvent, UnitStartedEvent
-from projections.fold import fold
-from projections.source import open_run
-from projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
+from benchledger import protocols
+from benchledger.harness.settings import Settings
+from benchledger.ledger import Ledger, LedgerError, open_store
+from benchledger.ledger.events import (
+    RunStartedEvent,
+    UnitAbandonedEvent,
+    UnitFinishedEvent,
+    UnitStartedEvent,
+)
+from benchledger.projections.fold import fold
+from benchledger.projections.source import open_run
+from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 
-ROOT: Final = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The checkout (this file is benchmarks/reliability/scenario.py in it, reached through the
+# benchledger/benchmarks link).
+ROOT: Final = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 CORPUS: Final = os.path.join(ROOT, "tests", "data", "bad")
 UNIT_LINE: Final = re.compile(r"^unit (\d+)/(\d+) ")
 
@@ -64,7 +71,7 @@ class Config:
 
 
 def child_env(cfg: Config, **extra: str) -> dict[str, str]:
-    """The environment of a child ``python -m cli``: the command line's (``cfg.environ``),
+    """The environment of a child ``python -m benchledger``: the command line's (``cfg.environ``),
     this checkout first on the path."""
     env = dict(cfg.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH", "")) if p)
@@ -74,9 +81,9 @@ def child_env(cfg: Config, **extra: str) -> dict[str, str]:
 
 
 def cli(cfg: Config, args: Sequence[str], cwd: str, **env: str) -> subprocess.Popen[str]:
-    """``python -m cli ARGS`` in a child process, as a user would run it."""
+    """``python -m benchledger ARGS`` in a child process, as a user would run it."""
     return subprocess.Popen(
-        [sys.executable, "-m", "cli", *args],
+        [sys.executable, "-m", "benchledger", *args],
         cwd=cwd,
         env=child_env(cfg, **env),
         stdout=subprocess.PIPE,

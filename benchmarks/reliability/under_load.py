@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from benchmarks.reliability.scenario import (
+from benchledger.benchmarks.reliability.scenario import (
     Config,
     Row,
     cli,
@@ -18,7 +18,7 @@ from benchmarks.reliability.scenario import (
     units_of,
     verify_run,
 )
-from ledger.events import (
+from benchledger.ledger.events import (
     EpisodeFinishedEvent,
     EpisodeStartedEvent,
     UnitFinishedEvent,

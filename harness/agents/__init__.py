@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
-from harness.agents.fake import FakeModelAgent
-from harness.agents.model import ModelAgent
-from harness.agents.scripted import ScriptedAgent
-from harness.models.limiter import RateLimiter
-from harness.models.transport import ModelTransport
-from harness.settings import Settings
+from benchledger.harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
+from benchledger.harness.agents.fake import FakeModelAgent
+from benchledger.harness.agents.model import ModelAgent
+from benchledger.harness.agents.scripted import ScriptedAgent
+from benchledger.harness.models.limiter import RateLimiter
+from benchledger.harness.models.transport import ModelTransport
+from benchledger.harness.settings import Settings
 
 FAKE_MODEL = "fake-model"
 _OPENAI_URL = re.compile(r"^(?P<model>.+)@(?P<url>https?://\S+)$")
@@ -49,7 +49,7 @@ def _model_transport(
     # replay from the log) never build a provider client.
     limiter = RateLimiter(rpm, tpm) if rpm or tpm else None
     if provider == "anthropic":
-        from harness.models.anthropic import AnthropicTransport
+        from benchledger.harness.models.anthropic import AnthropicTransport
 
         if not conf.anthropic_api_key:
             raise ValueError(f"--agent anthropic:{model} needs an API key: set ANTHROPIC_API_KEY")
@@ -64,7 +64,7 @@ def _model_transport(
             f"--agent openai:{model}: name the server, openai:{model}@BASE_URL "
             "(e.g. http://127.0.0.1:8000/v1) or --base-url"
         )
-    from harness.models.openai import OpenAICompatTransport
+    from benchledger.harness.models.openai import OpenAICompatTransport
 
     return OpenAICompatTransport(model, base_url=url, api_key=conf.openai_api_key, limiter=limiter)
 
@@ -116,13 +116,13 @@ def from_spec(
             conf = settings if settings is not None else Settings()
             transport = _model_transport(provider, model, url, conf, rpm, tpm)
             if provider == "anthropic":
-                from harness.models.anthropic import DEFAULT_MAX_TOKENS
+                from benchledger.harness.models.anthropic import DEFAULT_MAX_TOKENS
 
                 params = {"max_tokens": DEFAULT_MAX_TOKENS, **(params or {})}
         return ModelAgent(transport, model=model, params=params, name=spec)
     if spec.startswith("recorded:"):
         # Imported here: the recorded agent reads a peer run's files, nothing else needs it.
-        from harness.agents.recorded import recorded_agent
+        from benchledger.harness.agents.recorded import recorded_agent
 
         if transport is None and (base_url or rpm or tpm):
             raise ValueError(

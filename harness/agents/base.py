@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Protocol
 
-from harness.models.transport import ModelObserver
-from protocols.cases import Case
-from protocols.schema import Protocol as LifecycleProtocol
-from protocols.tasks import Task
+from benchledger.harness.models.transport import ModelObserver
+from benchledger.protocols.cases import Case
+from benchledger.protocols.schema import Protocol as LifecycleProtocol
+from benchledger.protocols.tasks import Task
 
 
 class ToolCall(NamedTuple):

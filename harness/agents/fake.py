@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.agents.base import Episode
-from harness.agents.model import ModelAgent
-from harness.agents.scripted import ScriptedAgent
-from harness.models.errors import ModelError
-from harness.models.fake import FakeTransport
-from harness.models.request import CanonicalRequest
-from harness.models.response import ModelResponse, ModelToolCall
+from benchledger.harness.agents.base import Episode
+from benchledger.harness.agents.model import ModelAgent
+from benchledger.harness.agents.scripted import ScriptedAgent
+from benchledger.harness.models.errors import ModelError
+from benchledger.harness.models.fake import FakeTransport
+from benchledger.harness.models.request import CanonicalRequest
+from benchledger.harness.models.response import ModelResponse, ModelToolCall
 
 _SCRIPT = ScriptedAgent()
 

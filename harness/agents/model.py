@@ -6,10 +6,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from harness.agents.base import Episode, ToolCall, Turn, UnitInfo
-from harness.models.request import CanonicalRequest, build_request, request_hash, request_json
-from harness.models.response import response_json
-from harness.models.transport import AttemptFailure, ModelObserver, ModelTransport
+from benchledger.harness.agents.base import Episode, ToolCall, Turn, UnitInfo
+from benchledger.harness.models.request import (
+    CanonicalRequest,
+    build_request,
+    request_hash,
+    request_json,
+)
+from benchledger.harness.models.response import response_json
+from benchledger.harness.models.transport import AttemptFailure, ModelObserver, ModelTransport
 
 
 class _Counting:

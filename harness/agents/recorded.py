@@ -19,11 +19,11 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from harness.agents.base import UnitInfo
-from harness.agents.model import ModelAgent
-from harness.models.recorded import RecordedTransport, Sleep
-from harness.peer.recorded_run import RecordedRun
-from harness.peer.transcript import RecordedEpisode
+from benchledger.harness.agents.base import UnitInfo
+from benchledger.harness.agents.model import ModelAgent
+from benchledger.harness.models.recorded import RecordedTransport, Sleep
+from benchledger.harness.peer.recorded_run import RecordedRun
+from benchledger.harness.peer.transcript import RecordedEpisode
 
 
 class RecordedAgent(ModelAgent):

@@ -26,16 +26,16 @@ import re
 from collections.abc import Collection
 from typing import Any, Final
 
-from harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
-from harness.agents.scripted_basic_memory import NOTES_DIALECT, notes_turn
-from harness.agents.scripted_cases import case_turn
-from harness.agents.scripted_tasks import task_turn
-from harness.models.transport import ModelObserver
-from harness.platforms.server_memory import dataset_name
-from protocols.cases import Case
-from protocols.grading import ABSTAIN_ANSWER, surfaced
-from protocols.schema import Grading, Question
-from protocols.tasks import Task
+from benchledger.harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
+from benchledger.harness.agents.scripted_basic_memory import NOTES_DIALECT, notes_turn
+from benchledger.harness.agents.scripted_cases import case_turn
+from benchledger.harness.agents.scripted_tasks import task_turn
+from benchledger.harness.models.transport import ModelObserver
+from benchledger.harness.platforms.server_memory import dataset_name
+from benchledger.protocols.cases import Case
+from benchledger.protocols.grading import ABSTAIN_ANSWER, surfaced
+from benchledger.protocols.schema import Grading, Question
+from benchledger.protocols.tasks import Task
 
 CAPTURE_TYPE: Final = "schema_entity"
 CAPTURE_CATEGORY: Final = "business_context"

@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from harness.agents.base import Episode, ToolCall, Turn
-from harness.platforms.server_memory import dataset_name
-from protocols.cases import Case
-from protocols.grading import ABSTAIN_ANSWER, surfaced
-from protocols.tasks import Task
+from benchledger.harness.agents.base import Episode, ToolCall, Turn
+from benchledger.harness.platforms.server_memory import dataset_name
+from benchledger.protocols.cases import Case
+from benchledger.protocols.grading import ABSTAIN_ANSWER, surfaced
+from benchledger.protocols.tasks import Task
 
 NOTES_DIALECT: Final = frozenset({"write_note", "search_notes"})  # listed: speak basic-memory's
 FOLDER: Final = "datasets"

@@ -16,8 +16,8 @@ import json
 import re
 from typing import Any, Final
 
-from harness.agents.base import Episode, ToolCall, Turn
-from protocols.grading import ABSTAIN_ANSWER
+from benchledger.harness.agents.base import Episode, ToolCall, Turn
+from benchledger.protocols.grading import ABSTAIN_ANSWER
 
 TEACHING_TYPE: Final = "business_knowledge"
 MEMORY_TYPE: Final = "episodic_event"

@@ -21,8 +21,8 @@ import math
 from collections.abc import Callable
 from typing import Any, Final
 
-from harness.agents.base import Episode, ToolCall, Turn
-from protocols.tasks import Task
+from benchledger.harness.agents.base import Episode, ToolCall, Turn
+from benchledger.protocols.tasks import Task
 
 UNAVAILABLE: Final = "UNAVAILABLE"
 SQL_TOOL: Final = "trino_query"

@@ -8,9 +8,9 @@ recorded responses by ``request_hash`` and raises ``Divergence`` on a miss.
 
 from __future__ import annotations
 
-from harness.models.errors import Divergence, ModelError
-from harness.models.fake import FakeTransport, fake_usage
-from harness.models.request import (
+from benchledger.harness.models.errors import Divergence, ModelError
+from benchledger.harness.models.fake import FakeTransport, fake_usage
+from benchledger.harness.models.request import (
     CanonicalRequest,
     ToolSpec,
     build_request,
@@ -18,13 +18,18 @@ from harness.models.request import (
     request_hash,
     request_json,
 )
-from harness.models.response import (
+from benchledger.harness.models.response import (
     ModelResponse,
     ModelToolCall,
     response_from_json,
     response_json,
 )
-from harness.models.transport import FAILURE_KINDS, AttemptFailure, ModelObserver, ModelTransport
+from benchledger.harness.models.transport import (
+    FAILURE_KINDS,
+    AttemptFailure,
+    ModelObserver,
+    ModelTransport,
+)
 
 __all__ = [
     "FAILURE_KINDS",

@@ -16,11 +16,11 @@ from typing import Any, Final
 import anthropic
 import httpx2
 
-from harness.models import preflight
-from harness.models.limiter import RateLimiter
-from harness.models.request import CanonicalRequest
-from harness.models.response import ModelResponse, ModelToolCall
-from harness.models.retry import (
+from benchledger.harness.models import preflight
+from benchledger.harness.models.limiter import RateLimiter
+from benchledger.harness.models.request import CanonicalRequest
+from benchledger.harness.models.response import ModelResponse, ModelToolCall
+from benchledger.harness.models.retry import (
     AttemptError,
     RetryPolicy,
     Sleep,
@@ -29,7 +29,7 @@ from harness.models.retry import (
     status_failure,
     with_retries,
 )
-from harness.models.transport import ModelObserver
+from benchledger.harness.models.transport import ModelObserver
 
 DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS: Final = 4096

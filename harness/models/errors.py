@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.errors import HarnessError
+from benchledger.harness.errors import HarnessError
 
 
 class ModelError(HarnessError):

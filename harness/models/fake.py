@@ -8,9 +8,9 @@ from typing import Any
 
 import msgspec
 
-from harness.models.request import CanonicalRequest
-from harness.models.response import ModelResponse
-from harness.models.transport import ModelObserver
+from benchledger.harness.models.request import CanonicalRequest
+from benchledger.harness.models.response import ModelResponse
+from benchledger.harness.models.transport import ModelObserver
 
 Decide = Callable[[CanonicalRequest, Any], ModelResponse]
 

@@ -13,8 +13,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
 
-from harness.models.request import CanonicalRequest, request_json
-from ledger.codec import canonical_json
+from benchledger.harness.models.request import CanonicalRequest, request_json
+from benchledger.ledger.codec import canonical_json
 
 CHARS_PER_TOKEN: Final = 4  # a rough, provider-neutral estimate; usage corrects it
 

@@ -17,11 +17,11 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
-from harness.models.errors import PreflightFailed
-from harness.models.limiter import RateLimiter, estimate_tokens, used_tokens
-from harness.models.request import CanonicalRequest, build_request
-from harness.models.response import ModelResponse
-from harness.models.retry import AttemptError, Sleep, redact
+from benchledger.harness.models.errors import PreflightFailed
+from benchledger.harness.models.limiter import RateLimiter, estimate_tokens, used_tokens
+from benchledger.harness.models.request import CanonicalRequest, build_request
+from benchledger.harness.models.response import ModelResponse
+from benchledger.harness.models.retry import AttemptError, Sleep, redact
 
 PROMPT: Final = "benchledger preflight: reply with one word."
 CONNECT_TRIES: Final = 3  # a server that refuses connections is tried this often, in < 1 s

@@ -18,11 +18,11 @@ import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final
 
-from harness.models.errors import ModelError
-from harness.models.request import CanonicalRequest
-from harness.models.response import ModelResponse, ModelToolCall
-from harness.models.transport import ModelObserver
-from harness.peer.transcript import USAGE_KEYS, RecordedEpisode
+from benchledger.harness.models.errors import ModelError
+from benchledger.harness.models.request import CanonicalRequest
+from benchledger.harness.models.response import ModelResponse, ModelToolCall
+from benchledger.harness.models.transport import ModelObserver
+from benchledger.harness.peer.transcript import USAGE_KEYS, RecordedEpisode
 
 NO_RECORDING: Final = "FINAL ANSWER: INSUFFICIENT INFORMATION"
 # Platform-generated ids in the peer's forms: session handles, created pages' ids

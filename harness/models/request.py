@@ -14,7 +14,7 @@ from typing import Any, Final
 import blake3
 import msgspec
 
-from ledger.codec import canonical_json
+from benchledger.ledger.codec import canonical_json
 
 
 class ToolSpec(msgspec.Struct, frozen=True):

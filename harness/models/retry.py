@@ -14,12 +14,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from harness.errors import InfraError
-from harness.models.limiter import RateLimiter, estimate_tokens, used_tokens
-from harness.models.request import CanonicalRequest
-from harness.models.response import ModelResponse
-from harness.models.transport import AttemptFailure, ModelObserver
-from harness.scrub import scrubber
+from benchledger.harness.errors import InfraError
+from benchledger.harness.models.limiter import RateLimiter, estimate_tokens, used_tokens
+from benchledger.harness.models.request import CanonicalRequest
+from benchledger.harness.models.response import ModelResponse
+from benchledger.harness.models.transport import AttemptFailure, ModelObserver
+from benchledger.harness.scrub import scrubber
 
 Sleep = Callable[[float], Awaitable[None]]
 

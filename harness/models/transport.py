@@ -12,8 +12,8 @@ from typing import Any, Final, Protocol
 
 import msgspec
 
-from harness.models.request import CanonicalRequest
-from harness.models.response import ModelResponse
+from benchledger.harness.models.request import CanonicalRequest
+from benchledger.harness.models.response import ModelResponse
 
 FAILURE_KINDS: Final = ("rate_limited", "overloaded", "http_5xx", "timeout", "transport", "refused")
 

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from ledger import UnusableInput
+from benchledger.ledger import UnusableInput
 
 RESULTS: Final = "results.json"
 ARM_CONFIG: Final = "arm-config.yaml"

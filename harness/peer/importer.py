@@ -37,11 +37,11 @@ from typing import Any, Final
 
 from msgspec.structs import replace
 
-from harness.peer.layout import find_protocols, find_transcripts, match_transcripts
-from harness.peer.results import Fields, attempt_of, shape_of, start_ns
-from harness.peer.transcript import session_calls
-from ledger import Ledger, UnusableInput
-from ledger.events import (
+from benchledger.harness.peer.layout import find_protocols, find_transcripts, match_transcripts
+from benchledger.harness.peer.results import Fields, attempt_of, shape_of, start_ns
+from benchledger.harness.peer.transcript import session_calls
+from benchledger.ledger import Ledger, UnusableInput
+from benchledger.ledger.events import (
     EpisodeFinishedBody,
     EpisodeStartedBody,
     GraderDecisionBody,
@@ -51,12 +51,12 @@ from ledger.events import (
     UnitFinishedBody,
     UnitStartedBody,
 )
-from ledger.ledger import StreamWriter, check_run_id
-from projections.suites.lifecycle import scorecard as lc
-from projections.trace import traced, unit_trace_hash
-from protocols.errors import InvalidInput
-from protocols.hashing import content_id, peer_hash
-from protocols.loader import load
+from benchledger.ledger.ledger import StreamWriter, check_run_id
+from benchledger.projections.suites.lifecycle import scorecard as lc
+from benchledger.projections.trace import traced, unit_trace_hash
+from benchledger.protocols.errors import InvalidInput
+from benchledger.protocols.hashing import content_id, peer_hash
+from benchledger.protocols.loader import load
 
 ORIGIN: Final = "mcp-data-platform"
 # Peer boolean -> (our check, stage it belongs to, the episode whose answer it judged).

@@ -16,8 +16,8 @@ import os
 import re
 from typing import Any, Final
 
-from harness.peer.results import Fields, attempt_of
-from ledger import UnusableInput
+from benchledger.harness.peer.results import Fields, attempt_of
+from benchledger.ledger import UnusableInput
 
 PASSES: Final = "passes.txt"
 RESULTS_DIR: Final = "results"

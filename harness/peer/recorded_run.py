@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from harness.peer.layout import read_json, results_files
-from harness.peer.transcript import USAGE_KEYS, RecordedEpisode
+from benchledger.harness.peer.layout import read_json, results_files
+from benchledger.harness.peer.transcript import USAGE_KEYS, RecordedEpisode
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ledger import UnusableInput
+from benchledger.ledger import UnusableInput
 
 
 def _refuse(path: str, problem: str) -> UnusableInput:

@@ -38,7 +38,7 @@ from typing import Any, Final
 import msgspec
 import yaml
 
-from harness.peer.arms import (
+from benchledger.harness.peer.arms import (
     ARM_CONFIG,
     README,
     RESULTS,
@@ -50,11 +50,11 @@ from harness.peer.arms import (
     name_of,
     readme_claim,
 )
-from harness.peer.layout import beside_results, find_seed
-from harness.peer.results import Fields, start_ns
-from harness.peer.transcript import walk
-from ledger import Ledger, LedgerError, UnusableInput
-from ledger.events import (
+from benchledger.harness.peer.layout import beside_results, find_seed
+from benchledger.harness.peer.results import Fields, start_ns
+from benchledger.harness.peer.transcript import walk
+from benchledger.ledger import Ledger, LedgerError, UnusableInput
+from benchledger.ledger.events import (
     EpisodeFinishedBody,
     EpisodeStartedBody,
     GraderDecisionBody,
@@ -65,14 +65,14 @@ from ledger.events import (
     UnitFinishedBody,
     UnitStartedBody,
 )
-from ledger.ledger import StreamWriter, check_run_id
-from projections.suites.tasks.decisions import TaskItem, decide_unit
-from projections.suites.tasks.items import planted_needle, references_config
-from projections.trace import traced, unit_trace_hash
-from protocols import tasks as task_files
-from protocols.document import read
-from protocols.task_grading import References, read_warehouse, references
-from protocols.tasks import TASK_SUFFIX, Task, TaskSet
+from benchledger.ledger.ledger import StreamWriter, check_run_id
+from benchledger.projections.suites.tasks.decisions import TaskItem, decide_unit
+from benchledger.projections.suites.tasks.items import planted_needle, references_config
+from benchledger.projections.trace import traced, unit_trace_hash
+from benchledger.protocols import tasks as task_files
+from benchledger.protocols.document import read
+from benchledger.protocols.task_grading import References, read_warehouse, references
+from benchledger.protocols.tasks import TASK_SUFFIX, Task, TaskSet
 
 ORIGIN: Final = "mcp-data-platform"
 SHAPE: Final = "tasks"

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.peer.results import Fields
-from ledger import UnusableInput
-from ledger.events import SessionCallBody
+from benchledger.harness.peer.results import Fields
+from benchledger.ledger import UnusableInput
+from benchledger.ledger.events import SessionCallBody
 
 USAGE_KEYS: Final = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
 # claude-cli names an MCP tool mcp__<server>__<tool>; the platform was called with <tool>.

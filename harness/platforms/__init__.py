@@ -1,6 +1,6 @@
 """Platform adapters (``base``) and their startup (``provision``): embedded, URL, stdio."""
 
-from harness.platforms.base import CallResult, Observer, PlatformClient, PlatformSession
-from harness.platforms.mcp_data_platform import McpDataPlatform
+from benchledger.harness.platforms.base import CallResult, Observer, PlatformClient, PlatformSession
+from benchledger.harness.platforms.mcp_data_platform import McpDataPlatform
 
 __all__ = ["CallResult", "McpDataPlatform", "Observer", "PlatformClient", "PlatformSession"]

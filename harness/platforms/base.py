@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from ledger.events import SessionCallBody
+from benchledger.ledger.events import SessionCallBody
 
 T = TypeVar("T")
 

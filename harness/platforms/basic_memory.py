@@ -42,8 +42,8 @@ from typing import Any, Final
 import httpx2
 from mcp.client.session import ClientSession
 
-from harness.errors import InfraError
-from harness.platforms.base import (
+from benchledger.harness.errors import InfraError
+from benchledger.harness.platforms.base import (
     STAGES,
     CallResult,
     CaptureCheck,
@@ -57,11 +57,11 @@ from harness.platforms.base import (
     Target,
     UpdateCheck,
 )
-from harness.platforms.mcp_data_platform import TRANSPORT, _Session, _streams, translate
-from harness.platforms.server_memory import dataset_name, entity_matches
-from harness.platforms.session import ObservedSession, observed
-from projections.suites.lifecycle.decisions import NOT_APPLICABLE
-from protocols.grading import normalize, surfaced
+from benchledger.harness.platforms.mcp_data_platform import TRANSPORT, _Session, _streams, translate
+from benchledger.harness.platforms.server_memory import dataset_name, entity_matches
+from benchledger.harness.platforms.session import ObservedSession, observed
+from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
+from benchledger.protocols.grading import normalize, surfaced
 
 PACKAGE: Final = "basic-memory"
 NAME: Final = "basic-memory"  # the handshake says "Basic Memory" 4.1.3: FastMCP's version

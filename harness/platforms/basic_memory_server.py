@@ -32,8 +32,8 @@ from typing import Final
 
 from mcp.client.stdio import get_default_environment
 
-from harness.errors import PlatformStartFailed
-from harness.platforms.basic_memory import PACKAGE
+from benchledger.harness.errors import PlatformStartFailed
+from benchledger.harness.platforms.basic_memory import PACKAGE
 
 VERSION: Final = "0.24.1"  # the release `--platform basic-memory` runs
 PYPI: Final = "pypi:basic-memory=="  # how an installed platform is recorded

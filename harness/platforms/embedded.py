@@ -10,19 +10,19 @@ from typing import Any
 
 import httpx2
 
-from harness.errors import PlatformStartFailed
+from benchledger.harness.errors import PlatformStartFailed
 
 
 @functools.cache
 def _pack(path: str) -> Any:
-    from refplatform.packs import default_pack, load_pack
+    from benchledger.refplatform.packs import default_pack, load_pack
 
     return load_pack(path) if path else default_pack()
 
 
 def check_pack(path: str) -> str:
     """Load the seed pack at ``path`` (benchledger's own if empty); ValueError if unusable."""
-    from refplatform.errors import PlatformError
+    from benchledger.refplatform.errors import PlatformError
 
     try:
         return str(_pack(path).pack_hash)
@@ -33,7 +33,7 @@ def check_pack(path: str) -> str:
 def preload(path: str) -> None:
     """Start loading the (checked) pack's SQL tables now, while the run starts up: the
     platforms the run starts share them once loaded (``refplatform.toolkits.sql_database``)."""
-    from refplatform.toolkits.sql import warm
+    from benchledger.refplatform.toolkits.sql import warm
 
     warm(_pack(path))
 
@@ -45,8 +45,8 @@ async def in_memory(
     """A fresh refplatform served on this event loop without a socket; yields its base URL
     and the HTTP transport that reaches it (MCP and REST as over loopback, see
     ``refplatform.server.InMemoryPlatform``)."""
-    from refplatform.errors import Unavailable
-    from refplatform.server import InMemoryPlatform
+    from benchledger.refplatform.errors import Unavailable
+    from benchledger.refplatform.server import InMemoryPlatform
 
     served = InMemoryPlatform(
         pool_size=pool_size, admin_key=admin_key, pool_base=pool_base, pack=_pack(pack)

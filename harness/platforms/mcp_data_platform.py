@@ -28,8 +28,8 @@ from mcp.shared._context_streams import create_context_streams
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
-from harness.errors import InfraError
-from harness.platforms.base import (
+from benchledger.harness.errors import InfraError
+from benchledger.harness.platforms.base import (
     CaptureCheck,
     Description,
     Evidence,
@@ -41,9 +41,9 @@ from harness.platforms.base import (
     Target,
     UpdateCheck,
 )
-from harness.platforms.session import ObservedSession, observed, parse, scrubbed
-from harness.scrub import Scrubber, scrubber
-from protocols.grading import surfaced
+from benchledger.harness.platforms.session import ObservedSession, observed, parse, scrubbed
+from benchledger.harness.scrub import Scrubber, scrubber
+from benchledger.protocols.grading import surfaced
 
 HANDLE_FIELD = "session_id"
 INSIGHTS = "/api/v1/admin/knowledge/insights"

@@ -2,7 +2,7 @@
 
 ``embedded`` (alias ``embedded:thread``, its name when it ran in a thread) serves a fresh
 refplatform in this process, on the run's event loop, over an HTTP transport without a
-socket; ``embedded:process`` serves it as a child process (``python -m refplatform
+socket; ``embedded:process`` serves it as a child process (``python -m benchledger.refplatform
 serve``), so it runs on another core; an ``http(s)://`` URL is an external platform, shared by
 every pass, with ``--reset-cmd`` run between passes; ``server-memory[@VERSION]`` runs
 @modelcontextprotocol/server-memory over stdio, installed with npm on first use (or
@@ -32,15 +32,15 @@ from typing import NamedTuple
 import httpx2
 import msgspec
 
-from harness.errors import HarnessError, PlatformStartFailed
-from harness.platforms import basic_memory_server, embedded
-from harness.platforms.base import Description, PlatformClient
-from harness.platforms.basic_memory import SHARED, BasicMemory
-from harness.platforms.mcp_data_platform import McpDataPlatform
-from harness.platforms.server_memory import PACKAGE, ServerMemory
-from harness.record import redact_command
-from harness.settings import DEFAULT_NPM_DIR, Settings
-from ledger.events import PlatformRecord
+from benchledger.harness.errors import HarnessError, PlatformStartFailed
+from benchledger.harness.platforms import basic_memory_server, embedded
+from benchledger.harness.platforms.base import Description, PlatformClient
+from benchledger.harness.platforms.basic_memory import SHARED, BasicMemory
+from benchledger.harness.platforms.mcp_data_platform import McpDataPlatform
+from benchledger.harness.platforms.server_memory import PACKAGE, ServerMemory
+from benchledger.harness.record import redact_command
+from benchledger.harness.settings import DEFAULT_NPM_DIR, Settings
+from benchledger.ledger.events import PlatformRecord
 
 KINDS = ("embedded", "embedded:thread", "embedded:process")
 STARTUP_TIMEOUT_S = 60.0
@@ -217,7 +217,7 @@ class EmbeddedProvisioner(Provisioner):
 
     @asynccontextmanager
     async def _child(self) -> AsyncIterator[str]:
-        cmd = [sys.executable, "-m", "refplatform", "serve", "--port", "0",
+        cmd = [sys.executable, "-m", "benchledger.refplatform", "serve", "--port", "0",
                "--pool", str(self.pool_size), "--admin-key", self.admin_key,
                "--pool-base", self.pool_base]  # fmt: skip
         cmd += ["--pack", self.pack] if self.pack else []

@@ -36,8 +36,8 @@ from typing import Any, Final, TextIO
 
 import blake3
 
-from harness.errors import InfraError
-from harness.platforms.base import (
+from benchledger.harness.errors import InfraError
+from benchledger.harness.platforms.base import (
     STAGES,
     CallResult,
     CaptureCheck,
@@ -51,10 +51,10 @@ from harness.platforms.base import (
     Target,
     UpdateCheck,
 )
-from harness.platforms.session import notify
-from harness.platforms.stdio import StdioSession, failure, open_session
-from projections.suites.lifecycle.decisions import NOT_APPLICABLE
-from protocols.grading import normalize, surfaced
+from benchledger.harness.platforms.session import notify
+from benchledger.harness.platforms.stdio import StdioSession, failure, open_session
+from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
+from benchledger.protocols.grading import normalize, surfaced
 
 PACKAGE: Final = "@modelcontextprotocol/server-memory"
 NAME: Final = "memory-server"  # what the server calls itself in its MCP handshake

@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 
 from mcp.client.session import ClientSession
 
-from harness.errors import InfraError
-from harness.platforms.base import CallResult, Observer
-from harness.scrub import Scrubber, scrubber
-from ledger.events import SessionCallBody
+from benchledger.harness.errors import InfraError
+from benchledger.harness.platforms.base import CallResult, Observer
+from benchledger.harness.scrub import Scrubber, scrubber
+from benchledger.ledger.events import SessionCallBody
 
 # How a transport's failure reads: (the exception, what was being done) -> InfraError.
 Fail = Callable[[BaseException, str], InfraError]

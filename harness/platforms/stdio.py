@@ -19,9 +19,9 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from harness.errors import InfraError
-from harness.platforms.base import CallResult, Observer
-from harness.platforms.session import ObservedSession, leaves, observed
+from benchledger.harness.errors import InfraError
+from benchledger.harness.platforms.base import CallResult, Observer
+from benchledger.harness.platforms.session import ObservedSession, leaves, observed
 
 READ_TIMEOUT_S = 30.0
 STDERR_TAIL = 300  # characters of the server's stderr quoted when it fails

@@ -9,23 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.suites.base import Loaded, Suite, run_config
+from benchledger.harness.suites.base import Loaded, Suite, run_config
 
 
 def _lifecycle() -> Suite:
-    from harness.suites.lifecycle import LifecycleSuite
+    from benchledger.harness.suites.lifecycle import LifecycleSuite
 
     return LifecycleSuite()
 
 
 def _provenance() -> Suite:
-    from harness.suites.provenance import ProvenanceSuite
+    from benchledger.harness.suites.provenance import ProvenanceSuite
 
     return ProvenanceSuite()
 
 
 def _tasks() -> Suite:
-    from harness.suites.tasks import TasksSuite
+    from benchledger.harness.suites.tasks import TasksSuite
 
     return TasksSuite()
 

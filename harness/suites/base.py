@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:  # the registry stays light: the CLI lists suites before any run starts
-    from harness.episode import ToolSets
-    from harness.record import RunConfig
-    from harness.unit import UnitContext
-    from ledger.events import RunRecord
+    from benchledger.harness.episode import ToolSets
+    from benchledger.harness.record import RunConfig
+    from benchledger.harness.unit import UnitContext
+    from benchledger.ledger.events import RunRecord
 
 Outcome = Mapping[str, bool | None]  # a unit's verdict per check (None: not judged)
 

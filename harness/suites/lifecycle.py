@@ -12,20 +12,20 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Final
 
-import protocols
-from harness.agents.base import Episode
-from harness.episode import ToolSets
-from harness.platforms.base import Page, PollPolicy, Target
-from harness.prompts import SYSTEM
-from harness.record import RunConfig, RunRefused
-from harness.suites.base import Loaded, Outcome
-from harness.unit import UnitContext
-from ledger.events import RunRecord
-from projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
-from projections.suites.lifecycle.decisions import decide_stage
-from projections.suites.lifecycle.scorecard import lifecycle_passed
-from protocols.hashing import benchledger_hash
-from protocols.schema import Protocol
+from benchledger import protocols
+from benchledger.harness.agents.base import Episode
+from benchledger.harness.episode import ToolSets
+from benchledger.harness.platforms.base import Page, PollPolicy, Target
+from benchledger.harness.prompts import SYSTEM
+from benchledger.harness.record import RunConfig, RunRefused
+from benchledger.harness.suites.base import Loaded, Outcome
+from benchledger.harness.unit import UnitContext
+from benchledger.ledger.events import RunRecord
+from benchledger.projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
+from benchledger.projections.suites.lifecycle.decisions import decide_stage
+from benchledger.projections.suites.lifecycle.scorecard import lifecycle_passed
+from benchledger.protocols.hashing import benchledger_hash
+from benchledger.protocols.schema import Protocol
 
 
 def target(p: Protocol) -> Target:

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-import protocols
-from harness.agents.base import Episode
-from harness.episode import ToolSets
-from harness.record import RunConfig, RunRefused
-from harness.suites.base import Loaded, Outcome
-from harness.unit import UnitContext
-from ledger.events import RunRecord
-from projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
-from projections.suites.provenance.decisions import (
+from benchledger import protocols
+from benchledger.harness.agents.base import Episode
+from benchledger.harness.episode import ToolSets
+from benchledger.harness.record import RunConfig, RunRefused
+from benchledger.harness.suites.base import Loaded, Outcome
+from benchledger.harness.unit import UnitContext
+from benchledger.ledger.events import RunRecord
+from benchledger.projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
+from benchledger.projections.suites.provenance.decisions import (
     MAX_SOURCES,
     RESOLVE,
     SCORED,
@@ -30,8 +30,8 @@ from projections.suites.provenance.decisions import (
     prime_stage,
     scored,
 )
-from protocols.cases import Case, case_set_hash, load_cases
-from protocols.grading import ABSTAIN_ANSWER
+from benchledger.protocols.cases import Case, case_set_hash, load_cases
+from benchledger.protocols.grading import ABSTAIN_ANSWER
 
 BUDGET: Final = 6  # tool calls per episode
 DEFAULT_K: Final = 2  # replicates per case: M1 compares them

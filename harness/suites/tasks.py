@@ -20,19 +20,25 @@ from typing import Any, Final
 
 import msgspec
 
-import protocols
-from harness.agents.base import Episode
-from harness.episode import ToolSets
-from harness.record import RunConfig, RunRefused
-from harness.suites.base import Loaded, Outcome
-from harness.unit import UnitContext
-from ledger.events import RunRecord
-from projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
-from projections.suites.tasks.decisions import EPISODE, TaskItem, decide_unit
-from projections.suites.tasks.items import references_config
-from protocols.errors import InvalidInput
-from protocols.task_grading import CORRECT, References, Warehouse, read_warehouse, references
-from protocols.tasks import Task, load, task_set_hash
+from benchledger import protocols
+from benchledger.harness.agents.base import Episode
+from benchledger.harness.episode import ToolSets
+from benchledger.harness.record import RunConfig, RunRefused
+from benchledger.harness.suites.base import Loaded, Outcome
+from benchledger.harness.unit import UnitContext
+from benchledger.ledger.events import RunRecord
+from benchledger.projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
+from benchledger.projections.suites.tasks.decisions import EPISODE, TaskItem, decide_unit
+from benchledger.projections.suites.tasks.items import references_config
+from benchledger.protocols.errors import InvalidInput
+from benchledger.protocols.task_grading import (
+    CORRECT,
+    References,
+    Warehouse,
+    read_warehouse,
+    references,
+)
+from benchledger.protocols.tasks import Task, load, task_set_hash
 
 SETUP_SQL: Final = os.path.join("trino", "setup.sql")  # a pack's warehouse (refplatform.packs)
 DEFAULT_PACK: Final = os.path.join(protocols.DATA_DIR, "pack")

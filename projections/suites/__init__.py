@@ -9,8 +9,8 @@ new folder and one ``register`` call. An unknown name is ``UnknownSuite`` (unusa
 
 from __future__ import annotations
 
-from projections.suites import lifecycle, provenance, tasks
-from projections.suites.base import (
+from benchledger.projections.suites import lifecycle, provenance, tasks
+from benchledger.projections.suites.base import (
     ItemSet,
     ReadSuite,
     UnknownSuite,

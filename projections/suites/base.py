@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ledger import UnusableInput
-from ledger.events import RunStartedBody, RunStartedEvent
-from projections.audit import Audit
-from projections.fold import Fold, fold
-from projections.source import RunEvents
+from benchledger.ledger import UnusableInput
+from benchledger.ledger.events import RunStartedBody, RunStartedEvent
+from benchledger.projections.audit import Audit
+from benchledger.projections.fold import Fold, fold
+from benchledger.projections.source import RunEvents
 
 
 class UnknownSuite(UnusableInput):

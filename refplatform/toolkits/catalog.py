@@ -17,8 +17,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-from refplatform.errors import NotFound, ToolError
-from refplatform.store import StateStore, dumps
+from benchledger.refplatform.errors import NotFound, ToolError
+from benchledger.refplatform.store import StateStore, dumps
 
 BROWSABLE: Final = ("tags", "domains", "data_products")
 QUERY_CONNECTION: Final = "e2e-trino"

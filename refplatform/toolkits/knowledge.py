@@ -14,16 +14,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from refplatform.auth import Identity
-from refplatform.errors import ToolError
-from refplatform.pages import PageStore
-from refplatform.store import StateStore
-from refplatform.toolkits.catalog import Catalog
-from refplatform.toolkits.knowledge_apply import Apply
-from refplatform.toolkits.knowledge_changesets import Changesets
-from refplatform.toolkits.knowledge_review import Insights
-from refplatform.toolkits.knowledge_rollback import Rollback
-from refplatform.toolkits.memory import Memory
+from benchledger.refplatform.auth import Identity
+from benchledger.refplatform.errors import ToolError
+from benchledger.refplatform.pages import PageStore
+from benchledger.refplatform.store import StateStore
+from benchledger.refplatform.toolkits.catalog import Catalog
+from benchledger.refplatform.toolkits.knowledge_apply import Apply
+from benchledger.refplatform.toolkits.knowledge_changesets import Changesets
+from benchledger.refplatform.toolkits.knowledge_review import Insights
+from benchledger.refplatform.toolkits.knowledge_rollback import Rollback
+from benchledger.refplatform.toolkits.memory import Memory
 
 ACTIONS: Final = (
     "bulk_review",

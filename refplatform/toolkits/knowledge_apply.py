@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from refplatform import pages as pagestore
-from refplatform import records
-from refplatform.auth import Identity
-from refplatform.errors import NotFound, ToolError
-from refplatform.pages import PageStore
-from refplatform.store import StateStore
-from refplatform.toolkits.catalog import Catalog
-from refplatform.toolkits.knowledge_changesets import (
+from benchledger.refplatform import pages as pagestore
+from benchledger.refplatform import records
+from benchledger.refplatform.auth import Identity
+from benchledger.refplatform.errors import NotFound, ToolError
+from benchledger.refplatform.pages import PageStore
+from benchledger.refplatform.store import StateStore
+from benchledger.refplatform.toolkits.catalog import Catalog
+from benchledger.refplatform.toolkits.knowledge_changesets import (
     CREATE_PAGE,
     UPDATE_PAGE,
     Changesets,
@@ -26,7 +26,7 @@ from refplatform.toolkits.knowledge_changesets import (
     recorded,
     unrevertible_types,
 )
-from refplatform.toolkits.knowledge_review import Insights
+from benchledger.refplatform.toolkits.knowledge_review import Insights
 
 CHANGE_TYPES: Final = (
     "update_description",

@@ -12,10 +12,10 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
-from refplatform.auth import Identity
-from refplatform.errors import NotFound, ToolError
-from refplatform.store import StateStore, dumps
-from refplatform.times import rfc3339
+from benchledger.refplatform.auth import Identity
+from benchledger.refplatform.errors import NotFound, ToolError
+from benchledger.refplatform.store import StateStore, dumps
+from benchledger.refplatform.times import rfc3339
 
 REVERTIBLE: Final = ("update_description", "add_tag", "remove_tag", "add_glossary_term")
 PAGE_TARGET: Final = "kp:"

@@ -13,13 +13,13 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
-from refplatform import records
-from refplatform.auth import Identity
-from refplatform.errors import Conflict, NotFound, PlatformError, ToolError
-from refplatform.store import StateStore, dumps
-from refplatform.times import rfc3339, rfc3339_seconds
-from refplatform.toolkits.catalog import Catalog
-from refplatform.toolkits.memory import Memory, clamp_limit
+from benchledger.refplatform import records
+from benchledger.refplatform.auth import Identity
+from benchledger.refplatform.errors import Conflict, NotFound, PlatformError, ToolError
+from benchledger.refplatform.store import StateStore, dumps
+from benchledger.refplatform.times import rfc3339, rfc3339_seconds
+from benchledger.refplatform.toolkits.catalog import Catalog
+from benchledger.refplatform.toolkits.memory import Memory, clamp_limit
 
 STALE_DAYS: Final = 30
 BULK_REVIEW_NOTE: Final = (

@@ -14,13 +14,19 @@ import json
 import sqlite3
 from typing import Any
 
-from refplatform import pages as pagestore
-from refplatform.auth import Identity
-from refplatform.errors import Conflict, NotFound, PlatformError, ToolError, Unprocessable
-from refplatform.pages import PageStore
-from refplatform.store import StateStore
-from refplatform.toolkits.catalog import Catalog, tag_urn, term_urn
-from refplatform.toolkits.knowledge_changesets import (
+from benchledger.refplatform import pages as pagestore
+from benchledger.refplatform.auth import Identity
+from benchledger.refplatform.errors import (
+    Conflict,
+    NotFound,
+    PlatformError,
+    ToolError,
+    Unprocessable,
+)
+from benchledger.refplatform.pages import PageStore
+from benchledger.refplatform.store import StateStore
+from benchledger.refplatform.toolkits.catalog import Catalog, tag_urn, term_urn
+from benchledger.refplatform.toolkits.knowledge_changesets import (
     CREATE_PAGE,
     PAGE_TARGET,
     Changesets,
@@ -28,7 +34,7 @@ from refplatform.toolkits.knowledge_changesets import (
     recorded,
     unrevertible_types,
 )
-from refplatform.toolkits.knowledge_review import Insights
+from benchledger.refplatform.toolkits.knowledge_review import Insights
 
 
 class Rollback:

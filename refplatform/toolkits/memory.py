@@ -16,11 +16,11 @@ import json
 import sqlite3
 from typing import Any, Final
 
-from refplatform import records
-from refplatform.auth import Identity
-from refplatform.embedder import Embedder, LexicalEmbedder, Vector, cosine
-from refplatform.errors import Conflict, EmbedderError, NotFound, ToolError
-from refplatform.store import StateStore, dumps
+from benchledger.refplatform import records
+from benchledger.refplatform.auth import Identity
+from benchledger.refplatform.embedder import Embedder, LexicalEmbedder, Vector, cosine
+from benchledger.refplatform.errors import Conflict, EmbedderError, NotFound, ToolError
+from benchledger.refplatform.store import StateStore, dumps
 
 SUPERSEDE_AT: Final = 0.90
 SIMILAR_AT: Final = 0.75

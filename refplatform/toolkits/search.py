@@ -20,14 +20,14 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Final
 
-from refplatform import records
-from refplatform.auth import Identity
-from refplatform.embedder import Embedder, LexicalEmbedder, Vector, cosine
-from refplatform.errors import EmbedderError, NotFound, ToolError
-from refplatform.pages import PageStore
-from refplatform.store import StateStore
-from refplatform.toolkits.catalog import Catalog, query_table
-from refplatform.toolkits.memory import Memory
+from benchledger.refplatform import records
+from benchledger.refplatform.auth import Identity
+from benchledger.refplatform.embedder import Embedder, LexicalEmbedder, Vector, cosine
+from benchledger.refplatform.errors import EmbedderError, NotFound, ToolError
+from benchledger.refplatform.pages import PageStore
+from benchledger.refplatform.store import StateStore
+from benchledger.refplatform.toolkits.catalog import Catalog, query_table
+from benchledger.refplatform.toolkits.memory import Memory
 
 KNOWN_SOURCES: Final = (
     "catalog",

@@ -21,10 +21,14 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import duckdb
 
-from refplatform.errors import ToolError
-from refplatform.toolkits import sql_database, sqlworker
-from refplatform.toolkits.sql_render import MAX_RESULT_BYTES, row_map, unwrap_json_column
-from refplatform.toolkits.sql_rewrite import (
+from benchledger.refplatform.errors import ToolError
+from benchledger.refplatform.toolkits import sql_database, sqlworker
+from benchledger.refplatform.toolkits.sql_render import (
+    MAX_RESULT_BYTES,
+    row_map,
+    unwrap_json_column,
+)
+from benchledger.refplatform.toolkits.sql_rewrite import (
     Rewriter,
     check_relations,
     check_trino_syntax,
@@ -32,7 +36,7 @@ from refplatform.toolkits.sql_rewrite import (
     parse,
     translate,
 )
-from refplatform.toolkits.sql_trino import (
+from benchledger.refplatform.toolkits.sql_trino import (
     CATALOG,
     CATALOGS,
     READ_ONLY,
@@ -46,7 +50,7 @@ from refplatform.toolkits.sql_trino import (
 )
 
 if TYPE_CHECKING:  # annotations only, as in sql_database.py
-    from refplatform.packs import Pack
+    from benchledger.refplatform.packs import Pack
 
 
 DEFAULT_LIMIT: Final = 1000  # the S5 arm's default_limit

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 
 import duckdb
 
-from refplatform.errors import PackError
-from refplatform.toolkits.sql_rewrite import decimal_divide, decimal_round
-from refplatform.toolkits.sql_trino import (
+from benchledger.refplatform.errors import PackError
+from benchledger.refplatform.toolkits.sql_rewrite import decimal_divide, decimal_round
+from benchledger.refplatform.toolkits.sql_trino import (
     CATALOG,
     MEMORY_LIMIT,
     ZONE,
@@ -31,7 +31,7 @@ from refplatform.toolkits.sql_trino import (
 if TYPE_CHECKING:
     # Not at run time: each SQL worker process imports this module (its ``prepare_worker``)
     # and needs none of what the pack loader imports (the protocols and the ledger).
-    from refplatform.packs import Pack
+    from benchledger.refplatform.packs import Pack
 
 
 _HIDDEN_SCHEMAS: Final = frozenset({"main", "pg_catalog"})
@@ -145,7 +145,7 @@ def _inventory(db: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], tuple[Col
 
 def _setup_error(pack: Pack, exc: duckdb.Error) -> PackError:
     """Which statement of the pack's setup SQL fails, replayed one by one on a scratch database."""
-    from refplatform.packs import SETUP_SQL
+    from benchledger.refplatform.packs import SETUP_SQL
 
     scratch = duckdb.connect(":memory:")
     scratch.execute("SET enable_external_access = false")

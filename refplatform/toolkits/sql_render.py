@@ -18,8 +18,8 @@ import re
 import uuid
 from typing import Any, Final
 
-from refplatform.errors import ToolError
-from refplatform.toolkits.sql_trino import ZONE, too_large
+from benchledger.refplatform.errors import ToolError
+from benchledger.refplatform.toolkits.sql_trino import ZONE, too_large
 
 MAX_RESULT_BYTES: Final = 4 << 20  # a result's rendered text
 FORMATS: Final = ("json", "csv", "markdown")

@@ -23,8 +23,8 @@ from typing import Any, Final, Protocol
 
 import duckdb
 
-from refplatform.errors import ToolError
-from refplatform.toolkits.sql_trino import (
+from benchledger.refplatform.errors import ToolError
+from benchledger.refplatform.toolkits.sql_trino import (
     CATALOG,
     CATALOGS,
     READ_ONLY,

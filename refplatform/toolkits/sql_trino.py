@@ -15,7 +15,7 @@ import unicodedata
 from typing import Final, NamedTuple
 from zoneinfo import ZoneInfo
 
-from refplatform.errors import ToolError
+from benchledger.refplatform.errors import ToolError
 
 CATALOG: Final = "memory"
 CATALOGS: Final = ("memory", "system")

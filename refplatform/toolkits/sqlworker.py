@@ -5,7 +5,7 @@ not the values a query computes (``repeat``, ``generate_series``, a chain of
 concatenations), nor the Python rows the client builds from them; and an interrupt is
 only seen between chunks of work. Nothing inside one process bounds those, so every
 statement that evaluates the agent's SQL (the query, ``EXPLAIN``, the rewriter's type
-probes) runs in a worker process (``python -m refplatform.toolkits.sqlworker``) over its
+probes) runs in a worker process (``python -m benchledger.refplatform.toolkits.sqlworker``) over its
 own copy of the pack's tables, with its address space capped (``RLIMIT_AS``, at what it
 needed to start plus ``memory_bytes``):
 
@@ -44,7 +44,9 @@ _BATCH: Final = 64  # rows converted to Python objects at a time
 _VARIABLE: Final = ("VARCHAR", "BLOB", "BIT", "JSON", "[", "STRUCT", "MAP", "UNION", "VARIANT")
 # Makes a worker's database: (connection, the pack's setup SQL, DuckDB's memory_limit).
 Prepare = Callable[[Any, str, str], None]
-_PACKAGE_ROOT: Final = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The folder holding the ``benchledger`` package (this file is benchledger/refplatform/
+# toolkits/sqlworker.py), put on the worker's path so ``-m benchledger...`` finds it.
+_PACKAGE_ROOT: Final = os.path.abspath(os.path.join(os.path.dirname(__file__), *[".."] * 3))
 
 
 class Failed(NamedTuple):
@@ -104,7 +106,7 @@ class _Worker:
                     sys.executable,
                     "-P",
                     "-m",
-                    "refplatform.toolkits.sqlworker",
+                    "benchledger.refplatform.toolkits.sqlworker",
                     str(down_r),
                     str(up_w),
                 ],
@@ -446,7 +448,7 @@ def _serve(inbox: Connection, outbox: Connection) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m refplatform.toolkits.sqlworker READ_FD WRITE_FD``: serve until EOF."""
+    """``python -m benchledger.refplatform.toolkits.sqlworker READ_FD WRITE_FD``: serve to EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the server; EOF stops us
     inbox = Connection(int(argv[0]), writable=False)
     outbox = Connection(int(argv[1]), readable=False)
@@ -461,6 +463,6 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     # Through the package name, so what is pickled names refplatform.toolkits.sqlworker.
-    from refplatform.toolkits import sqlworker
+    from benchledger.refplatform.toolkits import sqlworker
 
     sys.exit(sqlworker.main(sys.argv[1:]))

@@ -13,9 +13,9 @@ import os
 import sys
 import tempfile
 
-from ledger import Ledger, open_store
-from ledger.bundle import export_redacted, export_run
-from ledger.redaction import Selection
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.bundle import export_redacted, export_run
+from benchledger.ledger.redaction import Selection
 from tests.sample import build_run, counter_clock
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.agents.base import Episode, Turn
-from harness.agents.scripted import ScriptedAgent
-from harness.prompts import SYSTEM
-from protocols.grading import surfaced
-from protocols.schema import Protocol
+from benchledger.harness.agents.base import Episode, Turn
+from benchledger.harness.agents.scripted import ScriptedAgent
+from benchledger.harness.prompts import SYSTEM
+from benchledger.protocols.grading import surfaced
+from benchledger.protocols.schema import Protocol
 
 
 def _stages(p: Protocol) -> list[tuple[str, str, str]]:

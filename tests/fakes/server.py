@@ -14,8 +14,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from harness.models import preflight
-from refplatform.server import LoopbackServer
+from benchledger.harness.models import preflight
+from benchledger.refplatform.server import LoopbackServer
 from tests.fakes.brain import ScriptedBrain
 
 # Faults a fake answers instead of (or before) a normal reply.

@@ -12,10 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from projections.card import FORMATS
-from projections.prices import PriceTable
-from projections.suites.base import ReadSuite
-from projections.suites.lifecycle import audit, decisions, items, matrix, report, scorecard
+from benchledger.projections.card import FORMATS
+from benchledger.projections.prices import PriceTable
+from benchledger.projections.suites.base import ReadSuite
+from benchledger.projections.suites.lifecycle import (
+    audit,
+    decisions,
+    items,
+    matrix,
+    report,
+    scorecard,
+)
 
 NAME = "lifecycle"
 

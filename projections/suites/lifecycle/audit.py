@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ledger.events import Event
-from projections.audit import Audit, Contribution, UnknownMetric, evidence_of
-from projections.fold import fold
-from projections.source import RunEvents
-from projections.suites.lifecycle.scorecard import (
+from benchledger.ledger.events import Event
+from benchledger.projections.audit import Audit, Contribution, UnknownMetric, evidence_of
+from benchledger.projections.fold import fold
+from benchledger.projections.source import RunEvents
+from benchledger.projections.suites.lifecycle.scorecard import (
     METRIC_NAMES,
     METRICS,
     LifecycleFold,

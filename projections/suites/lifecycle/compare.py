@@ -18,9 +18,9 @@ import math
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
-from projections.card import RunMeta
-from projections.source import completeness
-from projections.stats import (
+from benchledger.projections.card import RunMeta
+from benchledger.projections.source import completeness
+from benchledger.projections.stats import (
     BOOTSTRAP_REPS,
     BOOTSTRAP_SEED,
     Interval,
@@ -34,7 +34,7 @@ from projections.stats import (
     resolution,
     tango,
 )
-from projections.suites.lifecycle.scorecard import (
+from benchledger.projections.suites.lifecycle.scorecard import (
     GATED,
     METRICS,
     MetricSpec,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-from ledger.events import (
+from benchledger.ledger.events import (
     Body,
     EpisodeFinishedBody,
     EpisodeStartedBody,
@@ -28,10 +28,10 @@ from ledger.events import (
     ReadBackBody,
     SessionCallBody,
 )
-from projections.card import CAPTURE_TOOLS, Ruling
-from projections.suites.lifecycle import scorecard as lc
-from protocols import grading
-from protocols.schema import Grading, Protocol
+from benchledger.projections.card import CAPTURE_TOOLS, Ruling
+from benchledger.projections.suites.lifecycle import scorecard as lc
+from benchledger.protocols import grading
+from benchledger.protocols.schema import Grading, Protocol
 
 LIVE: Final = ("pending", "approved", "applied")
 NOT_APPLICABLE: Final = "not_applicable"  # the purpose of a platform's "cannot do this" read

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import os
 
-import protocols
-from ledger import UnusableInput
-from ledger.events import RunStartedBody
-from projections.suites.base import ItemSet
-from protocols.hashing import benchledger_hash, content_id, set_hash
-from protocols.schema import Protocol
+from benchledger import protocols
+from benchledger.ledger import UnusableInput
+from benchledger.ledger.events import RunStartedBody
+from benchledger.projections.suites.base import ItemSet
+from benchledger.protocols.hashing import benchledger_hash, content_id, set_hash
+from benchledger.protocols.schema import Protocol
 
 RECIPES = ("benchledger", "peer")
 

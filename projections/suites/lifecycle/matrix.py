@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
-from projections.card import (
+from benchledger.projections.card import (
     RunMeta,
     card_runs,
     fmt_interval,
@@ -27,13 +27,20 @@ from projections.card import (
     standing_json,
     standing_lines,
 )
-from projections.sheet import Cell, extra_html, extra_json, letters, markdown_lines, table_lines
-from projections.source import Completeness
-from projections.suites.lifecycle.compare import METRICS, Incomparable, Row, compare
-from projections.suites.lifecycle.page import DECIDES_PASS, GOOD_WHEN_FALSE
-from projections.suites.lifecycle.report import run_completeness
-from projections.suites.lifecycle.scorecard import CHECKS, Scorecard, Unit
-from projections.usage_view import usage_cells
+from benchledger.projections.sheet import (
+    Cell,
+    extra_html,
+    extra_json,
+    letters,
+    markdown_lines,
+    table_lines,
+)
+from benchledger.projections.source import Completeness
+from benchledger.projections.suites.lifecycle.compare import METRICS, Incomparable, Row, compare
+from benchledger.projections.suites.lifecycle.page import DECIDES_PASS, GOOD_WHEN_FALSE
+from benchledger.projections.suites.lifecycle.report import run_completeness
+from benchledger.projections.suites.lifecycle.scorecard import CHECKS, Scorecard, Unit
+from benchledger.projections.usage_view import usage_cells
 
 METRIC_ORDER: Final = (
     "full_lifecycle",

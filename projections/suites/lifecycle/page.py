@@ -13,8 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
-from projections.card import Decision, Metric, fmt_interval, fmt_num, fmt_pct, html_top
-from projections.suites.lifecycle.scorecard import (
+from benchledger.projections.card import Decision, Metric, fmt_interval, fmt_num, fmt_pct, html_top
+from benchledger.projections.suites.lifecycle.scorecard import (
     CHECKS,
     DUPLICATED,
     METRICS,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from projections import disclosure
-from projections.card import (
+from benchledger.projections import disclosure
+from benchledger.projections.card import (
     CI_CLUSTER,
     CI_LABELS,
     CI_WILSON,
@@ -21,15 +21,15 @@ from projections.card import (
     render_card,
     standing_json,
 )
-from projections.source import Completeness, completeness
-from projections.suites.lifecycle import page as html_page
-from projections.suites.lifecycle.compare import GateRow, Row
-from projections.suites.lifecycle.scorecard import (
+from benchledger.projections.source import Completeness, completeness
+from benchledger.projections.suites.lifecycle import page as html_page
+from benchledger.projections.suites.lifecycle.compare import GateRow, Row
+from benchledger.projections.suites.lifecycle.scorecard import (
     CHECKS,
     METRICS,
     Scorecard,
 )
-from projections.usage_view import cost_text, seconds, usage_json, usage_lines
+from benchledger.projections.usage_view import cost_text, seconds, usage_json, usage_lines
 
 NOT_APPLICABLE: Final = "not applicable"  # how a decision for a stage the platform lacks begins
 FUNNEL: Final = (

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
-from ledger.events import (
+from benchledger.ledger.events import (
     Event,
     GraderDecisionEvent,
     InfraErrorEvent,
@@ -21,8 +21,8 @@ from ledger.events import (
     UnitFinishedEvent,
     UnitStartedEvent,
 )
-from ledger.redaction import WithheldEvent
-from projections.card import (
+from benchledger.ledger.redaction import WithheldEvent
+from benchledger.projections.card import (
     CI_CHOICES,
     CI_CLUSTER,
     CI_WILSON,
@@ -33,16 +33,16 @@ from projections.card import (
     RunMeta,
     subset_label,
 )
-from projections.prices import Cost, PriceTable, Unpriced
-from projections.prices import priced as price_usage
-from projections.stats import (
+from benchledger.projections.prices import Cost, PriceTable, Unpriced
+from benchledger.projections.prices import priced as price_usage
+from benchledger.projections.stats import (
     Interval,
     cluster_rate_interval,
     pass_hat,
     pass_hat_k,
     wilson,
 )
-from projections.usage import Usage, UsageFold, merge, sum_tokens
+from benchledger.projections.usage import Usage, UsageFold, merge, sum_tokens
 
 # The checks a lifecycle unit's grader decisions carry (``GraderDecisionBody.check``).
 CAPTURE_ATTEMPTED: Final = "capture_attempted"

@@ -9,11 +9,11 @@ proves them against the run root, as for lifecycle metrics.
 
 from __future__ import annotations
 
-from ledger.events import Event
-from projections.audit import Audit, Contribution, UnknownMetric, evidence_of
-from projections.fold import fold
-from projections.source import RunEvents
-from projections.suites.provenance import scorecard as pv
+from benchledger.ledger.events import Event
+from benchledger.projections.audit import Audit, Contribution, UnknownMetric, evidence_of
+from benchledger.projections.fold import fold
+from benchledger.projections.source import RunEvents
+from benchledger.projections.suites.provenance import scorecard as pv
 
 AUDITABLE = tuple(name for name in pv.METRIC_NAMES if name != pv.M1_LOG)
 

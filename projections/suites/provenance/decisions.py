@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Final, NamedTuple
 
-from ledger.events import (
+from benchledger.ledger.events import (
     Body,
     EpisodeFinishedBody,
     EpisodeStartedBody,
@@ -38,8 +38,8 @@ from ledger.events import (
     ReadBackBody,
     SessionCallBody,
 )
-from projections.card import Ruling
-from protocols.cases import SOURCE_KINDS, Case
+from benchledger.projections.card import Ruling
+from benchledger.protocols.cases import SOURCE_KINDS, Case
 
 SCORED: Final = "answer"  # the episode whose provenance is scored
 PRIME: Final = "prime"  # prime episodes are prime_1, prime_2, ...

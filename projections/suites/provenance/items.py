@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 
-import protocols
-from ledger import UnusableInput
-from ledger.events import RunStartedBody
-from projections.suites.base import ItemSet
-from protocols.cases import case_set_hash, load_cases
+from benchledger import protocols
+from benchledger.ledger import UnusableInput
+from benchledger.ledger.events import RunStartedBody
+from benchledger.projections.suites.base import ItemSet
+from benchledger.protocols.cases import case_set_hash, load_cases
 
 
 def items(header: RunStartedBody, given: str | None = None) -> ItemSet:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from typing import Any, Final
 
-from projections.card import (
+from benchledger.projections.card import (
     Metric,
     card_standing,
     completeness_json,
@@ -18,9 +18,9 @@ from projections.card import (
     render_card,
     standing_json,
 )
-from projections.source import Completeness, completeness
-from projections.suites.provenance.decisions import ATTRIBUTION, CHECKS, VALIDITY
-from projections.suites.provenance.scorecard import (
+from benchledger.projections.source import Completeness, completeness
+from benchledger.projections.suites.provenance.decisions import ATTRIBUTION, CHECKS, VALIDITY
+from benchledger.projections.suites.provenance.scorecard import (
     DESCRIPTIONS,
     GATED,
     M1,

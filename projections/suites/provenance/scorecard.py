@@ -22,11 +22,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
-from ledger.events import EpisodeFinishedEvent, EpisodeStartedEvent, Event, RunStartedEvent
-from projections.card import CI_WILSON, Metric, Ref, RunMeta
-from projections.stats import wilson
-from projections.suites.lifecycle import scorecard as lc
-from projections.suites.provenance.decisions import (
+from benchledger.ledger.events import (
+    EpisodeFinishedEvent,
+    EpisodeStartedEvent,
+    Event,
+    RunStartedEvent,
+)
+from benchledger.projections.card import CI_WILSON, Metric, Ref, RunMeta
+from benchledger.projections.stats import wilson
+from benchledger.projections.suites.lifecycle import scorecard as lc
+from benchledger.projections.suites.provenance.decisions import (
     ATTRIBUTION,
     PRECISION,
     SCORED,

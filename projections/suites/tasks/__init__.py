@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from projections.card import FORMATS
-from projections.suites.base import ReadSuite
-from projections.suites.tasks import audit, compare, decisions, items, report, scorecard
+from benchledger.projections.card import FORMATS
+from benchledger.projections.suites.base import ReadSuite
+from benchledger.projections.suites.tasks import audit, compare, decisions, items, report, scorecard
 
 
 def _scorecard(

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from ledger.events import Event
-from projections.audit import Audit, Contribution, UnknownMetric, evidence_of
-from projections.fold import fold
-from projections.source import RunEvents
-from projections.suites.tasks.scorecard import METRIC_NAMES, PEER_CORRECT, TasksFold, scorecard
+from benchledger.ledger.events import Event
+from benchledger.projections.audit import Audit, Contribution, UnknownMetric, evidence_of
+from benchledger.projections.fold import fold
+from benchledger.projections.source import RunEvents
+from benchledger.projections.suites.tasks.scorecard import (
+    METRIC_NAMES,
+    PEER_CORRECT,
+    TasksFold,
+    scorecard,
+)
 
 AUDITABLE = (*METRIC_NAMES, PEER_CORRECT)
 

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
-from projections.card import (
+from benchledger.projections.card import (
     Metric,
     card_runs,
     fmt_signed,
@@ -22,12 +22,19 @@ from projections.card import (
     standing_json,
     standing_lines,
 )
-from projections.sheet import Cell, extra_html, extra_json, letters, markdown_lines, table_lines
-from projections.stats import Interval, newcombe
-from projections.suites.lifecycle.matrix import label
-from projections.suites.tasks.report import INTERVALS, cell, run_completeness
-from projections.suites.tasks.scorecard import METRIC_NAMES, Card
-from projections.usage_view import usage_cells
+from benchledger.projections.sheet import (
+    Cell,
+    extra_html,
+    extra_json,
+    letters,
+    markdown_lines,
+    table_lines,
+)
+from benchledger.projections.stats import Interval, newcombe
+from benchledger.projections.suites.lifecycle.matrix import label
+from benchledger.projections.suites.tasks.report import INTERVALS, cell, run_completeness
+from benchledger.projections.suites.tasks.scorecard import METRIC_NAMES, Card
+from benchledger.projections.usage_view import usage_cells
 
 METHOD: Final = "Newcombe hybrid score (independent arms), this run minus the baseline"
 

@@ -40,15 +40,15 @@ import re
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
-from ledger.events import (
+from benchledger.ledger.events import (
     Body,
     EpisodeFinishedBody,
     GraderDecisionBody,
     InfraErrorBody,
     SessionCallBody,
 )
-from projections.card import Ruling
-from protocols.task_grading import (
+from benchledger.projections.card import Ruling
+from benchledger.protocols.task_grading import (
     ADOPTED,
     CORRECT,
     FISCAL_TASKS,
@@ -59,7 +59,7 @@ from protocols.task_grading import (
     classify,
     grade,
 )
-from protocols.tasks import Task
+from benchledger.protocols.tasks import Task
 
 EPISODE: Final = "task"  # the episode an attempt answers in (harness.peer.tasks_import)
 STAGE: Final = "task"

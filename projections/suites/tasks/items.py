@@ -15,12 +15,12 @@ from typing import Any
 
 import msgspec
 
-from ledger import UnusableInput
-from ledger.events import RunStartedBody
-from projections.suites.base import ItemSet
-from projections.suites.tasks.decisions import TaskItem
-from protocols.task_grading import Reference, References, read_warehouse, references
-from protocols.tasks import Task, task_set_hash
+from benchledger.ledger import UnusableInput
+from benchledger.ledger.events import RunStartedBody
+from benchledger.projections.suites.base import ItemSet
+from benchledger.projections.suites.tasks.decisions import TaskItem
+from benchledger.protocols.task_grading import Reference, References, read_warehouse, references
+from benchledger.protocols.tasks import Task, task_set_hash
 
 _SEED_SUFFIX = ".sql"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from typing import Any, Final
 
-from projections.card import (
+from benchledger.projections.card import (
     CI_LABELS,
     CI_WILSON,
     Metric,
@@ -21,9 +21,9 @@ from projections.card import (
     render_card,
     standing_json,
 )
-from projections.source import Completeness, completeness
-from projections.suites.tasks.scorecard import DESCRIPTIONS, PASSED_NOUN, SUITE, Card
-from projections.usage_view import usage_json, usage_lines
+from benchledger.projections.source import Completeness, completeness
+from benchledger.projections.suites.tasks.scorecard import DESCRIPTIONS, PASSED_NOUN, SUITE, Card
+from benchledger.projections.usage_view import usage_json, usage_lines
 
 INTERVALS: Final = f"95% intervals: {CI_LABELS[CI_WILSON]}"
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, NamedTuple
 
-from ledger.events import Event, GraderDecisionEvent
-from projections.card import CI_WILSON, Decision, Metric, Ref, RunMeta
-from projections.prices import Cost, PriceTable, Unpriced
-from projections.prices import priced as price_usage
-from projections.stats import wilson
-from projections.suites.lifecycle import scorecard as lc
-from projections.suites.tasks.decisions import (
+from benchledger.ledger.events import Event, GraderDecisionEvent
+from benchledger.projections.card import CI_WILSON, Decision, Metric, Ref, RunMeta
+from benchledger.projections.prices import Cost, PriceTable, Unpriced
+from benchledger.projections.prices import priced as price_usage
+from benchledger.projections.stats import wilson
+from benchledger.projections.suites.lifecycle import scorecard as lc
+from benchledger.projections.suites.tasks.decisions import (
     BUDGET,
     CHECKS,
     CLAIM_SEEN,
@@ -30,8 +30,8 @@ from projections.suites.tasks.decisions import (
     OURS,
     QUERIED,
 )
-from projections.usage import Usage
-from protocols.task_grading import ADOPTED, CORRECT, OTHER
+from benchledger.projections.usage import Usage
+from benchledger.protocols.task_grading import ADOPTED, CORRECT, OTHER
 
 SUITE: Final = "tasks"
 NOUN: Final = "tasks"

@@ -22,13 +22,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
-from ledger.events import Event, ReadBackEvent
-from projections.card import Metric
-from projections.fold import fold
-from projections.sheet import align
-from projections.stats import newcombe, wilson
-from projections.suites.lifecycle import scorecard as lc
-from projections.suites.tasks.decisions import (
+from benchledger.ledger.events import Event, ReadBackEvent
+from benchledger.projections.card import Metric
+from benchledger.projections.fold import fold
+from benchledger.projections.sheet import align
+from benchledger.projections.stats import newcombe, wilson
+from benchledger.projections.suites.lifecycle import scorecard as lc
+from benchledger.projections.suites.tasks.decisions import (
     BUDGET,
     CLAIM_SEEN,
     COPRESENT,
@@ -37,8 +37,8 @@ from projections.suites.tasks.decisions import (
     OBSERVED,
     QUERIED,
 )
-from projections.suites.tasks.scorecard import Card, TasksFold, scorecard
-from protocols.task_grading import ADOPTED, CORRECT
+from benchledger.projections.suites.tasks.scorecard import Card, TasksFold, scorecard
+from benchledger.protocols.task_grading import ADOPTED, CORRECT
 
 RQ1: Final = "rq1-warehouse"
 DIRECTIVE: Final = "directive-contrast"

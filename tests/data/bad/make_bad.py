@@ -22,11 +22,16 @@ from typing import Any
 
 import yaml
 
-import protocols
-from harness.peer.importer import import_peer
-from ledger import Ledger, open_store
-from ledger.bundle import MAX_LINE, export_audit, export_run, verify_bundle
-from ledger.events import GraderDecisionBody, RunStartedBody, UnitFinishedBody, UnitStartedBody
+from benchledger import protocols
+from benchledger.harness.peer.importer import import_peer
+from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.bundle import MAX_LINE, export_audit, export_run, verify_bundle
+from benchledger.ledger.events import (
+    GraderDecisionBody,
+    RunStartedBody,
+    UnitFinishedBody,
+    UnitStartedBody,
+)
 from tests.sample import PASSING, counter_clock, lifecycle_run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
