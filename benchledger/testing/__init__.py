@@ -15,5 +15,6 @@ pytest.register_assert_rewrite(
 
 from benchledger.testing.ledger import LedgerBackendContract  # noqa: E402
 from benchledger.testing.models import ModelTransportContract  # noqa: E402
+from benchledger.testing.suites import SuiteContract  # noqa: E402
 
-__all__ = ["LedgerBackendContract", "ModelTransportContract"]
+__all__ = ["LedgerBackendContract", "ModelTransportContract", "SuiteContract"]
