@@ -199,16 +199,19 @@ def _then(first: Record | None, rest: Iterator[Record]) -> Iterator[Record]:
         yield from rest
 
 
-def check_bundle(
+def check_records(
     header: BundleHeader,
     recs: Iterable[Record],
     root: str | None = None,
     *,
     require_seal: bool = False,
+    whole: bool = False,
 ) -> tuple[Failure | None, Summary]:
     """Check a bundle's records (its ``header`` already read) as what its format says it is:
-    a full run, a redacted one (``check_redacted``) or an audit bundle (``check_audit``)."""
-    if header.format == AUDIT_FORMAT:
+    a full run (``check_full``), a redacted one (``check_redacted``) or an audit bundle
+    (``check_audit``); with ``whole`` an audit bundle is checked as a full run (and fails:
+    streams are missing). The one dispatch on the format, behind ``verified.open_run``."""
+    if header.format == AUDIT_FORMAT and not whole:
         return check_audit(header, recs, root)
     if header.format == REDACTED_FORMAT:
         return check_redacted(header, recs, root)
@@ -227,21 +230,6 @@ def check_full(
     checker = RunChecker(header.run, require_seal=require_seal or bool(root) or bool(header.root))
     failure = checker.check(recs)
     return _roots(failure, checker.summary, header, root), checker.summary
-
-
-def verify_bundle(
-    path: str, root: str | None = None
-) -> tuple[Failure | None, Summary, BundleHeader]:
-    """Check every link of a bundle, its seal, and ``root`` when given.
-
-    A redacted bundle is checked through its placeholders (``verify_redacted``); an audit
-    bundle is checked as a whole run here (it fails: streams are missing), and as what it
-    is by ``verify_audit_bundle``.
-    """
-    with read_bundle(path) as (header, recs):
-        check = check_redacted if header.format == REDACTED_FORMAT else check_full
-        failure, summary = check(header, recs, root)
-    return failure, summary, header
 
 
 def _roots(
@@ -372,32 +360,14 @@ def export_audit(ledger: Ledger, run_id: str, streams: set[str], path: str) -> i
     return export_run(ledger, run_id, path, proofs=proofs, streams=wanted)
 
 
-def verify_audit_bundle(
-    path: str, root: str | None = None
-) -> tuple[Failure | None, int, BundleHeader]:
-    """Check an audit bundle offline; returns (first failure or None, streams proven, header).
-
-    The one chain checker reads it ``partial``: the header stream whole, ending in the
-    run's one seal, and every stream it holds whole, each matching the seal's length and
-    head for it. Each stream's head must also be proven, by its inclusion proof, in the
-    root of that same seal, which must be the header's root and ``root`` when given.
-    """
-    failure, summary, header = _verify_audit(path, root)
-    return failure, (len(summary.heads) if failure is None else 0), header
-
-
-def _verify_audit(path: str, root: str | None) -> tuple[Failure | None, Summary, BundleHeader]:
-    with read_bundle(path) as (header, recs):
-        if header.format != AUDIT_FORMAT:
-            raise UnusableInput(path, "field format: not an audit bundle", line=1)
-        failure, summary = check_audit(header, recs, root)
-    return failure, summary, header
-
-
 def check_audit(
     header: BundleHeader, recs: Iterable[Record], root: str | None = None
 ) -> tuple[Failure | None, Summary]:
-    """Check an audit bundle's records (``verify_audit_bundle`` says what that proves)."""
+    """Check an audit bundle's records, read ``partial`` by the one chain checker: the
+    header stream whole, ending in the run's one seal, and every stream it holds whole,
+    each matching the seal's length and head for it. Each stream's head must also be
+    proven, by its inclusion proof, in the root of that same seal, which must be the
+    header's root and ``root`` when given."""
     checker = RunChecker(header.run, partial=True)
     summary = checker.summary
     failure = _roots(checker.check(recs), summary, header, root)
@@ -510,26 +480,13 @@ def find_copies(
         selection = grown
 
 
-def verify_redacted(
-    path: str, root: str | None = None
-) -> tuple[Failure | None, Summary, BundleHeader, int]:
-    """Check a redacted bundle: the chain through every placeholder, the heads, the root,
-    and that its placeholders are exactly what its header's rules withhold.
-
-    Returns (first failure or None, summary, header, placeholders seen). In event format 2
-    every placeholder's envelope is proven; ``summary.unbound`` counts format-1 ones.
-    """
-    with read_bundle(path) as (header, recs):
-        if header.format != REDACTED_FORMAT:
-            raise UnusableInput(path, "field format: not a redacted bundle", line=1)
-        failure, summary = check_redacted(header, recs, root)
-    return failure, summary, header, summary.withheld
-
-
 def check_redacted(
     header: BundleHeader, recs: Iterable[Record], root: str | None = None
 ) -> tuple[Failure | None, Summary]:
-    """Check a redacted bundle's records (``verify_redacted`` says what that proves)."""
+    """Check a redacted bundle's records: the chain through every placeholder, the heads,
+    the root, and that its placeholders are exactly what its header's rules withhold. In
+    event format 2 every placeholder's envelope is proven; ``summary.unbound`` counts
+    format-1 ones, ``summary.withheld`` the placeholders seen."""
     try:
         rule = rule_of(header.run, header.withheld)
     except ValueError as exc:
@@ -539,27 +496,6 @@ def check_redacted(
     checker = RunChecker(header.run, require_seal=True, redacted=True, rule=rule)
     failure = _roots(checker.check(recs), checker.summary, header, root)
     return failure, checker.summary
-
-
-def seal_of(path: str) -> RunSealedEvent | None:
-    """The seal of a bundle (any format) that verifies: the one run_sealed, last in its
-    header stream, whose root every link, head and proof was checked against; else None."""
-    with read_bundle(path) as (header, recs):
-        failure, summary = check_bundle(header, recs)
-    return summary.seal if failure is None else None
-
-
-def reveal(redacted: str, full: str) -> tuple[Failure | None, int]:
-    """Prove each placeholder of ``redacted`` matches the event it stands for in ``full``.
-
-    Both bundles are read in step (same run, same order). Returns (first mismatch or
-    None, placeholders matched). The caller verifies both bundles against one root
-    (``verify_revealing`` does both in one read of ``full``).
-    """
-    lines = Revealing(rec.data for rec in records(redacted))
-    for _ in lines.feed(records(full)):
-        pass
-    return lines.result()
 
 
 def verify_revealing(
@@ -572,8 +508,7 @@ def verify_revealing(
     """
     lines = Revealing(redacted)
     with read_bundle(full) as (header, recs):
-        check = check_redacted if header.format == REDACTED_FORMAT else check_full
-        failure, _ = check(header, lines.feed(recs), root)
+        failure, _ = check_records(header, lines.feed(recs), root, whole=True)
     mismatch, matched = lines.result()
     return failure, header, mismatch, matched
 

@@ -20,9 +20,7 @@ from benchledger.ledger.bundle import (
     AUDIT_FORMAT,
     REDACTED_FORMAT,
     BundleHeader,
-    check_audit,
-    check_full,
-    check_redacted,
+    check_records,
     located,
     read_bundle,
 )
@@ -599,15 +597,10 @@ def _open_bundle(
     with read_bundle(path) as (header, recs):
         redacted = header.format == REDACTED_FORMAT
         one = _Pass(header.run, redacted, keep, lines)
-        if header.format == AUDIT_FORMAT:
-            failure, summary = one.check(lambda rows: check_audit(header, rows, root), recs)
-        elif redacted:
-            failure, summary = one.check(lambda rows: check_redacted(header, rows, root), recs)
-        else:
-            seal = require_seal or bool(root)
-            failure, summary = one.check(
-                lambda rows: check_full(header, rows, root, require_seal=seal), recs
-            )
+        seal = require_seal or bool(root)
+        failure, summary = one.check(
+            lambda rows: check_records(header, rows, root, require_seal=seal), recs
+        )
     if header.format == AUDIT_FORMAT:
         if not allow_partial:
             missing = failure or _first_missing(summary, header.run)

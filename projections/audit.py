@@ -31,7 +31,9 @@ class UnknownMetric(ValueError):
         super().__init__(f"no metric {name!r}; known metrics: {', '.join(known)}")
 
 
-class Evidence(NamedTuple):
+class AuditEvidence(NamedTuple):
+    """One event of a contributing unit as an audit shows it, by its seq and link hash."""
+
     seq: int
     kind: str
     link: str
@@ -48,7 +50,7 @@ class Contribution(NamedTuple):
     attempt: int
     in_num: bool
     decision: Decision | None
-    evidence: tuple[Evidence, ...]
+    evidence: tuple[AuditEvidence, ...]
 
 
 class Audit(NamedTuple):
@@ -112,7 +114,7 @@ def _describe(event: Event, full: bool = False) -> str:
 
 def evidence_of(
     by_seq: dict[int, tuple[Event, str]], refs: tuple[int, ...]
-) -> tuple[Evidence, ...]:
+) -> tuple[AuditEvidence, ...]:
     """The events a decision refs, and (one level further) what an episode summary refs."""
     seen: list[int] = []
     for r in refs:
@@ -131,7 +133,7 @@ def evidence_of(
                 kind = event.withheld_kind
             withheld = isinstance(event, WithheldEvent)
             summary, whole = _describe(event), _describe(event, full=True)
-            out.append(Evidence(seq, str(kind), link, summary, withheld, whole))
+            out.append(AuditEvidence(seq, str(kind), link, summary, withheld, whole))
     return tuple(out)
 
 

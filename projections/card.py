@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 from benchledger.ledger.completeness import Completeness
-from benchledger.ledger.events import GraderDecisionBody, RunRecord
+from benchledger.ledger.events import GraderDecisionBody, RunRecord, RunStartedBody
 from benchledger.ledger.verified import OWN, Origin, Standing
 from benchledger.projections.stats import BOOTSTRAP_REPS, BOOTSTRAP_SEED, Interval
 from benchledger.projections.usage import Usage
@@ -101,32 +101,89 @@ class Metric(NamedTuple):
                 "ci_method": self.ci_method}  # fmt: skip
 
 
+_NO_RUN_STARTED: Final = RunStartedBody(suite="")
+
+
 @dataclass
 class RunMeta:
-    """What ``run_started`` (and ``run_sealed``) say about a run."""
+    """What ``run_started`` (and ``run_sealed``) say about a run: its ``run_started`` body,
+    read through the properties below (the run record's values first, where it has them),
+    and what the readers add."""
 
     run_id: str = ""
-    suite: str = ""
-    protocol_set_hash: str = ""
-    protocols: int = 0
-    k: int = 1
-    agent: str = ""
-    model: str = ""
-    platform: str = ""
-    platform_version: str = ""
-    coupled: bool = False
+    started: RunStartedBody = _NO_RUN_STARTED
     root: str = ""
-    config: dict[str, Any] = field(default_factory=dict)
-    planned: tuple[tuple[str, int], ...] = ()  # the run record's planned (unit, attempt) keys
     verified: str = ""  # what reading it verified, against which root (projections.source)
     withheld: list[str] = field(default_factory=list)  # header-stream kinds withheld
     subset: str = ""  # a subset run's selection (projections.card.subset_label); "" = whole set
     standing: Standing | None = None  # who vouches for its root (set by the reader, open_run)
     origin: Origin | None = None  # who wrote its units (set by the reader, open_run)
-    protocol_set_id: str = ""  # the set's content identity when recorded apart from its hash
-    sampling: dict[str, Any] = field(default_factory=dict)  # the agent's recorded parameters
     usage: Usage | None = None  # durations, model calls and tokens (projections.usage)
-    protocols_path: str = ""  # the protocol folder the run recorded (an import's, if found)
+
+    @property
+    def suite(self) -> str:
+        return self.started.suite
+
+    @property
+    def protocol_set_hash(self) -> str:
+        rec = self.started.record
+        return (rec.protocol_set_hash if rec else "") or self.started.protocol_set_hash
+
+    @property
+    def protocols(self) -> int:
+        return self.started.protocols
+
+    @property
+    def k(self) -> int:
+        rec = self.started.record
+        return rec.k if rec else self.started.k
+
+    @property
+    def agent(self) -> str:
+        return self.started.agent
+
+    @property
+    def model(self) -> str:
+        return self.started.model
+
+    @property
+    def platform(self) -> str:
+        return self.started.platform
+
+    @property
+    def platform_version(self) -> str:
+        return self.started.platform_version
+
+    @property
+    def coupled(self) -> bool:
+        return self.started.coupled
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.started.config
+
+    @property
+    def protocol_set_id(self) -> str:
+        """The set's content identity when recorded apart from its hash."""
+        return self.started.protocol_set_id
+
+    @property
+    def planned(self) -> tuple[tuple[str, int], ...]:
+        """The run record's planned (unit, attempt) keys."""
+        rec = self.started.record
+        return tuple((u.unit_id, u.attempt) for u in rec.units) if rec else ()
+
+    @property
+    def sampling(self) -> dict[str, Any]:
+        """The agent's recorded parameters."""
+        rec = self.started.record
+        return dict(rec.agent_params) if rec else {}
+
+    @property
+    def protocols_path(self) -> str:
+        """The protocol folder the run recorded (an import's, if found)."""
+        rec = self.started.record
+        return (rec.protocols_path if rec else "") or str(self.config.get("protocols_path") or "")
 
     @property
     def sealed(self) -> bool:

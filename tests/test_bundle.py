@@ -5,10 +5,10 @@ import gzip
 import pytest
 
 from benchledger.ledger import Ledger, LedgerError, UnusableInput, open_store
-from benchledger.ledger.bundle import export_run, verify_bundle
+from benchledger.ledger.bundle import export_run
 from benchledger.ledger.errors import ImportRefused
 from benchledger.ledger.events import UnitFinishedBody
-from benchledger.ledger.verified import import_bundle
+from benchledger.ledger.verified import RunUnverified, import_bundle, open_run
 from tests.sample import build_run, counter_clock
 
 
@@ -18,9 +18,9 @@ def test_export_then_verify_with_the_published_root(ledger, tmp_path, suffix):
     path = str(tmp_path / f"run.{suffix}")
     n = export_run(ledger, "run-b", path)
     assert n == ledger.run_info("run-b").events
-    failure, summary, header = verify_bundle(path, root=root)
-    assert failure is None
-    assert header.root == summary.sealed_root == root
+    run = open_run(path, require_seal=False, allow_partial=False, root=root)
+    assert run.bundle is not None and run.summary is not None
+    assert run.bundle.root == run.summary.sealed_root == root
     if suffix.endswith("gz"):
         with gzip.open(path) as fh:
             assert fh.readline().startswith(b'{"format":"benchledger-bundle/1"')
@@ -38,8 +38,10 @@ def test_verify_rejects_a_wrong_expected_root(ledger, tmp_path):
     build_run(ledger, "run-b")
     path = str(tmp_path / "run.jsonl")
     export_run(ledger, "run-b", path)
-    failure, _, _ = verify_bundle(path, root="00" * 32)
-    assert failure is not None and failure.problem == "root mismatch"
+    with pytest.raises(RunUnverified) as err:
+        open_run(path, require_seal=False, allow_partial=False, root="00" * 32)
+    failure = err.value.failure
+    assert failure.problem == "root mismatch"
     assert failure.expected == "00" * 32
 
 
@@ -109,11 +111,11 @@ def test_unusable_bundles_name_file_line_and_field(tmp_path, content, needle):
     path = tmp_path / "x.jsonl"
     path.write_bytes(content)
     with pytest.raises(UnusableInput) as info:
-        verify_bundle(str(path))
+        open_run(str(path), require_seal=False, allow_partial=False)
     assert needle in str(info.value)
     assert str(info.value).startswith(f"{path}:1:")
 
 
 def test_a_missing_bundle_is_unusable(tmp_path):
     with pytest.raises(UnusableInput, match="no such file"):
-        verify_bundle(str(tmp_path / "absent.jsonl"))
+        open_run(str(tmp_path / "absent.jsonl"), require_seal=False, allow_partial=False)

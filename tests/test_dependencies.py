@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import tomllib
+from collections.abc import Iterator
 from importlib.metadata import packages_distributions
 
 import pytest
@@ -29,8 +30,9 @@ OURS = (
     "benchmarks",
     "cli",
 )
-# Loaded only by pytest itself (the pytest11 entry point), so pytest is there when it is.
-PYTEST_ONLY = {"replay/pytest_plugin.py"}
+# Loaded only by pytest itself (the pytest11 entry point) or by a test suite (the conformance
+# tests a third party subclasses), so pytest is there when they are; a folder ends in "/".
+PYTEST_ONLY = {"replay/pytest_plugin.py", "benchledger/testing/"}
 # Installed with a declared dependency's own extra: psycopg[binary,pool].
 EXTRA_OF_DECLARED = {"psycopg_pool": "psycopg", "psycopg_binary": "psycopg"}
 
@@ -47,9 +49,12 @@ def _declared() -> set[str]:
     }
 
 
-def _runtime_imports() -> dict[str, str]:
-    """Top-level module name -> the first ``file:line`` importing it, over our packages."""
-    found: dict[str, str] = {}
+def _pytest_only(rel: str) -> bool:
+    return any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in PYTEST_ONLY)
+
+
+def _imports() -> Iterator[tuple[str, str, int]]:
+    """(top-level module imported, file, line) for every import in our packages."""
     for package in OURS:
         for folder, dirs, files in os.walk(os.path.join(REPO, package)):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -58,8 +63,6 @@ def _runtime_imports() -> dict[str, str]:
                     continue
                 path = os.path.join(folder, name)
                 rel = os.path.relpath(path, REPO).replace(os.sep, "/")
-                if rel in PYTEST_ONLY:
-                    continue
                 with open(path, encoding="utf-8") as fh:
                     tree = ast.parse(fh.read(), rel)
                 for node in ast.walk(tree):
@@ -70,7 +73,16 @@ def _runtime_imports() -> dict[str, str]:
                     else:
                         continue
                     for module in names:
-                        found.setdefault(module.split(".")[0], f"{rel}:{node.lineno}")
+                        yield module.split(".")[0], rel, node.lineno
+
+
+def _runtime_imports() -> dict[str, str]:
+    """Top-level module name -> the first ``file:line`` importing it, over our packages
+    (the pytest-only modules left out)."""
+    found: dict[str, str] = {}
+    for module, rel, line in _imports():
+        if not _pytest_only(rel):
+            found.setdefault(module, f"{rel}:{line}")
     return found
 
 
@@ -97,6 +109,12 @@ def test_every_runtime_import_is_the_standard_library_ours_or_a_declared_depende
     assert not missing, "declare these in pyproject.toml [project] dependencies:\n  " + (
         "\n  ".join(missing)
     )
+
+
+def test_only_the_pytest_only_modules_import_pytest():
+    importers = {rel for module, rel, _ in _imports() if module in ("pytest", "_pytest")}
+    assert "benchledger/testing/__init__.py" in importers  # the scan sees them
+    assert {rel for rel in importers if not _pytest_only(rel)} == set()
 
 
 def test_the_sql_engine_s_indirect_need_for_numpy_is_declared():

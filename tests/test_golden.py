@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from benchledger.ledger import Ledger, open_store
-from benchledger.ledger.bundle import verify_bundle
 from benchledger.ledger.chain import body_digest, genesis, link_hash, sealed_form
 from benchledger.ledger.events import SessionCallBody, StreamHead, UnitFinishedBody, UnitStartedBody
 from benchledger.ledger.merkle import leaf_hash
 from benchledger.ledger.redaction import Selection
+from benchledger.ledger.verified import open_run
 from tests.data import make_golden
 from tests.sample import counter_clock
 
@@ -30,8 +30,9 @@ DOCS = os.path.join(
 
 
 def test_golden_bundle_verifies_with_its_pinned_root():
-    failure, summary, header = verify_bundle(make_golden.GOLDEN, root=GOLDEN_ROOT)
-    assert failure is None
+    run = open_run(make_golden.GOLDEN, require_seal=False, allow_partial=False, root=GOLDEN_ROOT)
+    summary, header = run.summary, run.bundle
+    assert summary is not None and header is not None
     assert (summary.streams, summary.events) == (4, 26)
     assert header.root == GOLDEN_ROOT
 
@@ -54,8 +55,10 @@ def test_rebuilding_a_golden_bundle_reproduces_it_byte_for_byte(tmp_path, fmt, g
 
 
 def test_the_format_2_golden_bundle_verifies_with_its_pinned_root():
-    failure, summary, _ = verify_bundle(make_golden.GOLDEN_V2, root=GOLDEN_V2_ROOT)
-    assert failure is None and summary.format == 2
+    run = open_run(make_golden.GOLDEN_V2, require_seal=False, allow_partial=False,
+                   root=GOLDEN_V2_ROOT)  # fmt: skip
+    summary = run.summary
+    assert summary is not None and summary.format == 2
     assert (summary.streams, summary.events) == (4, 26)
     lines = Path(make_golden.GOLDEN_V2).read_bytes().split(b"\n")
     assert link_hash(lines[1]) == "130f4109ba8fc173e1ebf1a298b019b61daaadbaf5879c86de5a6422006a3808"

@@ -19,7 +19,7 @@ import pytest
 
 from benchledger.cli import main
 from benchledger.ledger import Ledger, open_store
-from benchledger.ledger.bundle import export_redacted, export_run, verify_bundle, verify_redacted
+from benchledger.ledger.bundle import export_redacted, export_run
 from benchledger.ledger.codec import canonical_json
 from benchledger.ledger.events import (
     NEVER_WITHHELD,
@@ -34,6 +34,7 @@ from benchledger.ledger.events import (
     UnitStartedBody,
 )
 from benchledger.ledger.redaction import CopyFinder, Selection, read_placeholder
+from benchledger.ledger.verified import open_run
 from benchledger.projections.suites.lifecycle.scorecard import OUTCOME_KINDS
 from tests.conftest import cli, keypair, one_line_exit_2, signing_ledger
 from tests.sample import PASSING, build_run, counter_clock
@@ -438,16 +439,16 @@ def test_the_copy_finder_matches_a_string_as_a_line_escapes_it():
 # -- the library -----------------------------------------------------------------------------
 
 
-def test_verify_bundle_checks_a_redacted_bundle_through_its_placeholders(signed):
+def test_the_door_checks_a_redacted_bundle_through_its_placeholders(signed):
     store = open_store(signed["db"])
     out = str(Path(signed["dir"]) / "lib.jsonl")
     n, withheld = export_redacted(Ledger(store), "r1", out, Selection(frozenset({"read_back"})))
     store.close()
     assert withheld == {"read_back": 8} and n == len(Path(out).read_text().splitlines()) - 1
-    failure, summary, header = verify_bundle(out, root=signed["root"])
-    assert failure is None and summary.sealed_root == signed["root"]
-    assert header.withheld == ["kind:read_back"]
-    assert verify_redacted(out)[3] == 8
+    run = open_run(out, require_seal=False, allow_partial=False, root=signed["root"])
+    assert run.summary is not None and run.summary.sealed_root == signed["root"]
+    assert run.bundle is not None and run.bundle.withheld == ["kind:read_back"]
+    assert run.verification.source == "redacted bundle" and run.verification.withheld == 8
 
 
 @pytest.mark.parametrize(

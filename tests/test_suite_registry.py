@@ -59,7 +59,7 @@ class ToyFold:
 
     def apply(self, event: Event, link: str) -> None:
         if isinstance(event, RunStartedEvent):
-            self.meta = RunMeta(event.stream, event.body.suite)
+            self.meta = RunMeta(event.stream, event.body)
         elif isinstance(event, UnitStartedEvent):
             self.units[event.stream] = (event.body.protocol_id, None)
         elif isinstance(event, GraderDecisionEvent):

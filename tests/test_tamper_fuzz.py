@@ -14,10 +14,11 @@ import sqlite3
 import pytest
 
 from benchledger.ledger import Ledger
-from benchledger.ledger.bundle import export_run, records, verify_bundle
+from benchledger.ledger.bundle import export_run, records
 from benchledger.ledger.chain import Record
 from benchledger.ledger.checker import RunChecker
 from benchledger.ledger.codec import decode_link
+from benchledger.ledger.verified import RunUnverified, open_run
 from tests.sample import build_run, counter_clock
 
 SEED = int(os.environ.get("BENCHLEDGER_FUZZ_SEED", "1129"))
@@ -124,8 +125,9 @@ def test_mutated_bundle_files_fail_verify_naming_the_place(sealed_lines, tmp_pat
         kind, mutated, where = _mutate(rng, sealed_lines)
         path = tmp_path / f"m{k}.jsonl"
         path.write_bytes(header + b"\n".join(mutated) + b"\n")
-        failure, _, _ = verify_bundle(str(path))
-        assert failure is not None, (kind, where)
+        with pytest.raises(RunUnverified) as err:
+            open_run(str(path), require_seal=False, allow_partial=False, keep_events=False)
+        failure = err.value.failure
         assert (failure.stream, failure.seq) == where, (kind, str(failure))
 
 

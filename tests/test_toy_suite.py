@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import pytest
@@ -23,6 +24,7 @@ from benchledger.ledger.events import (
 )
 from benchledger.projections import suites as read_suites
 from benchledger.projections.card import Metric, Ruling, RunMeta
+from benchledger.testing import SuiteContract
 from tests.test_suite_registry import ToyFold, verdict_audit, verdict_metric
 
 NAME = "riddles"
@@ -116,29 +118,52 @@ def _items(header: RunStartedBody, given: str | None) -> read_suites.ItemSet:
     return read_suites.ItemSet({r.id: r for r in RIDDLES}, "(the riddles' own)", [])
 
 
-@pytest.fixture
-def riddles(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The suite registered on both floors for one test, as a third suite's package would."""
-    monkeypatch.setitem(harness_suites.SUITES, NAME, RiddleSuite)
-    read_suites.register(
-        read_suites.ReadSuite(
-            name=NAME,
-            noun="riddles",
-            fold=ToyFold,
-            scorecard=_scorecard,
-            render=_render,
-            formats=("table", "json"),
-            decide=judge,
-            audit=lambda run, metric: verdict_audit("solved", run, metric),
-            metric_names=("solved",),
-            items=_items,
-            unit_status=lambda outcome: "ok",
-            item_hash=lambda item: f"riddle-{item.id}",
-            compare=_compare,
-        )
+def riddle_reader() -> read_suites.ReadSuite:
+    """The readers' side of the toy suite."""
+    return read_suites.ReadSuite(
+        name=NAME,
+        noun="riddles",
+        fold=ToyFold,
+        scorecard=_scorecard,
+        render=_render,
+        formats=("table", "json"),
+        decide=judge,
+        audit=lambda run, metric: verdict_audit("solved", run, metric),
+        metric_names=("solved",),
+        items=_items,
+        unit_status=lambda outcome: "ok",
+        item_hash=lambda item: f"riddle-{item.id}",
+        compare=_compare,
     )
-    yield
-    read_suites.unregister(NAME)
+
+
+@contextmanager
+def riddles_registered() -> Iterator[None]:
+    """The suite registered on both floors while open, as a third suite's package would."""
+    harness_suites.SUITES[NAME] = RiddleSuite
+    read_suites.register(riddle_reader())
+    try:
+        yield
+    finally:
+        harness_suites.SUITES.pop(NAME, None)
+        read_suites.unregister(NAME)
+
+
+@pytest.fixture
+def riddles() -> Iterator[None]:
+    with riddles_registered():
+        yield
+
+
+class TestRiddleSuiteContract(SuiteContract):
+    """The toy suite passes the contract a third party's suite runs."""
+
+    suite_name = NAME
+
+    @contextmanager
+    def registered(self) -> Iterator[None]:
+        with riddles_registered():
+            yield
 
 
 def test_a_suite_defined_only_in_a_test_runs_reports_compares_audits_and_replays(

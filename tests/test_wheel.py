@@ -54,8 +54,18 @@ def test_a_wheel_holds_no_top_level_package_but_benchledger(wheel: zipfile.ZipFi
         "benchledger/refplatform/toolkits/sqlworker.py",
         "benchledger/projections/data/prices.toml",
         "benchledger/protocols/data/lifecycle/bl-anchor-tier.yaml",
+        "benchledger/testing/ledger.py",
     ],
-    ids=["namespace", "main", "ledger", "cli", "nested", "package-data", "protocol-data"],
+    ids=[
+        "namespace",
+        "main",
+        "ledger",
+        "cli",
+        "nested",
+        "package-data",
+        "protocol-data",
+        "conformance",
+    ],
 )
 def test_a_wheel_holds_every_linked_folder_as_plain_files(
     wheel: zipfile.ZipFile, member: str

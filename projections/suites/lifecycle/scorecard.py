@@ -247,19 +247,8 @@ class LifecycleFold:
     def apply(self, event: Event, link: str) -> None:
         self._usage.apply(event, link)
         if isinstance(event, RunStartedEvent):
-            rs = event.body
-            rec = rs.record
-            planned = tuple((u.unit_id, u.attempt) for u in rec.units) if rec else ()
-            subset = subset_label(rec, self.noun)
-            self.meta = RunMeta(event.stream, rs.suite,
-                                (rec.protocol_set_hash if rec else "") or rs.protocol_set_hash,
-                                rs.protocols, rec.k if rec else rs.k, rs.agent, rs.model,
-                                rs.platform, rs.platform_version, rs.coupled, self.meta.root,
-                                dict(rs.config), planned, subset=subset,
-                                protocol_set_id=rs.protocol_set_id,
-                                protocols_path=(rec.protocols_path if rec else "")
-                                or str(rs.config.get("protocols_path") or ""),
-                                sampling=dict(rec.agent_params) if rec else {})  # fmt: skip
+            subset = subset_label(event.body.record, self.noun)
+            self.meta = RunMeta(event.stream, event.body, self.meta.root, subset=subset)
         elif isinstance(event, RunSealedEvent):
             self.meta.root = event.body.root
         elif isinstance(event, UnitStartedEvent):

@@ -25,13 +25,14 @@ import yaml
 from benchledger import protocols
 from benchledger.harness.peer.importer import import_peer
 from benchledger.ledger import Ledger, open_store
-from benchledger.ledger.bundle import MAX_LINE, export_audit, export_run, verify_bundle
+from benchledger.ledger.bundle import MAX_LINE, export_audit, export_run
 from benchledger.ledger.events import (
     GraderDecisionBody,
     RunStartedBody,
     UnitFinishedBody,
     UnitStartedBody,
 )
+from benchledger.ledger.verified import open_run
 from tests.sample import PASSING, counter_clock, lifecycle_run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -73,7 +74,7 @@ def bundles() -> None:
         led.commit(w)
         export_run(led, "open", os.path.join(HERE, "bundles", "open.jsonl"))
         led.store.close()
-    assert verify_bundle(os.path.join(HERE, "bundles", "good.jsonl"))[0] is None
+    open_run(os.path.join(HERE, "bundles", "good.jsonl"), require_seal=True, allow_partial=False)
     good = _lines("bundles/good.jsonl")
     header, events = good[0], good[1:]
     unit = [i for i, ln in enumerate(good) if '"stream":"good/p2/1"' in ln]
