@@ -17,6 +17,7 @@ from benchledger.ledger import Ledger
 from benchledger.ledger.bundle import export_redacted, export_run, find_copies
 from benchledger.ledger.completeness import Completeness
 from benchledger.ledger.errors import LedgerError
+from benchledger.ledger.events import Event
 from benchledger.ledger.redaction import Copy, Selection
 from benchledger.ledger.verdict import Failure
 from benchledger.ledger.verified import (
@@ -138,6 +139,11 @@ class Run:
     def root(self) -> str:
         """The sealed Merkle root (hex; "" when the run is not sealed)."""
         return self.opened.root
+
+    @property
+    def events(self) -> list[tuple[Event, str]]:
+        """Every event with its link hash, ordered by stream then seq, as verified."""
+        return self.opened.events
 
     @property
     def verification(self) -> Verification:
