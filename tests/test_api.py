@@ -232,6 +232,8 @@ def test_a_run_that_does_not_verify_is_a_failed_check(runs, tmp_path) -> None:
 
 
 def test_every_public_name_resolves_and_no_public_signature_says_any() -> None:
+    named = {"run", "run_async", "open_run", "report", "compare", "gate", "verify", "export"}
+    assert named | {"BenchledgerError", "RunResult", "Run", "Scorecard"} <= set(benchledger.__all__)
     bad = []
     for name in benchledger.__all__:
         obj = getattr(benchledger, name)
