@@ -173,6 +173,12 @@ def _signer(sign_key: str | None, settings: Settings) -> Signer | None:
     return Signer(load_private_key(path), tool)
 
 
+def _scored(run_id: str, location: str, sealed: bool) -> Scorecard:
+    """The finished run read back through the door, as every display reads it, and scored
+    (with the log-driven replay its card may count, once the run is sealed)."""
+    return open_run(run_id, ledger=location).scorecard(replay=sealed)
+
+
 async def run_async(
     *,
     ledger: str | None = None,
@@ -231,9 +237,9 @@ async def run_async(
         driver = RunDriver(led, cfg, progress)
         # Plan (every option checked, nothing written), then the one execute.
         done = await driver.execute(driver.plan())
-        opened = open_run(done.run_id, ledger=led)  # through the door, as every display
-        scorecard = opened.scorecard(replay=bool(done.root))
     led.store.close()
+    # Off the event loop: a card that counts a log-driven replay runs one, in a loop of its own.
+    scorecard = await asyncio.to_thread(_scored, done.run_id, location, bool(done.root))
     status = done.status
     if done.missing or done.infra or (status == EXIT_OK and scorecard.verdict is False):
         status = EXIT_FAILED

@@ -52,7 +52,7 @@ class Scorecard:
 
     suite: str
     runs: tuple[str, ...]  # the run ids scored (several: merged as passes)
-    units: int  # finished, not abandoned
+    units: int  # finished, not abandoned (0 when the suite's card lists no units)
     passed: int  # of those, passed (every applicable stage or check)
     harness_failures: int
     incomplete: int
@@ -71,13 +71,17 @@ class Scorecard:
 
 def _units_passed(card: object) -> tuple[int, int]:
     """(counted units, passed units) of a suite's card: the card's own count of passes
-    when it keeps one, else units graded with no check failed."""
+    when it keeps one, else units graded with no check failed (0, 0 when the card lists
+    no units)."""
     units = [getattr(u, "unit", u) for u in getattr(card, "units", ())]
-    counted = [u for u in units if u.counted]
+    counted = [u for u in units if getattr(u, "counted", True)]
     passes = getattr(card, "passed_units", None)
     if passes is None:
-        passes = sum(u.graded and False not in (d.verdict for d in u.decisions.values())
-                     for u in counted)  # fmt: skip
+        passes = sum(
+            getattr(u, "graded", False)
+            and False not in (d.verdict for d in getattr(u, "decisions", {}).values())
+            for u in counted
+        )
     return len(counted), int(passes)
 
 
