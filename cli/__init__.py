@@ -2,7 +2,8 @@
 
 Each command group (``cli.ledger``, ``cli.run``, ...) registers its own subcommands; a
 group's module is imported only when one of its commands runs (``GROUPS``). This module
-owns the only mapping from errors to one stderr line and an exit code.
+owns the only mapping from errors to one stderr line and an exit code: every refusal is a
+``BenchledgerError`` and carries its own (``exit_code``).
 """
 
 from __future__ import annotations
@@ -14,19 +15,12 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 
-from benchledger.cli.common import (
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_UNUSABLE,
-    CommandFailed,
-    UsageError,
-)
+from benchledger.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE
 from benchledger.harness import settings as settings_module
 from benchledger.harness.settings import Settings
-from benchledger.ledger import LedgerError, UnknownRun, UnusableInput
 from benchledger.ledger.bundle import FORMAT
 from benchledger.ledger.chain import EVENT_DOMAIN
+from benchledger.ledger.errors import BenchledgerError
 from benchledger.protocols.errors import InvalidInput
 
 __all__ = ["GROUPS", "build_parser", "main", "parser_for"]
@@ -154,12 +148,14 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
         for problem in exc.problems:
             print(f"benchledger: error: {problem}", file=sys.stderr)
         return EXIT_UNUSABLE
-    except (UnusableInput, UnknownRun, UsageError) as exc:
-        print(f"benchledger: error: {exc}", file=sys.stderr)
-        return EXIT_UNUSABLE
-    except (LedgerError, CommandFailed) as exc:
-        print(f"benchledger: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+    except BenchledgerError as exc:
+        # Every refusal of every layer carries its exit code: unusable input (2) is an
+        # "error:", a failed check (1) says what failed.
+        if exc.exit_code == EXIT_UNUSABLE:
+            print(f"benchledger: error: {exc}", file=sys.stderr)
+        else:
+            print(f"benchledger: {exc}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("benchledger: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

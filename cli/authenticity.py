@@ -7,19 +7,22 @@ who sealed the run (or that nobody vouches for its root). See docs/trust.md.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 
+from benchledger import reading
 from benchledger.cli.common import EXIT_FAILED, EXIT_OK, UsageError
 from benchledger.ledger.bundle import REDACTED_FORMAT, verify_revealing
-from benchledger.ledger.errors import LedgerError
-from benchledger.ledger.verified import (
-    BAD_SIGNATURE,
-    UNBOUND,
-    UNSEALED,
-    RunEvents,
-    VerifiedRun,
-    seal_standing,
-)
+from benchledger.ledger.verified import VerifiedRun, seal_standing
+from benchledger.reading import Unauthenticated, require_trusted, vouched
+
+__all__ = [
+    "Unauthenticated",
+    "after_bundle_verify",
+    "authenticity",
+    "pubkey_arg",
+    "require_trusted",
+    "trusted_keys",
+    "verify_options",
+]
 
 
 def pubkey_arg(p: argparse.ArgumentParser, what: str = "") -> None:
@@ -41,29 +44,7 @@ def pubkey_arg(p: argparse.ArgumentParser, what: str = "") -> None:
 
 def trusted_keys(args: argparse.Namespace) -> list[bytes] | None:
     """The raw public keys named by ``--pubkey`` (None when none was given)."""
-    paths = getattr(args, "pubkey", None)
-    if not paths:
-        return None
-    # Imported only now: key files need cryptography (0.15 s), which every display
-    # without --pubkey does without (tests/test_startup.py).
-    from benchledger.ledger.keys import load_public_keys
-
-    return load_public_keys(paths)
-
-
-class Unauthenticated(LedgerError):
-    """``--pubkey`` named keys, and none of them vouches for the run: nothing is shown (exit 1)."""
-
-    def __init__(self, run_id: str, why: str) -> None:
-        self.run_id = run_id
-        super().__init__(f"run {run_id}: not authenticated by the given keys: {why}")
-
-
-def require_trusted(run: RunEvents, trusted: list[bytes] | None) -> RunEvents:
-    """``run`` when no key was named or a named key signed its seal; else Unauthenticated."""
-    if trusted is None or run.standing is None or run.standing.authenticated:
-        return run
-    raise Unauthenticated(run.run_id, run.standing.line().removeprefix("UNAUTHENTICATED: "))
+    return reading.trusted_keys(getattr(args, "pubkey", None))
 
 
 def verify_options(args: argparse.Namespace, *, bundle: bool) -> list[bytes] | None:
@@ -76,10 +57,6 @@ def verify_options(args: argparse.Namespace, *, bundle: bool) -> list[bytes] | N
     return trusted_keys(args)
 
 
-def _when(ns: int) -> str:
-    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def authenticity(
     run_id: str, run: VerifiedRun, trusted: list[bytes] | None, root_given: bool
 ) -> int:
@@ -87,42 +64,11 @@ def authenticity(
 
     Read from the run's ``standing``: the door's judgement of the one seal it checked.
     """
-    st = run.standing
-    assert st is not None
-    if st.state == UNBOUND and trusted is not None:
-        print(f"FAILED run {run_id}: not authenticated: {st.problem}")
-        return EXIT_FAILED
-    if st.state == UNSEALED:
-        if trusted is not None:
-            print(f"FAILED run {run_id}: not sealed, so no trusted key vouches for it")
-            return EXIT_FAILED
-        return EXIT_OK
-    if st.state == BAD_SIGNATURE:
-        print(f"FAILED run {run_id}: bad seal signature: {st.problem}")
-        return EXIT_FAILED
-    signed = (
-        f"sealed by key {st.key[:16]} at {_when(st.signed_at)} ({st.tool_version})"
-        if st.key
-        else ""
-    )
-    if trusted is not None:
-        if st.authenticated:
-            print(f"authenticated: {signed}, a trusted key")
-            return EXIT_OK
-        print(f"FAILED run {run_id}: not authenticated: {st.problem}")
-        return EXIT_FAILED
-    if root_given:
-        print(
-            "root matches the one you gave: as trustworthy as the channel you got it from"
-            + (f"; {signed}" if signed else "")
-        )
-        return EXIT_OK
-    who = f"{signed}, but no key was named as trusted" if st.key else "the seal is not signed"
-    print(
-        f"UNAUTHENTICATED: {who}. Anyone who can write a ledger can rebuild a run that "
-        "verifies; check it with --pubkey PUBLISHER.pub or --root PUBLISHED_ROOT"
-    )
-    return EXIT_OK
+    assert run.standing is not None
+    ok, line = vouched(run.standing, run_id, keys_named=trusted is not None, root_given=root_given)
+    if line:
+        print(line)
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def after_bundle_verify(target: str, run: VerifiedRun, args: argparse.Namespace) -> int:

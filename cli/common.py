@@ -7,21 +7,28 @@ import contextlib
 import math
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from typing import ClassVar
 
 from benchledger.harness import settings
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.bundle import atomic_output
+from benchledger.ledger.errors import BenchledgerError
+from benchledger.ledgers import new_or_existing
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-class UsageError(Exception):
+class UsageError(BenchledgerError):
     """Unusable command-line input: one line, exit 2."""
 
+    exit_code: ClassVar[int] = EXIT_UNUSABLE
 
-class CommandFailed(Exception):
+
+class CommandFailed(BenchledgerError):
     """A command failed for the reason it names (``main`` prints it as one line): exit 1."""
+
+    exit_code: ClassVar[int] = EXIT_FAILED
 
 
 def whole(option: str, *, at_least: int = 1) -> Callable[[str], int]:
@@ -93,22 +100,11 @@ def open_ledger(args: argparse.Namespace, *, create: bool, read_only: bool | Non
     return Ledger(open_store(location, create=create, read_only=ro))
 
 
-@contextlib.contextmanager
-def new_or_existing_ledger(args: argparse.Namespace) -> Iterator[Ledger]:
-    """``open_ledger(create=True)`` for a command that adds a run; a ledger file this made
-    is removed again when the command fails before any run is in it (nothing written)."""
-    location = args.ledger or args.settings.ledger
-    fresh = "://" not in location and not os.path.exists(location)
-    ledger = open_ledger(args, create=True)
-    try:
-        yield ledger
-    except BaseException:
-        if fresh and not ledger.store.run_ids():
-            ledger.store.close()
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(OSError):
-                    os.unlink(location + suffix)
-        raise
+def new_or_existing_ledger(args: argparse.Namespace) -> contextlib.AbstractContextManager[Ledger]:
+    """The ledger ``--ledger`` names (else the settings'), created if missing, for a command
+    that adds a run; a ledger file this made is removed again when the command fails before
+    any run is in it (nothing written)."""
+    return new_or_existing(args.ledger or args.settings.ledger)
 
 
 def check_output(path: str) -> None:

@@ -2,37 +2,27 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from benchledger.cli.common import EXIT_OK, UsageError
-from benchledger.ledger import Ledger
-from benchledger.ledger.bundle import export_redacted as write_redacted
-from benchledger.ledger.bundle import find_copies
+from benchledger.cli.common import EXIT_OK
 from benchledger.ledger.events import WITHHOLDABLE
 from benchledger.ledger.redaction import COPY_MIN, Copy, Selection
+from benchledger.reading import Exported
 
 COPIES_SHOWN = 20  # listed one a line; the rest as "and N more"
 
 
-def export_redacted(ledger: Ledger, args: argparse.Namespace) -> int:
-    """``export RUN --withhold KIND[,KIND] --withhold-stream GLOB``: a redacted bundle."""
-    kinds = frozenset(k.strip() for spec in args.withhold or () for k in spec.split(",") if k)
-    try:
-        selection = Selection(kinds, tuple(args.withhold_stream or ()))
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    asked = selection
-    selection, copies = find_copies(ledger, args.run, selection, args.withhold_copies)
-    _name_copies(copies, asked, selection)  # before the file exists
-    n, withheld = write_redacted(ledger, args.run, args.output, selection)
-    root = ledger.run_info(args.run).root
-    counts = ", ".join(f"{c} {k}" for k, c in sorted(withheld.items())) or "none matched"
-    print(f"exported run {args.run}: {n} lines to {args.output} (root {root})")
-    print(f"withheld {sum(withheld.values())} events ({counts}); each line keeps its digest")
-    if ledger.event_format(args.run) == 1:
+def exported_redacted(done: Exported) -> int:
+    """``export RUN --withhold KIND[,KIND] --withhold-stream GLOB``: what the redacted
+    bundle holds, and (on stderr) which shown events copy withheld text."""
+    assert done.asked is not None and done.selection is not None
+    _name_copies(list(done.copies), done.asked, done.selection)
+    counts = ", ".join(f"{c} {k}" for k, c in sorted(done.withheld.items())) or "none matched"
+    print(f"exported run {done.run_id}: {done.written} lines to {done.path} (root {done.root})")
+    print(f"withheld {sum(done.withheld.values())} events ({counts}); each line keeps its digest")
+    if done.event_format == 1:
         print(
-            f"note: run {args.run} is in event format 1: no hash binds a placeholder's kind, "
+            f"note: run {done.run_id} is in event format 1: no hash binds a placeholder's kind, "
             "time or refs, so verify calls them UNBOUND; runs recorded now are format 2"
         )
     return EXIT_OK

@@ -7,7 +7,6 @@ import json
 
 from benchledger.cli.authenticity import (
     after_bundle_verify,
-    authenticity,
     pubkey_arg,
     require_trusted,
     trusted_keys,
@@ -22,8 +21,7 @@ from benchledger.cli.common import (
     new_or_existing_ledger,
     open_ledger,
 )
-from benchledger.cli.export import export_redacted
-from benchledger.ledger.bundle import export_run
+from benchledger.cli.export import exported_redacted
 from benchledger.ledger.codec import canonical_json
 from benchledger.ledger.completeness import Completeness
 from benchledger.ledger.verdict import Failure, Summary
@@ -37,6 +35,7 @@ from benchledger.ledger.verified import (
 from benchledger.projections.card import standing_lines
 from benchledger.projections.runs import run_rows
 from benchledger.projections.source import banner_of
+from benchledger.reading import check, export
 
 
 def _print_failure(what: str, failure: Failure) -> None:
@@ -82,22 +81,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return EXIT_OK
     status = EXIT_OK
     for run_id in run_ids:
-        try:
-            # Through the door, events not kept: one scan, constant memory per run.
-            run = open_run(run_id, ledger, require_seal=bool(args.root), allow_partial=False,
-                           trusted=args.trusted, root=args.root, keep_events=False)  # fmt: skip
-        except RunUnverified as exc:
-            _print_failure(f"run {run_id}", exc.failure)
+        # Through the door, events not kept: one scan, constant memory per run.
+        checked = check(run_id, lambda: ledger, args.trusted, root=args.root,
+                        allow_unsealed=args.allow_unsealed)  # fmt: skip
+        if checked.run is None:
+            assert checked.failure is not None
+            _print_failure(f"run {run_id}", checked.failure)
             status = EXIT_FAILED
             continue
-        summary, done = _checked(run)
+        summary, done = _checked(checked.run.opened)
         if summary.seal is None:
             if not _accept_unsealed(f"run {run_id}", summary, done, args.allow_unsealed):
                 status = EXIT_FAILED
                 continue
         else:
             _print_ok(f"run {run_id}", summary)
-        status = max(status, authenticity(run_id, run, args.trusted, bool(args.root)))
+        if checked.authenticity:  # who sealed it, or that nobody vouches for its root
+            print(checked.authenticity)
+        status = max(status, EXIT_OK if checked.ok else EXIT_FAILED)
     for stream in ledger.orphans() if not target else []:
         print(f"FAILED stream {stream!r}: its run header stream is missing")
         status = EXIT_FAILED
@@ -137,14 +138,21 @@ def _verify_bundle(target: str, args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a run as a bundle, or (``--format inspect``) as an Inspect AI eval log."""
+    redacting = bool(args.withhold or args.withhold_stream or args.withhold_copies)
     if args.format == "inspect":
+        if redacting:
+            raise UsageError(
+                "--withhold, --withhold-stream and --withhold-copies make a redacted bundle; "
+                "--format inspect writes an eval log: drop one"
+            )
         return _export_inspect(args)
-    ledger = open_ledger(args, create=False)
-    if args.withhold or args.withhold_stream or args.withhold_copies:
-        return export_redacted(ledger, args)  # copies alone: "nothing to withhold"
-    n = export_run(ledger, args.run, args.output)
-    info = ledger.run_info(args.run)
-    print(f"exported run {args.run}: {n} events to {args.output} (root {info.root or 'unsealed'})")
+    done = export(args.run, args.output, ledger=args.ledger, withhold=args.withhold or (),
+                  withhold_streams=args.withhold_stream or (),
+                  withhold_copies=args.withhold_copies, settings=args.settings)  # fmt: skip
+    if redacting:  # copies alone: "nothing to withhold"
+        return exported_redacted(done)
+    root = done.root or "unsealed"
+    print(f"exported run {args.run}: {done.written} events to {args.output} (root {root})")
     return EXIT_OK
 
 
@@ -152,21 +160,17 @@ def _export_inspect(args: argparse.Namespace) -> int:
     """``export RUN --format inspect -o FILE.eval|FILE.json``: the run, verified while it is
     read (a ledger run id or a bundle), as Inspect AI's eval log (docs/inspect.md)."""
     # Imported here: it loads the suites' readers, which verify, import and log never need.
-    from benchledger.projections.inspect_log import SUFFIXES, inspect_log, write_inspect_log
+    from benchledger.projections.inspect_log import SUFFIXES
 
-    if args.withhold or args.withhold_stream or args.withhold_copies:
-        raise UsageError("--withhold, --withhold-stream and --withhold-copies make a redacted "
-                         "bundle; --format inspect writes an eval log: drop one")  # fmt: skip
     if not args.output.endswith(SUFFIXES):
         raise UsageError(f"{args.output}: --format inspect writes FILE.eval (Inspect's zip) "
                          "or FILE.json (one EvalLog document)")  # fmt: skip
     check_output(args.output)
-    run = open_run(args.run, lambda: open_ledger(args, create=False), require_seal=False,
-                   allow_partial=False)  # fmt: skip
-    n = write_inspect_log(inspect_log(run), args.output)
-    root = run.root or f"unsealed; heads root {run.verification.heads_root}"
-    print(f"exported run {run.run_id}: {n} samples to {args.output} as an Inspect AI eval log "
-          f"(root {root})")  # fmt: skip
+    done = export(args.run, args.output, ledger=args.ledger, format="inspect",
+                  settings=args.settings)  # fmt: skip
+    root = done.root or f"unsealed; heads root {done.heads_root}"
+    print(f"exported run {done.run_id}: {done.written} samples to {args.output} as an Inspect "
+          f"AI eval log (root {root})")  # fmt: skip
     return EXIT_OK
 
 

@@ -13,7 +13,7 @@ import re
 import secrets
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from typing import Any, ClassVar, Final, NamedTuple
 
 import blake3
 import msgspec
@@ -40,7 +40,10 @@ _RESET_DOMAIN = b"benchledger:reset-cmd:v1\x00"
 
 
 class RunRefused(HarnessError):
-    """The run cannot start or resume as asked (pool too small, contradicts its record, ...)."""
+    """The run cannot start or resume as asked (pool too small, contradicts its record, ...):
+    unusable input, exit 2; nothing was written."""
+
+    exit_code: ClassVar[int] = 2
 
 
 @dataclass

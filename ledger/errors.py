@@ -66,7 +66,9 @@ class BundleConflict(LedgerError):
 
 
 class UnknownRun(LedgerError):
-    """The ledger holds no run with this id."""
+    """The ledger holds no run with this id (exit 2: nothing to check)."""
+
+    exit_code: ClassVar[int] = 2
 
     def __init__(self, run_id: str, known: list[str]) -> None:
         self.run_id = run_id

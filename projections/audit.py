@@ -21,9 +21,10 @@ from benchledger.ledger.events import (
 from benchledger.ledger.redaction import WithheldEvent
 from benchledger.ledger.verified import OWN_GRADER, PEER_CLAIMS, Origin
 from benchledger.projections.card import CI_LABELS, Decision, Metric, fmt_interval, fmt_num, fmt_pct
+from benchledger.projections.errors import Refused
 
 
-class UnknownMetric(ValueError):
+class UnknownMetric(Refused, ValueError):
     """The metric name is not one the run's suite defines (``known``: the ones it does)."""
 
     def __init__(self, name: str, known: tuple[str, ...] = ()) -> None:

@@ -22,6 +22,7 @@ import msgspec
 from benchledger.ledger.codec import canonical_json
 from benchledger.ledger.events import Preregistration, RunStartedEvent, UnitStartedEvent
 from benchledger.ledger.redaction import WithheldEvent
+from benchledger.projections.errors import Refused
 from benchledger.projections.source import RunEvents
 from benchledger.projections.suites.lifecycle.scorecard import GATED
 
@@ -32,7 +33,7 @@ DEFAULT_TOLERANCE: Final = 0.05
 NOT_PREREGISTERED: Final = "no pre-registered bar: judged by the command-line bar"
 
 
-class BadPreregistration(ValueError):
+class BadPreregistration(Refused, ValueError):
     """A pre-registration that cannot be made or used; the message says what to fix."""
 
 

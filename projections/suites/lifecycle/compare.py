@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
 from benchledger.projections.card import RunMeta
+from benchledger.projections.errors import Refused
 from benchledger.projections.source import completeness
 from benchledger.projections.stats import (
     BOOTSTRAP_REPS,
@@ -47,7 +48,7 @@ TANGO: Final = "Tango score interval, protocols as pairs"
 CLUSTER: Final = f"protocol-cluster bootstrap ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})"
 
 
-class Incomparable(ValueError):
+class Incomparable(Refused, ValueError):
     """Two runs (or passes) that must not be compared, merged or gated; the message says why."""
 
 

@@ -1,0 +1,187 @@
+"""The gate's verdict: a candidate run judged against a baseline by a bar, and its output.
+
+The bar is the candidate's pre-registered one unless another is given (and, where it had
+one, ``override`` allows it); the verdict names what regressed, or what was inconclusive
+under ``strict``, or a run that broke its pre-registration. ``benchledger gate`` and the
+library's ``benchledger.gate`` both judge here and print ``text()`` or ``json()``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from benchledger.ledger.redaction import WithheldEvent
+from benchledger.ledger.verified import OWN, Origin, RunEvents
+from benchledger.projections.card import standing_lines
+from benchledger.projections.errors import Refused
+from benchledger.projections.prereg import (
+    BadPreregistration,
+    Bar,
+    item_problems,
+    recorded,
+    resolve,
+    run_started,
+)
+from benchledger.projections.suites import of_run
+from benchledger.projections.suites.lifecycle.compare import (
+    INCONCLUSIVE,
+    REGRESS,
+    GateRow,
+    Incomparable,
+    gate,
+)
+from benchledger.projections.suites.lifecycle.report import gate_text
+from benchledger.projections.suites.lifecycle.scorecard import OUTCOME_KINDS
+
+EXIT_PASSED, EXIT_FAILED = 0, 1
+
+
+def baseline_of(candidate: RunEvents, baseline: str | None) -> str:
+    """The baseline to gate against: ``baseline``, else the candidate's pre-registered one."""
+    try:
+        p = recorded(candidate)  # first: a run that shows no run_started cannot be gated at all
+    except BadPreregistration as exc:
+        raise Refused(f"cannot gate: {exc}") from None
+    if baseline:
+        return str(baseline)
+    if p is None:
+        raise Refused(f"gate needs --baseline: run {candidate.run_id} pre-registered no gate")
+    return p.baseline_run
+
+
+def bar_of(
+    candidate: RunEvents,
+    baseline: RunEvents,
+    *,
+    tolerance: float | None = None,
+    metrics: Sequence[str] | None = None,
+    strict: bool = False,
+    override: bool = False,
+) -> Bar:
+    """The bar the gate applies: pre-registered, or given, or overridden (and reported)."""
+    for run in (baseline, candidate):
+        try:  # its record (k, agent, model...) and its bar live there: unreadable, no gate
+            run_started(run)
+        except BadPreregistration as exc:
+            raise Refused(f"cannot gate: {exc}") from None
+        hidden = {
+            e.stream
+            for e, _ in run.events
+            if isinstance(e, WithheldEvent) and e.withheld_kind in OUTCOME_KINDS
+        }
+        if hidden:
+            raise Refused(
+                f"cannot gate: run {run.run_id} withholds the decisions of {len(hidden)} units "
+                "(a redacted bundle); gate the full run"
+            )
+    try:
+        return resolve(
+            recorded(candidate),
+            baseline_root=baseline.root,
+            tolerance=tolerance,
+            metrics=None if metrics is None else list(metrics),
+            strict=strict,
+            override=override,
+            run_id=candidate.run_id,
+        )
+    except BadPreregistration as exc:
+        raise Refused(f"cannot gate: {exc}") from None
+
+
+class GateVerdict(NamedTuple):
+    """How the candidate fared against the baseline under ``bar``: each gated metric's
+    row, the one-line verdict, and whether it passed (the command's exit code)."""
+
+    bar: Bar
+    rows: tuple[GateRow, ...]
+    baseline: RunEvents
+    candidate: RunEvents
+    line: str  # "gate: passed (no regression): ..." or "gate: FAILED: ..."
+    passed: bool
+    broken: tuple[str, ...] = ()  # how the candidate broke its pre-registration
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed, 1 failed (the gate command's exit code)."""
+        return EXIT_PASSED if self.passed else EXIT_FAILED
+
+    def text(self) -> str:
+        """The verdict as ``gate`` prints it: the bar, who vouches for each run, the table."""
+        gated = (("baseline", self.baseline), ("candidate", self.candidate))
+        lines = [self.bar.describe()]  # the first line: which bar judges (OVERRIDDEN says so)
+        lines += standing_lines(
+            [(f"{who} {r.run_id}", r.standing, r.origin) for who, r in gated], named=True
+        )
+        lines += [f"verified {who}: {r.check.line()}" for who, r in gated if r.check is not None]
+        table = gate_text(list(self.rows), self.bar.tolerance)
+        return "\n".join(lines) + "\n" + table + self.line + "\n"
+
+    def json(self) -> str:
+        """The verdict as JSON: the bar (and any override), every row, the exit code."""
+        return json.dumps(
+            {
+                "candidate": {"run": self.candidate.run_id, "root": self.candidate.root,
+                              **_stood(self.candidate)},
+                "baseline": {"run": self.baseline.run_id, "root": self.baseline.root,
+                             **_stood(self.baseline)},
+                "bar": self.bar.as_json(),
+                "rows": [
+                    {
+                        "metric": g.row.name,
+                        "verdict": g.verdict,
+                        "reason": g.reason,
+                        "baseline": {"num": g.row.a_num, "den": g.row.a_den},
+                        "candidate": {"num": g.row.b_num, "den": g.row.b_den},
+                        "better_low": None if g.better is None else g.better.low,
+                        "better_high": None if g.better is None else g.better.high,
+                        "resolution": g.row.resolution,
+                    }
+                    for g in self.rows
+                ],
+                "verdict": self.line,
+                "passed": self.passed,
+                "exit": self.exit_code,
+            },
+            indent=2,
+        )  # fmt: skip
+
+
+def verdict(candidate: RunEvents, baseline: RunEvents, bar: Bar) -> GateVerdict:
+    """Judge ``candidate`` against ``baseline`` (both read through the door) by ``bar``.
+
+    Refused when the runs cannot be gated (unsealed, incomplete, all infra errors, coupled,
+    or differing in protocol set, k, agent, platform or model).
+    """
+    cards = [of_run(run).card([run]) for run in (baseline, candidate)]
+    try:
+        rows = [g for g in gate(cards[0], cards[1], bar.tolerance) if g.row.name in bar.metrics]
+    except Incomparable as exc:
+        raise Refused(f"cannot gate: {exc}") from None
+    by: dict[str, list[str]] = {}
+    for g in rows:
+        by.setdefault(g.verdict, []).append(g.row.name)
+    broken = item_problems(bar.prereg, candidate) if bar.prereg else []
+    passed = False
+    if broken:
+        line = f"gate: FAILED: the run broke its pre-registration: {'; '.join(broken)}"
+    elif REGRESS in by:
+        line = f"gate: FAILED: {', '.join(by[REGRESS])} regressed"
+    elif bar.strict and INCONCLUSIVE in by:
+        line = f"gate: FAILED (--strict): {', '.join(by[INCONCLUSIVE])} inconclusive"
+    else:
+        counts = ", ".join(f"{len(names)} {v}" for v, names in sorted(by.items()))
+        hint = " (--strict fails on inconclusive)" if INCONCLUSIVE in by else ""
+        line, passed = f"gate: passed (no regression): {counts}{hint}", True
+    if bar.note:  # not the candidate's pre-registered bar: overridden, or it had none
+        line += f" [{bar.note}]"
+    return GateVerdict(bar, tuple(rows), baseline, candidate, line, passed, tuple(broken))
+
+
+def _stood(run: RunEvents) -> dict[str, object]:
+    """A gated run's JSON ``authentication`` and ``origin`` (``open_run`` set them)."""
+    if run.standing is None:
+        return {}
+    origin = run.origin or Origin(OWN)
+    return {"authentication": run.standing.as_json(), "origin": origin.as_json()}
