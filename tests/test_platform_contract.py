@@ -34,6 +34,8 @@ class TestEmbeddedProcess(PlatformTestCase):
     refs = True
 
 
+# Each test starts the real server (a Node.js process; a Python server), so these are slow.
+@pytest.mark.slow
 class TestServerMemory(PlatformTestCase):
     platform = "server-memory"
     call: ClassVar[tuple[str, dict[str, Any]] | None] = ("read_graph", {})
@@ -56,6 +58,7 @@ class TestServerMemory(PlatformTestCase):
         return dataclasses.replace(Settings(), npm_dir=self._npm_dir)
 
 
+@pytest.mark.slow
 class TestBasicMemory(PlatformTestCase):
     platform = "basic-memory"
     lifecycle = True
