@@ -177,12 +177,17 @@ def _foreign_options(cfg: RunConfig, platform: Platform) -> None:
         raise RunRefused(f"{option.flag}{does}: use it with --platform {owner.name}")
 
 
-def _shared(spec: PlatformSpec) -> bool:
-    """Whether the platform of ``spec`` is one running platform every pass shares."""
+def _platform_of(spec: PlatformSpec) -> Platform:
+    """The registered platform that writes ``spec``'s kind (RunRefused if none is installed)."""
     try:
-        return of_record(spec.kind).shared
+        return of_record(spec.kind)
     except LookupError as exc:
         raise RunRefused(str(exc)) from None
+
+
+def _shared(spec: PlatformSpec) -> bool:
+    """Whether the platform of ``spec`` is one running platform every pass shares."""
+    return _platform_of(spec).shared
 
 
 def settle(cfg: RunConfig) -> PlatformSpec:
@@ -240,6 +245,9 @@ def _plan_new(ledger: Ledger, cfg: RunConfig, spec: PlatformSpec, given: Agent |
         raise RunRefused("a fresh platform per unit needs an embedded platform")
     if cfg.pack and external:
         raise RunRefused("--pack seeds the embedded platform; an external one has its own data")
+    if cfg.pack and not _platform_of(spec).seeded:
+        raise RunRefused(f"--pack seeds the embedded platform; {_platform_of(spec).name} starts "
+                         "empty")  # fmt: skip
     if cfg.reset_cmd and not external:
         raise RunRefused("--reset-cmd resets an external platform between passes; an "
                          "embedded one starts fresh for every pass")  # fmt: skip

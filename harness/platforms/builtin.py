@@ -140,11 +140,6 @@ def external_url(text: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
-def _no_pack(name: str, provision: Provision) -> None:
-    if provision.pack:
-        raise ValueError(f"--pack seeds the embedded platform; {name} starts empty")
-
-
 def _command(text: str, prefix: str, option: str, what: str) -> None:
     """A recorded ``PREFIX CMD`` form: ValueError unless CMD is a usable command."""
     try:
@@ -212,7 +207,6 @@ class ServerMemory(Platform):
     def provisioner(self, spec: PlatformSpec, provision: Provision) -> Provisioner:
         from benchledger.harness.platforms.provision import ServerMemoryProvisioner
 
-        _no_pack("server-memory", provision)
         return ServerMemoryProvisioner(
             spec, pool_size=provision.pool_size, npm_dir=provision.settings.npm_dir
         )
@@ -264,7 +258,6 @@ class BasicMemory(Platform):
     def provisioner(self, spec: PlatformSpec, provision: Provision) -> Provisioner:
         from benchledger.harness.platforms.provision import BasicMemoryProvisioner
 
-        _no_pack("basic-memory", provision)
         python = provision.options.get("basic_memory_python", "")
         return BasicMemoryProvisioner(spec, pool_size=provision.pool_size,
                                       root=provision.settings.basic_memory_dir,
