@@ -20,8 +20,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "plugins.md"
 BLOCK = re.compile(r"<!-- example-plugin:(?P<part>[a-z]+) -->\n```[a-z]*\n(?P<text>.*?)```", re.S)
@@ -44,7 +42,6 @@ def test_the_docs_show_a_whole_package_whose_module_says_where_it_goes():
     assert FILE_LINE.match(parts["module"]), parts["module"].splitlines()[0]
 
 
-@pytest.mark.slow
 def test_the_example_plugin_installed_in_a_fresh_venv_is_listed_and_runs_to_a_verified_run(
     tmp_path: Path,
 ):

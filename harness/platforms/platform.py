@@ -23,7 +23,7 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, Final, NamedTuple
 
 from benchledger.harness.platforms.base import Description, PlatformClient
 from benchledger.harness.settings import Settings
@@ -196,21 +196,26 @@ def _load(where: str) -> Callable[[], Platform]:
 
 # benchledger's own (harness/platforms/builtin.py), loaded on first lookup; their adapters
 # load only when a run provisions one.
-for _name, _attr in (
+BUILTINS: Final = (
     ("embedded", "EMBEDDED"),
     ("embedded:process", "PROCESS"),
-    ("url", "URL"),
     ("server-memory", "SERVER_MEMORY"),
     ("basic-memory", "BASIC_MEMORY"),
-):
+    ("url", "URL"),
+)
+for _name, _attr in BUILTINS:
     _where = f"benchledger.harness.platforms.builtin:{_attr}"
     PLATFORMS.register(_name, _load(_where), where=_where)
 
 
 def every() -> list[Platform]:
-    """Every registered platform that loads, benchledger's first (a plugin that cannot be
-    loaded is left out here; looking it up by name says why)."""
-    entries = sorted(PLATFORMS.entries(), key=lambda e: (e.origin != BUILTIN, e.name))
+    """Every registered platform that loads: benchledger's first, in their own order, then
+    plugins by name (a plugin that cannot be loaded is left out here; looking it up by name
+    says why)."""
+    order = {name: i for i, (name, _) in enumerate(BUILTINS)}
+    entries = sorted(
+        PLATFORMS.entries(), key=lambda e: (e.origin != BUILTIN, order.get(e.name, 0), e.name)
+    )
     found = []
     for entry in entries:
         try:
@@ -234,8 +239,9 @@ def resolve(text: str) -> tuple[Platform, PlatformSpec]:
         spec = platform.parse(text)
         if spec is not None:
             return platform, spec
-    usable = ", ".join(p.usage() for p in every())
-    raise ValueError(f"--platform {text!r}: use {usable}")
+    usable = [p.usage() for p in every()]
+    said = ", ".join(usable[:-1]) + f" or {usable[-1]}" if len(usable) > 1 else usable[0]
+    raise ValueError(f"--platform {text!r}: use {said}")
 
 
 def of_record(kind: str) -> Platform:
