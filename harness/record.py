@@ -19,6 +19,7 @@ import blake3
 import msgspec
 
 from benchledger.harness.errors import HarnessError
+from benchledger.harness.platforms.platform import PlatformSpec
 from benchledger.harness.settings import Settings
 from benchledger.harness.sharding import Shard
 from benchledger.ledger import Ledger
@@ -270,8 +271,8 @@ def contradictions(config: RunConfig, record: RunRecord) -> list[str]:
         if given != recorded:
             given, recorded = _option_value(given), _option_value(recorded)
             out.append(f"--{name.replace('_', '-')} {given} (the run recorded {recorded})")
-    if "platform" in config.given and config.platform.rstrip("/") != _platform_label(record):
-        out.append(f"--platform {config.platform} (the run recorded {_platform_label(record)})")
+    if "platform" in config.given and config.platform.rstrip("/") != platform_option(record):
+        out.append(f"--platform {config.platform} (the run recorded {platform_option(record)})")
     if (
         "reset_cmd" in config.given
         and not record.reset_digest  # checked against the digest (resume_reset_cmd)
@@ -291,14 +292,9 @@ def _option_value(value: Any) -> Any:
     return ", ".join(value) or "none" if isinstance(value, list) else value
 
 
-def _platform_label(record: RunRecord) -> str:
-    p = record.platform
-    return p.url or ("embedded:process" if p.kind == "process" else "embedded")
-
-
 def platform_option(record: RunRecord) -> str:
     """The ``--platform`` value that reaches the recorded platform again."""
-    return _platform_label(record)
+    return PlatformSpec(record.platform.kind, record.platform.url).label
 
 
 def read_record(ledger: Ledger, run_id: str) -> RunRecord:
