@@ -48,6 +48,10 @@ GROUPS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
     ),
     ("benchledger.cli.platform", (("platform", "the embedded reference memory platform"),)),
     (
+        "benchledger.cli.platforms",
+        (("platforms", "list the installed platforms and where each came from"),),
+    ),
+    (
         "benchledger.cli.reports",
         (
             ("report", "a run's scorecard (several runs merge as passes)"),

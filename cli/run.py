@@ -27,7 +27,7 @@ from benchledger.cli.keys import sign_key_arg, signer_from
 from benchledger.cli.prereg import prereg_for_run
 from benchledger.harness import suites
 from benchledger.harness.errors import HarnessError
-from benchledger.harness.record import RunConfig
+from benchledger.harness.record import RESTORED, RunConfig
 from benchledger.harness.sharding import parse_shard
 from benchledger.ledger import Ledger, LedgerError, UnknownRun
 from benchledger.ledger.signing import Signer
@@ -77,22 +77,6 @@ def _progress() -> tuple[Any, Callable[[], None]]:
     return Progress(started_plain, done_plain), lambda: None
 
 
-# Options a resume takes from the run record; given explicitly they must agree with it.
-_RESTORABLE = {
-    "protocols": "protocols_path",
-    "cases": "protocols_path",
-    "tasks": "protocols_path",
-    "agent": "agent",
-    "k": "k",
-    "concurrency": "concurrency",
-    "pool_size": "pool_size",
-    "platform": "platform",
-    "reset_cmd": "reset_cmd",
-    "platform_scope": "runtime_scope",
-    "pack": "pack",
-    "protocol": "protocol",
-    "limit": "limit",
-}
 _DEFAULTS = {"agent": "scripted", "platform": "embedded", "k": 1, "concurrency": 4,
              "platform_scope": "pass"}  # fmt: skip
 # Sampling options -> the request parameter each sets (recorded in every model request).
@@ -106,22 +90,57 @@ def _agent_params(args: argparse.Namespace) -> dict[str, Any]:
             if getattr(args, opt) is not None}  # fmt: skip
 
 
+def _opt(args: argparse.Namespace, name: str) -> Any:
+    """An option's value (None when not given, or when no installed platform declares it)."""
+    return getattr(args, name, None)
+
+
+def _platform_options(args: argparse.Namespace, conf: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """The values of the options the platforms declare (a ``setting`` fills one not given):
+    those named like a ``RunConfig`` field, and the rest (``RunConfig.platform_options``)."""
+    own = {f.name for f in dataclasses.fields(RunConfig)}
+    fields: dict[str, Any] = {}
+    options: dict[str, str] = {}
+    for option in _declared():
+        given = _opt(args, option.dest)
+        if given is None and option.setting:
+            given = getattr(conf, option.setting, None) or None
+        if given is not None:
+            (fields if option.dest in own else options)[option.dest] = given
+    return fields, options
+
+
+def _declared() -> list[Any]:
+    """Every option the installed platforms declare, each flag once (the first declaration)."""
+    from benchledger.harness.platforms.platform import every
+
+    seen: dict[str, Any] = {}
+    for platform in every():
+        for option in platform.options:
+            seen.setdefault(option.flag, option)
+    return list(seen.values())
+
+
 def _config(args: argparse.Namespace) -> RunConfig:
     """The run configuration the options ask for (secrets resolved from the settings); the
     harness checks it (``harness.plan.settle``)."""
-    given = frozenset(_RESTORABLE[o] for o in _RESTORABLE if getattr(args, o) is not None)
+    # Options a resume takes from the run record (record.RESTORED, the one table): given
+    # explicitly, they must agree with it.
+    given = frozenset(
+        name for name, r in RESTORED.items() if any(_opt(args, o) is not None for o in r.options)
+    )
     agent_params = _agent_params(args)
     if agent_params:
         given |= {"agent_params"}
     if args.time_scale is not None:
         given |= {"time_scale"}
     value: dict[str, Any] = {
-        o: getattr(args, o) if getattr(args, o) is not None else _DEFAULTS.get(o)
-        for o in _RESTORABLE
+        o: _opt(args, o) if _opt(args, o) is not None else _DEFAULTS.get(o)
+        for r in RESTORED.values()
+        for o in r.options
     }
     conf = args.settings
-    if args.basic_memory_python:
-        conf = dataclasses.replace(conf, basic_memory_python=args.basic_memory_python)
+    fields, options = _platform_options(args, conf)
     items_options = tuple(
         f"--{o}" for o in ("protocols", "cases", "tasks") if getattr(args, o) is not None
     )
@@ -130,10 +149,9 @@ def _config(args: argparse.Namespace) -> RunConfig:
         items_options=items_options,
         agent=value["agent"],
         platform=value["platform"],
-        server_memory_cmd=args.server_memory_cmd or "",
-        basic_memory_cmd=args.basic_memory_cmd or "",
-        admin_key=args.admin_key or conf.admin_key,
-        pool_base=args.pool_base or conf.pool_base,
+        platform_options=options,
+        admin_key=fields.get("admin_key") or "",
+        pool_base=fields.get("pool_base") or "",
         pool_size=value["pool_size"] or 0,
         k=value["k"],
         concurrency=value["concurrency"],
@@ -348,6 +366,22 @@ def _not_sealed_for_infra(run_id: str, units: list[str], shard: str, location: s
     )
 
 
+def _platform_args(p: argparse.ArgumentParser) -> None:
+    """Each installed platform's own options (``Platform.options``), in a group per platform."""
+    from benchledger.harness.platforms.platform import every
+
+    seen: set[str] = set()
+    for platform in every():
+        mine = [o for o in platform.options if o.flag not in seen]
+        if not mine:
+            continue
+        g = p.add_argument_group(f"platform {platform.name}")
+        for o in mine:
+            seen.add(o.flag)
+            kind = whole(o.flag) if o.whole else str
+            g.add_argument(o.flag, dest=o.dest, metavar=o.metavar, type=kind, help=o.help)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``run``."""
     p = sub.add_parser("run", help="run the benchmark; every call goes into the ledger")
@@ -414,45 +448,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "server-memory (@modelcontextprotocol/server-memory over stdio, npm-installed on "
         "first use; default version 2026.8.31), basic-memory (PyPI basic-memory over "
         "streamable HTTP, pip-installed on first use; default 0.24.1) or the URL of a running "
-        "mcp-data-platform",
-    )
-    p.add_argument(
-        "--server-memory-cmd",
-        metavar="CMD",
-        help="server-memory: start the server with CMD instead of the npm install "
-        "(e.g. 'node /path/to/server-memory/dist/index.js')",
-    )
-    p.add_argument(
-        "--basic-memory-cmd",
-        metavar="CMD",
-        help="basic-memory: the basic-memory command of a server you installed (the harness "
-        "adds `mcp --transport streamable-http ...`), instead of the pip install",
-    )
-    p.add_argument(
-        "--basic-memory-python",
-        metavar="PATH",
-        help="basic-memory: the Python >= 3.12 to install it with (default: the first found "
-        "on PATH or in ~/.pyenv/versions)",
-    )
-    p.add_argument(
-        "--pack",
-        metavar="PATH",
-        help="embedded: the seed pack (a folder in the peer's seed layout, e.g. "
-        "../shared/peers/mcp-data-platform/bench/seed); default: benchledger's own",
+        "mcp-data-platform; or an installed platform's name (`benchledger platforms`)",
     )
     p.add_argument(
         "--platform-scope",
         choices=["pass", "unit"],
         help="embedded: a fresh platform per pass (default) or per unit",
     )
-    p.add_argument("--admin-key", metavar="K", help="external platform (or $BENCHLEDGER_ADMIN_KEY)")
-    p.add_argument(
-        "--pool-base", metavar="B", help="external: keys are B-001..B-N (or $BENCHLEDGER_POOL_BASE)"
-    )
-    p.add_argument(
-        "--pool-size", type=whole("--pool-size"), metavar="N", help="external platform: pool size"
-    )
-    p.add_argument("--reset-cmd", metavar="CMD", help="external platform: run between passes")
+    _platform_args(p)
     p.add_argument("--k", type=whole("--k"), help="passes; each is one attempt per protocol (1)")
     p.add_argument("--concurrency", type=whole("--concurrency"), help="units in flight (4)")
     p.add_argument("--run-id", metavar="ID")

@@ -212,7 +212,7 @@ class RunDriver:
             prov = _provisioner(
                 plan.spec, pool_size=plan.pool, admin_key=self.cfg.admin_key,
                 pool_base=self.cfg.pool_base, reset_cmd=plan.reset_cmd, k=plan.record.k,
-                pack=plan.pack, settings=self.cfg.settings,
+                pack=plan.pack, settings=self.cfg.settings, options=self.cfg.platform_options,
             )  # fmt: skip
             first, described = await self._preflight(prov, stack)
             if plan.resumed:
@@ -231,7 +231,6 @@ class RunDriver:
         record = msgspec.structs.replace(
             plan.record, platform=prov.record(described), pack_hash=described.pack_hash
         )
-        kind = plan.spec.kind
         body = RunStartedBody(
             suite=plan.suite.name,
             protocol_set_hash=record.protocol_set_hash,
@@ -239,7 +238,7 @@ class RunDriver:
             k=record.k,
             agent=plan.agent.name,
             model=plan.agent.model,
-            platform=described.name + (" (embedded)" if kind in ("embedded", "process") else ""),
+            platform=prov.run_label(described),
             platform_version=described.version,
             coupled=prov.coupled,
             tool_version=TOOL_VERSION,

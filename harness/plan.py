@@ -21,8 +21,13 @@ from typing import Any, Final
 
 from benchledger.harness import agents
 from benchledger.harness.agents.base import Agent
-from benchledger.harness.platforms.basic_memory_server import CMD as BASIC_MEMORY_CMD
-from benchledger.harness.platforms.provision import SERVER_MEMORY_CMD, PlatformSpec, parse_platform
+from benchledger.harness.platforms.platform import (
+    Platform,
+    PlatformSpec,
+    of_record,
+    owner_of,
+    resolve,
+)
 from benchledger.harness.record import (
     RunConfig,
     RunRefused,
@@ -158,6 +163,33 @@ def _agent(cfg: RunConfig, spec: str, recorded: dict[str, Any] | None = None) ->
         raise RunRefused(str(exc)) from None
 
 
+def _foreign_options(cfg: RunConfig, platform: Platform) -> None:
+    """RunRefused naming an option given that belongs to another platform than the run's."""
+    own = {option.dest for option in platform.options}
+    for name, value in sorted(cfg.platform_options.items()):
+        if not value or name in own:
+            continue
+        found = owner_of(name)
+        if found is None:
+            raise RunRefused(f"platform option {name!r}: no installed platform takes it")
+        owner, option = found
+        does = f" {option.purpose}" if option.purpose else f" is {owner.name}'s option"
+        raise RunRefused(f"{option.flag}{does}: use it with --platform {owner.name}")
+
+
+def _platform_of(spec: PlatformSpec) -> Platform:
+    """The registered platform that writes ``spec``'s kind (RunRefused if none is installed)."""
+    try:
+        return of_record(spec.kind)
+    except LookupError as exc:
+        raise RunRefused(str(exc)) from None
+
+
+def _shared(spec: PlatformSpec) -> bool:
+    """Whether the platform of ``spec`` is one running platform every pass shares."""
+    return _platform_of(spec).shared
+
+
 def settle(cfg: RunConfig) -> PlatformSpec:
     """The option rules every run (new or resumed) obeys, checked once: RunRefused naming the
     option; fills the defaults (the suite's among them) into ``cfg``; its platform."""
@@ -166,27 +198,15 @@ def settle(cfg: RunConfig) -> PlatformSpec:
                          "with --resume RUN_ID")  # fmt: skip
     if cfg.shard is not None and not (cfg.run_id or cfg.resume):
         raise RunRefused("--shard needs --run-id ID (every shard names the same run) or --resume")
-    if cfg.server_memory_cmd:
-        if cfg.platform != "server-memory":
-            raise RunRefused(
-                "--server-memory-cmd starts server-memory with the given command: use it with "
-                "--platform server-memory (no @VERSION: the command decides the version)"
-            )
-        cfg.platform, cfg.server_memory_cmd = SERVER_MEMORY_CMD + cfg.server_memory_cmd, ""
-    if cfg.basic_memory_cmd:
-        if cfg.platform != "basic-memory":
-            raise RunRefused(
-                "--basic-memory-cmd starts basic-memory with the given command: use it with "
-                "--platform basic-memory (no @VERSION: the command decides the version)"
-            )
-        cfg.platform, cfg.basic_memory_cmd = BASIC_MEMORY_CMD + cfg.basic_memory_cmd, ""
     try:
-        spec = parse_platform(cfg.platform)
+        platform, spec = resolve(cfg.platform)
+        _foreign_options(cfg, platform)
+        settled = platform.settle(spec, cfg.platform_options)
     except ValueError as exc:
         raise RunRefused(str(exc)) from None
-    external = spec.kind == "external"
-    if external:  # as parse_platform normalised it: URL/mcp names URL
-        cfg.platform = spec.url
+    external = platform.shared
+    if settled != spec or external:  # as the platform normalised it: URL/mcp names URL
+        cfg.platform, spec = settled.url, settled
     _suite(cfg.suite).settle(cfg, external)
     if external and not cfg.resume and not (cfg.admin_key and cfg.pool_base and cfg.pool_size):
         raise RunRefused(
@@ -220,11 +240,14 @@ def _plan_new(ledger: Ledger, cfg: RunConfig, spec: PlatformSpec, given: Agent |
     agent = given or _agent(cfg, cfg.agent)
     if cfg.runtime_scope not in ("pass", "unit"):
         raise RunRefused(f"runtime scope {cfg.runtime_scope!r}: use pass or unit")
-    external = spec.kind == "external"
+    external = _shared(spec)
     if cfg.runtime_scope == "unit" and external:
         raise RunRefused("a fresh platform per unit needs an embedded platform")
     if cfg.pack and external:
         raise RunRefused("--pack seeds the embedded platform; an external one has its own data")
+    if cfg.pack and not _platform_of(spec).seeded:
+        raise RunRefused(f"--pack seeds the embedded platform; {_platform_of(spec).name} starts "
+                         "empty")  # fmt: skip
     if cfg.reset_cmd and not external:
         raise RunRefused("--reset-cmd resets an external platform between passes; an "
                          "embedded one starts fresh for every pass")  # fmt: skip
@@ -277,7 +300,7 @@ def _plan_new(ledger: Ledger, cfg: RunConfig, spec: PlatformSpec, given: Agent |
 
 def _new_pool(spec: PlatformSpec, units: int, per: int, k: int, available: int) -> int:
     needed, margin = pool_needed(units, per)
-    if spec.kind != "external":
+    if not _shared(spec):
         if needed + margin > MAX_POOL:
             raise RunRefused(
                 f"the run needs {needed} identities plus a retry margin of {margin}; the "
@@ -330,8 +353,12 @@ def _plan_resume(ledger: Ledger, cfg: RunConfig, given_agent: Agent | None) -> R
     if loaded.set_hash != record.protocol_set_hash:
         raise RunRefused(f"the protocol set at {path} changed since run {run_id} started")
     items = _select(loaded.items, record.only, record.limit, suite.item_noun, path)
-    spec = parse_platform(platform_option(record))
-    if spec.kind == "external" and not (cfg.admin_key and cfg.pool_base):
+    try:
+        spec = resolve(platform_option(record))[1]
+    except ValueError as exc:
+        raise RunRefused(f"run {run_id}: {exc}") from None
+    external = _shared(spec)
+    if external and not (cfg.admin_key and cfg.pool_base):
         raise RunRefused(
             f"run {run_id} ran against {spec.url}: resuming needs --admin-key (or "
             "$BENCHLEDGER_ADMIN_KEY) and --pool-base again (keys are never recorded)"
@@ -340,7 +367,7 @@ def _plan_resume(ledger: Ledger, cfg: RunConfig, given_agent: Agent | None) -> R
     agent = given_agent or _agent(cfg, record.agent, record.agent_params)
     plans, abandon = _resume_units(ledger, suite, items, record, run_id, shard, cfg.retry_infra)
     top = max((max(p.identities) for p in plans), default=0)
-    if spec.kind == "external":
+    if external:
         if top > record.pool_size:
             raise RunRefused(
                 f"resuming needs pool identities up to {top}, but the pool holds "

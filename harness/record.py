@@ -19,6 +19,7 @@ import blake3
 import msgspec
 
 from benchledger.harness.errors import HarnessError
+from benchledger.harness.platforms.platform import PlatformSpec
 from benchledger.harness.settings import Settings
 from benchledger.harness.sharding import Shard
 from benchledger.ledger import Ledger
@@ -34,7 +35,7 @@ REDACTED: Final = "<redacted>"
 _SECRET_NAME = re.compile(r"(?i)(key|token|secret|passw|pwd|auth|credential)")
 _SECRET_VALUE = re.compile(r"(?i)^(sk-|ghp_|xox[bp]-|eyJ)|^[A-Za-z0-9_\-]{32,}$")
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]+):[^@/\s]+@")
-_IDENTITY = re.compile(r"^pool:(\d+)\b")
+_POOL_LABEL = re.compile(r"^pool:(\d+)\b")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")  # VAR=value before a program
 _RESET_DOMAIN = b"benchledger:reset-cmd:v1\x00"
 
@@ -56,8 +57,9 @@ class RunConfig:
     items_options: tuple[str, ...] = ()
     agent: str = "scripted"
     platform: str = "embedded"
-    server_memory_cmd: str = ""  # start server-memory with this command (no npm install)
-    basic_memory_cmd: str = ""  # start basic-memory with this command (no pip install)
+    # The chosen platform's own options by name (``--server-memory-cmd`` ->
+    # ``server_memory_cmd``), as its ``Platform.options`` declare them.
+    platform_options: dict[str, str] = field(default_factory=dict)
     admin_key: str = ""
     pool_base: str = ""
     pool_size: int = 0
@@ -89,20 +91,43 @@ class RunConfig:
     seal_despite_infra: bool = False
 
 
-# RunConfig field -> RunRecord field, for options a resume may repeat but not change.
+class Restored(NamedTuple):
+    """One option a resume restores from the run record: the record field it is kept in
+    ("" when compared otherwise: the platform by its label, the reset command by digest)
+    and the command-line options (argparse names) that set it."""
+
+    record: str
+    options: tuple[str, ...]
+
+
+# RunConfig field -> how a resume restores it: options a resume may repeat but not change.
+# The one table: the command line marks what was given by it, ``contradictions`` checks it.
 RESTORED: Final = {
-    "protocols_path": "protocols_path",
-    "agent": "agent",
-    "k": "k",
-    "pool_size": "pool_size",
-    "concurrency": "concurrency",
-    "capture_timeout_s": "capture_timeout_s",
-    "suite": "suite",
-    "runtime_scope": "runtime_scope",
-    "pack": "pack",
-    "protocol": "only",
-    "limit": "limit",
+    "protocols_path": Restored("protocols_path", ("protocols", "cases", "tasks")),
+    "agent": Restored("agent", ("agent",)),
+    "k": Restored("k", ("k",)),
+    "pool_size": Restored("pool_size", ("pool_size",)),
+    "concurrency": Restored("concurrency", ("concurrency",)),
+    "capture_timeout_s": Restored("capture_timeout_s", ()),
+    "suite": Restored("suite", ()),
+    "runtime_scope": Restored("runtime_scope", ("platform_scope",)),
+    "pack": Restored("pack", ("pack",)),
+    "protocol": Restored("only", ("protocol",)),
+    "limit": Restored("limit", ("limit",)),
+    "platform": Restored("", ("platform",)),
+    "reset_cmd": Restored("", ("reset_cmd",)),
 }
+
+
+def pool_label(index: int, email: str) -> str:
+    """How a unit names a pool identity it was given: ``pool:NNN EMAIL``."""
+    return f"pool:{index:03d} {email}"
+
+
+def pool_index(label: str) -> int | None:
+    """The pool index a ``pool_label`` names (None: not a pool label)."""
+    m = _POOL_LABEL.match(label)
+    return int(m.group(1)) if m else None
 
 
 def redact_command(cmd: str, known: tuple[str, ...] = ()) -> str:
@@ -239,15 +264,18 @@ def _short(value: Any) -> str:
 def contradictions(config: RunConfig, record: RunRecord) -> list[str]:
     """Options given on resume that contradict the record, as ``--option: given (recorded X)``."""
     out = []
-    for name, rec_name in RESTORED.items():
-        if name not in config.given or (record.shards > 1 and rec_name in SHARD_LOCAL):
+    for name, restored in RESTORED.items():
+        rec_name = restored.record
+        if not rec_name or name not in config.given:
+            continue
+        if record.shards > 1 and rec_name in SHARD_LOCAL:
             continue
         given, recorded = getattr(config, name), getattr(record, rec_name)
         if given != recorded:
             given, recorded = _option_value(given), _option_value(recorded)
             out.append(f"--{name.replace('_', '-')} {given} (the run recorded {recorded})")
-    if "platform" in config.given and config.platform.rstrip("/") != _platform_label(record):
-        out.append(f"--platform {config.platform} (the run recorded {_platform_label(record)})")
+    if "platform" in config.given and config.platform.rstrip("/") != platform_option(record):
+        out.append(f"--platform {config.platform} (the run recorded {platform_option(record)})")
     if (
         "reset_cmd" in config.given
         and not record.reset_digest  # checked against the digest (resume_reset_cmd)
@@ -267,14 +295,9 @@ def _option_value(value: Any) -> Any:
     return ", ".join(value) or "none" if isinstance(value, list) else value
 
 
-def _platform_label(record: RunRecord) -> str:
-    p = record.platform
-    return p.url or ("embedded:process" if p.kind == "process" else "embedded")
-
-
 def platform_option(record: RunRecord) -> str:
     """The ``--platform`` value that reaches the recorded platform again."""
-    return _platform_label(record)
+    return PlatformSpec(record.platform.kind, record.platform.url).label
 
 
 def read_record(ledger: Ledger, run_id: str) -> RunRecord:
@@ -297,7 +320,7 @@ def highest_identity(ledger: Ledger, run_id: str) -> int:
     for event, _ in ledger.events(run_id):
         if isinstance(event, UnitStartedEvent):
             for label in (event.body.teacher, event.body.learner):
-                m = _IDENTITY.match(label)
-                if m:
-                    top = max(top, int(m.group(1)))
+                index = pool_index(label)
+                if index is not None:
+                    top = max(top, index)
     return top

@@ -32,9 +32,6 @@ class Settings:
     openai_api_key: str = field(default="", repr=False)
     npm_dir: str = DEFAULT_NPM_DIR
     basic_memory_dir: str = DEFAULT_BASIC_MEMORY_DIR
-    # The Python >= 3.12 basic-memory is installed with ("": the first one found); set by
-    # ``--basic-memory-python``, no environment variable.
-    basic_memory_python: str = ""
     signing_key: str = ""  # path of the Ed25519 private key that signs seals (never the key)
     key_dir: str = ""  # where `keys new` writes a key pair by default
     # Seconds an external platform may take to answer any request (0: the client's defaults,

@@ -1,6 +1,6 @@
 """One unit: its recording context (stream, decisions, retries, episodes) and its runner.
 
-Every suite runs its units through a ``UnitContext``. It is the ``Evidence`` a platform
+Every suite runs its units through a ``UnitContext``. It is the ``UnitRecorder`` a platform
 adapter records its reads into, holds the retry policy and the clock (injected, so a
 replay runs without the wall clock), and runs episodes with the unit's agent.
 ``run_unit`` is the one way a unit runs, for the driver and for full replay alike: its
@@ -22,6 +22,7 @@ from benchledger.harness.agents.base import Agent, Episode, UnitInfo
 from benchledger.harness.episode import NO_TOOLS, EpisodeResult, Recorder, ToolSets, run_episode
 from benchledger.harness.errors import InfraError
 from benchledger.harness.platforms.base import Clock, PlatformClient, ReadBack
+from benchledger.harness.record import pool_label
 from benchledger.ledger import Ledger, LedgerError
 from benchledger.ledger.events import (
     INTERNAL_ERROR,
@@ -63,7 +64,7 @@ class SystemClock:
 
 def identity_label(platform: PlatformClient, index: int) -> str:
     """How an identity is recorded: its pool index and email, never its key."""
-    return f"pool:{index:03d} {platform.email(index)}"
+    return pool_label(index, platform.email(index))
 
 
 @dataclass
@@ -182,7 +183,7 @@ class UnitContext:
             self.outcome[d.body.check] = d.body.verdict
             self.w.append(d.body, refs=d.refs)
 
-    # -- Evidence, for platform adapters ---------------------------------------------------
+    # -- UnitRecorder, for platform adapters ---------------------------------------------------
 
     async def read(
         self,

@@ -11,7 +11,7 @@ in-memory ledger, on virtual time. Needs no model key and no network.
 from __future__ import annotations
 
 import asyncio
-import re
+import importlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -24,7 +24,9 @@ from benchledger.harness import agents
 from benchledger.harness.agents.base import Agent
 from benchledger.harness.models import Divergence
 from benchledger.harness.platforms.base import PlatformClient
+from benchledger.harness.platforms.platform import Platform, of_record
 from benchledger.harness.platforms.provision import EmbeddedProvisioner, PlatformSpec
+from benchledger.harness.record import pool_index
 from benchledger.harness.suites import Suite, suite_for
 from benchledger.harness.unit import UnitPlan, run_unit
 from benchledger.ledger import Ledger, UnusableInput, open_store
@@ -33,14 +35,10 @@ from benchledger.projections.trace import episode_trace_hash, episodes, trace, u
 from benchledger.protocols.schema import Protocol
 from benchledger.replay.clock import ReplayClock
 from benchledger.replay.findings import TOOLS, Mismatch, Report, first_difference
-from benchledger.replay.log_basic_memory import LogBasicMemory
-from benchledger.replay.log_platform import LogPlatform
-from benchledger.replay.log_server_memory import LogServerMemory
 from benchledger.replay.tape import RequestDivergence, Tape, TapeTransport, ToolDivergence, describe
 from benchledger.replay.target import ReplayUnit, Run
 
 POOL_MARGIN: Final = 4
-_POOL = re.compile(r"^pool:(\d+)\b")
 
 # A fresh platform for one scope of a live replay (a pass, or a unit).
 Runtime = Callable[[], AbstractAsyncContextManager[PlatformClient]]
@@ -95,30 +93,26 @@ async def replay_full_async(
     suite.configure(record)
     pool = max((i for u in units for i in _identities(u)), default=0) + POOL_MARGIN
     replayed: list[Replayed] = []
-    kind = record.platform.kind
-    # server-memory (stdio) and basic-memory: their own adapters, their own I/O.
-    stdio = kind in ("stdio", "basic-memory")
+    where = target or run.run_id
+    try:
+        platform = of_record(record.platform.kind)
+    except LookupError as exc:
+        raise UnusableInput(where, f"the run cannot be replayed: {exc}") from None
     if tools == "log":
+        twin = log_twin(platform, where)
         for unit in units:
             tape = Tape(unit.stream, unit.pairs)
-            logged: LogPlatform | LogServerMemory | LogBasicMemory
-            if kind == "basic-memory":
-                logged = LogBasicMemory(tape, pool_size=pool)
-            elif stdio:
-                logged = LogServerMemory(tape, pool_size=pool)
-            else:
-                logged = LogPlatform(tape, pool_size=pool)
+            logged = twin(tape, pool_size=pool)
             try:
                 replayed.append(await _unit(unit, protocols, suite, record, logged, tape, 0.0))
             finally:
                 await logged.aclose()
     else:
-        if stdio and runtime is None:
+        if not platform.live_replay and runtime is None:
             raise UnusableInput(
-                target or run.run_id,
-                f"the run is on {record.platform.name or 'server-memory'}, and a live replay "
-                "re-drives units on the "
-                "embedded mcp-data-platform: use --tools log",
+                where,
+                f"the run is on {record.platform.name or platform.name}, and a live replay "
+                "re-drives units on the embedded mcp-data-platform: use --tools log",
             )
         make = runtime or EmbeddedProvisioner(PlatformSpec("embedded"), pool_size=pool).runtime
         for group in _scopes(record, units):
@@ -136,6 +130,30 @@ async def replay_full_async(
             )
     _compare(report, replayed)
     return report
+
+
+# A platform's log twin: its adapter over the recorded I/O of one unit (``Platform.replay``).
+LogTwin = Callable[..., PlatformClient]
+
+
+def log_twin(platform: Platform, where: str) -> LogTwin:
+    """The adapter that serves ``platform`` from a log, as its ``replay`` names it
+    (``module:Name``); UnusableInput saying why when it has none or it cannot be loaded."""
+    if not platform.replay:
+        raise UnusableInput(
+            where,
+            f"the run is on {platform.name}, which cannot be replayed from its log: "
+            f"{platform.not_replayable}; --level rederive still works",
+        )
+    module, _, name = platform.replay.partition(":")
+    try:
+        twin: LogTwin = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise UnusableInput(
+            where, f"the {platform.name} platform's log twin {platform.replay} cannot be "
+            f"loaded ({type(exc).__name__}: {exc})"
+        ) from None  # fmt: skip
+    return twin
 
 
 def _planned_order(record: RunRecord, units: list[ReplayUnit]) -> list[ReplayUnit]:
@@ -167,10 +185,10 @@ def _identities(unit: ReplayUnit) -> tuple[int, int]:
     """The unit's (teacher, learner) pool indexes, from the labels it recorded."""
     started = unit.started
     labels = (started.body.teacher, started.body.learner) if started else ("", "")
-    teacher, learner = (_POOL.match(label) for label in labels)
+    teacher, learner = (pool_index(label) for label in labels)
     if teacher is None or learner is None:
         raise UnusableInput(unit.stream, f"unit_started names no pool identities ({labels})")
-    return int(teacher[1]), int(learner[1])
+    return teacher, learner
 
 
 def _agent(record: RunRecord, unit: ReplayUnit, tape: Tape) -> Agent:

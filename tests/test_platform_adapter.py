@@ -6,7 +6,7 @@ import asyncio
 
 from benchledger import protocols
 from benchledger.harness.agents import ScriptedAgent
-from benchledger.harness.platforms.base import Page, PollPolicy
+from benchledger.harness.platforms.base import KnowledgePageTarget, PollPolicy
 from benchledger.harness.platforms.mcp_data_platform import McpDataPlatform
 from benchledger.harness.suites.lifecycle import target
 from benchledger.harness.unit import UnitContext, UnitPlan
@@ -63,7 +63,7 @@ def test_a_page_promotion_is_verified_on_the_protocols_own_page_not_on_any_page(
             landed = await client.promote(ctx, capture=first, target=target(p))
             # The same fact promoted to another page slug: the apply goes to that slug,
             # so that page is what must show it; a page that does not exist shows nothing.
-            other = target(p)._replace(page=Page("no-such-page", "x", "y", "z"))
+            other = target(p)._replace(page=KnowledgePageTarget("no-such-page", "x", "y", "z"))
             shown = await client._sink_shows(ctx, other, [])
             await ctx.commit()
             return landed, shown

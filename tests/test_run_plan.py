@@ -143,7 +143,7 @@ def ledger_record(ledger: Ledger, run_id: str) -> Any:
         (RunConfig(retry_infra=True), "--retry-infra re-runs an unsealed run's infra-failed"),
         (RunConfig(agent="fake", time_scale=0.5, given=frozenset({"time_scale"})),
          "--time-scale scales a recorded agent's latencies"),
-        (RunConfig(platform="embedded", server_memory_cmd="node x.js"),
+        (RunConfig(platform="embedded", platform_options={"server_memory_cmd": "node x.js"}),
          "--server-memory-cmd starts server-memory with the given command"),
         (RunConfig(suite="provenance", k=1, given=frozenset({"k"})),
          "--suite provenance needs --k 2 or more"),

@@ -1,17 +1,21 @@
-"""The platform interface: sessions for agents, and the lifecycle steps behind one adapter.
+"""The platform interface: a small core every platform implements, and per-suite capabilities.
 
-The runner never speaks a platform's admin API itself. An adapter performs each
-lifecycle step (check a capture, promote, check an update, resolve a ref), records
-what it read through the unit's ``Evidence``, and returns a small typed observation
-the suite decides on. What "newest" means, which routes exist and how a promotion is
-verified are the adapter's business, so a platform with another API slots in unchanged.
+``PlatformClient`` is the core: identities, sessions for agents, what the platform says it
+is, close. A suite that needs more asks for a capability: the lifecycle suite for
+``LifecycleCapability`` (check a capture, promote, check an update), the provenance suite
+for ``RefCapability`` (resolve a cited ref), each a runtime-checkable protocol.
+The runner never speaks a platform's admin API itself: an adapter performs each step,
+records what it read through the unit's ``UnitRecorder``, and returns a small typed
+observation the suite decides on. What "newest" means, which routes exist and how a
+promotion is verified are the adapter's business, so a platform with another API slots in
+unchanged; a platform without a capability gets those stages reported not applicable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from benchledger.ledger.events import SessionCallBody
 
@@ -81,8 +85,8 @@ class Clock(Protocol):
     async def sleep(self, seconds: float) -> None: ...
 
 
-class Evidence(Protocol):
-    """Where an adapter records its reads and calls: the unit's stream."""
+class UnitRecorder(Protocol):
+    """Where an adapter records its reads and calls: the unit's stream (``harness.unit``)."""
 
     clock: Clock
 
@@ -104,7 +108,9 @@ class Evidence(Protocol):
         ...
 
 
-class Page(NamedTuple):
+class KnowledgePageTarget(NamedTuple):
+    """The knowledge page a promotion to the ``knowledge_page`` sink should land as."""
+
     slug: str
     title: str
     summary: str
@@ -117,7 +123,7 @@ class Target(NamedTuple):
     entity_urn: str
     sink: str  # "datahub" (the entity's description) or "knowledge_page"
     fact: str
-    page: Page | None = None
+    page: KnowledgePageTarget | None = None
     correction: str = ""  # update protocols: the corrected fact (an adapter may look for it)
 
 
@@ -181,10 +187,11 @@ class Description(NamedTuple):
 
 
 class PlatformClient(Protocol):
-    """What the runner needs from a memory platform; a new platform implements this.
+    """The core every memory platform implements: identities, sessions, describe, close.
 
-    Infrastructure failures raise ``harness.errors.InfraError``; every read made for
-    a lifecycle step is recorded through the ``Evidence`` the step is given.
+    Infrastructure failures raise ``harness.errors.InfraError``. What a suite needs beyond
+    this is a capability (``LifecycleCapability``, ``RefCapability``) the client may have;
+    a suite asks with ``isinstance`` (the capabilities are runtime-checkable protocols).
     """
 
     pool_size: int
@@ -203,24 +210,39 @@ class PlatformClient(Protocol):
         """Preflight: reach the platform as admin and as a pool identity; say what it is."""
         ...
 
+    async def aclose(self) -> None:
+        """Release what the client holds (connections); the platform itself stays."""
+        ...
+
+
+@runtime_checkable
+class LifecycleCapability(Protocol):
+    """What the lifecycle suite asks of a platform: capture, promotion and update checks.
+
+    Every read made for a step is recorded through the ``UnitRecorder`` the step is given.
+    """
+
     async def check_capture(
-        self, ev: Evidence, *, identity: int, target: Target, since: float, poll: PollPolicy
+        self, ev: UnitRecorder, *, identity: int, target: Target, since: float, poll: PollPolicy
     ) -> CaptureCheck:
         """Find the newest pending capture by ``identity`` on the target since ``since``."""
         ...
 
-    async def promote(self, ev: Evidence, *, capture: str, target: Target) -> Promotion:
+    async def promote(self, ev: UnitRecorder, *, capture: str, target: Target) -> Promotion:
         """Promote a capture into shared knowledge and verify it landed in the sink."""
         ...
 
     async def check_update(
-        self, ev: Evidence, *, identity: int, original: str, target: Target, since: float
+        self, ev: UnitRecorder, *, identity: int, original: str, target: Target, since: float
     ) -> UpdateCheck:
         """Did a correction land as a new live capture; is the original superseded?"""
         ...
 
-    async def read_ref(self, ev: Evidence, ref: str) -> RefCheck:
+
+@runtime_checkable
+class RefCapability(Protocol):
+    """What the provenance suite asks of a platform: resolve a ref an agent cited."""
+
+    async def read_ref(self, ev: UnitRecorder, ref: str) -> RefCheck:
         """Resolve a ref an agent cited: a catalog entity or page (pack) or a memory (vault)."""
         ...
-
-    async def aclose(self) -> None: ...

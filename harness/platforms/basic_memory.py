@@ -48,16 +48,16 @@ from benchledger.harness.platforms.base import (
     CallResult,
     CaptureCheck,
     Description,
-    Evidence,
     Observer,
     PollPolicy,
     Promotion,
     ReadBack,
     RefCheck,
     Target,
+    UnitRecorder,
     UpdateCheck,
 )
-from benchledger.harness.platforms.mcp_data_platform import TRANSPORT, _Session, _streams, translate
+from benchledger.harness.platforms.http import TRANSPORT, ListedToolsSession, streams, translate
 from benchledger.harness.platforms.server_memory import dataset_name, entity_matches
 from benchledger.harness.platforms.session import ObservedSession, observed
 from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
@@ -330,8 +330,8 @@ class BasicMemory:
                     email: str) -> AsyncIterator[BasicMemorySession]:  # fmt: skip
         http = httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=120.0))
         async with observed(
-            _streams(self.url, http),
-            _Session,
+            streams(self.url, http),
+            ListedToolsSession,
             lambda client: BasicMemorySession(client, observer, scope, email),
             transport=TRANSPORT,
             fail=translate,
@@ -389,7 +389,7 @@ class BasicMemory:
         return await asyncio.to_thread(read_files, self.project_dir(project), project)
 
     async def _files(
-        self, ev: Evidence, project: str, urn: str, fact: str, path: str = ""
+        self, ev: UnitRecorder, project: str, urn: str, fact: str, path: str = ""
     ) -> list[dict[str, Any]]:
         """One recorded read of a project's files on disk: those about ``urn`` with ``fact``
         (or the one at ``path``), newest first."""
@@ -420,7 +420,7 @@ class BasicMemory:
         return ReadBack("MCP", f"tools/call read_note @ {project}", 200, {"notes": notes}, ms)
 
     async def _read_back(
-        self, ev: Evidence, purpose: str, rec: Observer, project: str, target: Target,
+        self, ev: UnitRecorder, purpose: str, rec: Observer, project: str, target: Target,
         fact: str, poll: PollPolicy, unless: str = "",
     ) -> tuple[list[str], int | None]:  # fmt: skip
         """Files on disk, then ``read_note`` of those about the target with ``fact``: the
@@ -441,7 +441,7 @@ class BasicMemory:
                 return seen["ids"], seq
             await ev.clock.sleep(poll.interval_s)
 
-    async def _not_applicable(self, ev: Evidence, what: str, why: str) -> int | None:
+    async def _not_applicable(self, ev: UnitRecorder, what: str, why: str) -> int | None:
         async def declared() -> ReadBack:
             return ReadBack("DESCRIBE", f"{NAME} capabilities", 200,
                             {"what": what, "why": why}, 0.0)  # fmt: skip
@@ -452,7 +452,7 @@ class BasicMemory:
     # -- the lifecycle steps (PlatformClient) ------------------------------------------------
 
     async def check_capture(
-        self, ev: Evidence, *, identity: int, target: Target, since: float, poll: PollPolicy
+        self, ev: UnitRecorder, *, identity: int, target: Target, since: float, poll: PollPolicy
     ) -> CaptureCheck:
         """The teacher's project holds a note on the entity with the fact, on disk and as
         ``read_note`` says (polled: a busy server writes the file after it answers)."""
@@ -465,7 +465,7 @@ class BasicMemory:
             return CaptureCheck(ids[0], f"note {ids[0]} found", refs)
         return CaptureCheck(None, "no note with the fact on the protocol's entity", refs)
 
-    async def promote(self, ev: Evidence, *, capture: str, target: Target) -> Promotion:
+    async def promote(self, ev: UnitRecorder, *, capture: str, target: Target) -> Promotion:
         """The harness as reviewer: the capture read back from the teacher's project, its
         note (or the protocol's knowledge page) written into the shared project, and that
         read back over MCP and from disk."""
@@ -570,7 +570,7 @@ class BasicMemory:
                         {"text": got.text[:2000], "answer": got.data}, ms)  # fmt: skip
 
     async def check_update(
-        self, ev: Evidence, *, identity: int, original: str, target: Target, since: float
+        self, ev: UnitRecorder, *, identity: int, original: str, target: Target, since: float
     ) -> UpdateCheck:
         """The correction is in a note on the entity (a new version); the original text must
         be gone from the note it was in (still there: a duplicate)."""
@@ -599,7 +599,7 @@ class BasicMemory:
         return UpdateCheck(new[0], f"correction captured as {new[0]}", refs, status["status"],
                            (seq,) if seq is not None else ())  # fmt: skip
 
-    async def read_ref(self, ev: Evidence, ref: str) -> RefCheck:
+    async def read_ref(self, ev: UnitRecorder, ref: str) -> RefCheck:
         """A note id resolves to its version in its project's files; nothing else exists."""
         parsed = parse_note_id(ref)
         if parsed is None:

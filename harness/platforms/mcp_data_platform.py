@@ -19,27 +19,28 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 import httpx2
-import mcp_types as types
 from mcp.client.session import ClientSession
-from mcp.client.streamable_http import StreamableHTTPTransport
-from mcp.shared._context_streams import create_context_streams
-from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
 
 from benchledger.harness.errors import InfraError
 from benchledger.harness.platforms.base import (
     CaptureCheck,
     Description,
-    Evidence,
     Observer,
     PollPolicy,
     Promotion,
     ReadBack,
     RefCheck,
     Target,
+    UnitRecorder,
     UpdateCheck,
+)
+from benchledger.harness.platforms.http import (
+    TRANSPORT,
+    ListedToolsSession,
+    read_empty,
+    streams,
+    translate,
 )
 from benchledger.harness.platforms.session import ObservedSession, observed, parse, scrubbed
 from benchledger.harness.scrub import Scrubber, scrubber
@@ -94,59 +95,6 @@ def entity_block(content: tuple[dict[str, Any], ...], data: Any) -> dict[str, An
         if isinstance(parsed, dict) and "urn" in parsed:
             return parsed
     return None
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-# What a broken connection or a refused request looks like; anything else is the caller's.
-TRANSPORT = (httpx2.HTTPError, MCPError, TimeoutError)
-
-
-# JSON-RPC error codes the MCP client makes up for a broken answer.
-_PARSE_ERROR, _INVALID_REQUEST = -32700, -32600
-
-
-def translate(exc: BaseException, doing: str, statuses: list[int] | None = None) -> InfraError:
-    """Map an httpx2 / MCP / timeout failure to an InfraError saying whether to retry.
-
-    The MCP client turns a failed POST into a JSON-RPC error without its HTTP status;
-    ``statuses`` (the session's failed POST statuses, newest last) puts it back.
-    """
-    leaf = _leaf(exc)
-    status = statuses.pop() if statuses else 0
-    if isinstance(leaf, MCPError) and status:
-        if status >= 500:
-            return InfraError("http_5xx", f"{doing}: HTTP {status}", retryable=True)
-        if status in (401, 403):
-            return InfraError("refused", f"{doing}: HTTP {status}: the key was refused",
-                              retryable=False)  # fmt: skip
-        if status == 404:
-            return InfraError("refused", f"{doing}: HTTP 404: no MCP endpoint at this URL",
-                              retryable=False)  # fmt: skip
-    if isinstance(leaf, MCPError) and leaf.error.code == _PARSE_ERROR:
-        said = " ".join(leaf.message.split())  # pydantic's report spans lines: keep one
-        return InfraError("bad_answer", f"{doing}: {said[:200]}", retryable=True)
-    if isinstance(leaf, MCPError) and "content type" in leaf.message:
-        return InfraError("refused", f"{doing}: not an MCP server ({leaf.message})",
-                          retryable=False)  # fmt: skip
-    if isinstance(leaf, InfraError):
-        return leaf
-    if isinstance(leaf, httpx2.TimeoutException | TimeoutError):
-        return InfraError("timeout", f"{doing} timed out", retryable=True)
-    if isinstance(leaf, httpx2.HTTPStatusError):
-        code = leaf.response.status_code
-        if code >= 500:
-            return InfraError("http_5xx", f"{doing}: HTTP {code}", retryable=True)
-        return InfraError("refused", f"{doing}: HTTP {code}", retryable=False)
-    if isinstance(leaf, httpx2.HTTPError):
-        return InfraError("transport", f"{doing}: {type(leaf).__name__}: {leaf}", retryable=True)
-    if isinstance(leaf, MCPError):
-        return InfraError("refused", f"{doing}: {leaf.message}", retryable=False)
-    return InfraError("transport", f"{doing}: {type(leaf).__name__}: {leaf}", retryable=True)
 
 
 def _mcp_read(tool: str, status: int, body: Any, start: float) -> ReadBack:
@@ -205,65 +153,6 @@ class McpSession(ObservedSession):
         return {**arguments, HANDLE_FIELD: self.handle}
 
 
-class _Session(ClientSession):
-    """The SDK's client session, validating results only against the tools it has listed.
-
-    The SDK lists the tools again to learn the output schema of a tool called before any
-    listing (``platform_info``, which opens every session, and each admin call): a hidden
-    ``tools/list`` round trip per session. Here a result is checked against the schema the
-    session's own listing gave, as the SDK does; an unlisted tool's result is not checked.
-    """
-
-    _listed = False
-
-    async def list_tools(self, *args: Any, **kwargs: Any) -> types.ListToolsResult:
-        listed = await super().list_tools(*args, **kwargs)
-        self._listed = True
-        return listed
-
-    async def validate_tool_result(self, name: str, result: types.CallToolResult) -> None:
-        if self._listed:
-            await super().validate_tool_result(name, result)
-
-
-@asynccontextmanager
-async def _streams(url: str, http: httpx2.AsyncClient) -> AsyncIterator[Any]:
-    """``mcp.client.streamable_http.streamable_http_client`` without the standalone GET stream.
-
-    That stream carries server-initiated messages (notifications, sampling or elicitation
-    requests), none of which the harness takes; it cost every session a second connection
-    and a held-open SSE response on both sides, about a fifth of a session's CPU. Requests,
-    their JSON or SSE answers, and the closing DELETE go through the SDK's own transport.
-    ``http`` is the session's own client, closed after the DELETE.
-    """
-    transport = StreamableHTTPTransport(url)
-    read_writer, read = create_context_streams[SessionMessage | Exception](0)
-    write, write_reader = create_context_streams[SessionMessage](0)
-    async with http, read_writer, read, write, write_reader, anyio.create_task_group() as tg:
-        tg.start_soon(transport.post_writer, http, write_reader, read_writer, write, _no_get, tg)
-        try:
-            yield read, write
-        finally:
-            if transport.session_id:
-                await transport.terminate_session(http)
-            tg.cancel_scope.cancel()
-
-
-def _no_get() -> None:
-    """Where the SDK would start its GET stream once the session is initialized."""
-
-
-async def _read_empty(response: httpx2.Response) -> None:
-    """Read an empty answer (the 202 to ``notifications/initialized``) to its end.
-
-    The SDK closes it unread, and a connection whose answer was not read to its end
-    cannot carry the next request: every session opened a second connection for its
-    first call.
-    """
-    if response.headers.get("content-length") == "0":
-        await response.aread()
-
-
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
     """The default verifying TLS context, made once: a client per session would otherwise
@@ -303,7 +192,7 @@ class McpDataPlatform:
                 if response.request.method == "POST" and response.status_code >= 400:
                     statuses.append(response.status_code)
 
-            hooks["response"] = [failed, _read_empty]
+            hooks["response"] = [failed, read_empty]
         return httpx2.AsyncClient(
             headers={"Authorization": f"Bearer {key}"},
             timeout=self._timeout,
@@ -329,8 +218,8 @@ class McpDataPlatform:
         """A fresh MCP session as pool identity ``pool_index`` (None = admin)."""
         statuses: list[int] = []  # failed POSTs' HTTP statuses, which the MCP client drops
         async with observed(
-            _streams(f"{self.base_url}/mcp", self._client(self.key(pool_index), statuses)),
-            _Session,
+            streams(f"{self.base_url}/mcp", self._client(self.key(pool_index), statuses)),
+            ListedToolsSession,
             lambda client: McpSession(client, observer, statuses, self._scrub),
             transport=TRANSPORT,
             fail=functools.partial(translate, statuses=statuses),
@@ -416,7 +305,7 @@ class McpDataPlatform:
             pack_hash=str(pack.get("hash") or ""),
         )
 
-    async def _insights(self, ev: Evidence, purpose: str, params: dict[str, Any]) -> Any:
+    async def _insights(self, ev: UnitRecorder, purpose: str, params: dict[str, Any]) -> Any:
         got, seq = await ev.read(
             purpose,
             lambda: self.rest("GET", INSIGHTS, params=params),
@@ -426,7 +315,7 @@ class McpDataPlatform:
         return got, seq
 
     async def check_capture(
-        self, ev: Evidence, *, identity: int, target: Target, since: float, poll: PollPolicy
+        self, ev: UnitRecorder, *, identity: int, target: Target, since: float, poll: PollPolicy
     ) -> CaptureCheck:
         params = {
             "captured_by": self.email(identity),
@@ -447,14 +336,16 @@ class McpDataPlatform:
                 return CaptureCheck(None, f"no pending insight within {poll.timeout_s:g}s", refs)
             await ev.clock.sleep(poll.interval_s)
 
-    async def _status(self, ev: Evidence, purpose: str, insight_id: str) -> tuple[Any, int | None]:
+    async def _status(
+        self, ev: UnitRecorder, purpose: str, insight_id: str
+    ) -> tuple[Any, int | None]:
         def observe(rb: ReadBack) -> dict[str, Any]:
             row = rb.body if isinstance(rb.body, dict) and rb.status == 200 else {}
             return {"status": row.get("status"), "changeset_ref": row.get("changeset_ref", "")}
 
         return await ev.read(purpose, lambda: self.rest("GET", f"{INSIGHTS}/{insight_id}"), observe)
 
-    async def promote(self, ev: Evidence, *, capture: str, target: Target) -> Promotion:
+    async def promote(self, ev: UnitRecorder, *, capture: str, target: Target) -> Promotion:
         """Approve over REST, apply over MCP as admin, then verify as the peer's harness does:
         the insight is applied, a live changeset lists it, and the sink shows the fact."""
         refs: list[int] = []
@@ -494,7 +385,7 @@ class McpDataPlatform:
         return Promotion(applied and listed and shown, reason, refs)
 
     async def _changeset_lists(
-        self, ev: Evidence, capture: str, ref: str, target: Target, refs: list[int]
+        self, ev: UnitRecorder, capture: str, ref: str, target: Target, refs: list[int]
     ) -> bool:
         """Whether a live changeset lists the insight: the one its ``changeset_ref`` names,
         as the peer's own harness checks, or (no ref) any of the entity's changesets."""
@@ -548,7 +439,7 @@ class McpDataPlatform:
         status = 422 if applied.is_error else 200
         return _mcp_read("apply_knowledge", status, {"text": applied.text[:2000]}, start)
 
-    async def _sink_shows(self, ev: Evidence, target: Target, refs: list[int]) -> bool:
+    async def _sink_shows(self, ev: UnitRecorder, target: Target, refs: list[int]) -> bool:
         """Whether the protocol's own sink (its entity, or its page by slug) shows the fact."""
         if target.sink == "datahub":
             rec = ev.observer("sink")
@@ -593,7 +484,7 @@ class McpDataPlatform:
         return False
 
     async def check_update(
-        self, ev: Evidence, *, identity: int, original: str, target: Target, since: float
+        self, ev: UnitRecorder, *, identity: int, original: str, target: Target, since: float
     ) -> UpdateCheck:
         params = {
             "captured_by": self.email(identity),
@@ -612,7 +503,7 @@ class McpDataPlatform:
             (seq,) if seq is not None else (),
         )  # fmt: skip
 
-    async def read_ref(self, ev: Evidence, ref: str) -> RefCheck:
+    async def read_ref(self, ev: UnitRecorder, ref: str) -> RefCheck:
         """Resolve a cited ref, one read-back (purpose ``ref``) per lookup, each observed as
         ``{ref, kind, record, exists}``: a ``urn:li:`` ref is fetched (pack: the catalog),
         a knowledge page read over the portal (pack), a memory or insight id read back over

@@ -1,13 +1,15 @@
-"""One way to reach a platform: parse ``--platform`` once, start or connect, hand out clients.
+"""benchledger's platforms' provisioners: start or connect, hand out clients.
 
-``embedded`` (alias ``embedded:thread``, its name when it ran in a thread) serves a fresh
-refplatform in this process, on the run's event loop, over an HTTP transport without a
-socket; ``embedded:process`` serves it as a child process (``python -m benchledger.refplatform
-serve``), so it runs on another core; an ``http(s)://`` URL is an external platform, shared by
-every pass, with ``--reset-cmd`` run between passes; ``server-memory[@VERSION]`` runs
-@modelcontextprotocol/server-memory over stdio, installed with npm on first use (or
-the command ``--server-memory-cmd`` gives). Every runtime an embedded or stdio
-provisioner hands out starts from a fresh platform state.
+Each is made by its platform (``builtin.py``, one ``Platform`` each, found through the
+registry in ``platform.py``). ``embedded`` serves a fresh refplatform in this process, on
+the run's event loop, over an HTTP transport without a socket; ``embedded:process`` serves
+it as a child process (``python -m benchledger.refplatform serve``), so it runs on another
+core; an ``http(s)://`` URL is an external platform, shared by every pass, with
+``--reset-cmd`` run between passes; ``server-memory[@VERSION]`` runs
+@modelcontextprotocol/server-memory over stdio, installed with npm on first use (or the
+command ``--server-memory-cmd`` gives); ``basic-memory`` runs PyPI basic-memory over
+streamable HTTP. Every runtime an embedded or stdio provisioner hands out starts from a
+fresh platform state.
 """
 
 from __future__ import annotations
@@ -23,11 +25,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import urllib.parse
-from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import NamedTuple
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 
 import httpx2
 import msgspec
@@ -37,18 +36,32 @@ from benchledger.harness.platforms import basic_memory_server, embedded
 from benchledger.harness.platforms.base import Description, PlatformClient
 from benchledger.harness.platforms.basic_memory import SHARED, BasicMemory
 from benchledger.harness.platforms.mcp_data_platform import McpDataPlatform
+from benchledger.harness.platforms.platform import (
+    PlatformSpec,
+    Provision,
+    Provisioner,
+    of_record,
+    resolve,
+)
+from benchledger.harness.platforms.server_memory import CMD as SERVER_MEMORY_CMD
 from benchledger.harness.platforms.server_memory import PACKAGE, ServerMemory
+from benchledger.harness.platforms.server_memory import VERSION as SERVER_MEMORY_VERSION
 from benchledger.harness.record import redact_command
 from benchledger.harness.settings import DEFAULT_NPM_DIR, Settings
 from benchledger.ledger.events import PlatformRecord
 
-KINDS = ("embedded", "embedded:thread", "embedded:process")
+__all__ = [
+    "SERVER_MEMORY_CMD",
+    "SERVER_MEMORY_VERSION",
+    "PlatformSpec",
+    "Provisioner",
+    "install_server_memory",
+    "parse_platform",
+    "provisioner",
+]
+
 STARTUP_TIMEOUT_S = 60.0
-# The server-memory release `--platform server-memory` runs (npm 2026.8.31 reports 0.6.3).
-SERVER_MEMORY_VERSION = "2026.8.31"
-SERVER_MEMORY_CMD = "server-memory-cmd:"  # how a --server-memory-cmd platform is recorded
 NPM_TIMEOUT_S = 600.0
-_EXACT_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
 class ResetFailed(HarnessError):
@@ -60,124 +73,21 @@ class ResetFailed(HarnessError):
         self.stderr = stderr
 
 
-class PlatformSpec(NamedTuple):
-    """A parsed ``--platform``: ``kind`` is embedded, process or external."""
-
-    kind: str
-    url: str = ""
-
-    @property
-    def label(self) -> str:
-        """How the platform is named in a run record (never with a key)."""
-        return self.url or ("embedded:process" if self.kind == "process" else "embedded")
-
-
 def parse_platform(text: str) -> PlatformSpec:
-    """``embedded[:thread|:process]``, ``server-memory[@VERSION]``, ``basic-memory[@VERSION]``
-    (harness/platforms/basic_memory_server.py) or an http(s):// URL.
-
-    ValueError says what is accepted. ``npm:@modelcontextprotocol/server-memory@VERSION``
-    and ``server-memory-cmd:CMD`` are how a run record names a server-memory platform;
-    they are accepted too, so a resume reaches the same platform.
-    """
-    if text in ("embedded", "embedded:thread"):
-        return PlatformSpec("embedded")
-    if text == "embedded:process":
-        return PlatformSpec("process")
-    if text.startswith(("http://", "https://")):
-        return PlatformSpec("external", _external_url(text))
-    if text == "server-memory" or text.startswith(("server-memory@", f"npm:{PACKAGE}@")):
-        version = text.rpartition("@")[2] if "@" in text else SERVER_MEMORY_VERSION
-        if not _EXACT_VERSION.match(version):
-            raise ValueError(
-                f"--platform {text!r}: pin an exact npm version, e.g. "
-                f"server-memory@{SERVER_MEMORY_VERSION} (see `npm view {PACKAGE} versions`)"
-            )
-        return PlatformSpec("stdio", f"npm:{PACKAGE}@{version}")
-    if text.startswith(SERVER_MEMORY_CMD):
-        try:
-            argv = shlex.split(text.removeprefix(SERVER_MEMORY_CMD))
-        except ValueError as exc:
-            raise ValueError(f"--server-memory-cmd: {exc}") from None
-        if not argv or any("<redacted>" in a for a in argv):
-            raise ValueError(
-                "--server-memory-cmd: give the command that starts the server (a recorded "
-                "command with redacted secrets must be given again)"
-            )
-        return PlatformSpec("stdio", text)
-    url = basic_memory_server.parse(text)
-    if url:
-        return PlatformSpec("basic-memory", url)
-    raise ValueError(
-        f"--platform {text!r}: use embedded, embedded:process, server-memory[@VERSION], "
-        "basic-memory[@VERSION] or an http(s):// URL"
-    )
-
-
-def _external_url(text: str) -> str:
-    """The platform's base URL: a host, a port in 1..65535, no credentials; ``/mcp`` dropped.
-
-    The one place a platform URL is checked and normalised, so ``URL`` and ``URL/mcp``
-    (the endpoint ``platform serve`` prints) name the same platform in a run record.
-    """
-    # The URL is recorded in the ledger, so it must carry no credentials; nor do messages.
-    problem = "--platform " + repr(re.sub(r"//[^/]*@", "//***@", text))
-    try:
-        parts = urllib.parse.urlsplit(text)
-        port = parts.port
-    except ValueError as exc:  # "Invalid IPv6 URL", a port that is no number or > 65535
-        port_problem = "port" in str(exc).lower()
-        detail = "the port must be a number in 1..65535" if port_problem else f"not a URL ({exc})"
-        raise ValueError(f"{problem}: {detail}") from None
-    if not parts.hostname:
-        raise ValueError(f"{problem}: the URL has no host, e.g. http://127.0.0.1:8098")
-    if port == 0:
-        raise ValueError(f"{problem}: the port must be a number in 1..65535")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError(f"{problem}: the URL must not carry credentials; give --admin-key")
-    if parts.query or parts.fragment:
-        raise ValueError(f"{problem}: give the platform's base URL, without a query")
-    path = parts.path.rstrip("/").removesuffix("/mcp").rstrip("/")
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
-
-
-class Provisioner(ABC):
-    """Hands out platform clients for a run; ``fresh_state`` says each runtime starts clean."""
-
-    fresh_state: bool
-
-    def __init__(self, spec: PlatformSpec, *, pool_size: int) -> None:
-        self.spec = spec
-        self.pool_size = pool_size
-
-    @abstractmethod
-    def runtime(self) -> AbstractAsyncContextManager[PlatformClient]:
-        """A client for one scope (a pass, or a unit), closed (and stopped) on exit."""
-
-    def between_passes(self) -> None:  # noqa: B027 - a hook: most platforms need nothing
-        """What must happen before the next pass reuses the platform (nothing by default)."""
-
-    @property
-    def coupled(self) -> bool:
-        """Whether passes share platform state (so one pass can answer another's questions)."""
-        return False
-
-    def record(self, described: Description) -> PlatformRecord:
-        """The run record's platform entry: kind, URL, and what the platform said it is."""
-        return PlatformRecord(
-            kind=self.spec.kind,
-            url=self.spec.url,
-            name=described.name,
-            version=described.version,
-            stages=list(described.stages),
-            sinks=list(described.sinks),
-        )
+    """The spec ``--platform text`` names, through the platform registry (``platform.resolve``):
+    ``embedded[:thread|:process]``, ``server-memory[@VERSION]``, ``basic-memory[@VERSION]``,
+    an http(s):// URL, an installed plugin's name, or a form a run record names a platform
+    by (so a resume reaches the same one). ValueError says what is accepted."""
+    return resolve(text)[1]
 
 
 class EmbeddedProvisioner(Provisioner):
     """A fresh refplatform per runtime, in this process or as a child process."""
 
     fresh_state = True
+
+    def run_label(self, described: Description) -> str:
+        return f"{described.name} (embedded)"
 
     def __init__(self, spec: PlatformSpec, *, pool_size: int, pack: str = "") -> None:
         super().__init__(spec, pool_size=pool_size)
@@ -467,27 +377,14 @@ def provisioner(
     k: int = 1,
     pack: str = "",
     settings: Settings | None = None,
+    options: Mapping[str, str] | None = None,
 ) -> Provisioner:
-    """The provisioner for a parsed ``--platform`` (``pack``: the embedded platform's seed;
-    ``settings``: the command line's, for the request timeout and the npm folder)."""
-    conf = settings if settings is not None else Settings()
-    if spec.kind == "basic-memory":
-        if pack:
-            raise ValueError("--pack seeds the embedded platform; basic-memory starts empty")
-        return BasicMemoryProvisioner(spec, pool_size=pool_size, root=conf.basic_memory_dir,
-                                      python=conf.basic_memory_python)  # fmt: skip
-    if spec.kind == "stdio":
-        if pack:
-            raise ValueError("--pack seeds the embedded platform; server-memory starts empty")
-        return ServerMemoryProvisioner(spec, pool_size=pool_size, npm_dir=conf.npm_dir)
-    if spec.kind == "external":
-        return ExternalProvisioner(
-            spec,
-            pool_size=pool_size,
-            admin_key=admin_key,
-            pool_base=pool_base,
-            reset_cmd=reset_cmd,
-            k=k,
-            timeout_s=conf.platform_timeout_s,
-        )
-    return EmbeddedProvisioner(spec, pool_size=pool_size, pack=pack)
+    """The provisioner of the platform that writes ``spec.kind`` (``pack``: the embedded
+    platform's seed; ``settings``: the command line's; ``options``: the platform's own)."""
+    provision = Provision(pool_size, dict(options or {}), admin_key, pool_base, reset_cmd, k, pack,
+                          settings if settings is not None else Settings())  # fmt: skip
+    try:
+        platform = of_record(spec.kind)
+    except LookupError as exc:
+        raise ValueError(str(exc)) from None
+    return platform.provisioner(spec, provision)

@@ -42,13 +42,13 @@ from benchledger.harness.platforms.base import (
     CallResult,
     CaptureCheck,
     Description,
-    Evidence,
     Observer,
     PollPolicy,
     Promotion,
     ReadBack,
     RefCheck,
     Target,
+    UnitRecorder,
     UpdateCheck,
 )
 from benchledger.harness.platforms.session import notify
@@ -57,6 +57,9 @@ from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
 from benchledger.protocols.grading import normalize, surfaced
 
 PACKAGE: Final = "@modelcontextprotocol/server-memory"
+# The release `--platform server-memory` runs (npm 2026.8.31 reports 0.6.3).
+VERSION: Final = "2026.8.31"
+CMD: Final = "server-memory-cmd:"  # how a --server-memory-cmd platform is recorded
 NAME: Final = "memory-server"  # what the server calls itself in its MCP handshake
 SHARED_FILE: Final = "shared.jsonl"
 READ_TOOLS: Final = frozenset({"read_graph", "search_nodes", "open_nodes"})
@@ -380,7 +383,7 @@ class ServerMemory:
         return ReadBack("MCP", f"tools/call {tool} @ {where}", 422 if got.is_error else 200,
                         body, ms)  # fmt: skip
 
-    async def _not_applicable(self, ev: Evidence, what: str, why: str) -> int | None:
+    async def _not_applicable(self, ev: UnitRecorder, what: str, why: str) -> int | None:
         """Record that ``what`` does not apply on this platform, and why (decisions cite it)."""
 
         async def declared() -> ReadBack:
@@ -394,7 +397,7 @@ class ServerMemory:
     # -- the lifecycle steps (PlatformClient) ------------------------------------------------
 
     async def _observations(
-        self, ev: Evidence, stage: str, rec: Observer, identity: int, target: Target, fact: str
+        self, ev: UnitRecorder, stage: str, rec: Observer, identity: int, target: Target, fact: str
     ) -> tuple[list[str], int | None]:
         """One recorded read of ``identity``'s graph: the ids of its observations of ``fact``
         on the target's entity (all read as pending: the file has no review states)."""
@@ -409,7 +412,7 @@ class ServerMemory:
         return seen["ids"], seq
 
     async def check_capture(
-        self, ev: Evidence, *, identity: int, target: Target, since: float, poll: PollPolicy
+        self, ev: UnitRecorder, *, identity: int, target: Target, since: float, poll: PollPolicy
     ) -> CaptureCheck:
         """One read of the teacher's graph: the server writes synchronously, so a capture
         is in the file when the teach session closed or never (no polling)."""
@@ -420,7 +423,7 @@ class ServerMemory:
             return CaptureCheck(ids[0], f"observation {ids[0]} found", refs)
         return CaptureCheck(None, "no observation with the fact on the protocol's entity", refs)
 
-    async def promote(self, ev: Evidence, *, capture: str, target: Target) -> Promotion:
+    async def promote(self, ev: UnitRecorder, *, capture: str, target: Target) -> Promotion:
         """The harness as reviewer: read the capture back from the teacher's file, copy it
         onto the entity in the shared graph, and read the shared graph back."""
         refs: list[int] = []
@@ -500,7 +503,7 @@ class ServerMemory:
                         422 if got.is_error else 200, {"text": got.text[:2000]}, ms)  # fmt: skip
 
     async def check_update(
-        self, ev: Evidence, *, identity: int, original: str, target: Target, since: float
+        self, ev: UnitRecorder, *, identity: int, original: str, target: Target, since: float
     ) -> UpdateCheck:
         """The correction is an observation on the entity; the original must be gone."""
         rec = ev.observer("update")
@@ -521,7 +524,7 @@ class ServerMemory:
         return UpdateCheck(new[0], f"correction captured as {new[0]}", refs, status["status"],
                            (seq,) if seq is not None else ())  # fmt: skip
 
-    async def read_ref(self, ev: Evidence, ref: str) -> RefCheck:
+    async def read_ref(self, ev: UnitRecorder, ref: str) -> RefCheck:
         """An observation id resolves in its identity's file; nothing else exists here."""
         who = identity_of(ref)
         if who is None:

@@ -15,14 +15,20 @@ from typing import Any, Final
 from benchledger import protocols
 from benchledger.harness.agents.base import Episode
 from benchledger.harness.episode import ToolSets
-from benchledger.harness.platforms.base import Page, PollPolicy, Target
+from benchledger.harness.platforms.base import (
+    KnowledgePageTarget,
+    LifecycleCapability,
+    PollPolicy,
+    ReadBack,
+    Target,
+)
 from benchledger.harness.prompts import SYSTEM
 from benchledger.harness.record import RunConfig, RunRefused
 from benchledger.harness.suites.base import Loaded, Outcome
 from benchledger.harness.unit import UnitContext
 from benchledger.ledger.events import RunRecord
 from benchledger.projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
-from benchledger.projections.suites.lifecycle.decisions import decide_stage
+from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE, decide_stage
 from benchledger.projections.suites.lifecycle.scorecard import lifecycle_passed
 from benchledger.protocols.hashing import benchledger_hash
 from benchledger.protocols.schema import Protocol
@@ -32,8 +38,26 @@ def target(p: Protocol) -> Target:
     """Where a protocol's fact lives and where its promotion should land."""
     page = None
     if p.page is not None:
-        page = Page(p.page.slug, p.page.title, p.page.summary, p.page.body)
+        page = KnowledgePageTarget(p.page.slug, p.page.title, p.page.summary, p.page.body)
     return Target(p.entity_urn, p.sink, p.fact, page, p.update.fact if p.update else "")
+
+
+# Why a platform without the lifecycle capability has no capture, promote or update stage.
+NO_CAPABILITY: Final = (
+    "the platform offers no lifecycle checks (capture, promote, update): its adapter does "
+    "not implement LifecycleCapability"
+)
+
+
+async def not_applicable(ctx: UnitContext, stage: str, why: str) -> None:
+    """Record, in ``stage``, that it does not apply on this platform and why (its decision
+    is then ``None`` with that reason, never a silent pass or fail)."""
+    ctx.stage = stage
+
+    async def declared() -> ReadBack:
+        return ReadBack("DESCRIBE", "platform capabilities", 200, {"what": stage, "why": why}, 0.0)
+
+    await ctx.read(NOT_APPLICABLE, declared, lambda rb: dict(rb.body))
 
 
 # The tools whose calls the lifecycle's decisions read as a search and as a capture.
@@ -88,7 +112,8 @@ class LifecycleSuite:
         p: Protocol = ctx.plan.item
         teacher, learner = ctx.plan.identities
         tgt = target(p)
-        client = ctx.platform
+        platform = ctx.platform
+        client = platform if isinstance(platform, LifecycleCapability) else None
 
         def decide(stage: str) -> None:
             ctx.decisions(decide_stage(p, stage, ctx.log))
@@ -96,21 +121,32 @@ class LifecycleSuite:
         teach_started = ctx.clock.time()
         teach = await ctx.episode(self._episode(p, "teach", p.teach.prompt), teacher, p.fact)
         decide("teach")
-        ctx.stage = "capture"
-        # Without a capture call there is nothing to wait for: look once.
-        timeout = self.capture_timeout_s if teach.capture_attempted else 0.0
-        check = await client.check_capture(
-            ctx, identity=teacher, target=tgt, since=teach_started, poll=PollPolicy(timeout)
-        )
+        insight = None
+        if client is None:
+            await not_applicable(ctx, "capture", NO_CAPABILITY)
+        else:
+            ctx.stage = "capture"
+            # Without a capture call there is nothing to wait for: look once.
+            timeout = self.capture_timeout_s if teach.capture_attempted else 0.0
+            check = await client.check_capture(
+                ctx, identity=teacher, target=tgt, since=teach_started, poll=PollPolicy(timeout)
+            )
+            insight = check.found
         decide("capture")
         await ctx.commit()
-        insight = check.found
 
         await ctx.episode(self._episode(p, "recall", p.recall.prompt), teacher, p.fact)
         decide("recall")
         await ctx.commit()
 
-        if p.promotes and insight is not None:
+        if client is None:
+            for stage, applies in (("promote", p.promotes), ("update", p.update is not None)):
+                if applies:
+                    await not_applicable(ctx, stage, NO_CAPABILITY)
+                    decide(stage)
+                    await ctx.commit()
+
+        if client is not None and p.promotes and insight is not None:
             ctx.stage = "promote"
             lock = self._locks.setdefault((id(client), p.entity_urn), asyncio.Lock())
             async with lock:
@@ -123,7 +159,7 @@ class LifecycleSuite:
                 decide("transfer")
                 await ctx.commit()
 
-        if p.update is not None and insight is not None:
+        if client is not None and p.update is not None and insight is not None:
             u = p.update
             update_started = ctx.clock.time()
             await ctx.episode(self._episode(p, "update", u.prompt), teacher, u.fact)

@@ -17,6 +17,7 @@ from typing import Any, Final
 from benchledger import protocols
 from benchledger.harness.agents.base import Episode
 from benchledger.harness.episode import ToolSets
+from benchledger.harness.platforms.base import RefCapability
 from benchledger.harness.record import RunConfig, RunRefused
 from benchledger.harness.suites.base import Loaded, Outcome
 from benchledger.harness.unit import UnitContext
@@ -109,7 +110,10 @@ class ProvenanceSuite:
         ctx.stage = RESOLVE
         finished = scored(ctx.log)
         cited = finished[1].sources if finished is not None else []
-        for ref in cited[:MAX_SOURCES]:
-            await ctx.platform.read_ref(ctx, ref)
+        # A platform that cannot resolve refs leaves them unresolved (judged so, never passed).
+        platform = ctx.platform
+        if isinstance(platform, RefCapability):
+            for ref in cited[:MAX_SOURCES]:
+                await platform.read_ref(ctx, ref)
         ctx.decisions(decide_case(case, ctx.log))
         await ctx.commit()

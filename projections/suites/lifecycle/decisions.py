@@ -183,6 +183,10 @@ def _episode_decisions(
 
 
 def _capture(events: Events) -> list[Ruling]:
+    na = _not_applicable(events, "capture")
+    if "capture" in na:
+        refs = [s for s, b in events if isinstance(b, ReadBackBody) and b.stage == "capture"]
+        return [_decision("capture", lc.CAPTURED, None, f"not applicable: {na['capture']}", refs)]
     teach = _finished(events, "teach")
     reads = _reads(events, "capture", "capture")
     if teach is None or not reads:
@@ -252,6 +256,11 @@ def landed_id(events: Events) -> str | None:
 
 
 def _update(events: Events) -> list[Ruling]:
+    na = _not_applicable(events, "update")
+    if "update" in na:
+        refs = [s for s, b in events if isinstance(b, ReadBackBody) and b.stage == "update"]
+        reason = f"not applicable: {na['update']}"
+        return [_decision("update", lc.UPDATE_CAPTURED, None, reason, refs)]
     ep = _finished(events, "update")
     reads = _reads(events, "update", "update")
     if ep is None or not reads:
