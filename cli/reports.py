@@ -31,6 +31,7 @@ from benchledger.harness.peer.importer import import_peer
 from benchledger.harness.peer.layout import find_transcripts
 from benchledger.ledger import Ledger, LedgerError, UnusableInput
 from benchledger.ledger.bundle import export_audit
+from benchledger.ledger.events import RunStartedEvent
 from benchledger.projections.audit import UnknownMetric, render
 from benchledger.projections.audit_json import audit_json
 from benchledger.projections.card import standing_lines
@@ -47,7 +48,7 @@ from benchledger.projections.suites.lifecycle.compare import (
     gate,
 )
 from benchledger.projections.suites.lifecycle.report import gate_text
-from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, Scorecard
+from benchledger.projections.suites.lifecycle.scorecard import Scorecard
 from benchledger.protocols.errors import InvalidInput
 from benchledger.replay.levels import replay
 
@@ -226,8 +227,13 @@ def _watch(args: argparse.Namespace) -> int:
         )
     ledger = open_ledger(args, create=False)
     ledger.run_info(args.runs[0])  # an unknown run: exit 2 now, not a silent wait
-    view = LiveView(ledger.store, LifecycleFold(), run_id=args.runs[0])
-    watch(view, args.format, args.interval, ci=_ci_choice(args))
+    header = next(ledger.events(args.runs[0], stream=args.runs[0]))[0]  # run_started
+    suite = lookup(header.body.suite if isinstance(header, RunStartedEvent) else "")
+    if suite.live is None:
+        raise UsageError(f"--watch: a {suite.name} run has no live view; report it once it "
+                         "is sealed")  # fmt: skip
+    view = LiveView(ledger.store, suite.fold(), run_id=args.runs[0])
+    watch(view, suite, args.format, args.interval, ci=_ci_choice(args))
     return EXIT_OK
 
 

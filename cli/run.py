@@ -31,7 +31,9 @@ from benchledger.harness.record import RunConfig
 from benchledger.harness.sharding import parse_shard
 from benchledger.ledger import Ledger, LedgerError, UnknownRun
 from benchledger.ledger.signing import Signer
+from benchledger.projections import suites as read_suites
 from benchledger.projections.source import open_run
+from benchledger.projections.suites import ItemOption
 
 if TYPE_CHECKING:  # the driver loads with the run's other heavy imports, in cmd_run
     from benchledger.harness.driver import RunResult
@@ -78,10 +80,8 @@ def _progress() -> tuple[Any, Callable[[], None]]:
 
 
 # Options a resume takes from the run record; given explicitly they must agree with it.
+# (Each suite's item option, --protocols, --cases, ..., restores ``protocols_path``: _items.)
 _RESTORABLE = {
-    "protocols": "protocols_path",
-    "cases": "protocols_path",
-    "tasks": "protocols_path",
     "agent": "agent",
     "k": "k",
     "concurrency": "concurrency",
@@ -106,10 +106,27 @@ def _agent_params(args: argparse.Namespace) -> dict[str, Any]:
             if getattr(args, opt) is not None}  # fmt: skip
 
 
+def _item_options() -> list[ItemOption]:
+    """The installed suites' item options, each flag once (suites may share one)."""
+    found = {p.items.flag: p.items for p in read_suites.installed() if p.items is not None}
+    return list(found.values())
+
+
+def _items(args: argparse.Namespace) -> tuple[str, tuple[str, ...]]:
+    """The items path an item option gave ("" for none) and the item options given; the
+    harness refuses one that is not the run's suite's (``harness.suites``)."""
+    given = [(o.flag, getattr(args, o.dest, None)) for o in _item_options()]
+    given = [(flag, path) for flag, path in given if path is not None]
+    return (given[0][1] if given else ""), tuple(flag for flag, _ in given)
+
+
 def _config(args: argparse.Namespace) -> RunConfig:
     """The run configuration the options ask for (secrets resolved from the settings); the
     harness checks it (``harness.plan.settle``)."""
+    items_path, items_options = _items(args)
     given = frozenset(_RESTORABLE[o] for o in _RESTORABLE if getattr(args, o) is not None)
+    if items_options:
+        given |= {"protocols_path"}
     agent_params = _agent_params(args)
     if agent_params:
         given |= {"agent_params"}
@@ -122,11 +139,8 @@ def _config(args: argparse.Namespace) -> RunConfig:
     conf = args.settings
     if args.basic_memory_python:
         conf = dataclasses.replace(conf, basic_memory_python=args.basic_memory_python)
-    items_options = tuple(
-        f"--{o}" for o in ("protocols", "cases", "tasks") if getattr(args, o) is not None
-    )
     return RunConfig(
-        protocols_path=value["cases"] or value["tasks"] or value["protocols"] or "",
+        protocols_path=items_path,
         items_options=items_options,
         agent=value["agent"],
         platform=value["platform"],
@@ -150,7 +164,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
         tpm=args.tpm or 0,
         time_scale=1.0 if args.time_scale is None else float(args.time_scale),
         settings=conf,
-        prereg=prereg_for_run(args),
+        prereg=prereg_for_run(args, items_path),
         shard=_shard(args),
         protocol=list(dict.fromkeys(value["protocol"] or ())),  # each id once, as given
         limit=value["limit"] or 0,
@@ -351,27 +365,16 @@ def _not_sealed_for_infra(run_id: str, units: list[str], shard: str, location: s
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``run``."""
     p = sub.add_parser("run", help="run the benchmark; every call goes into the ledger")
+    installed = read_suites.installed()  # benchledger's own and every installed plugin's
     p.add_argument(
         "--suite",
-        default="lifecycle",
+        default=read_suites.DEFAULT_SUITE,
         choices=suites.names(),
-        help="lifecycle (default), provenance (the provenance lane: each case twice, "
-        "on fresh platforms; docs/provenance.md) or tasks (the peer's tasks bench, live; "
-        "docs/peer-studies.md)",
+        help="; ".join(f"{s.name}: {s.summary}" if s.summary else s.name for s in installed)
+        + " (`benchledger suites` lists them)",
     )
-    p.add_argument("--protocols", metavar="PATH", help="default: the committed lifecycle set")
-    p.add_argument(
-        "--cases",
-        metavar="PATH",
-        help="provenance: a cases .jsonl file or a folder holding cases.jsonl, anywhere "
-        "(default: the committed public/v1 split); keeps holdout sets out of the repository",
-    )
-    p.add_argument(
-        "--tasks",
-        metavar="PATH",
-        help="tasks: a task .yaml file or a folder of them (e.g. "
-        "../shared/peers/mcp-data-platform/bench/tasks; no default)",
-    )
+    for option in _item_options():  # each suite's own, e.g. --protocols, --cases, --tasks
+        p.add_argument(option.flag, metavar=option.metavar, help=option.help)
     p.add_argument(
         "--agent",
         help="scripted (default), fake[:DELAY_S], anthropic:MODEL (key: $ANTHROPIC_API_KEY), "

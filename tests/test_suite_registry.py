@@ -33,6 +33,7 @@ from benchledger.projections.stats import wilson
 from benchledger.projections.suites import (
     ItemSet,
     ReadSuite,
+    SuitePlugin,
     UnknownSuite,
     lookup,
     register,
@@ -131,21 +132,20 @@ def _items(header: RunStartedBody, given: str | None) -> ItemSet:
 
 @pytest.fixture
 def toy() -> Iterator[ReadSuite]:
-    suite = register(
-        ReadSuite(
-            name=TOY,
-            noun="widgets",
-            fold=ToyFold,
-            scorecard=_scorecard,
-            render=_render,
-            formats=("table", "json"),
-            decide=_decide,
-            audit=_audit,
-            metric_names=("shiny",),
-            items=_items,
-            unit_status=lambda o: "ok",
-        )
+    suite = ReadSuite(
+        name=TOY,
+        noun="widgets",
+        fold=ToyFold,
+        scorecard=_scorecard,
+        render=_render,
+        formats=("table", "json"),
+        decide=_decide,
+        audit=_audit,
+        metric_names=("shiny",),
+        items=_items,
+        unit_status=lambda o: "ok",
     )
+    register(SuitePlugin(TOY, lambda: suite))  # read side only: its runs are made below
     yield suite
     unregister(TOY)
 
