@@ -35,14 +35,14 @@ FILE: Final = "sqlite"  # the backend of a location that is a path, not a URL
 
 
 def open_sqlite(location: str, *, create: bool, read_only: bool) -> Store:
-    """An SQLite ledger file (``:memory:`` for one in memory)."""
+    """An SQLite ledger file (:memory: for one in memory)."""
     from benchledger.ledger.sqlite import SqliteStore
 
     return SqliteStore(location, create=create, read_only=read_only)
 
 
 def open_postgres(location: str, *, create: bool, read_only: bool) -> Store:
-    """A ledger in a PostgreSQL database (``postgresql://user@host/db[?schema=NAME]``)."""
+    """A ledger in a PostgreSQL database: postgresql://user@host/db[?schema=NAME]."""
     from benchledger.ledger.postgres import PostgresStore
 
     return PostgresStore(location, create=create and not read_only)
