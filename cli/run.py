@@ -115,8 +115,8 @@ def _item_options() -> list[ItemOption]:
 def _items(args: argparse.Namespace) -> tuple[str, tuple[str, ...]]:
     """The items path an item option gave ("" for none) and the item options given; the
     harness refuses one that is not the run's suite's (``harness.suites``)."""
-    given = [(o.flag, getattr(args, o.dest, None)) for o in _item_options()]
-    given = [(flag, path) for flag, path in given if path is not None]
+    given = [(o.flag, str(path)) for o in _item_options()
+             if (path := getattr(args, o.dest, None)) is not None]  # fmt: skip
     return (given[0][1] if given else ""), tuple(flag for flag, _ in given)
 
 

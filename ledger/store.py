@@ -10,7 +10,7 @@ meets is ``ledger/backend.py`` ``Store`` (tests/test_store_contract.py checks ou
 
 from __future__ import annotations
 
-from typing import Final, Protocol
+from typing import Final, Protocol, cast
 
 from benchledger.ledger.backend import Store
 from benchledger.ledger.errors import UnusableInput
@@ -27,7 +27,7 @@ class Backend(Protocol):
 def _backend(obj: object) -> Backend:
     if not callable(obj):
         raise TypeError(f"is a {type(obj).__name__}, not a callable that opens a Store")
-    return obj  # type: ignore[return-value]
+    return cast(Backend, obj)
 
 
 LEDGERS: Final = Registry[Backend]("ledger backend", "benchledger.ledgers", check=_backend)
