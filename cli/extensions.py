@@ -79,9 +79,9 @@ def cmd_ledgers(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``suites``, ``models`` and ``ledgers``."""
     for name, func, what in (
-        ("suites", cmd_suites, "the installed suites (run --suite NAME), and where each came from"),
-        ("models", cmd_models, "the installed model providers (run --agent NAME[:MODEL])"),
-        ("ledgers", cmd_ledgers, "the installed ledger backends (--ledger PATH or SCHEME://...)"),
+        ("suites", cmd_suites, "the installed suites, and where each came from"),
+        ("models", cmd_models, "the installed model providers, and where each came from"),
+        ("ledgers", cmd_ledgers, "the installed ledger backends, and where each came from"),
     ):
         p = sub.add_parser(name, help=what)
         p.add_argument("--json", action="store_true", help="as JSON: one object per entry")

@@ -40,6 +40,7 @@ from benchledger.projections.suites import (
     unregister,
 )
 from benchledger.replay.levels import replay
+from tests.sample import build_run, counter_clock
 
 TOY = "toy"
 ITEMS = ("w1", "w2", "w3")
@@ -228,3 +229,18 @@ def test_a_run_of_an_unknown_suite_is_unusable_input_naming_the_known_ones(
         lookup("nosuch")
     code, _, err = _cli(capsys, "report", "odd", "--ledger", ledger_path)
     assert code == 2 and "suite 'nosuch'" in err and err.count("\n") == 1
+
+
+def test_watch_follows_only_a_suite_that_gives_a_live_view(toy, ledger_path, capsys):
+    code, _, err = _cli(capsys, "report", "t1", "--watch", "--ledger", ledger_path)
+    assert code == 2 and err.count("\n") == 1
+    assert "--watch: a toy run has no live view; report it once it is sealed" in err
+
+
+def test_watch_follows_a_lifecycle_run_through_its_suites_live_view(tmp_path, capsys):
+    path = str(tmp_path / "w.sqlite")
+    ledger = Ledger(open_store(path), clock=counter_clock())
+    root = build_run(ledger, "w", units=2)
+    ledger.store.close()
+    code, out, _ = _cli(capsys, "report", "w", "--watch", "--interval", "0.01", "--ledger", path)
+    assert code == 0 and out.startswith(f"run w: sealed, root {root} (")
