@@ -380,7 +380,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="scripted (default), fake[:DELAY_S], anthropic:MODEL (key: $ANTHROPIC_API_KEY), "
         "openai:MODEL@BASE_URL (key, if the server needs one: $OPENAI_API_KEY) or "
         "recorded:RUN_DIR (re-enacts a recorded peer run, e.g. "
-        "../shared/peers/mcp-data-platform/bench/results/s5-anthropic-k5)",
+        "../shared/peers/mcp-data-platform/bench/results/s5-anthropic-k5), or NAME[:MODEL] "
+        "of another installed model provider (`benchledger models` lists them)",
     )
     m = p.add_argument_group("model agents")
     m.add_argument(
