@@ -1,7 +1,8 @@
-"""Suites and model providers plug in through entry points: a distribution that names them
-in ``benchledger.suites`` and ``benchledger.models`` is listed with its name and version,
-its suite runs with its own item option, its provider makes the run's agent, and an entry
-point that cannot be loaded is one line and exit 2 where it is used.
+"""Suites, model providers and ledger backends plug in through entry points: a distribution
+that names them in ``benchledger.suites``, ``benchledger.models`` and ``benchledger.ledgers``
+is listed with its name and version, its suite runs with its own item option, its provider
+makes the run's agent, its backend opens its scheme's URLs, and an entry point that cannot
+be loaded is one line and exit 2 where it is used.
 
 The distribution is a ``.dist-info`` folder written on a fresh interpreter's path (what
 ``pip install`` leaves in site-packages), naming objects in this test package.
@@ -20,7 +21,9 @@ import pytest
 from benchledger.harness.agents import AgentRequest, ModelProvider, ScriptedAgent
 from benchledger.harness.agents.base import Agent
 from benchledger.ledger import Ledger, open_store
+from benchledger.ledger.backend import Store
 from benchledger.ledger.events import RunStartedEvent
+from benchledger.ledger.sqlite import SqliteStore
 
 REPO = Path(__file__).resolve().parent.parent
 DIST = "riddle-kit"
@@ -37,6 +40,11 @@ def _echo(request: AgentRequest) -> Agent:
 ECHO = ModelProvider(_echo, "echo:hello", "a toy provider (a test's)")
 
 
+def open_scratch(location: str, *, create: bool, read_only: bool) -> Store:
+    """A toy backend: ``scratch://NAME`` is an empty ledger in memory."""
+    return SqliteStore(":memory:")
+
+
 def _install(site: Path, entry_points: str) -> None:
     """A distribution ``riddle-kit 1.2.3`` holding only entry points, found on ``site``."""
     info = site / f"riddle_kit-{VERSION}.dist-info"
@@ -51,6 +59,9 @@ riddles = tests.test_toy_suite:PLUGIN
 
 [benchledger.models]
 echo = tests.test_extensions:ECHO
+
+[benchledger.ledgers]
+scratch = tests.test_extensions:open_scratch
 """
 BROKEN = """\
 [benchledger.suites]
@@ -86,8 +97,9 @@ def site(tmp_path: Path) -> Path:
     [
         ("suites", "riddles", "tests.test_toy_suite:PLUGIN"),
         ("models", "echo", "tests.test_extensions:ECHO"),
+        ("ledgers", "scratch", "tests.test_extensions:open_scratch"),
     ],
-    ids=["suite", "model-provider"],
+    ids=["suite", "model-provider", "ledger-backend"],
 )
 def test_an_installed_entry_point_is_listed_with_its_distribution_and_version(
     site, command, name, where
@@ -112,6 +124,17 @@ def test_an_installed_suite_runs_with_its_own_item_option_and_an_installed_provi
     led.store.close()
     assert isinstance(header, RunStartedEvent) and header.body.record is not None
     assert (header.body.suite, header.body.record.agent) == ("riddles", "echo:hello")
+
+
+def test_an_installed_ledger_backend_opens_the_urls_of_its_scheme(site):
+    res = _benchledger(site, "runs", "--ledger", "scratch://x")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    res = _benchledger(site, "runs", "--ledger", "nosuch://u:secret@h/db")
+    assert res.returncode == 2 and "secret" not in res.stderr
+    assert res.stderr.strip() == (
+        "benchledger: error: ledger nosuch://...: unknown ledger URL scheme (use a file path "
+        "or one of: postgres://, postgresql://, scratch://)"
+    )
 
 
 def test_another_suites_item_option_is_refused_naming_the_suite_it_belongs_to(site, tmp_path):

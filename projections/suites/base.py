@@ -235,9 +235,12 @@ def gated_metrics() -> tuple[str, ...]:
     """Every metric some installed suite's gate may judge, each once."""
     found: dict[str, None] = {}
     for p in installed():
-        with_gate = lookup(p.name)
-        if with_gate.gate is not None:
-            found.update(dict.fromkeys(with_gate.gated))
+        try:
+            reader = lookup(p.name)
+        except UnusableInput:  # a broken plugin gates nothing; it is refused where named
+            continue
+        if reader.gate is not None:
+            found.update(dict.fromkeys(reader.gated))
     return tuple(found)
 
 
