@@ -43,6 +43,9 @@ def suite_for(name: str) -> Suite:
     missing = [a for a in _SUITE_API if not callable(getattr(suite, a, None))]
     if missing:
         raise BrokenPlugin("suite", name, f"its harness side lacks {', '.join(missing)}")
+    named = getattr(suite, "name", None)
+    if named != found.name:  # the name its runs record
+        raise BrokenPlugin("suite", name, f"its harness side is named {named!r}")
     return cast(Suite, suite)  # checked above: it has every method the driver calls
 
 

@@ -187,10 +187,16 @@ def unregister(name: str) -> None:
 def plugin(name: str) -> SuitePlugin:
     """The installed suite ``name`` ("": the default one); UnknownSuite when none is,
     BrokenPlugin (one line) when its entry point cannot be loaded."""
+    key = name or DEFAULT_SUITE
     try:
-        return SUITES.lookup(name or DEFAULT_SUITE)
+        found = SUITES.lookup(key)
     except UnknownName as exc:
         raise UnknownSuite(name, exc.known) from None
+    if found.name != key:  # its runs would record a name no reader finds
+        raise BrokenPlugin(
+            "suite", key, f"is registered as {key!r} but names itself {found.name!r}"
+        )
+    return found
 
 
 def lookup(name: str) -> ReadSuite:
