@@ -11,12 +11,13 @@ never read from the environment here.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
-from benchledger.harness.record import RunConfig, RunRefused
+from benchledger.harness.record import RESTORED, RunConfig, RunRefused
 from benchledger.harness.settings import Settings
 from benchledger.harness.sharding import parse_shard
 from benchledger.ledger.events import Preregistration
@@ -80,8 +81,8 @@ def config(
     reset_cmd: str | None = None,
     admin_key: str = "",
     pool_base: str = "",
-    server_memory_cmd: str = "",
-    basic_memory_cmd: str = "",
+    platform_options: Mapping[str, object] | None = None,
+    items_options: Sequence[str] = (),
     base_url: str = "",
     rpm: int | None = None,
     tpm: int | None = None,
@@ -100,20 +101,18 @@ def config(
     _at_least_one(k=k, limit=limit, concurrency=concurrency, pool_size=pool_size, rpm=rpm,
                    tpm=tpm, max_tokens=max_tokens, top_k=top_k)  # fmt: skip
     conf = settings or Settings()
-    restorable = {
-        "protocols_path": protocols,
-        "agent": agent,
-        "k": k,
-        "concurrency": concurrency,
-        "pool_size": pool_size,
-        "platform": platform,
-        "reset_cmd": reset_cmd,
-        "runtime_scope": platform_scope,
-        "pack": pack,
-        "protocol": protocol,
-        "limit": limit,
+    # Options a resume takes from the run record (record.RESTORED, the one table): given
+    # explicitly, they must agree with it.
+    value: dict[str, object] = {
+        "protocols": protocols, "agent": agent, "k": k, "concurrency": concurrency,
+        "pool_size": pool_size, "platform": platform, "reset_cmd": reset_cmd,
+        "platform_scope": platform_scope, "pack": pack, "protocol": protocol, "limit": limit,
+    }  # fmt: skip
+    given = {
+        name for name, r in RESTORED.items() if any(value.get(o) is not None for o in r.options)
     }
-    given = {name for name, value in restorable.items() if value is not None}
+    if items_options:
+        given.add("protocols_path")
     sampling = {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
                 "top_k": top_k}  # fmt: skip
     agent_params = {key: value for key, value in sampling.items() if value is not None}
@@ -125,14 +124,15 @@ def config(
         parsed_shard = parse_shard(shard) if shard else None
     except ValueError as exc:
         raise RunRefused(str(exc)) from None
+    fields, options = platform_values(platform_options or {}, conf)
     return RunConfig(
         protocols_path=protocols or "",
+        items_options=tuple(items_options),
         agent=agent or "scripted",
         platform=platform or "embedded",
-        server_memory_cmd=server_memory_cmd,
-        basic_memory_cmd=basic_memory_cmd,
-        admin_key=admin_key or conf.admin_key,
-        pool_base=pool_base or conf.pool_base,
+        platform_options=options,
+        admin_key=admin_key or str(fields.get("admin_key") or ""),
+        pool_base=pool_base or str(fields.get("pool_base") or ""),
         pool_size=pool_size or 0,
         k=k or 1,
         concurrency=concurrency or 4,
@@ -156,6 +156,32 @@ def config(
         retry_infra=retry_infra,
         seal_despite_infra=seal_despite_infra,
     )
+
+
+def platform_values(
+    given: Mapping[str, object], settings: Settings
+) -> tuple[dict[str, object], dict[str, str]]:
+    """The values of the options the installed platforms declare, by name (a ``setting``
+    fills one not given): those named like a ``RunConfig`` field, and the rest, which
+    become ``RunConfig.platform_options``."""
+    from benchledger.harness.platforms.platform import declared_options
+
+    own = {f.name for f in dataclasses.fields(RunConfig)}
+    fields: dict[str, object] = {}
+    options: dict[str, str] = {}
+    for option in declared_options():
+        value = given.get(option.dest)
+        if value is None and option.setting:
+            value = getattr(settings, option.setting, None) or None
+        if value is not None:
+            if option.dest in own:
+                fields[option.dest] = value
+            else:
+                options[option.dest] = str(value)
+    unknown = sorted(set(given) - {o.dest for o in declared_options()})
+    if unknown:
+        raise RunRefused(f"no installed platform declares the option(s) {', '.join(unknown)}")
+    return fields, options
 
 
 def _signer(sign_key: str | None, settings: Settings) -> Signer | None:
@@ -199,8 +225,7 @@ async def run_async(
     reset_cmd: str | None = None,
     admin_key: str = "",
     pool_base: str = "",
-    server_memory_cmd: str = "",
-    basic_memory_cmd: str = "",
+    platform_options: Mapping[str, object] | None = None,
     base_url: str = "",
     rpm: int | None = None,
     tpm: int | None = None,
@@ -222,8 +247,8 @@ async def run_async(
         suite=suite, protocols=protocols, agent=agent, platform=platform, k=k, limit=limit,
         protocol=protocol, concurrency=concurrency, run_id=run_id, resume=resume, shard=shard,
         pack=pack, platform_scope=platform_scope, pool_size=pool_size, reset_cmd=reset_cmd,
-        admin_key=admin_key, pool_base=pool_base, server_memory_cmd=server_memory_cmd,
-        basic_memory_cmd=basic_memory_cmd, base_url=base_url, rpm=rpm, tpm=tpm,
+        admin_key=admin_key, pool_base=pool_base, platform_options=platform_options,
+        base_url=base_url, rpm=rpm, tpm=tpm,
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
         time_scale=time_scale, retry_infra=retry_infra, seal_despite_infra=seal_despite_infra,
         prereg=prereg, settings=conf,
@@ -277,8 +302,7 @@ def run(
     reset_cmd: str | None = None,
     admin_key: str = "",
     pool_base: str = "",
-    server_memory_cmd: str = "",
-    basic_memory_cmd: str = "",
+    platform_options: Mapping[str, object] | None = None,
     base_url: str = "",
     rpm: int | None = None,
     tpm: int | None = None,
@@ -305,10 +329,9 @@ def run(
             k=k, limit=limit, protocol=protocol, concurrency=concurrency, run_id=run_id,
             resume=resume, shard=shard, pack=pack, platform_scope=platform_scope,
             pool_size=pool_size, reset_cmd=reset_cmd, admin_key=admin_key, pool_base=pool_base,
-            server_memory_cmd=server_memory_cmd, basic_memory_cmd=basic_memory_cmd,
-            base_url=base_url, rpm=rpm, tpm=tpm, max_tokens=max_tokens,
-            temperature=temperature, top_p=top_p, top_k=top_k, time_scale=time_scale,
-            retry_infra=retry_infra, seal_despite_infra=seal_despite_infra, prereg=prereg,
+            platform_options=platform_options, base_url=base_url, rpm=rpm, tpm=tpm,
+            max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+            time_scale=time_scale, retry_infra=retry_infra, seal_despite_infra=seal_despite_infra, prereg=prereg,
             sign_key=sign_key, settings=settings, progress=progress,
         )
     )  # fmt: skip

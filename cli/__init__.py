@@ -74,6 +74,14 @@ GROUPS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
     ("benchledger.cli.seal", (("seal", "seal a finished run, signing it with --sign-key"),)),
     ("benchledger.cli.prereg", (("prereg", "pre-register the gate a run will be judged by"),)),
     ("benchledger.cli.selftest", (("selftest", "prove what benchledger survives"),)),
+    (
+        "benchledger.cli.extensions",
+        (
+            ("suites", "the installed suites, and where each came from"),
+            ("models", "the installed model providers, and where each came from"),
+            ("ledgers", "the installed ledger backends, and where each came from"),
+        ),
+    ),
 )
 
 

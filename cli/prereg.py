@@ -74,8 +74,9 @@ def read_prereg(path: str) -> Preregistration:
         raise UsageError(str(exc)) from None
 
 
-def prereg_for_run(args: argparse.Namespace) -> Preregistration | None:
-    """The bar ``run`` records in run_started (--prereg FILE or --gate-baseline RUN)."""
+def prereg_for_run(args: argparse.Namespace, items: str = "") -> Preregistration | None:
+    """The bar ``run`` records in run_started (--prereg FILE or --gate-baseline RUN), for
+    the items at ``items`` (the suite's item option; "": its committed set)."""
     bar_opts = args.tolerance is not None or args.gate_metrics
     if args.prereg and (args.gate_baseline or bar_opts):
         raise UsageError(
@@ -88,12 +89,12 @@ def prereg_for_run(args: argparse.Namespace) -> Preregistration | None:
     if args.resume:
         raise UsageError("a resumed run keeps the gate it was started with; drop the gate options")
     if args.gate_baseline:
-        p = _build(args, args.gate_baseline, args.protocols)
+        p = _build(args, args.gate_baseline, items or None)
     else:
         p = read_prereg(args.prereg)
-        set_hash, items, _ = _protocol_items(args.suite, args.protocols)
+        set_hash, hashes, _ = _protocol_items(args.suite, items or None)
         try:
-            matches_run(p, set_hash, items)
+            matches_run(p, set_hash, hashes)
         except BadPreregistration as exc:
             raise UsageError(f"{args.prereg}: {exc}") from None
     print(
@@ -134,10 +135,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     pre = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     n = pre.add_parser("new", help="write a pre-registration file to publish before the run")
     n.add_argument("--baseline", required=True, metavar="RUN", help="sealed run id or bundle")
-    n.add_argument("--protocols", metavar="PATH", help="default: the committed lifecycle set")
+    n.add_argument(
+        "--protocols",
+        metavar="PATH",
+        help="the items the run will load (default: the suite's committed set)",
+    )
     n.add_argument(
         "--suite",
-        default="lifecycle",
+        default=suites.DEFAULT_SUITE,
         choices=[name for name in suites.names() if suites.lookup(name).item_hash],
     )
     gate_bar_args(n)

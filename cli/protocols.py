@@ -90,14 +90,14 @@ def cmd_protocols_generate(args: argparse.Namespace) -> int:
         done = write(out, prune=bool(args.force))
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write: {exc.strerror or exc}") from None
-    lifecycle, pack = os.path.join(out, PROTOCOLS_DIR), os.path.join(out, PACK_DIR)
-    print(f"wrote {len(done.protocols)} protocols to {lifecycle} and the seed pack "
+    items, pack = os.path.join(out, PROTOCOLS_DIR), os.path.join(out, PACK_DIR)
+    print(f"wrote {len(done.protocols)} protocols to {items} and the seed pack "
           f"({len(done.pack)} files) to {pack}")  # fmt: skip
     if present:
         replaced = _listing(done.replaced) if done.replaced else "none"
         removed = _listing(done.removed) if done.removed else "none"
         print(f"--force: changed files: {replaced}; removed (not generated): {removed}")
-    print(f"use them with: benchledger run --protocols {lifecycle} --pack {pack}")
+    print(f"use them with: benchledger run --protocols {items} --pack {pack}")
     return EXIT_OK
 
 

@@ -29,6 +29,7 @@ from benchledger.harness.peer.layout import find_transcripts
 from benchledger.judging import compare, gate
 from benchledger.ledger import Ledger
 from benchledger.ledger.bundle import export_audit
+from benchledger.ledger.events import RunStartedEvent
 from benchledger.ledgers import reader
 from benchledger.projections.audit import UnknownMetric, render
 from benchledger.projections.audit_json import audit_json
@@ -37,7 +38,6 @@ from benchledger.projections.fold import LiveView
 from benchledger.projections.passes import CI_CHOICES, ci_method
 from benchledger.projections.source import RunEvents, banner_of, is_bundle
 from benchledger.projections.suites import lookup, names, of_run
-from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold
 from benchledger.reading import read
 from benchledger.scoring import card_alone, report
 
@@ -93,8 +93,13 @@ def _watch(args: argparse.Namespace) -> int:
         )
     ledger = open_ledger(args, create=False)
     ledger.run_info(args.runs[0])  # an unknown run: exit 2 now, not a silent wait
-    view = LiveView(ledger.store, LifecycleFold(), run_id=args.runs[0])
-    watch(view, args.format, args.interval, ci=ci_method(args.ci))
+    header = next(ledger.events(args.runs[0], stream=args.runs[0]))[0]  # run_started
+    suite = lookup(header.body.suite if isinstance(header, RunStartedEvent) else "")
+    if suite.live is None:
+        raise UsageError(f"--watch: a {suite.name} run has no live view; report it once it "
+                         "is sealed")  # fmt: skip
+    view = LiveView(ledger.store, suite.fold(), run_id=args.runs[0])
+    watch(view, suite, args.format, args.interval, ci=ci_method(args.ci))
     return EXIT_OK
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import os
 import sys
 import threading
@@ -27,11 +26,13 @@ from benchledger.cli.keys import sign_key_arg, signer_from
 from benchledger.cli.prereg import prereg_for_run
 from benchledger.harness import suites
 from benchledger.harness.errors import HarnessError
-from benchledger.harness.record import RESTORED, RunConfig
-from benchledger.harness.sharding import parse_shard
+from benchledger.harness.record import RunConfig
 from benchledger.ledger import Ledger, LedgerError, UnknownRun
 from benchledger.ledger.signing import Signer
+from benchledger.projections import suites as read_suites
 from benchledger.projections.source import open_run
+from benchledger.projections.suites import ItemOption
+from benchledger.running import config
 
 if TYPE_CHECKING:  # the driver loads with the run's other heavy imports, in cmd_run
     from benchledger.harness.driver import RunResult
@@ -77,114 +78,55 @@ def _progress() -> tuple[Any, Callable[[], None]]:
     return Progress(started_plain, done_plain), lambda: None
 
 
-_DEFAULTS = {"agent": "scripted", "platform": "embedded", "k": 1, "concurrency": 4,
-             "platform_scope": "pass"}  # fmt: skip
-# Sampling options -> the request parameter each sets (recorded in every model request).
-_SAMPLING = {"max_tokens": "max_tokens", "temperature": "temperature", "top_p": "top_p",
-             "top_k": "top_k"}  # fmt: skip
-
-
-def _agent_params(args: argparse.Namespace) -> dict[str, Any]:
-    """The sampling parameters the options set (their ranges are checked as they parse)."""
-    return {key: getattr(args, opt) for opt, key in _SAMPLING.items()
-            if getattr(args, opt) is not None}  # fmt: skip
-
-
 def _opt(args: argparse.Namespace, name: str) -> Any:
     """An option's value (None when not given, or when no installed platform declares it)."""
     return getattr(args, name, None)
 
 
-def _platform_options(args: argparse.Namespace, conf: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    """The values of the options the platforms declare (a ``setting`` fills one not given):
-    those named like a ``RunConfig`` field, and the rest (``RunConfig.platform_options``)."""
-    own = {f.name for f in dataclasses.fields(RunConfig)}
-    fields: dict[str, Any] = {}
-    options: dict[str, str] = {}
-    for option in _declared():
-        given = _opt(args, option.dest)
-        if given is None and option.setting:
-            given = getattr(conf, option.setting, None) or None
-        if given is not None:
-            (fields if option.dest in own else options)[option.dest] = given
-    return fields, options
+# Passed to ``config`` by name; every other option a platform declares is one of its own.
+_RUN_LEVEL = ("admin_key", "pool_base", "pool_size", "reset_cmd")
 
 
-def _declared() -> list[Any]:
-    """Every option the installed platforms declare, each flag once (the first declaration)."""
-    from benchledger.harness.platforms.platform import every
+def _item_options() -> list[ItemOption]:
+    """The installed suites' item options, each flag once (suites may share one)."""
+    found = {p.items.flag: p.items for p in read_suites.installed() if p.items is not None}
+    return list(found.values())
 
-    seen: dict[str, Any] = {}
-    for platform in every():
-        for option in platform.options:
-            seen.setdefault(option.flag, option)
-    return list(seen.values())
+
+def _items(args: argparse.Namespace) -> tuple[str, tuple[str, ...]]:
+    """The items path an item option gave ("" for none) and the item options given; the
+    harness refuses one that is not the run's suite's (``harness.suites``)."""
+    given = [(o.flag, str(path)) for o in _item_options()
+             if (path := getattr(args, o.dest, None)) is not None]  # fmt: skip
+    return (given[0][1] if given else ""), tuple(flag for flag, _ in given)
 
 
 def _config(args: argparse.Namespace) -> RunConfig:
-    """The run configuration the options ask for (secrets resolved from the settings); the
-    harness checks it (``harness.plan.settle``)."""
-    # Options a resume takes from the run record (record.RESTORED, the one table): given
-    # explicitly, they must agree with it.
-    given = frozenset(
-        name for name, r in RESTORED.items() if any(_opt(args, o) is not None for o in r.options)
-    )
-    agent_params = _agent_params(args)
-    if agent_params:
-        given |= {"agent_params"}
-    if args.time_scale is not None:
-        given |= {"time_scale"}
-    value: dict[str, Any] = {
-        o: _opt(args, o) if _opt(args, o) is not None else _DEFAULTS.get(o)
-        for r in RESTORED.values()
-        for o in r.options
+    """The run configuration the options ask for, built by the library's one builder
+    (``benchledger.running.config``; secrets resolved from the settings); the harness checks
+    it (``harness.plan.settle``)."""
+    from benchledger.harness.platforms.platform import declared_options
+
+    items_path, items_options = _items(args)
+    own = {
+        o.dest: _opt(args, o.dest)
+        for o in declared_options()
+        if o.dest not in _RUN_LEVEL and _opt(args, o.dest) is not None
     }
-    conf = args.settings
-    fields, options = _platform_options(args, conf)
-    items_options = tuple(
-        f"--{o}" for o in ("protocols", "cases", "tasks") if getattr(args, o) is not None
-    )
-    return RunConfig(
-        protocols_path=value["cases"] or value["tasks"] or value["protocols"] or "",
-        items_options=items_options,
-        agent=value["agent"],
-        platform=value["platform"],
-        platform_options=options,
-        admin_key=fields.get("admin_key") or "",
-        pool_base=fields.get("pool_base") or "",
-        pool_size=value["pool_size"] or 0,
-        k=value["k"],
-        concurrency=value["concurrency"],
-        run_id=args.run_id or "",
-        reset_cmd=value["reset_cmd"] or "",
-        resume=args.resume or "",
-        suite=args.suite,
-        runtime_scope=value["platform_scope"],
-        pack=value["pack"] or "",
-        given=given,
-        agent_params=agent_params,
-        base_url=args.base_url or "",
-        rpm=args.rpm or 0,
-        tpm=args.tpm or 0,
-        time_scale=1.0 if args.time_scale is None else float(args.time_scale),
-        settings=conf,
-        prereg=prereg_for_run(args),
-        shard=_shard(args),
-        protocol=list(dict.fromkeys(value["protocol"] or ())),  # each id once, as given
-        limit=value["limit"] or 0,
-        retry_infra=args.retry_infra,
-        seal_despite_infra=args.seal_despite_infra,
-    )
-
-
-def _shard(args: argparse.Namespace) -> Any:
-    """``--shard i/n`` parsed (None without it)."""
-    if not args.shard:
-        return None
-    try:
-        return parse_shard(args.shard)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    return config(
+        suite=args.suite, protocols=items_path or None, items_options=items_options,
+        agent=args.agent, platform=_opt(args, "platform"), k=args.k, limit=args.limit,
+        protocol=args.protocol, concurrency=args.concurrency, run_id=args.run_id or "",
+        resume=args.resume or "", shard=args.shard, pack=args.pack,
+        platform_scope=args.platform_scope, pool_size=_opt(args, "pool_size"),
+        reset_cmd=_opt(args, "reset_cmd"), admin_key=_opt(args, "admin_key") or "",
+        pool_base=_opt(args, "pool_base") or "", platform_options=own,
+        base_url=args.base_url or "", rpm=args.rpm, tpm=args.tpm, max_tokens=args.max_tokens,
+        temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+        time_scale=args.time_scale, retry_infra=args.retry_infra,
+        seal_despite_infra=args.seal_despite_infra, prereg=prereg_for_run(args, items_path),
+        settings=args.settings,
+    )  # fmt: skip
 
 
 def ledger_has_runs(ledger: Any) -> bool:
@@ -385,33 +327,23 @@ def _platform_args(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``run``."""
     p = sub.add_parser("run", help="run the benchmark; every call goes into the ledger")
+    installed = read_suites.installed()  # benchledger's own and every installed plugin's
     p.add_argument(
         "--suite",
-        default="lifecycle",
+        default=read_suites.DEFAULT_SUITE,
         choices=suites.names(),
-        help="lifecycle (default), provenance (the provenance lane: each case twice, "
-        "on fresh platforms; docs/provenance.md) or tasks (the peer's tasks bench, live; "
-        "docs/peer-studies.md)",
+        help="; ".join(f"{s.name}: {s.summary}" if s.summary else s.name for s in installed)
+        + " (`benchledger suites` lists them)",
     )
-    p.add_argument("--protocols", metavar="PATH", help="default: the committed lifecycle set")
-    p.add_argument(
-        "--cases",
-        metavar="PATH",
-        help="provenance: a cases .jsonl file or a folder holding cases.jsonl, anywhere "
-        "(default: the committed public/v1 split); keeps holdout sets out of the repository",
-    )
-    p.add_argument(
-        "--tasks",
-        metavar="PATH",
-        help="tasks: a task .yaml file or a folder of them (e.g. "
-        "../shared/peers/mcp-data-platform/bench/tasks; no default)",
-    )
+    for option in _item_options():  # each suite's own, e.g. --protocols, --cases, --tasks
+        p.add_argument(option.flag, metavar=option.metavar, help=option.help)
     p.add_argument(
         "--agent",
         help="scripted (default), fake[:DELAY_S], anthropic:MODEL (key: $ANTHROPIC_API_KEY), "
         "openai:MODEL@BASE_URL (key, if the server needs one: $OPENAI_API_KEY) or "
         "recorded:RUN_DIR (re-enacts a recorded peer run, e.g. "
-        "../shared/peers/mcp-data-platform/bench/results/s5-anthropic-k5)",
+        "../shared/peers/mcp-data-platform/bench/results/s5-anthropic-k5), or NAME[:MODEL] "
+        "of another installed model provider (`benchledger models` lists them)",
     )
     m = p.add_argument_group("model agents")
     m.add_argument(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
 import blake3
@@ -20,8 +21,6 @@ from benchledger.ledger.events import (
 )
 from benchledger.ledger.ledger import StreamWriter
 from benchledger.projections.trace import traced
-from benchledger.protocols.cases import cited_sources
-from benchledger.protocols.grading import surfaced
 
 EXTRA_COMPLETIONS = 2  # after the budget is spent, the model gets this many more turns
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
@@ -36,6 +35,23 @@ class ToolSets(NamedTuple):
 
 
 NO_TOOLS: Final = ToolSets()
+
+
+class Findings(NamedTuple):
+    """What a suite reads off a finished episode for its ``episode_finished``: whether the
+    fact it looks for surfaced in a tool result, and the sources the answer cites."""
+
+    fact_surfaced: bool = False
+    sources: tuple[str, ...] = ()
+
+
+# A suite's reading of an episode: (final answer, tool results) -> its findings.
+Reading = Callable[[str, Sequence[str]], Findings]
+
+
+def nothing_read(answer: str, results: Sequence[str]) -> Findings:
+    """The reading of a suite that records no findings of its own."""
+    return Findings()
 
 
 class EpisodeResult(NamedTuple):
@@ -98,16 +114,16 @@ async def run_episode(
     episode: Episode,
     pool_index: int | None,
     identity: str,
-    fact: str,
+    reads: Reading = nothing_read,
     *,
     attempt: int = 0,
-    cites: bool = False,
     tools: ToolSets = NO_TOOLS,
 ) -> EpisodeResult:
     """Run one episode to its final answer; events are staged on ``writer`` (not committed).
 
-    ``cites``: the answer ends with a ``SOURCES:`` line, recorded as the episode's sources;
-    ``tools``: the calls counted as searches and captures.
+    ``reads``: the suite's findings from the answer and tool results (whether its fact
+    surfaced, the sources cited), recorded in ``episode_finished``; ``tools``: the calls
+    counted as searches and captures.
     """
     rec = Recorder(writer, episode.stage)
     rec.append(
@@ -190,24 +206,33 @@ async def run_episode(
                 extra += 1
                 if extra > EXTRA_COMPLETIONS:
                     break
-    found = bool(fact) and any(surfaced(fact, text) for text in results)
+    found = reads(answer, results)
     outcome = EpisodeFinishedBody(
         episode=episode.stage,
         final_answer=answer,
         tool_calls=calls,
         tool_errors=errors,
         search_called=search,
-        fact_surfaced=found,
+        fact_surfaced=found.fact_surfaced,
         budget_exhausted=exhausted,
         input_tokens=tokens["input_tokens"],
         output_tokens=tokens["output_tokens"],
         cache_read_tokens=tokens["cache_read_tokens"],
         cache_creation_tokens=tokens["cache_creation_tokens"],
         capture_attempted=capture,
-        sources=cited_sources(answer) if cites else [],
+        sources=list(found.sources),
     )
     # The episode's trace hash covers every body it appended, this outcome included.
     finished = writer.append(traced(outcome, rec.bodies), refs=rec.seqs)
     return EpisodeResult(
-        episode.stage, answer, finished, calls, search, found, capture, exhausted, results, rec.seqs
+        episode.stage,
+        answer,
+        finished,
+        calls,
+        search,
+        found.fact_surfaced,
+        capture,
+        exhausted,
+        results,
+        rec.seqs,
     )

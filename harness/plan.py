@@ -39,10 +39,10 @@ from benchledger.harness.record import (
     resume_reset_cmd,
 )
 from benchledger.harness.sharding import Shard, identity_blocks, shard_ids
-from benchledger.harness.suites import Suite, suite_for
+from benchledger.harness.suites import Suite, check_items_options, suite_for
 from benchledger.harness.unit import UnitPlan
 from benchledger.ledger import Ledger
-from benchledger.ledger.errors import ImportedRun
+from benchledger.ledger.errors import ImportedRun, UnusableInput
 from benchledger.ledger.events import (
     PlannedUnit,
     PlatformRecord,
@@ -148,7 +148,7 @@ def _select(items: list[Any], only: list[str], limit: int, what: str, path: str)
 def _suite(name: str) -> Suite:
     try:
         return suite_for(name)
-    except ValueError as exc:
+    except UnusableInput as exc:  # no such suite, or one that cannot be loaded
         raise RunRefused(str(exc)) from None
 
 
@@ -207,7 +207,9 @@ def settle(cfg: RunConfig) -> PlatformSpec:
     external = platform.shared
     if settled != spec or external:  # as the platform normalised it: URL/mcp names URL
         cfg.platform, spec = settled.url, settled
-    _suite(cfg.suite).settle(cfg, external)
+    suite = _suite(cfg.suite)
+    check_items_options(cfg.suite, cfg.items_options)
+    suite.settle(cfg, external)
     if external and not cfg.resume and not (cfg.admin_key and cfg.pool_base and cfg.pool_size):
         raise RunRefused(
             "an external --platform needs --admin-key (or $BENCHLEDGER_ADMIN_KEY), "

@@ -52,8 +52,9 @@ class RunConfig:
     """What the user asked for. ``given`` names the options set explicitly (for resume)."""
 
     protocols_path: str = ""
-    # The options that named ``protocols_path`` (``--protocols``, ``--cases``): a suite
-    # refuses another suite's (none when not given on a command line).
+    # The item options that named ``protocols_path`` (``--protocols``, ``--cases``, ...):
+    # one not the run's suite's is refused (``harness.suites.check_items_options``; none
+    # when not given on a command line).
     items_options: tuple[str, ...] = ()
     agent: str = "scripted"
     platform: str = "embedded"

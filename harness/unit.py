@@ -19,7 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeVar
 
 from benchledger.harness.agents.base import Agent, Episode, UnitInfo
-from benchledger.harness.episode import NO_TOOLS, EpisodeResult, Recorder, ToolSets, run_episode
+from benchledger.harness.episode import (
+    NO_TOOLS,
+    EpisodeResult,
+    Reading,
+    Recorder,
+    ToolSets,
+    nothing_read,
+    run_episode,
+)
 from benchledger.harness.errors import InfraError
 from benchledger.harness.platforms.base import Clock, PlatformClient, ReadBack
 from benchledger.harness.record import pool_label
@@ -234,11 +242,11 @@ class UnitContext:
     # -- episodes --------------------------------------------------------------------------
 
     async def episode(
-        self, episode: Episode, who: int, fact: str, *, commit: bool = True, cites: bool = False
+        self, episode: Episode, who: int, reads: Reading = nothing_read, *, commit: bool = True
     ) -> EpisodeResult:
         """Run one episode as pool identity ``who`` (retried whole on infra errors).
 
-        ``cites``: record the answer's ``SOURCES:`` refs as the episode's sources.
+        ``reads``: the suite's findings from the episode (``harness.episode.Reading``).
         """
         self.stage = episode.stage
         tries = 0
@@ -253,9 +261,8 @@ class UnitContext:
                 episode,
                 who,
                 identity_label(self.platform, who),
-                fact,
+                reads,
                 attempt=attempt,
-                cites=cites,
                 tools=self.tools,
             )
             if commit:

@@ -8,9 +8,31 @@ which the redacted bundle carries and ``benchledger verify --reveal`` checks.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Protocol
 
-from benchledger.projections.suites.lifecycle.scorecard import Scorecard
+
+class _Run(Protocol):
+    @property
+    def withheld(self) -> Sequence[str]: ...  # the header-stream kinds withheld
+
+
+class _Unit(Protocol):
+    @property
+    def stream(self) -> str: ...
+    @property
+    def withheld(self) -> Sequence[tuple[int, str]]: ...  # (seq, kind) of each withheld event
+    @property
+    def outcome_withheld(self) -> bool: ...
+
+
+class Disclosed(Protocol):
+    """A card that says what its runs withhold: its runs and units, each with its withheld."""
+
+    @property
+    def runs(self) -> Sequence[_Run]: ...
+    @property
+    def units(self) -> Sequence[_Unit]: ...
 
 
 class Disclosure(NamedTuple):
@@ -30,7 +52,7 @@ class Disclosure(NamedTuple):
         return sum(self.by_kind.values())
 
 
-def disclosure(card: Scorecard) -> Disclosure:
+def disclosure(card: Disclosed) -> Disclosure:
     """What the scorecard's runs withhold (empty for a full run)."""
     by_kind: dict[str, int] = {}
     header = tuple(k for r in card.runs for k in r.withheld)

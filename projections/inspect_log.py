@@ -42,7 +42,7 @@ from benchledger.ledger.events import (
 )
 from benchledger.ledger.redaction import WithheldEvent
 from benchledger.ledger.verified import PEER_CLAIMS, RunEvents
-from benchledger.projections.suites.lifecycle.scorecard import lifecycle_passed
+from benchledger.projections.suites import UnitScore, UnknownSuite, lookup
 
 # The version of Inspect's log schema these documents follow (its LOG_SCHEMA_VERSION).
 SCHEMA_VERSION: Final = 2
@@ -56,8 +56,8 @@ SUFFIXES: Final = (".eval", ".json")
 # verdict: the check did not apply). The viewer shows them as badges and its accuracy
 # reads C as 1 and I as 0; the results here count C and I only.
 VALUE: Final[dict[bool | None, str]] = {True: "C", False: "I", None: "N"}
-LIFECYCLE_PASS: Final = "lifecycle_pass"  # the unit's whole-lifecycle score (lifecycle suite)
-UNIT_FINISHED: Final = "unit_finished"  # the unit's whole score in any other suite
+# The unit's whole score in a suite that declares none (``ReadSuite.unit_score``).
+UNIT_FINISHED: Final = "unit_finished"
 # Zip member times: fixed, so exporting the same run twice writes the same bytes.
 _ZIP_TIME: Final = (1980, 1, 1, 0, 0, 0)
 
@@ -124,14 +124,18 @@ def inspect_log(run: RunEvents) -> InspectLog:
         if key in kept:  # the later stream of the same attempt (a retry) stands for it
             superseded.setdefault(key, []).append(kept[key].stream)
         kept[key] = unit
-    lifecycle = body.suite in ("", "lifecycle")
+    try:  # the suite's own whole-unit score, if it declares one (a suite not installed
+        # here is exported all the same, its units scored by finishing)
+        suite = lookup(body.suite)
+        whole, task = suite.unit_score, suite.name
+    except UnknownSuite:
+        whole, task = None, body.suite
     samples = [
-        _sample(u, model, meta, lifecycle, synthetic, superseded.get(k, []))
-        for k, u in kept.items()
+        _sample(u, model, meta, whole, synthetic, superseded.get(k, [])) for k, u in kept.items()
     ]
     samples.sort(key=lambda s: (s["epoch"], s["id"]))
     created = _iso(header.at)
-    spec = _spec(run, body, model, created, meta, samples)
+    spec = _spec(run, body, task, model, created, meta, samples)
     usage = _usage_sum(s.get("model_usage", {}) for s in samples)
     done = run.check.sealed if run.check is not None else bool(run.root)
     head: dict[str, Any] = {
@@ -237,6 +241,7 @@ def _agent_params(body: RunStartedBody) -> dict[str, Any]:
 def _spec(
     run: RunEvents,
     body: RunStartedBody,
+    task: str,
     model: str,
     created: str,
     meta: dict[str, Any],
@@ -245,14 +250,14 @@ def _spec(
     """The ``EvalSpec``: the run as an eval of the suite's task by the agent's model."""
     ids = sorted({s["id"] for s in samples})
     ident = run.root or (run.check.heads_root if run.check is not None else "") or run.run_id
-    tags = ["benchledger", body.suite or "lifecycle"]
+    tags = ["benchledger", task]
     if run.origin is not None and run.origin.kind != "own":
         tags.append(run.origin.kind.replace(" ", "-"))
     return {
         "eval_id": ident[:22],
         "run_id": run.run_id,
         "created": created,
-        "task": f"benchledger/{body.suite or 'lifecycle'}",
+        "task": f"benchledger/{task}",
         "task_id": body.protocol_set_hash[:22] or body.suite,
         "task_version": 0,
         "task_attribs": {},
@@ -261,7 +266,7 @@ def _spec(
         "solver": body.agent or "agent",
         "solver_args": _agent_params(body),
         "tags": tags,
-        "dataset": {"name": body.suite or "lifecycle", "samples": len(ids), "sample_ids": ids},
+        "dataset": {"name": task, "samples": len(ids), "sample_ids": ids},
         "model": model,
         "model_generate_config": {},
         "model_args": {},
@@ -278,7 +283,7 @@ def _sample(
     unit: _Unit,
     model: str,
     run_meta: dict[str, Any],
-    lifecycle: bool,
+    score: UnitScore | None,
     synthetic: bool,
     superseded: list[str],
 ) -> dict[str, Any]:
@@ -290,12 +295,12 @@ def _sample(
     for event, link in unit.events:
         if isinstance(event, GraderDecisionEvent):
             decisions[event.body.check] = (event, link)  # a later decision replaces one
-    whole = _whole_score(unit, lifecycle)
+    whole = _whole_score(unit, score)
     # The viewer's answer column shows the first score's answer: the unit's graded answers.
     answers = dict.fromkeys(e.body.answer for e, _ in decisions.values() if e.body.answer)
     if answers:
         whole["answer"] = " | ".join(answers)
-    scores = {_whole_name(lifecycle): whole}
+    scores = {score.name if score is not None else UNIT_FINISHED: whole}
     scores.update({check: _score(e, link) for check, (e, link) in decisions.items()})
     end = unit.finished
     meta = _drop_none({
@@ -342,12 +347,9 @@ def _unit_error(unit: _Unit) -> str:
     return unit.finished.body.error
 
 
-def _whole_name(lifecycle: bool) -> str:
-    return LIFECYCLE_PASS if lifecycle else UNIT_FINISHED
-
-
-def _whole_score(unit: _Unit, lifecycle: bool) -> dict[str, Any]:
-    """The unit as a whole: its lifecycle pass (lifecycle suite), else finished cleanly."""
+def _whole_score(unit: _Unit, score: UnitScore | None) -> dict[str, Any]:
+    """The unit as a whole: by the suite's own score (the lifecycle's: every applicable
+    stage passed), else whether it finished cleanly."""
     end = unit.finished
     if end is None:
         return {"value": VALUE[None], "explanation": "the unit did not finish"}
@@ -355,9 +357,9 @@ def _whole_score(unit: _Unit, lifecycle: bool) -> dict[str, Any]:
         why = f"the unit ended in an error: {end.body.error}"
         return {"value": VALUE[False], "explanation": why}
     outcome = end.body.outcome
-    if lifecycle:
-        ok = lifecycle_passed(outcome.get)
-        why = "every applicable stage passed" if ok else "not every applicable stage passed"
+    if score is not None:
+        ok = score.passed(outcome)
+        why = score.yes if ok else score.no
     else:
         ok, why = True, "the unit finished without an error"
     return {"value": VALUE[ok], "explanation": why, "metadata": {"outcome": dict(outcome)}}

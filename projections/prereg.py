@@ -24,7 +24,7 @@ from benchledger.ledger.events import Preregistration, RunStartedEvent, UnitStar
 from benchledger.ledger.redaction import WithheldEvent
 from benchledger.projections.errors import Refused
 from benchledger.projections.source import RunEvents
-from benchledger.projections.suites.lifecycle.scorecard import GATED
+from benchledger.projections.suites import gated_metrics, of_run
 
 FORMAT: Final = "benchledger-prereg/1"
 DOMAIN: Final = b"benchledger:prereg:v1\x00"
@@ -67,11 +67,12 @@ def parse(data: bytes, where: str) -> Preregistration:
 
 
 def _check_metrics(metrics: Sequence[str], where: str) -> None:
-    unknown = [m for m in metrics if m not in GATED]
+    gated = gated_metrics()  # what the installed suites' gates judge
+    unknown = [m for m in metrics if m not in gated]
     if unknown or not metrics:
         raise BadPreregistration(
             f"{where}: metrics {', '.join(unknown) or '(none)'} cannot decide a gate; "
-            f"gated metrics: {', '.join(GATED)}"
+            f"gated metrics: {', '.join(gated)}"
         )
     if len(set(metrics)) != len(metrics):
         raise BadPreregistration(f"{where}: a metric is named twice")
@@ -116,7 +117,7 @@ def build(
     p = Preregistration(
         baseline_run=baseline.run_id,
         baseline_root=baseline.root,
-        metrics=list(metrics) if metrics else list(GATED),
+        metrics=list(metrics) if metrics else list(of_run(baseline).gated),
         tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance,
         protocol_set_hash=protocol_set_hash,
         items=sorted(set(items)),
@@ -285,7 +286,7 @@ def resolve(
         _check_tolerance(tolerance, "--tolerance")
     if prereg is None:
         return Bar(
-            tuple(metrics or GATED),
+            tuple(metrics or gated_metrics()),
             DEFAULT_TOLERANCE if tolerance is None else tolerance,
             strict,
             "given",

@@ -8,8 +8,8 @@ run, and ``from_ledger`` / ``from_bundle``, the unverified reads.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from benchledger.ledger import Ledger, UnusableInput
 from benchledger.ledger.bundle import REDACTED_FORMAT, read_bundle
@@ -32,7 +32,26 @@ from benchledger.ledger.verified import (
 
 if TYPE_CHECKING:
     from benchledger.projections.card import RunMeta
-    from benchledger.projections.suites.lifecycle.scorecard import Unit
+
+
+class FoldedUnit(Protocol):
+    """What ``completeness`` reads of a suite fold's unit (each suite's ``Unit`` has it)."""
+
+    @property
+    def stream(self) -> str: ...
+    @property
+    def protocol_id(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def finished(self) -> object | None: ...  # its unit_finished, None until it lands
+    @property
+    def abandoned(self) -> bool: ...
+    @property
+    def error(self) -> str: ...
+    @property
+    def withheld(self) -> Sequence[tuple[int, str]]: ...  # (seq, kind) of each withheld event
+
 
 __all__ = [
     "Completeness",
@@ -86,9 +105,9 @@ def from_bundle(path: str) -> RunEvents:
 # -- how much of its plan a run finished ----------------------------------------------------
 
 
-def completeness(meta: RunMeta, units: Iterable[Unit]) -> Completeness:
+def completeness(meta: RunMeta, units: Iterable[FoldedUnit]) -> Completeness:
     """The count of a folded run's planned and finished units (``ledger.completeness.completeness``
-    counts; this only hands it what the lifecycle fold saw)."""
+    counts; this only hands it what a suite's fold saw)."""
     states = (
         UnitState(
             u.stream,

@@ -25,7 +25,6 @@ from benchledger.ledger.events import (
 from benchledger.projections.card import Metric, Ruling
 from benchledger.projections.fold import fold
 from benchledger.projections.suites import lookup
-from benchledger.projections.suites.lifecycle import scorecard as lc
 from benchledger.projections.trace import check_hashes
 from benchledger.protocols.schema import Protocol
 from benchledger.replay.findings import Mismatch, Report
@@ -37,11 +36,6 @@ from benchledger.replay.target import ReplayUnit, Run
 Decider = Callable[[Any, Sequence[tuple[int, Body]]], list[Ruling]]
 
 OURS: Final = "benchledger"
-# The checks graded from an answer: the only ones an imported peer run can re-derive
-# (its mechanical verdicts were recorded without the read-backs that decided them).
-ANSWER_CHECKS: Final = frozenset(
-    {lc.RECALL_CORRECT, lc.TRANSFER_CORRECT, lc.UPDATE_CORRECT, lc.ABSTAIN_CORRECT, "correct"}
-)  # "correct": a tasks attempt's verdict (projections.suites.tasks), graded from its answer
 FIELDS: Final = ("stage", "verdict", "reason", "answer", "expected")
 
 
@@ -63,8 +57,9 @@ def rederive(
 
     ``decide`` defaults to the decision function of the run's suite (``ReadSuite.decide``).
     """
+    suite = lookup(run.header.suite)
     if decide is None:
-        decide = lookup(run.header.suite).decide
+        decide = suite.decide
     report = Report("rederive", target or run.run_id, run.run_id)
     report.compared = dict.fromkeys(("decisions", "metrics", "trace hashes"), 0)
     report.skipped = dict.fromkeys((NOT_REDERIVABLE, NOT_RECORDED, ABANDONED), 0)
@@ -74,7 +69,7 @@ def rederive(
             report.skipped[ABANDONED] += 1
             rederived += unit.events
             continue
-        replaced = _decisions(report, unit, _protocol(unit, protocols), decide)
+        replaced = _decisions(report, unit, _protocol(unit, protocols), decide, suite.answer_checks)
         rederived += _with_decisions(unit, replaced)
         _trace_hashes(report, unit)
     found, compared = _metrics(run, rederived)
@@ -97,13 +92,19 @@ def _protocol(unit: ReplayUnit, protocols: Mapping[str, Protocol]) -> Protocol:
     return protocol
 
 
-def _decisions(report: Report, unit: ReplayUnit, protocol: Protocol, decide: Decider) -> Replaced:
-    """Compare the unit's recorded decisions with re-derived ones; return the re-derived."""
+def _decisions(
+    report: Report, unit: ReplayUnit, protocol: Protocol, decide: Decider, answers: frozenset[str]
+) -> Replaced:
+    """Compare the unit's recorded decisions with re-derived ones; return the re-derived.
+
+    ``answers``: the suite's checks graded from an answer alone, the only ones an imported
+    peer run can re-derive (its other verdicts were recorded without the read-backs that
+    decided them)."""
     derived = decide(protocol, unit.pairs)
     recorded = [e for e in unit.events if isinstance(e, GraderDecisionEvent)]
     skip = 0
     if any(e.body.origin != OURS for e in recorded):
-        found, replaced, skip = _compare_imported(unit.stream, recorded, derived)
+        found, replaced, skip = _compare_imported(unit.stream, recorded, derived, answers)
         report.skipped[NOT_REDERIVABLE] += skip
     else:
         found, replaced = _compare_own(unit, recorded, derived)
@@ -183,7 +184,7 @@ def _compare_own(
 
 
 def _compare_imported(
-    stream: str, recorded: list[GraderDecisionEvent], derived: list[Ruling]
+    stream: str, recorded: list[GraderDecisionEvent], derived: list[Ruling], answers: frozenset[str]
 ) -> tuple[list[Mismatch], Replaced, int]:
     """A peer's decisions: only answer verdicts can be re-derived; the rest are kept as is.
 
@@ -206,7 +207,7 @@ def _compare_imported(
                 out += _differences(stream, event, mine)
                 replaced.append((event.seq, mine.body, mine.refs))
             continue
-        if body.check not in ANSWER_CHECKS:
+        if body.check not in answers:
             skip += 1
             replaced.append((event.seq, body, tuple(event.refs)))
             continue

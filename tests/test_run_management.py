@@ -25,6 +25,7 @@ from benchledger.ledger.keys import load_private_key, write_key_pair
 from benchledger.ledger.signing import Signer
 from benchledger.projections.fold import LiveView, fold
 from benchledger.projections.source import from_ledger
+from benchledger.projections.suites import lookup
 from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 from tests.conftest import external_config, protocol_subset, refplatform_server
 from tests.conftest import interrupted_after as run_until
@@ -369,7 +370,7 @@ def test_a_run_that_finishes_with_infra_failed_units_is_left_unsealed_saying_how
     )
 
     view = LiveView(open_store(ledger_file), LifecycleFold(), run_id="hiccup")
-    label = next(live_frames(view, "table", lambda: None)).splitlines()[0]
+    label = next(live_frames(view, lookup("lifecycle"), "table", lambda: None)).splitlines()[0]
     assert label.startswith("LIVE run hiccup: unsealed, 3 of 3 planned units finished, 1 in "
                             f"an infrastructure error ({failed})")  # fmt: skip
 

@@ -8,7 +8,6 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from benchledger.harness import suites
 from benchledger.harness.driver import Progress, RunDriver, RunPlan
 from benchledger.harness.episode import ToolSets
 from benchledger.harness.record import RunConfig, RunRefused
@@ -16,6 +15,7 @@ from benchledger.harness.suites.base import Loaded
 from benchledger.harness.unit import UnitContext
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.events import RunStartedEvent, UnitAbandonedEvent, UnitStartedEvent
+from benchledger.projections.suites import ReadSuite, SuitePlugin, register, unregister
 
 
 class Item(NamedTuple):
@@ -65,10 +65,15 @@ class ToySuite:
         await ctx.commit()
 
 
+def _no_reader() -> ReadSuite:
+    raise TypeError("the toy has no read side: these tests only plan and run it")
+
+
 @pytest.fixture
-def toy(monkeypatch):
-    monkeypatch.setitem(suites.SUITES, "toy", ToySuite)
+def toy():
+    register(SuitePlugin("toy", _no_reader, ToySuite))
     yield
+    unregister("toy")
 
 
 @pytest.fixture
@@ -147,10 +152,11 @@ def ledger_record(ledger: Ledger, run_id: str) -> Any:
          "--server-memory-cmd starts server-memory with the given command"),
         (RunConfig(suite="provenance", k=1, given=frozenset({"k"})),
          "--suite provenance needs --k 2 or more"),
-        (RunConfig(items_options=("--cases",)), "--cases is the provenance lane's"),
-        (RunConfig(items_options=("--tasks",)), "--tasks is the tasks suite's"),
+        (RunConfig(items_options=("--cases",)),
+         "--cases belongs to suite provenance; suite lifecycle reads its items with --protocols"),
+        (RunConfig(items_options=("--tasks",)), "--tasks belongs to suite tasks"),
         (RunConfig(suite="provenance", items_options=("--tasks",)),
-         "--suite provenance reads cases"),
+         "--tasks belongs to suite tasks; suite provenance reads its items with --cases"),
     ],
 )  # fmt: skip
 def test_the_harness_refuses_an_unusable_option_before_anything_is_written(ledger, cfg, says):

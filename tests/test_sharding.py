@@ -38,6 +38,7 @@ from benchledger.ledger.events import (
 )
 from benchledger.projections.fold import LiveView, fold
 from benchledger.projections.source import from_ledger
+from benchledger.projections.suites import lookup
 from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 from tests.conftest import REPO, drop_schema, postgres_url, protocol_subset
 
@@ -188,7 +189,7 @@ def test_report_watch_re_renders_as_units_land_and_stops_at_the_seal(tmp_path):
         next(landing)()
 
     view = LiveView(ledger.store, LifecycleFold(), run_id="r")
-    frames = list(live_frames(view, "table", wait))
+    frames = list(live_frames(view, lookup("lifecycle"), "table", wait))
     labels = [f.splitlines()[0] for f in frames]
     assert labels[0].startswith("LIVE run r: unsealed, 0 of 2 planned units finished")
     assert labels[1].startswith("LIVE run r: unsealed, 1 of 2 planned units finished")

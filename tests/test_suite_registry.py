@@ -33,12 +33,14 @@ from benchledger.projections.stats import wilson
 from benchledger.projections.suites import (
     ItemSet,
     ReadSuite,
+    SuitePlugin,
     UnknownSuite,
     lookup,
     register,
     unregister,
 )
 from benchledger.replay.levels import replay
+from tests.sample import build_run, counter_clock
 
 TOY = "toy"
 ITEMS = ("w1", "w2", "w3")
@@ -131,21 +133,20 @@ def _items(header: RunStartedBody, given: str | None) -> ItemSet:
 
 @pytest.fixture
 def toy() -> Iterator[ReadSuite]:
-    suite = register(
-        ReadSuite(
-            name=TOY,
-            noun="widgets",
-            fold=ToyFold,
-            scorecard=_scorecard,
-            render=_render,
-            formats=("table", "json"),
-            decide=_decide,
-            audit=_audit,
-            metric_names=("shiny",),
-            items=_items,
-            unit_status=lambda o: "ok",
-        )
+    suite = ReadSuite(
+        name=TOY,
+        noun="widgets",
+        fold=ToyFold,
+        scorecard=_scorecard,
+        render=_render,
+        formats=("table", "json"),
+        decide=_decide,
+        audit=_audit,
+        metric_names=("shiny",),
+        items=_items,
+        unit_status=lambda o: "ok",
     )
+    register(SuitePlugin(TOY, lambda: suite))  # read side only: its runs are made below
     yield suite
     unregister(TOY)
 
@@ -228,3 +229,18 @@ def test_a_run_of_an_unknown_suite_is_unusable_input_naming_the_known_ones(
         lookup("nosuch")
     code, _, err = _cli(capsys, "report", "odd", "--ledger", ledger_path)
     assert code == 2 and "suite 'nosuch'" in err and err.count("\n") == 1
+
+
+def test_watch_follows_only_a_suite_that_gives_a_live_view(toy, ledger_path, capsys):
+    code, _, err = _cli(capsys, "report", "t1", "--watch", "--ledger", ledger_path)
+    assert code == 2 and err.count("\n") == 1
+    assert "--watch: a toy run has no live view; report it once it is sealed" in err
+
+
+def test_watch_follows_a_lifecycle_run_through_its_suites_live_view(tmp_path, capsys):
+    path = str(tmp_path / "w.sqlite")
+    ledger = Ledger(open_store(path), clock=counter_clock())
+    root = build_run(ledger, "w", units=2)
+    ledger.store.close()
+    code, out, _ = _cli(capsys, "report", "w", "--watch", "--interval", "0.01", "--ledger", path)
+    assert code == 0 and out.startswith(f"run w: sealed, root {root} (")

@@ -232,8 +232,10 @@ def test_a_tasks_path_that_is_not_there_is_one_line_and_exit_2(tmp_path, capsys)
 
 @pytest.mark.parametrize(
     ("argv", "needles"),
-    [(["--protocols", "protocols/data/lifecycle"], ("--tasks PATH", "not --protocols")),
-     (["--cases", "x.jsonl"], ("--tasks PATH", "not --cases")),
+    [(["--protocols", "protocols/data/lifecycle"],
+      ("--protocols belongs to suite lifecycle", "suite tasks reads its items with --tasks")),
+     (["--cases", "x.jsonl"],
+      ("--cases belongs to suite provenance", "suite tasks reads its items with --tasks")),
      ([], ("needs --tasks PATH",))],
     ids=["protocols-instead-of-tasks", "cases-instead-of-tasks", "no-tasks-at-all"],
 )  # fmt: skip

@@ -1,7 +1,8 @@
-"""A third suite, defined only here, runs end to end through the command line: run, report,
+"""A fourth suite, defined only here, runs end to end through the command line: run, report,
 compare, audit and both replay levels find it by the name its runs record, on both floors
 (the harness's ``harness.suites`` and the readers' ``projections.suites``). Nothing outside
-this file knows it exists."""
+this file knows it exists: ``PLUGIN`` is its one registration, made in code or named by an
+entry point of an installed distribution, as a third party's package would."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from typing import Any, NamedTuple
 import pytest
 
 from benchledger.cli import main
-from benchledger.harness import suites as harness_suites
 from benchledger.harness.episode import ToolSets
 from benchledger.harness.record import RunConfig
 from benchledger.harness.suites.base import Loaded
@@ -118,34 +118,56 @@ def _items(header: RunStartedBody, given: str | None) -> read_suites.ItemSet:
     return read_suites.ItemSet({r.id: r for r in RIDDLES}, "(the riddles' own)", [])
 
 
-def riddle_reader() -> read_suites.ReadSuite:
-    """The readers' side of the toy suite."""
-    return read_suites.ReadSuite(
-        name=NAME,
-        noun="riddles",
-        fold=ToyFold,
-        scorecard=_scorecard,
-        render=_render,
-        formats=("table", "json"),
-        decide=judge,
-        audit=lambda run, metric: verdict_audit("solved", run, metric),
-        metric_names=("solved",),
-        items=_items,
-        unit_status=lambda outcome: "ok",
-        item_hash=lambda item: f"riddle-{item.id}",
-        compare=_compare,
-    )
+def _audit(run: Any, metric: str) -> Any:
+    return verdict_audit("solved", run, metric)
+
+
+def _status(outcome: Any) -> str:
+    return "ok"
+
+
+def _item_hash(item: Riddle) -> str:
+    return f"riddle-{item.id}"
+
+
+READER = read_suites.ReadSuite(
+    name=NAME,
+    noun="riddles",
+    fold=ToyFold,
+    scorecard=_scorecard,
+    render=_render,
+    formats=("table", "json"),
+    decide=judge,
+    audit=_audit,
+    metric_names=("solved",),
+    items=_items,
+    unit_status=_status,
+    item_hash=_item_hash,
+    compare=_compare,
+)
+
+
+def _reader() -> read_suites.ReadSuite:
+    return READER
+
+
+# The suite's one registration: both floors, and its own item option.
+PLUGIN = read_suites.SuitePlugin(
+    NAME,
+    reader=_reader,
+    harness=RiddleSuite,
+    items=read_suites.ItemOption("--riddles", "riddles: the riddle set (default: the built-in)"),
+    summary="odd answers solve (a test's toy)",
+)
 
 
 @contextmanager
 def riddles_registered() -> Iterator[None]:
-    """The suite registered on both floors while open, as a third suite's package would."""
-    harness_suites.SUITES[NAME] = RiddleSuite
-    read_suites.register(riddle_reader())
+    """The suite registered while open, as a third suite's package would (one plugin)."""
+    read_suites.register(PLUGIN)
     try:
         yield
     finally:
-        harness_suites.SUITES.pop(NAME, None)
         read_suites.unregister(NAME)
 
 

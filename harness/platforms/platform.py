@@ -208,6 +208,15 @@ for _name, _attr in BUILTINS:
     PLATFORMS.register(_name, _load(_where), where=_where)
 
 
+def declared_options() -> list[PlatformOption]:
+    """Every option the installed platforms declare, each flag once (its first declaration)."""
+    seen: dict[str, PlatformOption] = {}
+    for platform in every():
+        for option in platform.options:
+            seen.setdefault(option.flag, option)
+    return list(seen.values())
+
+
 def every() -> list[Platform]:
     """Every registered platform that loads: benchledger's first, in their own order, then
     plugins by name (a plugin that cannot be loaded is left out here; looking it up by name

@@ -2,7 +2,8 @@
 
 Everything the driver, the unit runner, full replay and the command line ask of a suite
 is here, so none of them tells suites apart by name: a new suite is a class with these
-attributes, registered by name (``harness.suites.register``).
+attributes, made by the ``harness`` factory of its ``SuitePlugin`` (``projections.suites``),
+its one registration.
 """
 
 from __future__ import annotations

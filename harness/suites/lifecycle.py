@@ -10,11 +10,12 @@ evidence into grader decisions, exactly as re-derivation will.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any, Final
 
 from benchledger import protocols
 from benchledger.harness.agents.base import Episode
-from benchledger.harness.episode import ToolSets
+from benchledger.harness.episode import Findings, Reading, ToolSets
 from benchledger.harness.platforms.base import (
     KnowledgePageTarget,
     LifecycleCapability,
@@ -23,13 +24,14 @@ from benchledger.harness.platforms.base import (
     Target,
 )
 from benchledger.harness.prompts import SYSTEM
-from benchledger.harness.record import RunConfig, RunRefused
+from benchledger.harness.record import RunConfig
 from benchledger.harness.suites.base import Loaded, Outcome
 from benchledger.harness.unit import UnitContext
 from benchledger.ledger.events import RunRecord
 from benchledger.projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
 from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE, decide_stage
 from benchledger.projections.suites.lifecycle.scorecard import lifecycle_passed
+from benchledger.protocols.grading import surfaced
 from benchledger.protocols.hashing import benchledger_hash
 from benchledger.protocols.schema import Protocol
 
@@ -58,6 +60,16 @@ async def not_applicable(ctx: UnitContext, stage: str, why: str) -> None:
         return ReadBack("DESCRIBE", "platform capabilities", 200, {"what": stage, "why": why}, 0.0)
 
     await ctx.read(NOT_APPLICABLE, declared, lambda rb: dict(rb.body))
+
+
+def surfacing(fact: str) -> Reading:
+    """An episode's reading for a stage that looks for ``fact``: whether a tool result
+    surfaced it (no fact: nothing to look for)."""
+
+    def read(answer: str, results: Sequence[str]) -> Findings:
+        return Findings(fact_surfaced=bool(fact) and any(surfaced(fact, t) for t in results))
+
+    return read
 
 
 # The tools whose calls the lifecycle's decisions read as a search and as a capture.
@@ -97,10 +109,7 @@ class LifecycleSuite:
         return "pass" if self.passed(outcome) else "fail"
 
     def settle(self, config: RunConfig, external: bool) -> None:
-        if "--cases" in config.items_options:
-            raise RunRefused("--cases is the provenance lane's: use it with --suite provenance")
-        if "--tasks" in config.items_options:
-            raise RunRefused("--tasks is the tasks suite's: use it with --suite tasks")
+        pass  # nothing of its own to fill in or check
 
     def configure(self, record: RunRecord) -> None:
         self.capture_timeout_s = record.capture_timeout_s
@@ -114,12 +123,14 @@ class LifecycleSuite:
         tgt = target(p)
         platform = ctx.platform
         client = platform if isinstance(platform, LifecycleCapability) else None
+        fact = surfacing(p.fact)  # each stage's episode looks for the taught fact
+        updated = surfacing(p.update.fact if p.update else "")  # the update's, for its stages
 
         def decide(stage: str) -> None:
             ctx.decisions(decide_stage(p, stage, ctx.log))
 
         teach_started = ctx.clock.time()
-        teach = await ctx.episode(self._episode(p, "teach", p.teach.prompt), teacher, p.fact)
+        teach = await ctx.episode(self._episode(p, "teach", p.teach.prompt), teacher, fact)
         decide("teach")
         insight = None
         if client is None:
@@ -135,7 +146,7 @@ class LifecycleSuite:
         decide("capture")
         await ctx.commit()
 
-        await ctx.episode(self._episode(p, "recall", p.recall.prompt), teacher, p.fact)
+        await ctx.episode(self._episode(p, "recall", p.recall.prompt), teacher, fact)
         decide("recall")
         await ctx.commit()
 
@@ -155,14 +166,14 @@ class LifecycleSuite:
             await ctx.commit()
             if promotion.ok and p.transfer is not None:
                 ep = self._episode(p, "transfer", p.transfer.prompt)
-                await ctx.episode(ep, learner, p.fact)
+                await ctx.episode(ep, learner, fact)
                 decide("transfer")
                 await ctx.commit()
 
         if client is not None and p.update is not None and insight is not None:
             u = p.update
             update_started = ctx.clock.time()
-            await ctx.episode(self._episode(p, "update", u.prompt), teacher, u.fact)
+            await ctx.episode(self._episode(p, "update", u.prompt), teacher, updated)
             ctx.stage = "update"
             upd = await client.check_update(
                 ctx, identity=teacher, original=insight, target=tgt, since=update_started
@@ -171,11 +182,11 @@ class LifecycleSuite:
             await ctx.commit()
             if upd.landed is not None:
                 ep = self._episode(p, "update_recall", u.recall.prompt)
-                await ctx.episode(ep, teacher, u.fact)
+                await ctx.episode(ep, teacher, updated)
                 decide("update_recall")
                 await ctx.commit()
 
         if p.abstain is not None:
-            await ctx.episode(self._episode(p, "abstain", p.abstain.prompt), teacher, "")
+            await ctx.episode(self._episode(p, "abstain", p.abstain.prompt), teacher)
             decide("abstain")
             await ctx.commit()

@@ -12,11 +12,12 @@ runtimes; the metrics (``projections.suites.provenance.scorecard``) compare the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from benchledger import protocols
 from benchledger.harness.agents.base import Episode
-from benchledger.harness.episode import ToolSets
+from benchledger.harness.episode import Findings, ToolSets
 from benchledger.harness.platforms.base import RefCapability
 from benchledger.harness.record import RunConfig, RunRefused
 from benchledger.harness.suites.base import Loaded, Outcome
@@ -31,7 +32,7 @@ from benchledger.projections.suites.provenance.decisions import (
     prime_stage,
     scored,
 )
-from benchledger.protocols.cases import Case, case_set_hash, load_cases
+from benchledger.protocols.cases import Case, case_set_hash, cited_sources, load_cases
 from benchledger.protocols.grading import ABSTAIN_ANSWER
 
 BUDGET: Final = 6  # tool calls per episode
@@ -53,6 +54,11 @@ ANSWER_PROMPT: Final = (
     "search hit's `ref` field, verbatim). If nothing you can find grounds an answer, reply "
     f"'FINAL ANSWER: {ABSTAIN_ANSWER}' and no SOURCES line."
 )
+
+
+def citing(answer: str, results: Sequence[str]) -> Findings:
+    """The scored episode's reading: the refs its answer's ``SOURCES:`` line cites."""
+    return Findings(sources=tuple(cited_sources(answer)))
 
 
 class ProvenanceSuite:
@@ -87,8 +93,6 @@ class ProvenanceSuite:
         """Each case runs k=2 times, on a fresh platform per unit when the platform is
         embedded (an external one is shared; fresh identities keep each replicate's
         memories apart). ``--cases`` names the case file or folder."""
-        if "--protocols" in config.items_options or "--tasks" in config.items_options:
-            raise RunRefused("--suite provenance reads cases: give them with --cases PATH")
         if "k" not in config.given:
             config.k = max(config.k, DEFAULT_K)
         elif config.k < 2:
@@ -104,9 +108,9 @@ class ProvenanceSuite:
         who = ctx.plan.identities[0]
         for n, prompt in enumerate(case.prime, 1):
             ep = Episode(prime_stage(n), PRIME_PROMPT, prompt, case, BUDGET)
-            await ctx.episode(ep, who, "")
+            await ctx.episode(ep, who)
         ep = Episode(SCORED, ANSWER_PROMPT, case.prompt, case, BUDGET)
-        await ctx.episode(ep, who, "", cites=True)
+        await ctx.episode(ep, who, citing)
         ctx.stage = RESOLVE
         finished = scored(ctx.log)
         cited = finished[1].sources if finished is not None else []

@@ -104,12 +104,8 @@ class TasksSuite:
         return "correct" if self.passed(outcome) else "not correct"
 
     def settle(self, config: RunConfig, external: bool) -> None:
-        """``--tasks`` names the task file or folder (the peer's bench/tasks); the other
-        suites' item options are refused."""
-        foreign = [o for o in config.items_options if o != "--tasks"]
-        if foreign:
-            raise RunRefused(f"--suite tasks reads tasks: give them with --tasks PATH, not "
-                             f"{foreign[0]}")  # fmt: skip
+        """``--tasks`` names the task file or folder (the peer's bench/tasks): it has no
+        default."""
         if not config.resume and not config.protocols_path:
             raise RunRefused(
                 "--suite tasks needs --tasks PATH: a task file or folder (e.g. "
@@ -135,6 +131,6 @@ class TasksSuite:
             item = TaskItem(item, readings(self.warehouse, item))
         task = item.task
         ep = Episode(EPISODE, SYSTEM_PROMPT, task.prompt, task, task.budget_tool_calls)
-        await ctx.episode(ep, ctx.plan.identities[0], "")
+        await ctx.episode(ep, ctx.plan.identities[0])
         ctx.decisions(decide_unit(item, ctx.log))
         await ctx.commit()

@@ -4,7 +4,8 @@
 function (live and re-derived), ``report`` renders the card (and the gate's table),
 ``matrix`` sets runs side by side, ``audit`` traces a metric, ``items`` finds the run's
 protocols again. ``SUITE`` is its ``ReadSuite``: several runs merge as passes, compare
-and gate judge them.
+and gate judge them, ``report --watch`` follows one live, and an exported eval log scores
+each unit by whether it passed the whole lifecycle.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchledger.projections.card import FORMATS
+from benchledger.ledger.completeness import Completeness
+from benchledger.projections.card import FORMATS, RunMeta
 from benchledger.projections.prices import PriceTable
-from benchledger.projections.suites.base import ReadSuite
+from benchledger.projections.source import completeness
+from benchledger.projections.suites.base import Outcome, ReadSuite, UnitScore
 from benchledger.projections.suites.lifecycle import (
     audit,
+    compare,
     decisions,
     items,
     matrix,
@@ -50,6 +54,34 @@ def unit_status(outcome: Any) -> str:
     return "pass" if outcome.passed else "fail"
 
 
+def live(folded: tuple[RunMeta, list[scorecard.Unit]]) -> tuple[RunMeta, Completeness]:
+    """A run being watched: its meta and how many planned units have finished so far."""
+    meta, units = folded
+    return meta, completeness(meta, units)
+
+
+def _unit_passed(outcome: Outcome) -> bool:
+    return scorecard.lifecycle_passed(outcome.get)
+
+
+# A unit's whole score in an exported eval log: the whole lifecycle passed.
+UNIT_SCORE = UnitScore("lifecycle_pass", _unit_passed, "every applicable stage passed",
+                       "not every applicable stage passed")  # fmt: skip
+
+# The checks graded from an answer alone (an imported peer run re-derives only these).
+ANSWER_CHECKS = frozenset({scorecard.RECALL_CORRECT, scorecard.TRANSFER_CORRECT,
+                           scorecard.UPDATE_CORRECT, scorecard.ABSTAIN_CORRECT})  # fmt: skip
+
+# The checks graded from an answer alone (an imported peer run re-derives only these).
+ANSWER_CHECKS = frozenset(
+    {
+        scorecard.RECALL_CORRECT,
+        scorecard.TRANSFER_CORRECT,
+        scorecard.UPDATE_CORRECT,
+        scorecard.ABSTAIN_CORRECT,
+    }
+)
+
 SUITE = ReadSuite(
     name=NAME,
     noun=scorecard.NOUN,
@@ -65,4 +97,9 @@ SUITE = ReadSuite(
     item_hash=items.item_hash,
     merges=True,
     compare=compare_cards,
+    gate=compare.gate,
+    gated=scorecard.GATED,
+    live=live,
+    unit_score=UNIT_SCORE,
+    answer_checks=ANSWER_CHECKS,
 )

@@ -51,4 +51,5 @@ SUITE = ReadSuite(
     unit_status=unit_status,
     merges=False,
     compare=compare_cards,
+    answer_checks=frozenset({decisions.CORRECT}),  # an attempt's verdict, from its answer
 )

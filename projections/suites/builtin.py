@@ -1,0 +1,67 @@
+"""benchledger's own suites, each one registration: its item option and two lazy factories.
+
+Nothing here imports a suite: the read side loads when a run of it is read, the harness
+side (``harness.suites.*``, named by its path: this floor may not import the harness) only
+when one runs, so listing the suites or building ``run``'s
+options costs no import. A suite of another package registers the same way through the
+entry-point group ``benchledger.suites`` (docs/plugins.md).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from benchledger.projections.suites.base import ItemOption, ReadSuite, SuitePlugin, register
+
+
+def _lifecycle_reader() -> ReadSuite:
+    from benchledger.projections.suites.lifecycle import SUITE
+
+    return SUITE
+
+
+def _provenance_reader() -> ReadSuite:
+    from benchledger.projections.suites.provenance import SUITE
+
+    return SUITE
+
+
+def _tasks_reader() -> ReadSuite:
+    from benchledger.projections.suites.tasks import SUITE
+
+    return SUITE
+
+
+LIFECYCLE: Final = SuitePlugin(
+    "lifecycle",
+    _lifecycle_reader,
+    "benchledger.harness.suites.lifecycle:LifecycleSuite",
+    ItemOption("--protocols", "lifecycle: a protocol folder (default: the committed set)"),
+    "teach, capture, recall, promote, transfer, update, abstain (the default)",
+)
+PROVENANCE: Final = SuitePlugin(
+    "provenance",
+    _provenance_reader,
+    "benchledger.harness.suites.provenance:ProvenanceSuite",
+    ItemOption(
+        "--cases",
+        "provenance: a cases .jsonl file or a folder holding cases.jsonl, anywhere "
+        "(default: the committed public/v1 split); keeps holdout sets out of the repository",
+    ),
+    "the provenance lane: each case twice, on fresh platforms (docs/provenance.md)",
+)
+TASKS: Final = SuitePlugin(
+    "tasks",
+    _tasks_reader,
+    "benchledger.harness.suites.tasks:TasksSuite",
+    ItemOption(
+        "--tasks",
+        "tasks: a task .yaml file or a folder of them (e.g. "
+        "../shared/peers/mcp-data-platform/bench/tasks; no default)",
+    ),
+    "the peer's tasks bench, live (docs/peer-studies.md)",
+)
+
+_HERE: Final = "benchledger.projections.suites.builtin"
+for _plugin in (LIFECYCLE, PROVENANCE, TASKS):
+    register(_plugin, where=f"{_HERE}:{_plugin.name.upper()}")
