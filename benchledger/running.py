@@ -331,7 +331,7 @@ def run(
             pool_size=pool_size, reset_cmd=reset_cmd, admin_key=admin_key, pool_base=pool_base,
             platform_options=platform_options, base_url=base_url, rpm=rpm, tpm=tpm,
             max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-            time_scale=time_scale, retry_infra=retry_infra, seal_despite_infra=seal_despite_infra, prereg=prereg,
-            sign_key=sign_key, settings=settings, progress=progress,
+            time_scale=time_scale, retry_infra=retry_infra,
+            seal_despite_infra=seal_despite_infra, prereg=prereg, sign_key=sign_key, settings=settings, progress=progress,
         )
     )  # fmt: skip
