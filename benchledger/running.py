@@ -332,6 +332,7 @@ def run(
             platform_options=platform_options, base_url=base_url, rpm=rpm, tpm=tpm,
             max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
             time_scale=time_scale, retry_infra=retry_infra,
-            seal_despite_infra=seal_despite_infra, prereg=prereg, sign_key=sign_key, settings=settings, progress=progress,
+            seal_despite_infra=seal_despite_infra, prereg=prereg, sign_key=sign_key,
+            settings=settings, progress=progress,
         )
     )  # fmt: skip
