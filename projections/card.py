@@ -31,6 +31,17 @@ SEARCH_TOOLS: Final = frozenset(
     {"search", "search_nodes", "open_nodes", "read_graph", "search_notes", "read_note"}
 )
 
+# Withheld in a redacted bundle, these hide a unit's outcome, so no rate can count it.
+OUTCOME_KINDS: Final = frozenset(
+    {"unit_started", "grader_decision", "infra_error", "unit_finished", "unit_abandoned"}
+)
+
+# A gated metric's verdict, in every suite's gate (``ReadSuite.gate``).
+PASS: Final = "pass"
+REGRESS: Final = "regress"
+INCONCLUSIVE: Final = "inconclusive"
+SKIPPED: Final = "skipped"
+
 
 class Ruling(NamedTuple):
     """A grader decision a suite's decide function makes, with the seqs of the evidence it

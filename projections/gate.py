@@ -9,13 +9,15 @@ library's ``benchledger.gate`` both judge here and print ``text()`` or ``json()`
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, Protocol
 
 from benchledger.ledger.redaction import WithheldEvent
 from benchledger.ledger.verified import OWN, Origin, RunEvents
-from benchledger.projections.card import standing_lines
+from benchledger.projections.card import INCONCLUSIVE, OUTCOME_KINDS, REGRESS, standing_lines
+from benchledger.projections.comparability import Incomparable
 from benchledger.projections.errors import Refused
+from benchledger.projections.passes import refuse
 from benchledger.projections.prereg import (
     BadPreregistration,
     Bar,
@@ -24,16 +26,39 @@ from benchledger.projections.prereg import (
     resolve,
     run_started,
 )
-from benchledger.projections.suites import of_run
-from benchledger.projections.suites.lifecycle.compare import (
-    INCONCLUSIVE,
-    REGRESS,
-    GateRow,
-    Incomparable,
-    gate,
-)
-from benchledger.projections.suites.lifecycle.report import gate_text
-from benchledger.projections.suites.lifecycle.scorecard import OUTCOME_KINDS
+from benchledger.projections.stats import Interval
+from benchledger.projections.suites import ReadSuite, of_run
+
+
+class GatedRates(Protocol):
+    """What the gate reads of one metric compared: both rates and what the size resolves."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def a_num(self) -> float: ...
+    @property
+    def a_den(self) -> int: ...
+    @property
+    def b_num(self) -> float: ...
+    @property
+    def b_den(self) -> int: ...
+    @property
+    def resolution(self) -> float | None: ...
+
+
+class GatedRow(Protocol):
+    """One gated metric's verdict as a suite's gate gives it (``ReadSuite.gate``)."""
+
+    @property
+    def row(self) -> GatedRates: ...
+    @property
+    def verdict(self) -> str: ...
+    @property
+    def better(self) -> Interval | None: ...
+    @property
+    def reason(self) -> str: ...
+
 
 EXIT_PASSED, EXIT_FAILED = 0, 1
 
@@ -95,7 +120,7 @@ class GateVerdict(NamedTuple):
     row, the one-line verdict, and whether it passed (the command's exit code)."""
 
     bar: Bar
-    rows: tuple[GateRow, ...]
+    rows: tuple[GatedRow, ...]
     baseline: RunEvents
     candidate: RunEvents
     line: str  # "gate: passed (no regression): ..." or "gate: FAILED: ..."
@@ -115,7 +140,7 @@ class GateVerdict(NamedTuple):
             [(f"{who} {r.run_id}", r.standing, r.origin) for who, r in gated], named=True
         )
         lines += [f"verified {who}: {r.check.line()}" for who, r in gated if r.check is not None]
-        table = gate_text(list(self.rows), self.bar.tolerance)
+        table = _suite_gate(self.candidate).gate_text(list(self.rows), self.bar.tolerance)
         return "\n".join(lines) + "\n" + table + self.line + "\n"
 
     def json(self) -> str:
@@ -154,9 +179,11 @@ def verdict(candidate: RunEvents, baseline: RunEvents, bar: Bar) -> GateVerdict:
     Refused when the runs cannot be gated (unsealed, incomplete, all infra errors, coupled,
     or differing in protocol set, k, agent, platform or model).
     """
+    suite = _suite_gate(candidate)
     cards = [of_run(run).card([run]) for run in (baseline, candidate)]
     try:
-        rows = [g for g in gate(cards[0], cards[1], bar.tolerance) if g.row.name in bar.metrics]
+        judged: Sequence[GatedRow] = suite.gate(cards[0], cards[1], bar.tolerance)
+        rows = [g for g in judged if g.row.name in bar.metrics]
     except Incomparable as exc:
         raise Refused(f"cannot gate: {exc}") from None
     by: dict[str, list[str]] = {}
@@ -177,6 +204,22 @@ def verdict(candidate: RunEvents, baseline: RunEvents, bar: Bar) -> GateVerdict:
     if bar.note:  # not the candidate's pre-registered bar: overridden, or it had none
         line += f" [{bar.note}]"
     return GateVerdict(bar, tuple(rows), baseline, candidate, line, passed, tuple(broken))
+
+
+class _Gating(NamedTuple):
+    """A suite's gate and how its verdict table reads."""
+
+    gate: Callable[[object, object, float], Sequence[GatedRow]]
+    gate_text: Callable[[list[GatedRow], float], str]
+
+
+def _suite_gate(run: RunEvents) -> _Gating:
+    """The gate of ``run``'s suite; Refused, naming the suites that gate, when it has none."""
+    suite: ReadSuite = of_run(run)
+    if suite.gate is None or suite.gate_text is None:
+        refuse(run.run_id, suite, "gate", lambda s: s.gate is not None, "gate judges")
+    assert suite.gate is not None and suite.gate_text is not None
+    return _Gating(suite.gate, suite.gate_text)
 
 
 def _stood(run: RunEvents) -> dict[str, object]:

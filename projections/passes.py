@@ -8,15 +8,14 @@ on everything a pass holds fixed (``comparable``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
+from benchledger.projections.comparability import Incomparable, comparable
 from benchledger.projections.errors import Refused
 from benchledger.projections.fold import fold
 from benchledger.projections.prices import PriceTable
 from benchledger.projections.source import RunEvents
 from benchledger.projections.suites import ReadSuite, lookup, names, of_run
-from benchledger.projections.suites.lifecycle.compare import Incomparable, comparable
-from benchledger.projections.suites.lifecycle.scorecard import Scorecard
 
 # ``--ci``: how a card's 95% intervals are made ("bootstrap" is another name for cluster).
 CiChoice = Literal["auto", "wilson", "cluster", "bootstrap"]
@@ -55,7 +54,7 @@ def merge(
     *,
     ci: str = "auto",
     prices: PriceTable | None = None,
-) -> Scorecard:
+) -> Any:  # the suite's own card
     """The card of ``runs`` (read through the door; ``targets`` names each as it was given)
     merged as passes. Refused when a run is given twice, its suite does not merge, or the
     runs differ in what passes hold fixed."""
@@ -76,5 +75,4 @@ def merge(
         comparable([m for m, _ in folds], what="passes")
     except Incomparable as exc:
         raise Refused(f"cannot merge these runs: {exc}") from None
-    card: Scorecard = suites[0].scorecard(folds, ci=ci_method(ci), prices=prices)
-    return card
+    return suites[0].scorecard(folds, ci=ci_method(ci), prices=prices)

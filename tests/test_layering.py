@@ -556,3 +556,48 @@ def test_the_namespace_links_each_folder_of_ours_and_nothing_else():
     assert links == set(FOLDERS)
     for name in links:
         assert os.path.realpath(os.path.join(folder, name)) == os.path.join(REPO, name)
+
+
+# -- nothing above the suites names one -------------------------------------------------------
+
+# The command line, replay, the library API and the projections shared by every suite reach a
+# suite only through its registration (``projections.suites`` lookup, ``harness.suites``
+# suite_for): importing one suite's own modules would make its behaviour the default.
+ABOVE_THE_SUITES = ("cli", "replay", NAMESPACE)
+SUITE_FOLDERS = ("projections/suites", "harness/suites")
+# Each exception names the file and why it may.
+SUITE_OWN_COMMANDS = {
+    "cli/study.py": "the `study` command is the tasks suite's own view: the peer's published "
+    "knowledge-pollution tables, re-derived from imported tasks runs",
+}
+
+
+def _suite_modules() -> set[str]:
+    """Each built-in suite's own modules and packages (not the registry or its base)."""
+    found = set()
+    for folder in SUITE_FOLDERS:
+        for name in os.listdir(os.path.join(REPO, folder)):
+            stem = name.removesuffix(".py")
+            if stem not in ("__init__", "base", "builtin", "__pycache__"):
+                found.add(f"{folder.replace('/', '.')}.{stem}")
+    return found
+
+
+def _imports_a_suite(imp: Import, suites: set[str]) -> bool:
+    targets = [imp.target, *(f"{imp.target}.{n}" for n in imp.names)]
+    return any(t == s or t.startswith(s + ".") for t in targets for s in suites)
+
+
+def test_nothing_above_the_suites_imports_one_suite_s_own_modules():
+    suites = _suite_modules()
+    assert "projections.suites.lifecycle" in suites and "harness.suites.tasks" in suites
+    files = [f for top in ABOVE_THE_SUITES for f in _python_files(top)]
+    files += [f"projections/{n}" for n in os.listdir(os.path.join(REPO, "projections"))
+              if n.endswith(".py")]  # fmt: skip
+    bad = []
+    for rel in files:
+        if rel in SUITE_OWN_COMMANDS:
+            continue
+        with open(os.path.join(REPO, rel), encoding="utf-8") as fh:
+            bad += [str(i) for i in imports_in(fh.read(), rel) if _imports_a_suite(i, suites)]
+    assert not bad, "\n  ".join(["reach the suite through its registration:", *bad])

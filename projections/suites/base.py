@@ -104,6 +104,8 @@ class ReadSuite:
     # None: its runs are not gated.
     gate: Callable[[Any, Any, float], Sequence[Any]] | None = None
     gated: tuple[str, ...] = ()
+    # Its gate's verdict table: gate_text(rows, tolerance) (``benchledger gate`` prints it).
+    gate_text: Callable[[list[Any], float], str] | None = None
     # Its live view for ``report --watch``: from its fold's result as events land, the run's
     # meta and how much of the plan has finished. None: its runs are not watched.
     live: Callable[[Any], tuple[RunMeta, Completeness]] | None = None

@@ -99,6 +99,7 @@ SUITE = ReadSuite(
     compare=compare_cards,
     gate=compare.gate,
     gated=scorecard.GATED,
+    gate_text=report.gate_text,
     live=live,
     unit_score=UNIT_SCORE,
     answer_checks=ANSWER_CHECKS,

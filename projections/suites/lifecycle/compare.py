@@ -18,8 +18,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
-from benchledger.projections.card import RunMeta
-from benchledger.projections.errors import Refused
+from benchledger.projections.card import INCONCLUSIVE, PASS, REGRESS, SKIPPED, RunMeta
+from benchledger.projections.comparability import Incomparable, fixed_field
 from benchledger.projections.source import completeness
 from benchledger.projections.stats import (
     BOOTSTRAP_REPS,
@@ -46,35 +46,6 @@ from benchledger.projections.suites.lifecycle.scorecard import (
 
 TANGO: Final = "Tango score interval, protocols as pairs"
 CLUSTER: Final = f"protocol-cluster bootstrap ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})"
-
-
-class Incomparable(Refused, ValueError):
-    """Two runs (or passes) that must not be compared, merged or gated; the message says why."""
-
-
-def _field(meta: RunMeta, name: str) -> str:
-    """A field merging holds fixed; the protocol set by its content identity."""
-    if name == "protocol_set":
-        return meta.protocol_set_id or meta.protocol_set_hash
-    return str(getattr(meta, name))
-
-
-def comparable(metas: Sequence[RunMeta], *, what: str = "runs", across: Sequence[str] = ()) -> None:
-    """Refuse runs that differ in protocol set, agent or platform (but the fields ``across``)."""
-    first = metas[0]
-    for other in metas[1:]:
-        for field, label in (
-            ("protocol_set", "protocol set"),
-            ("agent", "agent"),
-            ("platform", "platform"),
-        ):
-            if field in across:
-                continue
-            a, b = _field(first, field), _field(other, field)
-            if a != b:
-                raise Incomparable(
-                    f"{what} {first.run_id} and {other.run_id} differ in {label}: {a!r} vs {b!r}"
-                )
 
 
 class Row(NamedTuple):
@@ -232,11 +203,6 @@ def compare(a: Scorecard, b: Scorecard, names: Sequence[str] | None = None) -> l
 
 # -- the gate ------------------------------------------------------------------------------
 
-PASS: Final = "pass"
-REGRESS: Final = "regress"
-INCONCLUSIVE: Final = "inconclusive"
-SKIPPED: Final = "skipped"
-
 
 class GateRow(NamedTuple):
     row: Row
@@ -290,7 +256,7 @@ def check_gateable(baseline: Scorecard, candidate: Scorecard) -> None:
     _complete(baseline, "baseline")
     a, b = baseline.meta, candidate.meta
     for label, x, y in (
-        ("protocol set", _field(a, "protocol_set"), _field(b, "protocol_set")),
+        ("protocol set", fixed_field(a, "protocol_set"), fixed_field(b, "protocol_set")),
         ("k", baseline.k, candidate.k),
         ("agent", a.agent, b.agent),
         ("platform", a.platform, b.platform),

@@ -27,6 +27,7 @@ from benchledger.projections.card import (
     CI_CLUSTER,
     CI_WILSON,
     CI_WILSON_PROTOCOLS,
+    OUTCOME_KINDS,
     Decision,
     Metric,
     Ref,
@@ -65,11 +66,6 @@ CHECKS: Final = (
 )  # fmt: skip
 # Peer run records name the search-called boolean `recall_surfaced`.
 PEER_NAMES: Final = {RECALL_SEARCH_CALLED: "recall_surfaced"}
-
-# Withheld in a redacted bundle, these hide a unit's outcome, so no rate can count it.
-OUTCOME_KINDS: Final = frozenset(
-    {"unit_started", "grader_decision", "infra_error", "unit_finished", "unit_abandoned"}
-)
 
 
 def lifecycle_passed(v: Callable[[str], bool | None]) -> bool:

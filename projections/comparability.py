@@ -1,0 +1,43 @@
+"""Which runs may be merged, compared or gated together: what a pass holds fixed.
+
+Every suite's card carries a ``RunMeta``; runs of different protocol sets, agents or
+platforms are not passes of one run, nor a fair pair. Merging passes
+(``projections/passes.py``), the gate (``projections/gate.py``) and a suite's own compare
+refuse them here, in one place, with one error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from benchledger.projections.card import RunMeta
+from benchledger.projections.errors import Refused
+
+
+class Incomparable(Refused, ValueError):
+    """Two runs (or passes) that must not be compared, merged or gated; the message says why."""
+
+
+def fixed_field(meta: RunMeta, name: str) -> str:
+    """A field merging holds fixed; the protocol set by its content identity."""
+    if name == "protocol_set":
+        return meta.protocol_set_id or meta.protocol_set_hash
+    return str(getattr(meta, name))
+
+
+def comparable(metas: Sequence[RunMeta], *, what: str = "runs", across: Sequence[str] = ()) -> None:
+    """Refuse runs that differ in protocol set, agent or platform (but the fields ``across``)."""
+    first = metas[0]
+    for other in metas[1:]:
+        for field, label in (
+            ("protocol_set", "protocol set"),
+            ("agent", "agent"),
+            ("platform", "platform"),
+        ):
+            if field in across:
+                continue
+            a, b = fixed_field(first, field), fixed_field(other, field)
+            if a != b:
+                raise Incomparable(
+                    f"{what} {first.run_id} and {other.run_id} differ in {label}: {a!r} vs {b!r}"
+                )
