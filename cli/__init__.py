@@ -48,10 +48,6 @@ GROUPS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
     ),
     ("benchledger.cli.platform", (("platform", "the embedded reference memory platform"),)),
     (
-        "benchledger.cli.platforms",
-        (("platforms", "list the installed platforms and where each came from"),),
-    ),
-    (
         "benchledger.cli.reports",
         (
             ("report", "a run's scorecard (several runs merge as passes)"),
@@ -77,6 +73,7 @@ GROUPS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
     (
         "benchledger.cli.extensions",
         (
+            ("platforms", "the installed platforms, and where each came from"),
             ("suites", "the installed suites, and where each came from"),
             ("models", "the installed model providers, and where each came from"),
             ("ledgers", "the installed ledger backends, and where each came from"),

@@ -1,7 +1,8 @@
-"""``suites``, ``models``, ``ledgers``: what is installed of each kind, and where it came from.
+"""``platforms``, ``suites``, ``models``, ``ledgers``: what is installed of each kind, and
+where it came from.
 
-Each lists its registry (``projections.suites.SUITES``, ``harness.agents.provider.MODELS``,
-``ledger.store.LEDGERS``): benchledger's own and every installed distribution's entry
+Each lists its registry (``harness.platforms.platform.PLATFORMS``,
+``projections.suites.SUITES``, ``harness.agents.provider.MODELS``, ``ledger.store.LEDGERS``): benchledger's own and every installed distribution's entry
 point, with its origin ("benchledger" or "DIST VERSION") and the object it names. An entry
 that cannot be loaded is listed all the same, saying why; using it is refused in one line.
 """
@@ -44,6 +45,13 @@ def _show(rows: list[dict[str, str]], as_json: bool) -> int:
     return EXIT_OK
 
 
+def cmd_platforms(args: argparse.Namespace) -> int:
+    """List every platform ``--platform`` can name: benchledger's and installed plugins'."""
+    from benchledger.harness.platforms.platform import PLATFORMS
+
+    return _show(_rows(PLATFORMS, lambda p: p.summary), args.json)
+
+
 def cmd_suites(args: argparse.Namespace) -> int:
     """List the installed suites."""
     from benchledger.projections.suites import SUITES
@@ -77,8 +85,9 @@ def cmd_ledgers(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``suites``, ``models`` and ``ledgers``."""
+    """Add ``platforms``, ``suites``, ``models`` and ``ledgers``."""
     for name, func, what in (
+        ("platforms", cmd_platforms, "the installed platforms, and where each came from"),
         ("suites", cmd_suites, "the installed suites, and where each came from"),
         ("models", cmd_models, "the installed model providers, and where each came from"),
         ("ledgers", cmd_ledgers, "the installed ledger backends, and where each came from"),
