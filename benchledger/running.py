@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from benchledger.harness.record import RESTORED, RunConfig, RunRefused
 from benchledger.harness.settings import Settings
@@ -30,6 +31,9 @@ if TYPE_CHECKING:  # the driver loads the run's heavy imports: only when a run s
     from benchledger.ledger.signing import Signer
 
 __all__ = ["RunResult", "run", "run_async"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -282,57 +286,21 @@ async def run_async(
     )
 
 
-def run(
-    *,
-    ledger: str | None = None,
-    suite: str = "lifecycle",
-    protocols: str | None = None,
-    agent: str | None = None,
-    platform: str | None = None,
-    k: int | None = None,
-    limit: int | None = None,
-    protocol: Sequence[str] | None = None,
-    concurrency: int | None = None,
-    run_id: str = "",
-    resume: str = "",
-    shard: str | None = None,
-    pack: str | None = None,
-    platform_scope: str | None = None,
-    pool_size: int | None = None,
-    reset_cmd: str | None = None,
-    admin_key: str = "",
-    pool_base: str = "",
-    platform_options: Mapping[str, object] | None = None,
-    base_url: str = "",
-    rpm: int | None = None,
-    tpm: int | None = None,
-    max_tokens: int | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    top_k: int | None = None,
-    time_scale: float | None = None,
-    retry_infra: bool = False,
-    seal_despite_infra: bool = False,
-    prereg: Preregistration | None = None,
-    sign_key: str | None = None,
-    settings: Settings | None = None,
-    progress: Progress | None = None,
-) -> RunResult:
-    """Run a suite into ``ledger`` (a path or ``postgresql://`` URL; default: the settings'),
-    seal it when every planned unit finished, and score it: ``benchledger run`` with its
-    options as keyword arguments (``protocols`` names the suite's items: a protocol set, a
-    cases file or tasks). Raises RunRefused (exit 2, nothing written) when an option is
-    unusable; a run stopped by the ledger or the platform keeps what it committed."""
-    return asyncio.run(
-        run_async(
-            ledger=ledger, suite=suite, protocols=protocols, agent=agent, platform=platform,
-            k=k, limit=limit, protocol=protocol, concurrency=concurrency, run_id=run_id,
-            resume=resume, shard=shard, pack=pack, platform_scope=platform_scope,
-            pool_size=pool_size, reset_cmd=reset_cmd, admin_key=admin_key, pool_base=pool_base,
-            platform_options=platform_options, base_url=base_url, rpm=rpm, tpm=tpm,
-            max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
-            time_scale=time_scale, retry_infra=retry_infra,
-            seal_despite_infra=seal_despite_infra, prereg=prereg, sign_key=sign_key,
-            settings=settings, progress=progress,
-        )
-    )  # fmt: skip
+def _blocking(coroutine: Callable[P, Coroutine[object, object, T]]) -> Callable[P, T]:
+    """``coroutine`` as a blocking call with the same (typed) signature: its own event loop."""
+
+    @functools.wraps(coroutine)
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        return asyncio.run(coroutine(*args, **kwargs))
+
+    return call
+
+
+run = _blocking(run_async)
+run.__doc__ = (
+    "Run a suite into ``ledger`` (a path or ``postgresql://`` URL; default: the settings'), "
+    "seal it when every planned unit finished, and score it: ``benchledger run`` with its "
+    "options as keyword arguments (``protocols`` names the suite's items: a protocol set, a "
+    "cases file or tasks). Raises RunRefused (exit 2, nothing written) when an option is "
+    "unusable; a run stopped by the ledger or the platform keeps what it committed."
+)
