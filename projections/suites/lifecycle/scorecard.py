@@ -175,7 +175,7 @@ def _budget_starved(u: Unit) -> bool:
 
 METRICS: Final = (
     MetricSpec("capture_rate", "a pending insight by the teacher, linked to the entity",
-               _graded, CAPTURED, _is(CAPTURED), CAPTURED, gated=True),
+               _graded_has(CAPTURED), CAPTURED, _is(CAPTURED), CAPTURED, gated=True),
     MetricSpec("personal_recall", "recall answered correctly in a fresh session",
                _graded, RECALL_CORRECT, _is(RECALL_CORRECT), RECALL_CORRECT, gated=True),
     MetricSpec("unprompted_surface", "search was called in the recall episode (captured units)",
