@@ -54,6 +54,7 @@ def _pass_ids() -> list[str]:
         return ["peer-data-missing"]
 
 
+@pytest.mark.slow  # about 20 s a pass: every recorded call of the peer's run, replayed
 @pytest.mark.parametrize("pass_name", _pass_ids())
 def test_every_recorded_call_of_a_pass_gets_a_result_of_the_recorded_shape(pass_name):
     pass_dir = os.path.join(replay.results_dir(peer_dir()), pass_name, "")
