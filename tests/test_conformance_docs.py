@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # runs pytest on the docs' examples in a child
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKER = re.compile(r"<!-- conformance-example: (\S+) -->\n```python\n(.*?)```", re.S)
 

@@ -503,6 +503,7 @@ def _modules() -> list[str]:
     return out
 
 
+@pytest.mark.slow  # every module imported in a fresh interpreter (~40 s)
 def test_every_module_imports_when_it_is_the_first_of_ours_imported():
     env = {**os.environ, "PYTHONPATH": REPO}
     done = subprocess.run(

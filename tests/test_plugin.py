@@ -20,6 +20,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # builds the example plugin into a fresh virtual environment
+
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "plugins.md"
 BLOCK = re.compile(r"<!-- example-plugin:(?P<part>[a-z]+) -->\n```[a-z]*\n(?P<text>.*?)```", re.S)

@@ -354,6 +354,7 @@ def test_from_spec_builds_the_recorded_agent_per_unit(peer):
         from_spec(f"recorded:{run_dir(peer)}", params={"temperature": 0.5})
 
 
+@pytest.mark.slow  # two re-enactments at two concurrencies
 def test_bench_run_re_enacts_a_recorded_subset_at_both_concurrencies(tmp_path, capsys, peer):
     argv = ["bench", "run", "--agent", f"recorded:{run_dir(peer)}", "--k", "1",
             "--protocols", peer_subset(tmp_path, peer, ["lc-active-customers"]),

@@ -770,6 +770,7 @@ async def _load(d: Driver, index: int, calls: int, errors: list[str]) -> list[st
     return written
 
 
+@pytest.mark.slow  # load: 32 sessions of 50 calls
 def test_32_concurrent_sessions_of_50_calls_lose_no_capture():
     with running_peer(pool_size=32) as running:
         d = client_for(running)

@@ -369,6 +369,7 @@ def test_the_fault_proxy_prints_its_seed(upstream):
     assert "seed 4242" in lines[0]
 
 
+@pytest.mark.slow  # a run per injected fault
 def test_every_injected_platform_fault_is_one_recorded_retry_and_failed_units_are_listed(
     tmp_path,
 ):
@@ -392,11 +393,13 @@ def test_a_page_capped_ledger_fills_mid_run_and_resume_completes_it(tmp_path, ca
     assert "never retrieved" not in err, err  # the units cancelled mid-write saw it too
 
 
+@pytest.mark.slow  # a run on a full disk
 def test_a_full_disk_stops_the_run_with_one_line_and_resume_completes_it(tmp_path):
     row = reliability.disk_full(config(tmp_path, protocols_limit=3))
     assert row.ok, row.problems
 
 
+@pytest.mark.slow  # a run whose connection is killed
 @pytest.mark.postgres
 def test_a_killed_postgres_connection_stops_the_run_and_resume_completes_it(tmp_path):
     url = postgres_url().split("?")[0]
@@ -503,6 +506,7 @@ def test_a_run_at_concurrency_32_has_no_errors_and_reports_its_speed(tmp_path):
     assert "units/s" in row.survived and "p99 episode latency" in row.survived
 
 
+@pytest.mark.slow  # the selftest's own runs
 def test_the_selftest_prints_its_table_and_passes_on_the_bad_input_corpus(capsys):
     assert main(["selftest", "reliability", "--quick", "--only", "bad", "--seed", "7"]) == 0
     out = capsys.readouterr().out

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # builds a wheel
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
