@@ -2,7 +2,8 @@
 where it came from.
 
 Each lists its registry (``harness.platforms.platform.PLATFORMS``,
-``projections.suites.SUITES``, ``harness.agents.provider.MODELS``, ``ledger.store.LEDGERS``): benchledger's own and every installed distribution's entry
+``projections.suites.SUITES``, ``harness.agents.provider.MODELS``,
+``ledger.store.LEDGERS``): benchledger's own and every installed distribution's entry
 point, with its origin ("benchledger" or "DIST VERSION") and the object it names. An entry
 that cannot be loaded is listed all the same, saying why; using it is refused in one line.
 """

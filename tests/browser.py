@@ -15,17 +15,27 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+
+T = TypeVar("T")
 
 CHROMIUM = shutil.which("chromium") or (
     "/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None
 )
-needs_chromium = pytest.mark.skipif(
+_skip_without_chromium = pytest.mark.skipif(
     CHROMIUM is None,
     reason="headless Chromium is not installed (apt-get install -y chromium; .ci/run does)",
 )
+
+
+def needs_chromium(test: T) -> T:
+    """A test that lays a page out in headless Chromium: skipped without it, and slow (a
+    browser starts per measurement), so the README's test command leaves it to .ci/run."""
+    return pytest.mark.slow(_skip_without_chromium(test))
+
+
 # No network, no first-run work, no GPU: a page load and a DOM dump, the same on every machine.
 FLAGS = (
     "--headless",
