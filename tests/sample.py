@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
 import random
-from collections.abc import Callable
 
 from benchledger.ledger import Ledger
 from benchledger.ledger.events import (
@@ -19,11 +17,8 @@ from benchledger.ledger.events import (
     UnitStartedBody,
 )
 
-
-def counter_clock(start: int = 1_780_000_000_000_000_000, step: int = 1_000) -> Callable[[], int]:
-    """A clock that ticks ``step`` ns per reading: deterministic timestamps."""
-    it = itertools.count(start, step)
-    return lambda: next(it)
+# The ledger contract's clock, which tests also import from here.
+from benchledger.testing.ledger import counter_clock as counter_clock
 
 
 def write_unit(ledger: Ledger, stream: str, rng: random.Random, episodes: int = 2) -> None:
