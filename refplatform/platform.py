@@ -86,11 +86,13 @@ class Platform:
         pack: Pack | None = None,
         embedder: Embedder | None = None,
         clock: Callable[[], int] = time.time_ns,
+        sql: SqlEngine | None = None,
     ) -> None:
-        self.pack = pack or default_pack()
+        self.pack = pack or (sql.pack if sql is not None else default_pack())
         self.embedder: Embedder = embedder or LexicalEmbedder()
         self.store = StateStore(path, clock=clock)
-        self.sql = SqlEngine(self.pack)
+        # Another engine than the default (the tests' shorter time bounds) runs this pack.
+        self.sql = sql if sql is not None else SqlEngine(self.pack)
         self.pages = PageStore(self.store)
         self.catalog = Catalog(self.store, self.columns_of)
         self.memory = Memory(self.store, self.embedder)

@@ -93,6 +93,7 @@ def _query(call: Call) -> Any:
         call.args.get("limit"),
         timeout_s=call.args.get("timeout_seconds"),
         unwrap_json=bool(call.args.get("unwrap_json")),
+        owner=call.who.name,
     )
 
 

@@ -169,7 +169,7 @@ def test_a_statement_that_ignores_its_interrupt_is_killed_with_its_worker(engine
     pool = engine._workers
     bounds = sqlworker.Bounds(60.0, 1 << 20, 1 << 20)
     started = time.monotonic()
-    answer = pool.call(("run", SPIN, 1, bounds), time.monotonic() + 1)
+    answer = pool.call(("run", SPIN, 1, bounds), sqlworker.Budget(1))
     assert answer == sqlworker.Failed("timeout", "", "killed at its deadline")
     assert time.monotonic() - started < 1 + GRACE_S + 3
     assert engine.query("SELECT 1 AS x")["rows"] == [{"x": 1}]  # a fresh worker answers

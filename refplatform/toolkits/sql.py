@@ -56,7 +56,11 @@ if TYPE_CHECKING:  # annotations only, as in sql_database.py
 DEFAULT_LIMIT: Final = 1000  # the S5 arm's default_limit
 MAX_LIMIT: Final = 10000  # the S5 arm's max_limit
 DEFAULT_TIMEOUT_S: Final = 30.0
-MAX_TIMEOUT_S: Final = 300.0  # mcp-trino's cap on timeout_seconds
+# A larger timeout_seconds is refused, naming this (mcp-trino clamps at 300): a statement
+# holds one of only SQL_WORKERS workers while it runs, and this, the wait below and the
+# worker's grace stay under the harness's 60 s read timeout (docs/refplatform.md, "Bounds").
+MAX_TIMEOUT_S: Final = 30.0
+QUEUE_WAIT_S: Final = 25.0  # how long a statement waits for a worker before "busy"
 # What one statement may use, wherever it runs (sqlworker.py): its worker process may map
 # this much beyond what it needed to start; DuckDB's own pool is kept below it, so a big
 # sort or hash table fails with DuckDB's error first.
@@ -134,9 +138,13 @@ class SqlEngine:
         max_cell_bytes: int = MAX_CELL_BYTES,
         query_memory_bytes: int = QUERY_MEMORY_BYTES,
         workers: int = SQL_WORKERS,
+        max_timeout_s: float = MAX_TIMEOUT_S,
+        queue_wait_s: float = QUEUE_WAIT_S,
     ) -> None:
         self.pack = pack
-        self.timeout_s = timeout_s
+        self.timeout_s = min(timeout_s, max_timeout_s)
+        self.max_timeout_s = max_timeout_s
+        self.queue_wait_s = queue_wait_s
         self.max_rows = max_rows
         self.default_rows = min(default_rows, max_rows)
         self.max_result_bytes = max_result_bytes
@@ -187,8 +195,12 @@ class SqlEngine:
         *,
         timeout_s: float | None = None,
         unwrap_json: bool = False,
+        owner: str | None = None,
     ) -> dict[str, Any]:
-        """Run one read-only statement; the peer's ``QueryOutput`` dict, or ``ToolError``."""
+        """Run one read-only statement; the peer's ``QueryOutput`` dict, or ``ToolError``.
+
+        ``owner`` (the caller's identity) shares the SQL workers fairly with other owners.
+        """
         if sql == "":
             raise ToolError("sql parameter is required")
         if len(sql) > MAX_SQL_CHARS:
@@ -199,15 +211,15 @@ class SqlEngine:
         if _WRITE.match(sql, _statement_start(sql)):
             raise ToolError(READ_ONLY)
         rows_limit = self._limit(limit)
-        timeout = self._timeout(timeout_s)
+        budget = sqlworker.Budget(self._timeout(timeout_s))
         word = _first_word(sql)
         try:
             if word in ("show", "describe", "desc"):
                 result = self._show(sql, rows_limit)
             elif word == "explain":
-                result = self._explain(sql, rows_limit, timeout)
+                result = self._explain(sql, rows_limit, budget, owner)
             elif word in _READS:
-                result = self._select(sql, rows_limit, timeout)
+                result = self._select(sql, rows_limit, budget, owner)
             else:
                 raise ToolError(READ_ONLY)
         except RecursionError:  # a syntax tree deeper than Python walks: refused, not a crash
@@ -223,7 +235,14 @@ class SqlEngine:
     def _timeout(self, timeout_s: float | None) -> float:
         if timeout_s is None or timeout_s <= 0:
             return self.timeout_s
-        return min(timeout_s, max(self.timeout_s, MAX_TIMEOUT_S))
+        if timeout_s > self.max_timeout_s:
+            raise ToolError(
+                f"timeout_seconds {timeout_s:g} exceeds this platform's maximum of "
+                f"{self.max_timeout_s:g} seconds",
+                code="invalid_arguments",
+                category="client_input",
+            )
+        return timeout_s
 
     def _show(self, sql: str, limit: int) -> _Result:
         start = time.monotonic()
@@ -231,25 +250,25 @@ class SqlEngine:
         elapsed = int((time.monotonic() - start) * 1000)
         return _Result(names, types, rows[:limit], len(rows) > limit, elapsed)
 
-    def _select(self, sql: str, limit: int, timeout: float) -> _Result:
-        deadline = time.monotonic() + timeout
+    def _select(self, sql: str, limit: int, budget: sqlworker.Budget, owner: str | None) -> _Result:
         cur = self._cursor()
         try:
             tree = parse(cur, sql)
             check_relations(sql, tree, self)
             check_trino_syntax(sql, tree)
             rewriter = Rewriter(
-                cur, tree, self._has_decimals, lambda q: self._describe(q, deadline)
+                cur, tree, self._has_decimals, lambda q: self._describe(q, budget, owner)
             )
             run_sql = rewriter.rewrite(sql) or sql
-            result = self._run(run_sql, limit, deadline, sql, tree)
+            result = self._run(run_sql, limit, budget, owner, sql, tree)
             names = column_names(tree["node"], result.names)
             return result._replace(names=names)
         finally:
             cur.close()
 
-    def _explain(self, sql: str, limit: int, timeout: float) -> _Result:
-        deadline = time.monotonic() + timeout
+    def _explain(
+        self, sql: str, limit: int, budget: sqlworker.Budget, owner: str | None
+    ) -> _Result:
         m = _EXPLAIN.match(sql, _statement_start(sql))
         inner = sql[m.end() :] if m else ""
         if _first_word(inner) not in _READS:
@@ -260,41 +279,56 @@ class SqlEngine:
             check_relations(inner, tree, self)
             check_trino_syntax(inner, tree)
             prefix = "EXPLAIN ANALYZE " if m and m.group(1) else "EXPLAIN "
-            result = self._run(prefix + inner, limit, deadline, inner, tree)
+            result = self._run(prefix + inner, limit, budget, owner, inner, tree)
         finally:
             cur.close()
         plan = "\n".join(str(r[-1]) for r in result.rows)
         return result._replace(names=["Query Plan"], types=["varchar"], rows=[(plan,)])
 
     def _run(
-        self, run_sql: str, limit: int, deadline: float, sql: str, tree: dict[str, Any]
+        self,
+        run_sql: str,
+        limit: int,
+        budget: sqlworker.Budget,
+        owner: str | None,
+        sql: str,
+        tree: dict[str, Any],
     ) -> _Result:
         """Execute in a SQL worker under the bounds; at most ``limit`` rows (+ truncated)."""
-        answer = self._ask(("run", run_sql, limit), deadline)
+        answer = self._ask(("run", run_sql, limit), budget, owner)
         if isinstance(answer, sqlworker.Failed):
             raise self._failure(answer, sql, tree)
         assert isinstance(answer, sqlworker.Rows)
         types = [trino_type(t) for t in answer.types]
         return _Result(answer.names, types, answer.rows, answer.truncated, answer.elapsed_ms)
 
-    def _describe(self, sql: str, deadline: float) -> list[str]:
+    def _describe(self, sql: str, budget: sqlworker.Budget, owner: str | None) -> list[str]:
         """DuckDB's column types of ``sql`` (binding folds constants, so a worker does it)."""
-        answer = self._ask(("describe", sql, 0), deadline)
+        answer = self._ask(("describe", sql, 0), budget, owner)
         if isinstance(answer, sqlworker.Failed):
             raise self._failure(answer, sql, {})
         assert isinstance(answer, list)
         return answer
 
-    def _ask(self, request: tuple[str, str, int], deadline: float) -> Any:
-        bounds = sqlworker.Bounds(
-            max(0.0, deadline - time.monotonic()), self.max_result_bytes, self.max_cell_bytes
-        )
-        return self._workers.call((*request, bounds), deadline)
+    def _ask(
+        self, request: tuple[str, str, int], budget: sqlworker.Budget, owner: str | None
+    ) -> Any:
+        # The worker's own clock starts when it receives the request: what the budget has
+        # left then, as the wait for a worker is not taken from it.
+        bounds = sqlworker.Bounds(budget.left(), self.max_result_bytes, self.max_cell_bytes)
+        return self._workers.call((*request, bounds), budget, owner=owner, wait_s=self.queue_wait_s)
 
     def _failure(self, failed: sqlworker.Failed, sql: str, tree: dict[str, Any]) -> ToolError:
         """The peer's error for a statement the worker could not answer."""
         if failed.kind == "timeout":
             return query_failed("context deadline exceeded", trino=False)
+        if failed.kind == "busy":  # never a timeout of the statement: it did not start
+            return ToolError(
+                f"{failed.message}: the statement did not start; try again",
+                code="sql_busy",
+                category="unavailable",
+                hint="Other queries hold the platform's SQL workers; retry the query.",
+            )
         if failed.kind == "bound":
             return too_large(failed.message)
         if failed.kind == "memory":
@@ -576,5 +610,7 @@ __all__ = [
     "DEFAULT_LIMIT",
     "DEFAULT_TIMEOUT_S",
     "MAX_LIMIT",
+    "MAX_TIMEOUT_S",
+    "QUEUE_WAIT_S",
     "SqlEngine",
 ]

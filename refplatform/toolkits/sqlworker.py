@@ -26,6 +26,7 @@ its pipe closes, which includes the server process dying.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import resource
 import signal
@@ -53,7 +54,7 @@ class Failed(NamedTuple):
     """A statement the worker refused or that failed: why, in the form the caller translates."""
 
     kind: str  # "error" (a DuckDB error, ``name`` its class), "timeout", "bound", "memory",
-    # "unavailable" (no worker could be started)
+    # "unavailable" (no worker could be started), "busy" (none came free in time)
     name: str
     message: str
 
@@ -161,18 +162,41 @@ class _Worker:
         self._in.close()
 
 
+class Budget:
+    """The seconds a request may run on a worker: waiting for one does not spend them."""
+
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+
+    def left(self) -> float:
+        """Seconds left (0 once spent)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+
 class Pool:
-    """Up to ``size`` workers over one pack; each call takes an idle one (or starts one)."""
+    """Up to ``size`` workers over one pack; each call takes an idle one (or starts one).
+
+    Shared fairly between owners (the platform's identities; docs/refplatform.md, "Bounds"):
+    one owner holds at most ``size - 1`` workers (1 when ``size`` is 1), so another's query
+    finds one free; when a worker frees, the waiting query of the owner holding the fewest,
+    then served longest ago, then waiting longest, takes it. A query without an owner (a
+    direct in-process caller) is not capped.
+    """
 
     def __init__(
         self, prepare: Prepare, setup_sql: str, *, size: int, memory_bytes: int, memory_limit: str
     ) -> None:
         self._args = (prepare, setup_sql, memory_bytes, memory_limit)
         self._size = size
+        self._cap = max(1, size - 1)  # workers one owner may hold
         self._idle: list[_Worker] = []
         self._live = 0  # started or starting
         self._starting = 0
         self._cond = threading.Condition()
+        self._holding: dict[str | None, int] = {}  # owner -> workers it holds now
+        self._waiting: list[tuple[int, str | None]] = []  # (ticket, owner), in arrival order
+        self._served: dict[str | None, int] = {}  # owner -> ticket of its last grant
+        self._tickets = 0
         self._fault = ""  # why the last worker start failed ("" once one started)
         self._warm = threading.Thread(target=self._prestart, name="sql-worker-start", daemon=True)
         self._warm.start()
@@ -222,19 +246,80 @@ class Pool:
             self._cond.notify_all()  # a caller waiting for this start may now start its own
         return worker
 
-    def _take(self, deadline: float) -> _Worker | None:
+    def load(self) -> tuple[dict[str | None, int], dict[str | None, int]]:
+        """(workers each owner holds, requests each owner has waiting); owners at 0 left out."""
         with self._cond:
-            while not self._idle:
-                if self._live < self._size and not self._starting:  # else: wait for that one
-                    self._live += 1
-                    break
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self._cond.wait(left)
-            else:
-                return self._idle.pop()
-        return self._start()
+            return self._load()
+
+    def _load(self) -> tuple[dict[str | None, int], dict[str | None, int]]:
+        waiting: dict[str | None, int] = {}
+        for _, owner in self._waiting:
+            waiting[owner] = waiting.get(owner, 0) + 1
+        return {o: n for o, n in self._holding.items() if n}, waiting
+
+    def wait_for(
+        self,
+        ready: Callable[[dict[str | None, int], dict[str | None, int]], bool],
+        timeout: float,
+    ) -> bool:
+        """Wait until ``ready(*load())`` holds (True), or ``timeout`` passes (False)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: ready(*self._load()), timeout)
+
+    def _next(self) -> int | None:
+        """The ticket of the waiting request whose turn it is (None: all are at their cap)."""
+        best: tuple[int, int, int] | None = None
+        chosen = None
+        for ticket, owner in self._waiting:
+            held = self._holding.get(owner, 0)
+            if owner is not None and held >= self._cap:
+                continue
+            key = (held, self._served.get(owner, -1), ticket)
+            if best is None or key < best:
+                best, chosen = key, ticket
+        return chosen
+
+    def _take(self, owner: str | None, wait_s: float) -> _Worker | None:
+        end = time.monotonic() + wait_s
+        with self._cond:
+            self._tickets += 1
+            me = (self._tickets, owner)
+            self._waiting.append(me)
+            self._cond.notify_all()  # the load changed (wait_for)
+            try:
+                while True:
+                    if self._next() == me[0]:
+                        if self._idle:
+                            self._hold(me)
+                            return self._idle.pop()
+                        if self._live < self._size and not self._starting:  # else: wait
+                            self._live += 1
+                            self._hold(me)
+                            break
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        return None
+                    self._cond.wait(left)
+            finally:
+                self._waiting.remove(me)
+                self._cond.notify_all()  # the next in line may be another request now
+        try:
+            return self._start()
+        except BaseException:
+            self._release(owner)
+            raise
+
+    def _hold(self, me: tuple[int, str | None]) -> None:
+        ticket, owner = me
+        self._holding[owner] = self._holding.get(owner, 0) + 1
+        self._served[owner] = ticket
+
+    def _release(self, owner: str | None) -> None:
+        with self._cond:
+            self._holding[owner] -= 1
+            if not self._holding[owner]:
+                del self._holding[owner]
+            self._cond.notify_all()
 
     def _give(self, worker: _Worker) -> None:
         with self._cond:
@@ -246,16 +331,34 @@ class Pool:
             self._live -= 1
             self._cond.notify_all()
 
-    def call(self, request: tuple[Any, ...], deadline: float) -> Rows | list[str] | Failed:
-        """One request's answer; ``Failed("timeout", ...)`` when ``deadline`` passes first."""
+    def call(
+        self,
+        request: tuple[Any, ...],
+        budget: Budget,
+        *,
+        owner: str | None = None,
+        wait_s: float = math.inf,
+    ) -> Rows | list[str] | Failed:
+        """One request's answer: ``Failed("busy", ...)`` when no worker came within ``wait_s``,
+        ``Failed("timeout", ...)`` when ``budget`` ran out on the worker. The wait for a
+        worker (and its start) is not taken from ``budget``."""
+        asked = time.monotonic()
         try:
-            worker = self._take(deadline)
+            worker = self._take(owner, wait_s)
         except _Lost as lost:
             return Failed("unavailable", "", str(lost))
         if worker is None:
-            return Failed("timeout", "", "every SQL worker is busy")
+            return Failed("busy", "", f"every SQL worker is busy (waited {wait_s:g} s)")
+        budget.deadline += time.monotonic() - asked
         try:
-            answer = worker.ask(request, deadline + GRACE_S - time.monotonic())
+            answer = self._ask(worker, request, budget)
+        finally:
+            self._release(owner)
+        return answer
+
+    def _ask(self, worker: _Worker, request: tuple[Any, ...], budget: Budget) -> Any:
+        try:
+            answer = worker.ask(request, budget.deadline + GRACE_S - time.monotonic())
         except _Lost as lost:
             self._drop()
             self._replace()
@@ -269,8 +372,7 @@ class Pool:
             self._replace()
         else:
             self._give(worker)
-        result: Rows | list[str] | Failed = answer
-        return result
+        return answer
 
 
 _POOLS: dict[tuple[str, int, int], Pool] = {}
