@@ -139,10 +139,22 @@ def redact_command(cmd: str, known: tuple[str, ...] = ()) -> str:
         if secret:
             cmd = cmd.replace(secret, REDACTED)
     cmd = _URL_PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", cmd)
+    found = command_secrets(cmd)
+    if found is None:
+        return REDACTED  # unbalanced quotes: nothing safe to keep
+    # Replace the values where they stand, so the command keeps its shell syntax
+    # (redirections, pipes, quoting) and a resume runs the command that was given.
+    for secret in sorted(found - {"", REDACTED}, key=len, reverse=True):
+        cmd = re.sub(rf"(?<![^\s=:'\"]){re.escape(secret)}(?![^\s'\";&|)])", REDACTED, cmd)
+    return cmd
+
+
+def command_secrets(cmd: str) -> set[str] | None:
+    """The secret-looking values of a shell command (None: its quotes do not balance)."""
     try:
         words = shlex.split(cmd)
     except ValueError:
-        return REDACTED  # unbalanced quotes: nothing safe to keep
+        return None
     found: set[str] = set()
     hide_next = False
     for word in words:
@@ -156,11 +168,7 @@ def redact_command(cmd: str, known: tuple[str, ...] = ()) -> str:
             hide_next = True
         elif _SECRET_VALUE.search(value if eq else word):
             found.add(value if eq else word)
-    # Replace the values where they stand, so the command keeps its shell syntax
-    # (redirections, pipes, quoting) and a resume runs the command that was given.
-    for secret in sorted(found - {"", REDACTED}, key=len, reverse=True):
-        cmd = re.sub(rf"(?<![^\s=:'\"]){re.escape(secret)}(?![^\s'\";&|)])", REDACTED, cmd)
-    return cmd
+    return found
 
 
 class ResetRecord(NamedTuple):

@@ -358,6 +358,31 @@ def test_a_reset_command_runs_between_passes_and_the_run_is_not_coupled(tmp_path
     assert run.body.coupled is False and run.body.record.reset_program == "echo"
 
 
+FAILING_RESETS = [
+    # (the reset command, the secret its error output carries)
+    ("echo 'curl: 401 Authorization: Bearer adm-key-123' >&2; exit 3", "adm-key-123"),
+    ("RESET_TOKEN=tok-5ecret-0123456789 sh -c 'echo \"denied: $RESET_TOKEN\" >&2; exit 3'",
+     "tok-5ecret-0123456789"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("cmd", "secret"), FAILING_RESETS, ids=["the-admin-key", "a-token-of-the-command"]
+)
+def test_a_failing_reset_commands_output_is_scrubbed_before_it_is_shown(
+    tmp_path, capsys, cmd, secret
+):
+    ledger = str(tmp_path / "l.sqlite")
+    server = external("/nothing", 0)
+    code = run_external(
+        server, subset(tmp_path, SUBSET[:1]), ledger, "rf", "--k", "2", "--reset-cmd", cmd
+    )
+    out, err = capsys.readouterr()
+    assert code != 0
+    assert "--reset-cmd exited 3: " in err and "<redacted>" in err
+    assert secret not in out + err
+
+
 def test_the_pool_check_refuses_with_one_line(tmp_path, capsys):
     code = main(
         [

@@ -46,7 +46,8 @@ from benchledger.harness.platforms.platform import (
 from benchledger.harness.platforms.server_memory import CMD as SERVER_MEMORY_CMD
 from benchledger.harness.platforms.server_memory import PACKAGE, ServerMemory
 from benchledger.harness.platforms.server_memory import VERSION as SERVER_MEMORY_VERSION
-from benchledger.harness.record import redact_command
+from benchledger.harness.record import command_secrets, redact_command
+from benchledger.harness.scrub import scrubber
 from benchledger.harness.settings import DEFAULT_NPM_DIR, Settings
 from benchledger.ledger.events import PlatformRecord
 
@@ -65,7 +66,9 @@ NPM_TIMEOUT_S = 600.0
 
 
 class ResetFailed(HarnessError):
-    """``--reset-cmd`` failed between passes: later passes would see earlier state."""
+    """``--reset-cmd`` failed between passes: later passes would see earlier state.
+
+    ``stderr`` comes scrubbed (``ExternalProvisioner.between_passes``): it is printed."""
 
     def __init__(self, code: int, stderr: str) -> None:
         super().__init__(f"--reset-cmd exited {code}: {stderr.strip()[:200]}")
@@ -199,7 +202,11 @@ class ExternalProvisioner(Provisioner):
             return
         done = subprocess.run(self.reset_cmd, shell=True, capture_output=True, text=True)
         if done.returncode != 0:
-            raise ResetFailed(done.returncode, done.stderr)
+            # Scrubbed as every platform error is (the keys the client holds), and of what
+            # the command itself carries (a token it was given, echoed back in its error).
+            known = command_secrets(self.reset_cmd) or set()
+            scrub = scrubber(self.admin_key, self.pool_base, *sorted(known))
+            raise ResetFailed(done.returncode, scrub.text(done.stderr))
 
     @property
     def coupled(self) -> bool:
