@@ -97,10 +97,14 @@ class Keyring:
             return None
         if hmac.compare_digest(key.encode(), self.admin_key.encode()):
             return Identity(ADMIN_NAME, True, 0)
-        prefix = self.pool_base + "-"
-        suffix = key[len(prefix) :]
-        if key.startswith(prefix) and len(suffix) == 3 and suffix.isdigit():
+        # The suffix picks the one key the whole key is then compared with, in constant
+        # time. ASCII digits only: ``str.isdigit`` also takes superscripts (``int`` raises)
+        # and other scripts' digits (``int`` reads "٠٠١" as 1, another identity's key).
+        suffix = key[-3:]
+        if len(suffix) == 3 and suffix.isascii() and suffix.isdigit():
             index = int(suffix)
             if 1 <= index <= self.pool_size:
-                return Identity(pool_name(index), self.pool_admin, index)
+                expected = pool_key(self.pool_base, index)
+                if hmac.compare_digest(key.encode(), expected.encode()):
+                    return Identity(pool_name(index), self.pool_admin, index)
         return None

@@ -14,6 +14,7 @@ the hole that is still open.
 from __future__ import annotations
 
 import gzip
+import http.client
 import json
 import os
 import sys
@@ -35,6 +36,8 @@ from benchledger.ledger.events import (
 )
 from benchledger.ledger.keys import load_public_keys, write_key_pair
 from benchledger.ledger.verified import UNBOUND, open_run
+from benchledger.refplatform.auth import Keyring, pool_key
+from benchledger.refplatform.server import RunningPlatform
 from tests.conftest import planned_run, signing_ledger
 from tests.sample import counter_clock
 from tests.test_attacks import (
@@ -835,3 +838,50 @@ def test_a_run_id_differing_only_in_case_is_imported_as_a_run_of_its_own(public,
     assert [r for r in _rows(mine) if r[0] == RUN or r[0].startswith(RUN + "/")] == before
     code, out = verify(capsys, RUN, "--ledger", mine, "--pubkey", public["pub"])
     assert code == 0 and "authenticated:" in out, out
+
+
+# -- a pool key: the reference platform's identities -------------------------------------------
+# The attacker holds one pool key (``<base>-NNN``) and tries another identity's, or a crash.
+
+BASE = "bl-key-attack"
+FOREIGN_DIGITS = [
+    ("superscripts", "\u00b9\u00b2\u00b3"),  # isdigit() but int() raises: once a 500
+    ("arabic-indic", "\u0660\u0660\u0661"),  # int() reads 1: once identity 001's key
+    ("fullwidth", "\uff10\uff10\uff11"),
+    ("devanagari", "\u0966\u0966\u0967"),
+]
+
+
+@pytest.mark.parametrize(
+    "digits", [d for _, d in FOREIGN_DIGITS], ids=[n for n, _ in FOREIGN_DIGITS]
+)
+def test_a_pool_key_with_other_scripts_digits_is_no_identity(digits):
+    keyring = Keyring("bl-admin-attack", BASE, 999)
+    assert keyring.identify_key(f"{BASE}-{digits}") is None
+    assert keyring.identify_key(pool_key(BASE, 1)) is not None  # the real one still is
+
+
+@pytest.mark.parametrize(
+    ("header", "suffix", "status"),
+    [
+        ("X-API-Key", "\u00b9\u00b2\u00b3", 401),
+        ("Authorization", "\u00b9\u00b2\u00b3", 401),
+        ("X-API-Key", "0001", 401),
+        ("X-API-Key", "001", 200),
+    ],
+    ids=["superscripts", "superscripts-as-bearer", "four-digits", "the-real-key"],
+)
+def test_a_pool_key_with_a_foreign_suffix_is_refused_over_http_like_any_bad_key(
+    header, suffix, status
+):
+    # HTTP carries a header's bytes as latin-1, which holds the superscript digits only.
+    with RunningPlatform(pool_base=BASE, pool_size=3) as platform:
+        key = f"{BASE}-{suffix}"
+        value = f"Bearer {key}" if header == "Authorization" else key
+        conn = http.client.HTTPConnection("127.0.0.1", platform.port, timeout=30)
+        try:
+            conn.request("GET", "/api/v1/portal/knowledge-pages", headers={header: value})
+            answered = conn.getresponse().status
+        finally:
+            conn.close()
+    assert answered == status
