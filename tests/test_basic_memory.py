@@ -20,7 +20,13 @@ from benchledger import protocols
 from benchledger.cli import main
 from benchledger.harness.agents import ScriptedAgent
 from benchledger.harness.platforms.base import PollPolicy
-from benchledger.harness.platforms.basic_memory import SHARED, BasicMemory, Scope
+from benchledger.harness.platforms.basic_memory import (
+    SHARED,
+    BasicMemory,
+    Scope,
+    path_project,
+    project_key,
+)
 from benchledger.harness.platforms.basic_memory_server import (
     VERSION,
     PlatformStartFailed,
@@ -267,6 +273,64 @@ def test_an_identity_may_write_its_own_project_and_read_its_own_and_the_shared_o
 ):
     said = POOL.refusal(tool, args)
     assert (said == "") if not refused else (refused in said)
+
+
+# Another identity's project spelt as the server would still find it (basic-memory 0.24.1
+# refuses these itself today; the adapter must not depend on that).
+OTHER_SPELLINGS = [
+    ("edit_note", {"identifier": "memory://Bench-Agent-002/datasets/x"}, "url-in-title-case"),
+    ("read_note", {"identifier": "MEMORY://bench-agent-002/datasets/x"}, "scheme-upper-case"),
+    ("read_note", {"identifier": "bench_agent_002/datasets/x"}, "underscores"),
+    ("read_note", {"identifier": "BENCH-AGENT-002/datasets/x"}, "upper-case-path"),
+    ("read_note", {"identifier": "bench-agent-002::datasets/x"}, "double-colon"),
+    ("read_note", {"identifier": "memory://bench-agent-002::x"}, "url-double-colon"),
+    ("read_note", {"identifier": "memory://bench-agent-002"}, "url-of-the-project"),
+    ("write_note", {"project": "bench_agent_002"}, "project-underscores"),
+    ("write_note", {"project": "memory://bench-agent-002"}, "project-as-url"),
+    ("search_notes", {"projects": [OWN, "Bench_Agent_002"]}, "projects-mixed-case"),
+    ("move_note", {"destination_path": "Bench_Agent_002/x.md"}, "move-into-it"),
+]
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"), [c[:2] for c in OTHER_SPELLINGS], ids=[c[2] for c in OTHER_SPELLINGS]
+)
+def test_another_identitys_project_is_refused_however_its_name_is_spelt(tool, args):
+    assert "'" in POOL.refusal(tool, args)  # names the project it refused
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("Bench-Agent-002", "bench-agent-002"),
+        ("bench_agent_002", "bench-agent-002"),
+        ("memory://Bench_Agent_002/", "bench-agent-002"),
+        (" SHARED ", "shared"),
+    ],
+    ids=["title-case", "underscores", "url-with-slash", "spaces-and-case"],
+)
+def test_a_project_name_is_compared_as_the_server_matches_it(name, key):
+    assert project_key(name) == key
+
+
+@pytest.mark.parametrize(
+    ("path", "project"),
+    [
+        ("memory://Bench-Agent-002/x", "bench-agent-002"),
+        ("bench_agent_002::x", "bench-agent-002"),
+        ("datasets/x", ""),
+        ("bench-agent-002", ""),  # a bare title, no project before it
+        ("Shared/x", "shared"),
+    ],
+    ids=["url", "double-colon", "a-folder", "a-bare-title", "shared-title-case"],
+)
+def test_a_paths_project_is_read_from_its_first_part(path, project):
+    assert path_project(path) == project
+
+
+def test_the_identitys_own_project_in_another_spelling_is_its_own():
+    assert POOL.refusal("write_note", {"project": "Bench_Agent_001"}) == ""
+    assert POOL.refusal("read_note", {"identifier": "memory://SHARED/x"}) == ""
 
 
 def test_a_call_naming_no_project_is_sent_to_the_identitys_own_and_searches_add_shared():

@@ -81,7 +81,8 @@ REQUIRED_TOOLS: Final = frozenset({"write_note", "search_notes", "read_note", "e
 # Arguments that may name a note by a project-prefixed path (``memory://P/x``, ``P/x``).
 _PATH_ARGS: Final = ("identifier", "url", "path", "id", "dir_name", "destination_path",
                      "destination_folder")  # fmt: skip
-_PREFIX = re.compile(r"^(?:memory://)?/*(?P<head>[^/]+)/")
+_MEMORY_URL = re.compile(r"^\s*memory://", re.I)
+_HEAD = re.compile(r"^/*(?P<head>.*?)(?:/|::|$)")  # a path's first part, before "/" or "::"
 _PROJECT_NAME = re.compile(r"^(?:bench-agent-\d+|shared|main)$")
 _NOTE_ID = re.compile(
     r"^(?P<project>bench-agent-(?P<who>\d{3,})|shared):(?P<path>.+)@(?P<v>[0-9a-f]{16})$"
@@ -91,6 +92,25 @@ NO_CHANGESETS: Final = (
     "from its file on disk after the copy, is the whole record of a promotion"
 )
 MAX_NOTES: Final = 3  # candidate notes read back per check (newest first)
+
+
+def project_key(name: str) -> str:
+    """A project name as the server matches it (lower case, ``_`` and spaces as ``-``, no
+    ``memory://``): the adapter's scope check compares these, never trusting the server to."""
+    text = _MEMORY_URL.sub("", name).strip().strip("/").lower()
+    return re.sub(r"[\s_-]+", "-", text)
+
+
+def path_project(path: str) -> str:
+    """The project a project-prefixed path names (``memory://P/x``, ``P/x``, ``P::x``), as a
+    ``project_key``; "" when its first part names no project."""
+    url = _MEMORY_URL.match(path)
+    rest = path[url.end() :] if url else path
+    m = _HEAD.match(rest)
+    if m is None or (m.end() == len(rest) and not url and "::" not in rest):
+        return ""  # a bare name, no project before it
+    head = project_key(m["head"])
+    return head if _PROJECT_NAME.match(head) else ""
 
 
 class Scope:
@@ -122,11 +142,12 @@ class Scope:
         projects = args.get("projects")
         named += [str(p) for p in projects] if isinstance(projects, list) else []
         for key in _PATH_ARGS:
-            m = _PREFIX.match(args[key]) if isinstance(args.get(key), str) else None
-            if m and _PROJECT_NAME.match(m["head"]):
-                named.append(m["head"])
+            head = path_project(args[key]) if isinstance(args.get(key), str) else ""
+            if head:
+                named.append(head)
+        keys = {project_key(a) for a in allowed}
         for project in named:
-            if project not in allowed:
+            if project_key(project) not in keys:
                 verb = "write" if tool in WRITE_TOOLS else "read"
                 return (f"{tool} on project {project!r}: this identity may {verb} only "
                         f"{', '.join(sorted(allowed))}")  # fmt: skip
