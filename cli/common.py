@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import math
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from typing import ClassVar
@@ -76,6 +77,12 @@ def number(
         return value
 
     return parse
+
+
+def command_line(*words: str) -> str:
+    """A command line printed for the user to copy: each word shell-quoted, so a path
+    with a space or a ``postgresql://...?schema=x`` URL pastes as one word."""
+    return shlex.join(words)
 
 
 def ledger_arg(p: argparse.ArgumentParser) -> None:

@@ -562,7 +562,7 @@ def _open_stored(
         with _closing(store.scan(target)) as rows:
             if next(iter(rows), None) is None:
                 unknown = UnknownRunHere if os.path.lexists(target) else UnknownRun
-                raise unknown(target, store.run_ids())
+                raise unknown(target, store.recent_run_ids())
     checker = RunChecker(target, require_seal=require_seal or bool(root))
 
     def check(rows: Iterable[Any]) -> tuple[Failure | None, Summary]:
