@@ -27,8 +27,8 @@ from benchledger.cli.common import (
 )
 from benchledger.cli.export import exported_redacted
 from benchledger.ledger.codec import canonical_json
-from benchledger.ledger.errors import BenchledgerError
 from benchledger.ledger.completeness import Completeness
+from benchledger.ledger.errors import BenchledgerError
 from benchledger.ledger.verdict import Failure, Summary
 from benchledger.ledger.verified import (
     RunUnverified,
@@ -79,8 +79,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     bundle = bool(target and is_bundle(target))
     if target and os.path.isdir(target) and (bundle or not _holds(args, target)):
         check_all = command_line("benchledger", "replay", "check", target)
-        raise UsageError(f"{target}: is a directory; verify takes a run id or a bundle file "
-                         f"(FILE.jsonl[.gz]); for every bundle in a folder: {check_all}")  # fmt: skip
+        raise UsageError(
+            f"{target}: is a directory; verify takes a run id or a bundle file "
+            f"(FILE.jsonl[.gz]); for every bundle in a folder: {check_all}"
+        )
     args.trusted = verify_options(args, bundle=bundle)
     if bundle:
         return _verify_bundle(target, args)

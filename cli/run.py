@@ -273,19 +273,18 @@ def _finished(
         )
         return EXIT_FAILED
     if result.pending:
-        # The next step is the other shards: the last one to finish seals the run itself.
+        # The next step is the other shards (a resume takes the run's recorded options,
+        # started or not): the last one to finish seals the run itself.
         assert cfg.shard is not None
         n, mine = cfg.shard.count, cfg.shard.index
         others = [f"{i}/{n}" for i in range(1, n + 1) if i != mine]
-        named = others[0] if len(others) == 1 else "I/N"
-        start = command_line("benchledger", "run", "--run-id", result.run_id, "--shard",
-                             named, *ledger_words)  # fmt: skip
+        step = command_line("benchledger", "run", "--resume", result.run_id, "--shard",
+                            others[0] if len(others) == 1 else f"I/{n}", *ledger_words)  # fmt: skip
         print(
             f"\nshard {cfg.shard} of run {result.run_id} is done; the run is not sealed yet: "
             f"{len(result.pending)} units of other shards have not finished "
-            f"({', '.join(result.pending[:5])}). Next, unless they are running: shard "
-            f"{', '.join(others)} ({start}; one that stopped: --resume {result.run_id} in "
-            "place of --run-id); the last shard to finish seals the run"
+            f"({', '.join(result.pending[:5])}). Next, for shard {', '.join(others)} unless "
+            f"it is running: {step}; the last shard to finish seals the run"
         )
         return result.status
 

@@ -154,7 +154,8 @@ def _refuse(kind: str) -> None:
             f"header); withholdable kinds: {', '.join(WITHHOLDABLE)}"
         )
     if kind not in KINDS:
-        guess = _SAID_AS.get(kind) or next(iter(difflib.get_close_matches(kind, WITHHOLDABLE, 1)), "")
+        close = difflib.get_close_matches(kind, WITHHOLDABLE, 1)
+        guess = _SAID_AS.get(kind) or (close[0] if close else "")
         hint = f"did you mean {guess}? " if guess else ""
         raise ValueError(f"no event kind {kind!r}; {hint}withholdable kinds: "
                          f"{', '.join(WITHHOLDABLE)}")  # fmt: skip
