@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import math
 import os
-import shlex
 import sys
 from collections.abc import Callable
 from typing import ClassVar
@@ -14,6 +13,7 @@ from typing import ClassVar
 from benchledger.harness import settings
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.bundle import atomic_output
+from benchledger.ledger.command_line import command_line as command_line  # for every command
 from benchledger.ledger.errors import BenchledgerError
 from benchledger.ledgers import new_or_existing
 
@@ -77,12 +77,6 @@ def number(
         return value
 
     return parse
-
-
-def command_line(*words: str) -> str:
-    """A command line printed for the user to copy: each word shell-quoted, so a path
-    with a space or a ``postgresql://...?schema=x`` URL pastes as one word."""
-    return shlex.join(words)
 
 
 def ledger_arg(p: argparse.ArgumentParser) -> None:

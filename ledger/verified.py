@@ -27,6 +27,7 @@ from benchledger.ledger.bundle import (
 from benchledger.ledger.chain import link_hash
 from benchledger.ledger.checker import RunChecker
 from benchledger.ledger.codec import decode_event
+from benchledger.ledger.command_line import command_line
 from benchledger.ledger.completeness import Completeness, Plan, UnitState, completeness, plan_of
 from benchledger.ledger.errors import LedgerError, UnknownRun, UnusableInput
 from benchledger.ledger.events import (
@@ -322,7 +323,7 @@ class RunUnverified(LedgerError):
         self.source = source  # what was read, as Verification.source names it
         super().__init__(
             f"run {run_id} ({target}) does not verify, so nothing from it is shown: {failure}; "
-            f"see `benchledger verify {target}`"
+            f"see `{command_line('benchledger', 'verify', target)}`"
         )
 
 
