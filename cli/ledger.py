@@ -75,7 +75,7 @@ def _accept_unsealed(what: str, s: Summary, done: Completeness, allowed: bool) -
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify a bundle, an audit bundle, one run or every run; 1 on the first bad one."""
     target = args.target
-    _check_root(args.root)
+    args.root = _checked_root(args.root)
     bundle = bool(target and is_bundle(target))
     if target and os.path.isdir(target) and (bundle or not _holds(args, target)):
         check_all = command_line("benchledger", "replay", "check", target)
@@ -117,11 +117,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return status
 
 
-def _check_root(root: str | None) -> None:
-    """UsageError unless ``--root`` is a whole run root: 64 hex digits (a shorter one
-    matches nothing, and would read as a failed check)."""
-    if root is None or re.fullmatch(r"[0-9a-f]{64}", root):
-        return
+def _checked_root(root: str | None) -> str | None:
+    """``--root`` as a whole run root, 64 hex digits (lower case, as roots are printed);
+    UsageError for anything else (a shorter one matches nothing, and would read as a
+    failed check)."""
+    if root is None or re.fullmatch(r"[0-9a-fA-F]{64}", root):
+        return root and root.lower()
     if re.fullmatch(r"[0-9a-fA-F]{6,63}", root):
         raise UsageError(f"--root {root}: an abbreviated root ({len(root)} hex digits, as "
                          "compare shows it); give the full root, 64 hex digits, as "
