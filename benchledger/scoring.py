@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from benchledger.harness.settings import Settings
 from benchledger.ledger import Ledger, LedgerError, UnusableInput
+from benchledger.ledger.command_line import command_line
 from benchledger.ledger.verified import RunEvents
 from benchledger.ledgers import LedgerLike, reader
 from benchledger.projections.card import Metric
@@ -128,7 +129,7 @@ def log_replay(
     if units - missed:
         note = (
             f"log-driven replay: {len(units - missed)} unit(s) differ outside the scored turn; "
-            f"see `benchledger replay {target} --level full`"
+            f"see `{command_line('benchledger', 'replay', target, '--level', 'full')}`"
         )
     streams = {e.stream for e, _ in run.events if e.stream != run.run_id}
     return {s: s not in missed for s in sorted(streams)}, note

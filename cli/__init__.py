@@ -9,13 +9,14 @@ owns the only mapping from errors to one stderr line and an exit code: every ref
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 
-from benchledger.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE
+from benchledger.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, UsageError
 from benchledger.harness import settings as settings_module
 from benchledger.harness.settings import Settings
 from benchledger.ledger.bundle import FORMAT
@@ -119,9 +120,47 @@ def parser_for(command: str | None) -> argparse.ArgumentParser:
     return _parser(command, full=False)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with two things users expect: options may come between a
+    command's positionals (``log RUN --ledger L STREAM``), and a command's unknown option
+    is one line naming the command, the closest option (difflib) and the command's usage,
+    not the top-level usage."""
+
+    _intermixing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self._intermixing or self._subparsers is not None:  # commands of commands: as is
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True  # the intermixed parse calls this method again
+        try:
+            ns, extras = super().parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+        if extras and self.prog != _PROG:
+            raise UsageError(self._unrecognized(extras))
+        return ns, extras
+
+    def _unrecognized(self, extras: list[str]) -> str:
+        word = next((w for w in extras if w.startswith("-")), extras[0])
+        known = [o for o in self._option_string_actions if o.startswith("--")]
+        close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        what = "option" if word.startswith("-") else "argument"
+        fmt = self._get_formatter()
+        words = [f"{fmt._format_args(a, a.dest)}" for a in self._get_positional_actions()]
+        usage = " ".join([self.prog, "[options]", *words])
+        command = self.prog.removeprefix(_PROG + " ")
+        return f"{command}: unrecognized {what} {word!r}{hint}; usage: {usage} (--help for more)"
+
+
+_PROG: Final = "benchledger"
+
+
 def _parser(command: str | None, *, full: bool) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="benchledger",
+    parser = _Parser(
+        prog=_PROG,
         description="Benchmark agent-memory platforms on a tamper-evident ledger.",
     )
     parser.add_argument("--version", action="version", version=version_line())

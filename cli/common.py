@@ -13,6 +13,7 @@ from typing import ClassVar
 from benchledger.harness import settings
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.bundle import atomic_output
+from benchledger.ledger.command_line import command_line as command_line  # for every command
 from benchledger.ledger.errors import BenchledgerError
 from benchledger.ledgers import new_or_existing
 

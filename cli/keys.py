@@ -10,7 +10,7 @@ import argparse
 import os
 from importlib import metadata
 
-from benchledger.cli.common import EXIT_OK
+from benchledger.cli.common import EXIT_OK, command_line
 from benchledger.harness.settings import Settings
 from benchledger.ledger import UnusableInput
 from benchledger.ledger.keys import load_private_key, load_public_keys, public_line, write_key_pair
@@ -48,14 +48,21 @@ def sign_key_arg(p: argparse.ArgumentParser) -> None:
 def cmd_keys_new(args: argparse.Namespace) -> int:
     """Make an Ed25519 key pair: DIR/benchledger.key (0600) and DIR/benchledger.pub."""
     out = args.out or args.settings.key_dir
-    if not args.out and not os.path.isdir(out):
-        os.makedirs(out, mode=0o700)
+    if not os.path.isdir(out) and not os.path.lexists(out):
+        # Made private (0700), as the default folder: it holds a private key.
+        try:
+            os.makedirs(out, mode=0o700)
+        except OSError as exc:
+            raise UnusableInput(out, f"cannot create the key folder ({exc.strerror})") from None
+        print(f"created {out} (mode 0700)")
     key, pub, fp = write_key_pair(out)
     print(f"wrote {key} (private, mode 0600: keep it secret, never commit or publish it)")
     print(f"wrote {pub} (public: publish it beside your runs)")
     print(f"fingerprint {fp}")
-    print(f"sign:   benchledger run --sign-key {key}   (or BENCHLEDGER_SIGNING_KEY={key})")
-    print(f"verify: benchledger verify BUNDLE --pubkey {pub}")
+    sign = command_line("benchledger", "run", "--sign-key", key)
+    env = command_line(f"BENCHLEDGER_SIGNING_KEY={key}")
+    print(f"sign:   {sign}   (or {env})")
+    print(f"verify: {command_line('benchledger', 'verify', 'BUNDLE', '--pubkey', pub)}")
     return EXIT_OK
 
 

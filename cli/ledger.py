@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import re
 
 from benchledger.cli.authenticity import (
     after_bundle_verify,
@@ -17,6 +20,7 @@ from benchledger.cli.common import (
     EXIT_OK,
     UsageError,
     check_output,
+    command_line,
     ledger_arg,
     new_or_existing_ledger,
     open_ledger,
@@ -24,6 +28,7 @@ from benchledger.cli.common import (
 from benchledger.cli.export import exported_redacted
 from benchledger.ledger.codec import canonical_json
 from benchledger.ledger.completeness import Completeness
+from benchledger.ledger.errors import BenchledgerError
 from benchledger.ledger.verdict import Failure, Summary
 from benchledger.ledger.verified import (
     RunUnverified,
@@ -70,7 +75,14 @@ def _accept_unsealed(what: str, s: Summary, done: Completeness, allowed: bool) -
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify a bundle, an audit bundle, one run or every run; 1 on the first bad one."""
     target = args.target
+    args.root = _checked_root(args.root)
     bundle = bool(target and is_bundle(target))
+    if target and os.path.isdir(target) and (bundle or not _holds(args, target)):
+        check_all = command_line("benchledger", "replay", "check", target)
+        raise UsageError(
+            f"{target}: is a directory; verify takes a run id or a bundle file "
+            f"(FILE.jsonl[.gz]); for every bundle in a folder: {check_all}"
+        )
     args.trusted = verify_options(args, bundle=bundle)
     if bundle:
         return _verify_bundle(target, args)
@@ -103,6 +115,28 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"FAILED stream {stream!r}: its run header stream is missing")
         status = EXIT_FAILED
     return status
+
+
+def _checked_root(root: str | None) -> str | None:
+    """``--root`` as a whole run root, 64 hex digits (lower case, as roots are printed);
+    UsageError for anything else (a shorter one matches nothing, and would read as a
+    failed check)."""
+    if root is None or re.fullmatch(r"[0-9a-fA-F]{64}", root):
+        return root and root.lower()
+    if re.fullmatch(r"[0-9a-fA-F]{6,63}", root):
+        raise UsageError(f"--root {root}: an abbreviated root ({len(root)} hex digits, as "
+                         "compare shows it); give the full root, 64 hex digits, as "
+                         "`benchledger runs` or the run's seal line prints it")  # fmt: skip
+    raise UsageError(f"--root {root!r}: not a run root; give the full root, 64 hex digits")
+
+
+def _holds(args: argparse.Namespace, run_id: str) -> bool:
+    """Whether the ledger (``--ledger`` or the settings') is there and holds ``run_id``."""
+    try:
+        with contextlib.closing(open_ledger(args, create=False).store) as store:
+            return store.head(run_id) is not None
+    except BenchledgerError:
+        return False
 
 
 def _checked(run: VerifiedRun) -> tuple[Summary, Completeness]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from benchledger.cli.common import EXIT_OK, UsageError, ledger_arg, open_ledger
+from benchledger.cli.common import EXIT_OK, UsageError, command_line, ledger_arg, open_ledger
 from benchledger.cli.gate import gate_bar_args, metrics_option
 from benchledger.harness.suites import suite_for
 from benchledger.ledger.bundle import atomic_output
@@ -111,9 +111,8 @@ def cmd_prereg_new(args: argparse.Namespace) -> int:
     with atomic_output(args.output) as fh:
         fh.write(to_bytes(p))
     print(f"wrote {args.output}: digest {digest(p)}")
-    print(
-        f"publish it (or the digest) before the run, then: benchledger run --prereg {args.output}"
-    )
+    run = command_line("benchledger", "run", "--prereg", args.output)
+    print(f"publish it (or the digest) before the run, then: {run}")
     return EXIT_OK
 
 

@@ -6,7 +6,7 @@ import argparse
 import os
 
 from benchledger import protocols
-from benchledger.cli.common import EXIT_OK, UsageError
+from benchledger.cli.common import EXIT_OK, UsageError, command_line
 from benchledger.protocols.generate import PACK_DIR, PROTOCOLS_DIR, write
 from benchledger.protocols.hashing import RECIPES
 from benchledger.protocols.schema import Question
@@ -97,7 +97,8 @@ def cmd_protocols_generate(args: argparse.Namespace) -> int:
         replaced = _listing(done.replaced) if done.replaced else "none"
         removed = _listing(done.removed) if done.removed else "none"
         print(f"--force: changed files: {replaced}; removed (not generated): {removed}")
-    print(f"use them with: benchledger run --protocols {items} --pack {pack}")
+    use = command_line("benchledger", "run", "--protocols", items, "--pack", pack)
+    print(f"use them with: {use}")
     return EXIT_OK
 
 

@@ -16,6 +16,7 @@ from benchledger.cli.common import (
     EXIT_OK,
     UsageError,
     check_output,
+    command_line,
     ledger_arg,
     new_or_existing_ledger,
     number,
@@ -158,8 +159,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         n = export_audit(open_ledger(args, create=False), run.run_id, result.streams, args.bundle)
         print(
             f"\nwrote audit bundle {args.bundle}: {n} events, {len(result.streams) + 1} streams "
-            f"with inclusion proofs; check it offline with: benchledger verify {args.bundle} "
-            f"--root {run.root}",
+            "with inclusion proofs; check it offline with: "
+            + command_line("benchledger", "verify", args.bundle, "--root", run.root),
             file=sys.stderr if args.format == "json" else sys.stdout,  # stdout stays JSON
         )
     return EXIT_OK

@@ -16,6 +16,7 @@ from benchledger.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     UsageError,
+    command_line,
     ledger_arg,
     number,
     open_ledger,
@@ -187,7 +188,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ledger.signer = signer
     progress, stop_bar = _progress()
     driver = RunDriver(ledger, cfg, progress)
-    shard_opt = f" --shard {cfg.shard}" if cfg.shard else ""
+    shard_words = ("--shard", str(cfg.shard)) if cfg.shard else ()
 
     async def main_task() -> RunResult:
         loop = asyncio.get_running_loop()
@@ -222,19 +223,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not started or isinstance(exc, UnknownRun):
             discard()
             raise
+        resume = command_line("benchledger", "run", "--resume", str(driver.run_id), *shard_words,
+                              "--ledger", ledger_location)  # fmt: skip
         print(
             f"benchledger: run {driver.run_id} stopped: {exc}; every committed episode is kept "
-            f"and verifies; resume with: benchledger run --resume {driver.run_id}{shard_opt} "
-            f"--ledger {ledger_location}",
+            f"and verifies; resume with: {resume}",
             file=sys.stderr,
         )
         return EXIT_FAILED
     except asyncio.CancelledError:
         stop_bar()
+        resume = command_line("benchledger", "run", "--resume", driver.run_id or "RUN_ID",
+                              *shard_words, "--ledger", ledger_location)  # fmt: skip
         print(
-            f"\ninterrupted: every finished episode is in the ledger. Resume with:\n"
-            f"  benchledger run --resume {driver.run_id or 'RUN_ID'}{shard_opt} "
-            f"--ledger {ledger_location}",
+            f"\ninterrupted: every finished episode is in the ledger. Resume with:\n  {resume}",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
@@ -243,7 +245,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         discard()
         raise
     stop_bar()
-    return _finished(result, ledger, cfg, signer, shard_opt, ledger_location)
+    return _finished(result, ledger, cfg, signer, shard_words, ledger_location)
 
 
 def _finished(
@@ -251,7 +253,7 @@ def _finished(
     ledger: Ledger,
     cfg: RunConfig,
     signer: Signer | None,
-    shard_opt: str,
+    shard_words: tuple[str, ...],
     ledger_location: str,
 ) -> int:
     """The finished run's card and how it ended (sealed, partial, a shard, infra-failed),
@@ -261,31 +263,39 @@ def _finished(
     verdict = reports.show(run_events, ledger)  # the suite's card; its overall verdict, if any
     for failed in result.failed:
         print(f"infra-failed: {failed.stream}: {failed.error}")
+    ledger_words = ("--ledger", ledger_location)
     if result.missing:
+        resume = command_line("benchledger", "run", "--resume", result.run_id, *shard_words,
+                              *ledger_words)  # fmt: skip
         print(
             f"\nrun {result.run_id} is NOT sealed: {len(result.missing)} planned units did not "
-            f"finish ({', '.join(result.missing[:5])}); resume with: benchledger run --resume "
-            f"{result.run_id}{shard_opt} --ledger {ledger_location}"
+            f"finish ({', '.join(result.missing[:5])}); resume with: {resume}"
         )
         return EXIT_FAILED
     if result.pending:
+        # The next step is the other shards (a resume takes the run's recorded options,
+        # started or not): the last one to finish seals the run itself.
+        assert cfg.shard is not None
+        n, mine = cfg.shard.count, cfg.shard.index
+        others = [f"{i}/{n}" for i in range(1, n + 1) if i != mine]
+        step = command_line("benchledger", "run", "--resume", result.run_id, "--shard",
+                            others[0] if len(others) == 1 else f"I/{n}", *ledger_words)  # fmt: skip
         print(
             f"\nshard {cfg.shard} of run {result.run_id} is done; the run is not sealed yet: "
             f"{len(result.pending)} units of other shards have not finished "
-            f"({', '.join(result.pending[:5])}). The last shard to finish seals it; or, once "
-            f"all have: benchledger seal {result.run_id} --ledger {ledger_location}"
+            f"({', '.join(result.pending[:5])}). Next, for shard {', '.join(others)} unless "
+            f"it is running: {step}; the last shard to finish seals the run"
         )
         return result.status
 
     if result.infra:
-        _not_sealed_for_infra(result.run_id, result.infra, shard_opt, ledger_location)
+        _not_sealed_for_infra(result.run_id, result.infra, shard_words, ledger_location)
         return EXIT_FAILED
     signed = f", signed by key {signer.key_id[:16]}" if signer else ""
     print(f"\nrun {result.run_id} sealed, root {result.root}{signed}")
-    print(
-        f"verify with: benchledger verify {result.run_id} --root {result.root} "
-        f"--ledger {ledger_location}"
-    )
+    verify = command_line("benchledger", "verify", result.run_id, "--root", result.root,
+                          *ledger_words)  # fmt: skip
+    print(f"verify with: {verify}")
     if result.status != EXIT_OK:
         print(f"run FAILED: every one of its {len(result.outcomes)} units infra-failed")
     elif verdict is False:
@@ -294,16 +304,19 @@ def _finished(
     return result.status
 
 
-def _not_sealed_for_infra(run_id: str, units: list[str], shard: str, location: str) -> None:
+def _not_sealed_for_infra(
+    run_id: str, units: list[str], shard: tuple[str, ...], location: str
+) -> None:
     """The one line saying a finished run was left unsealed for its infra-failed units."""
     names = ", ".join(units[:5]) + (", ..." if len(units) > 5 else "")
     noun = "unit" if len(units) == 1 else "units"
     each = " (each shard with its own --shard i/n)" if shard else ""
+    retry = command_line("benchledger", "run", "--resume", run_id, "--retry-infra", *shard,
+                         "--ledger", location)  # fmt: skip
+    seal = command_line("benchledger", "seal", run_id, "--ledger", location)
     print(
         f"run {run_id}: {len(units)} {noun} ended in infrastructure errors ({names}); not "
-        f"sealed. Retry them with `benchledger run --resume {run_id} --retry-infra{shard} "
-        f"--ledger {location}`{each}, or seal the run as it is with `benchledger seal "
-        f"{run_id} --ledger {location}`",
+        f"sealed. Retry them with `{retry}`{each}, or seal the run as it is with `{seal}`",
         file=sys.stderr,
     )
 

@@ -232,6 +232,14 @@ def plan_run(ledger: Ledger, cfg: RunConfig, agent: Agent | None = None) -> RunP
     return _plan_new(ledger, cfg, spec, agent)
 
 
+def _free_id(ledger: Ledger, run_id: str) -> str:
+    """``RUN-2``, ``RUN-3``, ...: the first such id the ledger does not hold."""
+    n = 2
+    while ledger.store.head(f"{run_id}-{n}") is not None:
+        n += 1
+    return f"{run_id}-{n}"
+
+
 def _plan_new(ledger: Ledger, cfg: RunConfig, spec: PlatformSpec, given: Agent | None) -> RunPlan:
     suite = _suite(cfg.suite)
     run_id = cfg.run_id or new_run_id(suite)
@@ -259,7 +267,11 @@ def _plan_new(ledger: Ledger, cfg: RunConfig, spec: PlatformSpec, given: Agent |
             "--reset-cmd resets the platform under every shard at once; sharded passes "
             "cannot be reset between: drop --reset-cmd (the run is then coupled at k > 1)"
         )
-    if shard is None and ledger.store.head(run_id) is not None:
+    head = ledger.store.head(run_id) if shard is None else None
+    if head is not None and head.kind == "run_sealed":  # final: --resume would refuse it
+        raise RunRefused(f"run {run_id} already exists and is sealed (final); give a new "
+                         f"--run-id, such as {_free_id(ledger, run_id)}")  # fmt: skip
+    if head is not None:
         raise RunRefused(f"run {run_id} already exists; resume it with --resume {run_id}")
     loaded = suite.load(cfg.protocols_path or suite.default_path())
     items = _select(loaded.items, cfg.protocol, cfg.limit, suite.item_noun, loaded.path)

@@ -63,6 +63,11 @@ class Store(ABC):
     def run_ids(self) -> list[str]:
         """Ids of every run, i.e. every stream name without a ``/``, sorted."""
 
+    def recent_run_ids(self) -> list[str]:
+        """Ids of every run, the most recently recorded first (what an unknown run id's
+        message names); a backend that cannot tell keeps ``run_ids``' order."""
+        return self.run_ids()
+
     @abstractmethod
     def notifications(self, start: int, limit: int) -> list[Notification]:
         """Up to ``limit`` rows in global insertion order, from notification id ``start``."""

@@ -71,9 +71,15 @@ class UnknownRun(LedgerError):
     exit_code: ClassVar[int] = 2
 
     def __init__(self, run_id: str, known: list[str]) -> None:
+        """``known``: the ledger's run ids, the most recently recorded first
+        (``Store.recent_run_ids``); the ten newest are named, the rest counted."""
         self.run_id = run_id
         self.known = known
-        hint = f"; known runs: {', '.join(known[:10])}" if known else "; the ledger holds no runs"
+        hint = "; the ledger holds no runs"
+        if known:
+            more = len(known) - 10
+            rest = f" and {more} more (benchledger runs lists them)" if more > 0 else ""
+            hint = f"; its runs, newest first: {', '.join(known[:10])}{rest}"
         super().__init__(f"no run {run_id!r} in this ledger{hint}")
 
 

@@ -353,7 +353,7 @@ class Ledger:
         """
         heads = self.store.heads(run_id)
         if not heads or heads[0].stream != run_id:
-            raise UnknownRun(run_id, self.store.run_ids())
+            raise UnknownRun(run_id, self.store.recent_run_ids())
         self.check_own(run_id)
         leaves: list[StreamHead] = []
         latest = 0
@@ -514,7 +514,7 @@ class Ledger:
         """Counts and sealed root of one run; UnknownRun when absent."""
         heads = self.store.heads(run_id)
         if not heads or heads[0].stream != run_id:
-            raise UnknownRun(run_id, self.store.run_ids())
+            raise UnknownRun(run_id, self.store.recent_run_ids())
         root = ""
         first = heads[0]
         header = _stored(decode_event, first.stream, first.seq, first.data)
@@ -527,7 +527,7 @@ class Ledger:
         """The run's seal (None while unsealed); UnknownRun when absent."""
         head = self.store.head(run_id)
         if head is None:
-            raise UnknownRun(run_id, self.store.run_ids())
+            raise UnknownRun(run_id, self.store.recent_run_ids())
         event = _stored(decode_event, head.stream, head.seq, head.data)
         return event.body if isinstance(event, RunSealedEvent) else None
 
@@ -547,7 +547,7 @@ class Ledger:
     def verify(self, run_id: str, *, require_seal: bool = False) -> tuple[Failure | None, Summary]:
         """Check one run: every link, prev, seq, and the sealed root."""
         if self.store.head(run_id) is None and next(iter(self.store.scan(run_id)), None) is None:
-            raise UnknownRun(run_id, self.store.run_ids())
+            raise UnknownRun(run_id, self.store.recent_run_ids())
         checker = RunChecker(run_id, require_seal=require_seal)
         failure = checker.check(self.store.scan(run_id))
         return failure, checker.summary

@@ -294,6 +294,16 @@ class PostgresStore(RecorderStore):
             )
         ]
 
+    def recent_run_ids(self) -> list[str]:
+        # By each header stream's first notification id: the order runs were recorded in.
+        return [
+            r[0]
+            for r in self._query(
+                f"SELECT originator_id FROM {self._table} WHERE strpos(originator_id, '/') = 0 "
+                "GROUP BY originator_id ORDER BY min(notification_id) DESC"
+            )
+        ]
+
 
 def _pg_problem(exc: Exception) -> str:
     text = " ".join(str(exc).split())

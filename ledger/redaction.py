@@ -28,6 +28,7 @@ one can stand in the chain; the checker names one ``not withholdable`` first.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import glob
 import re
@@ -153,7 +154,22 @@ def _refuse(kind: str) -> None:
             f"header); withholdable kinds: {', '.join(WITHHOLDABLE)}"
         )
     if kind not in KINDS:
-        raise ValueError(f"no event kind {kind!r}; withholdable kinds: {', '.join(WITHHOLDABLE)}")
+        close = difflib.get_close_matches(kind, WITHHOLDABLE, 1)
+        guess = _SAID_AS.get(kind) or (close[0] if close else "")
+        hint = f"did you mean {guess}? " if guess else ""
+        raise ValueError(f"no event kind {kind!r}; {hint}withholdable kinds: "
+                         f"{', '.join(WITHHOLDABLE)}")  # fmt: skip
+
+
+# What the docs' prose calls the withholdable kinds ("tool calls", docs/trust.md): the
+# kind each is recorded as.
+_SAID_AS: Final[dict[str, str]] = {
+    "tool_call": "session_call",
+    "tool_calls": "session_call",
+    "tool": "session_call",
+    "model_calls": "model_call",
+    "read_backs": "read_back",
+}
 
 
 @dataclass(frozen=True)

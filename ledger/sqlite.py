@@ -55,6 +55,11 @@ class SqliteStore(RecorderStore):
                 except OSError as exc:
                     raise UnusableInput(path, f"cannot create its folder: {exc.strerror}") from None
         if path != ":memory:" and os.path.exists(path):
+            if not create and _empty(path) and _empty(path + "-wal"):
+                # SQLite would take it for a new database and fail to write its journal
+                # ("attempt to write a readonly database"): say what it is instead. (A new
+                # WAL ledger's rows may all still be in its -wal file, its main file empty.)
+                raise UnusableInput(path, "an empty file (0 bytes), not a benchledger ledger")
             _refuse_foreign(path)
         names = [path]
         if read_only and path != ":memory:":
@@ -154,6 +159,27 @@ class SqliteStore(RecorderStore):
                 )
             )
         ]
+
+    def recent_run_ids(self) -> list[str]:
+        # By the rowid of each header stream's first row: the order runs were recorded in.
+        return [
+            r[0]
+            for r in self._query(
+                (
+                    f"SELECT originator_id FROM {TABLE} WHERE instr(originator_id, '/') = 0 "
+                    "GROUP BY originator_id ORDER BY min(rowid) DESC",
+                    (),
+                )
+            )
+        ]
+
+
+def _empty(path: str) -> bool:
+    """Whether ``path`` is missing or holds no bytes."""
+    try:
+        return os.path.getsize(path) == 0
+    except OSError:
+        return True
 
 
 def _refuse_foreign(path: str) -> None:

@@ -27,6 +27,7 @@ from benchledger.ledger.bundle import (
 from benchledger.ledger.chain import link_hash
 from benchledger.ledger.checker import RunChecker
 from benchledger.ledger.codec import decode_event
+from benchledger.ledger.command_line import command_line
 from benchledger.ledger.completeness import Completeness, Plan, UnitState, completeness, plan_of
 from benchledger.ledger.errors import LedgerError, UnknownRun, UnusableInput
 from benchledger.ledger.events import (
@@ -322,7 +323,7 @@ class RunUnverified(LedgerError):
         self.source = source  # what was read, as Verification.source names it
         super().__init__(
             f"run {run_id} ({target}) does not verify, so nothing from it is shown: {failure}; "
-            f"see `benchledger verify {target}`"
+            f"see `{command_line('benchledger', 'verify', target)}`"
         )
 
 
@@ -562,7 +563,7 @@ def _open_stored(
         with _closing(store.scan(target)) as rows:
             if next(iter(rows), None) is None:
                 unknown = UnknownRunHere if os.path.lexists(target) else UnknownRun
-                raise unknown(target, store.run_ids())
+                raise unknown(target, store.recent_run_ids())
     checker = RunChecker(target, require_seal=require_seal or bool(root))
 
     def check(rows: Iterable[Any]) -> tuple[Failure | None, Summary]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal
 
+from benchledger.ledger.command_line import command_line
 from benchledger.projections.comparability import Incomparable, comparable
 from benchledger.projections.errors import Refused
 from benchledger.projections.fold import fold
@@ -44,7 +45,7 @@ def refuse(
         judged = ", ".join(n for n in names() if can(lookup(n)))
         raise Refused(
             f"cannot {command}: {target} is a {suite.name} run; its verdicts are in "
-            f"`benchledger report {target}` ({judge} {judged} runs)"
+            f"`{command_line('benchledger', 'report', target)}` ({judge} {judged} runs)"
         )
 
 

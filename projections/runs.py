@@ -85,7 +85,7 @@ def run_row(ledger: Ledger, run_id: str) -> RunRow:
     """One run's row (UnknownRun when absent); reads its heads and its header's first event."""
     heads = ledger.store.heads(run_id)
     if not heads or heads[0].stream != run_id:
-        raise UnknownRun(run_id, ledger.store.run_ids())
+        raise UnknownRun(run_id, ledger.store.recent_run_ids())
     seal = ledger.sealed(run_id) if heads[0].kind == "run_sealed" else None
     first = next(ledger.events(run_id, run_id), None)
     header = first[0] if first else None

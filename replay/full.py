@@ -114,6 +114,19 @@ async def replay_full_async(
                 f"the run is on {record.platform.name or platform.name}, and a live replay "
                 "re-drives units on the embedded mcp-data-platform: use --tools log",
             )
+        if record.runtime_scope == "pass" and record.concurrency > 1 and len(units) > 1:
+            # Its units saw each other's captures and promotions as their calls happened
+            # to interleave (a search found another unit's page, or not yet): that order
+            # was never recorded, and a live replay running units one after another
+            # differs at the first such result (every default run did), so it is refused.
+            raise UnusableInput(
+                where,
+                f"--tools live cannot replay this run: it had up to {record.concurrency} "
+                "units in flight on one platform per pass, and their tool results depended "
+                "on how their calls interleaved, which was not recorded; use --tools log "
+                "(the recorded results), or record with --concurrency 1 or --platform-scope "
+                "unit to replay live",
+            )
         make = runtime or EmbeddedProvisioner(PlatformSpec("embedded"), pool_size=pool).runtime
         for group in _scopes(record, units):
             async with make() as client:
@@ -122,12 +135,6 @@ async def replay_full_async(
                     replayed.append(
                         await _unit(unit, protocols, suite, record, client, tape, time.time())
                     )
-        if record.runtime_scope == "pass" and record.concurrency > 1 and len(units) > 1:
-            report.notes.append(
-                f"the run had up to {record.concurrency} units in flight on one platform per "
-                "pass; a live replay runs them one after another, so a tool result that "
-                "depended on another unit's timing may differ"
-            )
     _compare(report, replayed)
     return report
 

@@ -238,3 +238,29 @@ def test_every_figure_in_docs_performance_carries_its_date_and_the_command_that_
         for cell in measured:
             assert re.search(r"\b20\d\d-\d\d-\d\d\b", cell), f"{where}: {cell!r} has no date"
     assert tables >= 6
+
+
+def test_every_command_and_every_report_option_has_its_place_in_the_readme_table():
+    from benchledger.cli import GROUPS
+
+    text = _read("README.md")
+    rows = re.findall(r"^\| `benchledger ([^`]+)` \|", text, re.M)
+    # A row's first cell may name several commands: `benchledger platforms [--json]`, `suites`.
+    cells = re.findall(r"^\| (`benchledger .*?) \| ", text, re.M)
+    named = {w for cell in cells for w in re.findall(r"`(?:benchledger )?([a-z][a-z-]*)", cell)}
+    assert [c for _, commands in GROUPS for c, _ in commands if c not in named] == []
+    report = next(r for r in rows if r.startswith("report "))
+    compare = next(r for r in rows if r.startswith("compare "))
+    ci = _parser_for(["report"])._option_string_actions["--ci"]
+    assert f"--ci {'|'.join(ci.choices)}" in report.replace("\\|", "|")
+    assert "--prices FILE" in report and "--prices FILE" in compare
+
+
+def test_the_readme_stream_example_numbers_attempts_from_1_as_runs_do():
+    snippet = _block("<!-- snippet:")
+    assert re.search(r'new_stream\("demo/[a-z-]+/1"\)', snippet)
+    assert "attempt=1" in snippet and "attempt=0" not in snippet
+
+
+def test_the_readme_says_how_long_the_whole_test_suite_takes():
+    assert re.search(r"whole test suite[^.]*takes about \d+ minutes", _read("README.md"))

@@ -171,3 +171,16 @@ def test_a_postgres_ledger_made_before_byte_ordered_keys_still_reads_in_order(pg
     heads = [h.stream for h in store.heads("run-a")]
     assert heads == sorted(heads) and len(heads) == 4
     store.close()
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_recent_run_ids_name_the_last_recorded_run_first(backend, tmp_path, request):
+    url = str(tmp_path / "l.sqlite") if backend == "sqlite" else request.getfixturevalue("pg_url")
+    with contextlib.closing(open_store(url)) as store:
+        led = _ledger(store)
+        for run_id in ("b-first", "c-second", "a-third"):  # neither sorted nor reversed
+            build_run(led, run_id, units=1)
+        assert store.recent_run_ids() == ["a-third", "c-second", "b-first"]
+        assert store.run_ids() == ["a-third", "b-first", "c-second"]

@@ -13,6 +13,7 @@ recorded nowhere: it is no unit's model call.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Final
 from urllib.parse import urlsplit, urlunsplit
@@ -28,6 +29,9 @@ CONNECT_TRIES: Final = 3  # a server that refuses connections is tried this ofte
 BACKOFF_S: Final = 0.25
 TIMEOUT_S: Final = 30.0  # a preflight that times out is transient: the run goes on
 FATAL_STATUSES: Final = frozenset({401, 403, 404})
+# A preflight still waiting after this long says so on stderr, once: a server that cannot
+# be reached (no network, a resolver timing out) can keep it silent for many seconds.
+NOTE_AFTER_S: Final = 2.0
 
 
 def request(model: str) -> CanonicalRequest:
@@ -78,6 +82,28 @@ async def check(
     ``url_hint`` how to fix the server URL. A connection failure is tried
     ``CONNECT_TRIES`` times; anything transient returns at once.
     """
+    note = f"model preflight: still waiting for {where} (one minimal request; Ctrl-C stops)"
+    slow = asyncio.get_running_loop().call_later(
+        NOTE_AFTER_S, lambda: print(note, file=sys.stderr, flush=True)
+    )
+    try:
+        await _check(send, model=model, where=where, key_var=key_var, url_hint=url_hint,
+                     secret=secret, limiter=limiter, sleep=sleep)  # fmt: skip
+    finally:
+        slow.cancel()
+
+
+async def _check(
+    send: Callable[[], Awaitable[ModelResponse]],
+    *,
+    model: str,
+    where: str,
+    key_var: str,
+    url_hint: str,
+    secret: str,
+    limiter: RateLimiter | None,
+    sleep: Sleep,
+) -> None:
     estimate = estimate_tokens(request(model))
     for attempt in range(CONNECT_TRIES):
         if limiter is not None:

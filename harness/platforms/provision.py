@@ -231,6 +231,9 @@ def install_server_memory(version: str, npm_dir: str) -> str:
         )
     os.makedirs(os.path.dirname(home), exist_ok=True)
     scratch = tempfile.mkdtemp(prefix=f".server-memory-{version}-", dir=os.path.dirname(home))
+    # Seconds of silence would look like a hang: say what is happening, once.
+    print(f"installing {PACKAGE}@{version} with npm into {home} (first use, about 10-20 s)",
+          file=sys.stderr, flush=True)  # fmt: skip
     try:
         cmd = [npm, "install", "--prefix", scratch, "--ignore-scripts", "--no-audit",
                "--no-fund", "--loglevel=error", f"{PACKAGE}@{version}"]  # fmt: skip

@@ -161,6 +161,7 @@ def bounded_bundles() -> None:
 
 def ledgers() -> None:
     _write("ledgers/not-a-ledger.sqlite", "plain text, not an SQLite database\n")
+    _write("ledgers/empty.sqlite", b"")  # zero bytes: what `touch` or a failed copy leaves
     path = os.path.join(HERE, "ledgers", "other-app.sqlite")
     if os.path.exists(path):
         os.unlink(path)
