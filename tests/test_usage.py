@@ -263,6 +263,20 @@ def test_a_fake_model_run_has_tokens_latencies_and_a_nominal_cost(tmp_path, caps
     assert isinstance(priced, Cost) and priced.usd > 0 and priced.nominal
 
 
+def test_a_fake_model_runs_nominal_cost_is_in_the_details_never_the_html_headline(tmp_path, capsys):
+    path = str(tmp_path / "l.sqlite")
+    protocols = protocol_subset(tmp_path, ["bl-keystone-region"])
+    argv = ["run", "--protocols", protocols, "--ledger", path, "--run-id", "f", "--agent", "fake:0"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["report", "f", "--ledger", path, "--format", "html"]) == 0
+    page = capsys.readouterr().out
+    headline = page.split('<section class="headline">', 1)[1].split("</section>", 1)[0]
+    assert "cost" not in headline and "$" not in headline, headline
+    assert "wall duration" in headline  # the headline keeps what is measured
+    assert "a NOMINAL price for fake-model" in page  # the details still say what it would cost
+
+
 # -- the price table ------------------------------------------------------------------------
 
 
