@@ -267,6 +267,8 @@ def _deciding(rows: Sequence[GatedRow], tolerance: float) -> str:
         parts.append(f"too small to decide {tolerance:g} at this size; would decide: {at}")
     if other:
         parts.append(f"not a matter of size: {', '.join(other)} (see why)")
+    if not open_rows and not any(g.verdict == PASS for g in rows):
+        parts.append("no gated metric applies to these runs")
     return "".join(f" — {p}" for p in parts)
 
 

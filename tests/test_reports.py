@@ -197,6 +197,20 @@ def test_gate_reports_empty_denominators_as_skipped(tmp_path, capsys):
     assert code == 3 and re.search(r"update_correctness .* skipped", out)
 
 
+def test_a_gate_whose_only_metric_is_skipped_is_undecided_never_passed(tmp_path, capsys):
+    path = str(tmp_path / "l.sqlite")
+    ledger = Ledger(open_store(path))
+    only_promote = {k: v for k, v in outcomes().items() if "update_captured" not in v}
+    lifecycle_run(ledger, "a", only_promote)
+    lifecycle_run(ledger, "b", only_promote)
+    ledger.store.close()
+    code, out, _ = run(capsys, "gate", "b", "--baseline", "a", "--ledger", path,
+                       "--gate-metrics", "update_correctness")  # fmt: skip
+    last = out.strip().splitlines()[-1]
+    assert code == 3 and last.startswith("gate: undecided: 1 skipped"), out
+    assert "no gated metric applies to these runs" in last
+
+
 def test_audit_prints_every_contributing_decision_and_writes_a_verifiable_bundle(
     ledger_path, capsys, tmp_path
 ):
