@@ -127,6 +127,7 @@ def gate(
     metrics: Sequence[str] | None = None,
     strict: bool = False,
     override: bool = False,
+    allow_undecided: bool = False,
     ledger: LedgerLike = None,
     pubkey: PubKeys = None,
     settings: Settings | None = None,
@@ -134,10 +135,12 @@ def gate(
     """Gate ``candidate`` against ``baseline`` (default: its pre-registered one) by the bar
     it pre-registered, or the one given (``override``: instead of a pre-registered one).
 
-    ``passed`` (exit 0) or not (1: a regression; with ``strict``, also an inconclusive
-    metric; or a run that broke its pre-registration). Refused (exit 2) when the runs
-    cannot be gated: damaged, unsealed, incomplete, all infra errors, coupled, or differing
-    in protocol set, k, agent, platform or model.
+    ``passed`` (exit 0: every gated metric resolved) or not (1: a regression; with
+    ``strict``, also an inconclusive metric; or a run that broke its pre-registration;
+    3: undecided, a metric the runs are too small or too alike to resolve, with the size
+    that would; ``allow_undecided`` makes that exit 0, still not ``passed``). Refused
+    (exit 2) when the runs cannot be gated: damaged, unsealed, incomplete, all infra
+    errors, coupled, or differing in protocol set, k, agent, platform or model.
     """
     keys = trusted_keys(pubkey)  # a bad key file: refused first
     opener = reader(ledger, settings)
@@ -156,4 +159,4 @@ def gate(
     refuse("the baseline", of_run(base), "gate")
     bar = bar_of(cand, base, tolerance=tolerance, metrics=metrics, strict=strict,
                  override=override)  # fmt: skip
-    return verdict(cand, base, bar)
+    return verdict(cand, base, bar, allow_undecided=allow_undecided)

@@ -333,7 +333,9 @@ def export(
 ) -> Exported:
     """Write ``run`` to ``output``: as a bundle (with ``withhold``/``withhold_streams``, a
     redacted one: those events as placeholders), or (``format="inspect"``, also from a
-    bundle) as an Inspect AI eval log."""
+    bundle) as an Inspect AI eval log. Every format reads the run through the door first:
+    one that does not verify raises RunUnverified (exit 1, naming the first bad stream and
+    seq) before anything is written."""
     opener = reader(ledger, settings)
     if format == "inspect":
         from benchledger.projections.inspect_log import inspect_log, write_inspect_log
@@ -342,6 +344,8 @@ def export(
         n = write_inspect_log(inspect_log(opened), output)
         heads = opened.verification.heads_root
         return Exported(opened.run_id, output, format, n, opened.root, heads)
+    # A bundle copies the stored rows; they are checked first, without keeping them.
+    door(run, opener, require_seal=False, allow_partial=False, keep_events=False)
     led = opener()
     if withhold or withhold_streams or withhold_copies:
         kinds = frozenset(k.strip() for spec in withhold for k in spec.split(",") if k)

@@ -118,12 +118,13 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
     Exit 2 (one line) when the gate cannot judge: a run that is damaged, unsealed,
     incomplete, all infra errors or coupled, or runs that differ in protocol set, k, agent,
-    platform or model. Exit 1 on a regression (with --strict, also on inconclusive).
+    platform or model. Exit 1 on a regression (with --strict, also on inconclusive); 3
+    when undecided (not every gated metric resolved) unless --allow-undecided.
     """
     verdict = gate(args.candidate, args.baseline, tolerance=args.tolerance,
                    metrics=metrics_option(args.gate_metrics), strict=args.strict,
-                   override=args.override, ledger=args.ledger, pubkey=args.pubkey,
-                   settings=args.settings)  # fmt: skip
+                   override=args.override, allow_undecided=args.allow_undecided,
+                   ledger=args.ledger, pubkey=args.pubkey, settings=args.settings)  # fmt: skip
     if args.format == "json":
         print(verdict.json())
     else:
@@ -286,9 +287,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "gate",
         help="fail CI when a candidate run regresses against a baseline",
-        description="Exit 0: no regression; 1: a regression (with --strict, also an "
-        "inconclusive metric); 2: the runs cannot be gated (damaged, unsealed, incomplete, "
-        "all infra errors, coupled, or different protocol set, k, agent, platform or model). "
+        description="Exit 0: passed, every gated metric resolved and none regressed; 1: a "
+        "regression (with --strict, also an inconclusive metric); 2: the runs cannot be "
+        "gated (damaged, unsealed, incomplete, all infra errors, coupled, or different "
+        "protocol set, k, agent, platform or model); 3: undecided, a gated metric the runs "
+        "are too small to resolve (the verdict names the k or protocols that would), unless "
+        "--allow-undecided. "
         "A run that pre-registered its gate (run --gate-baseline) is judged by that bar only; "
         "another is refused (exit 2) unless --override, which the output reports; a run "
         "whose items differ from its pre-registration fails (exit 1).",
@@ -302,6 +306,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     gate_bar_args(p)
     p.add_argument(
         "--strict", action="store_true", help="also fail on inconclusive (too small to decide)"
+    )
+    p.add_argument(
+        "--allow-undecided",
+        action="store_true",
+        help="exit 0 when the gate cannot decide (still reported as undecided, never passed)",
     )
     p.add_argument(
         "--override",

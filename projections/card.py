@@ -348,6 +348,24 @@ def html_top(runs: Sequence[RunMeta], partial: Sequence[str]) -> str:
     return html_banner(partial) + html_standing(card_runs(runs), named=len(runs) > 1)
 
 
+def html_top_combined(runs: Sequence[RunMeta], partial: Sequence[str]) -> str:
+    """``html_top`` as one banner for several runs (a compare page): their partial-run
+    lines and standing lines together, green only when every run is whole and trusted."""
+    named = card_runs(runs)
+    lines = list(partial)
+    for name, stood, origin in named:
+        if stood is None:
+            lines.append(f"{name}: {UNREAD_STANDING}")
+        lines += standing_lines([(name, stood, origin)], named=True)
+    trusted = not partial and all(s is not None and s.authenticated for _, s, _ in named)
+    style = ("background:#e6f4ea;border:2px solid #1a7f37;color:#14532d" if trusted
+             else "background:#fff3cd;border:2px solid #c00;color:#800")  # fmt: skip
+    role = "" if trusted else ' role="alert"'
+    shown = "<br>\n".join(html.escape(line) for line in lines)
+    return (f'<div class="standing"{role} style="{style};padding:8px 12px;font-weight:bold">'
+            f"{shown}</div>\n")  # fmt: skip
+
+
 def card_runs(runs: Sequence[RunMeta]) -> list[tuple[str, Standing | None, Origin | None]]:
     """A card's runs as ``standing_lines`` takes them, each named ``run ID``."""
     return [(f"run {r.run_id}", r.standing, r.origin) for r in runs]

@@ -2,7 +2,9 @@
 
 The bar is the candidate's pre-registered one unless another is given (and, where it had
 one, ``override`` allows it); the verdict names what regressed, or what was inconclusive
-under ``strict``, or a run that broke its pre-registration. ``benchledger gate`` and the
+under ``strict``, or a run that broke its pre-registration. It passes only when every
+gated metric resolved; a gate that could not decide says ``undecided`` and the size (k,
+or protocols) that would (docs/metrics.md, "The gate"). ``benchledger gate`` and the
 library's ``benchledger.gate`` both judge here and print ``text()`` or ``json()``.
 """
 
@@ -14,7 +16,13 @@ from typing import NamedTuple, Protocol
 
 from benchledger.ledger.redaction import WithheldEvent
 from benchledger.ledger.verified import OWN, Origin, RunEvents
-from benchledger.projections.card import INCONCLUSIVE, OUTCOME_KINDS, REGRESS, standing_lines
+from benchledger.projections.card import (
+    INCONCLUSIVE,
+    OUTCOME_KINDS,
+    PASS,
+    REGRESS,
+    standing_lines,
+)
 from benchledger.projections.comparability import Incomparable
 from benchledger.projections.errors import Refused
 from benchledger.projections.passes import refuse
@@ -26,7 +34,7 @@ from benchledger.projections.prereg import (
     resolve,
     run_started,
 )
-from benchledger.projections.stats import Interval
+from benchledger.projections.stats import Interval, Size
 from benchledger.projections.suites import ReadSuite, of_run
 
 
@@ -60,7 +68,8 @@ class GatedRow(Protocol):
     def reason(self) -> str: ...
 
 
-EXIT_PASSED, EXIT_FAILED = 0, 1
+# Undecided has its own code: non-zero, so a CI step fails, yet told apart from a regression.
+EXIT_PASSED, EXIT_FAILED, EXIT_UNDECIDED = 0, 1, 3
 
 
 def baseline_of(candidate: RunEvents, baseline: str | None) -> str:
@@ -123,14 +132,23 @@ class GateVerdict(NamedTuple):
     rows: tuple[GatedRow, ...]
     baseline: RunEvents
     candidate: RunEvents
-    line: str  # "gate: passed (no regression): ..." or "gate: FAILED: ..."
-    passed: bool
+    line: str  # "gate: passed (no regression): ...", "gate: undecided: ..." or "gate: FAILED: ..."
+    passed: bool  # every gated metric resolved, none regressed
     broken: tuple[str, ...] = ()  # how the candidate broke its pre-registration
+    undecided: bool = False  # nothing failed, but not every gated metric resolved
+    allow_undecided: bool = False  # --allow-undecided: undecided exits 0 (still not passed)
+
+    @property
+    def outcome(self) -> str:
+        """``passed``, ``undecided`` or ``failed``."""
+        return "passed" if self.passed else "undecided" if self.undecided else "failed"
 
     @property
     def exit_code(self) -> int:
-        """0 passed, 1 failed (the gate command's exit code)."""
-        return EXIT_PASSED if self.passed else EXIT_FAILED
+        """0 passed (or undecided, allowed), 1 failed, 3 undecided (the command's exit)."""
+        if self.passed or (self.undecided and self.allow_undecided):
+            return EXIT_PASSED
+        return EXIT_UNDECIDED if self.undecided else EXIT_FAILED
 
     def text(self) -> str:
         """The verdict as ``gate`` prints it: the bar, who vouches for each run, the table."""
@@ -162,10 +180,12 @@ class GateVerdict(NamedTuple):
                         "better_low": None if g.better is None else g.better.low,
                         "better_high": None if g.better is None else g.better.high,
                         "resolution": g.row.resolution,
+                        "would_decide": _size_json(_needs(g)),
                     }
                     for g in self.rows
                 ],
                 "verdict": self.line,
+                "outcome": self.outcome,
                 "passed": self.passed,
                 "exit": self.exit_code,
             },
@@ -173,11 +193,15 @@ class GateVerdict(NamedTuple):
         )  # fmt: skip
 
 
-def verdict(candidate: RunEvents, baseline: RunEvents, bar: Bar) -> GateVerdict:
+def verdict(
+    candidate: RunEvents, baseline: RunEvents, bar: Bar, *, allow_undecided: bool = False
+) -> GateVerdict:
     """Judge ``candidate`` against ``baseline`` (both read through the door) by ``bar``.
 
-    Refused when the runs cannot be gated (unsealed, incomplete, all infra errors, coupled,
-    or differing in protocol set, k, agent, platform or model).
+    Passed only when every gated metric resolved (pass, or skipped: it does not apply)
+    and one passed; undecided when nothing failed but that is not so (exit 3 unless
+    ``allow_undecided``). Refused when the runs cannot be gated (unsealed, incomplete,
+    all infra errors, coupled, or differing in protocol set, k, agent, platform or model).
     """
     suite = _suite_gate(candidate)
     cards = [of_run(run).card([run]) for run in (baseline, candidate)]
@@ -190,20 +214,62 @@ def verdict(candidate: RunEvents, baseline: RunEvents, bar: Bar) -> GateVerdict:
     for g in rows:
         by.setdefault(g.verdict, []).append(g.row.name)
     broken = item_problems(bar.prereg, candidate) if bar.prereg else []
-    passed = False
+    passed = undecided = False
+    counts = ", ".join(f"{len(names)} {v}" for v, names in sorted(by.items()))
     if broken:
         line = f"gate: FAILED: the run broke its pre-registration: {'; '.join(broken)}"
     elif REGRESS in by:
         line = f"gate: FAILED: {', '.join(by[REGRESS])} regressed"
     elif bar.strict and INCONCLUSIVE in by:
         line = f"gate: FAILED (--strict): {', '.join(by[INCONCLUSIVE])} inconclusive"
+    elif INCONCLUSIVE in by or PASS not in by:
+        undecided = True
+        line = f"gate: undecided: {counts or 'no gated metric'}{_deciding(rows, bar.tolerance)}"
+        line += (" (allowed by --allow-undecided)" if allow_undecided
+                 else "; not a pass (--allow-undecided exits 0)")  # fmt: skip
     else:
-        counts = ", ".join(f"{len(names)} {v}" for v, names in sorted(by.items()))
-        hint = " (--strict fails on inconclusive)" if INCONCLUSIVE in by else ""
-        line, passed = f"gate: passed (no regression): {counts}{hint}", True
+        line, passed = f"gate: passed (no regression): {counts}", True
     if bar.note:  # not the candidate's pre-registered bar: overridden, or it had none
         line += f" [{bar.note}]"
-    return GateVerdict(bar, tuple(rows), baseline, candidate, line, passed, tuple(broken))
+    return GateVerdict(bar, tuple(rows), baseline, candidate, line, passed, tuple(broken),
+                       undecided, allow_undecided)  # fmt: skip
+
+
+def _needs(g: GatedRow) -> Size | None:
+    """The size that would resolve ``g`` (a plugin suite's rows may not say: None)."""
+    needs = getattr(g, "needs", None)
+    return needs if isinstance(needs, Size) else None
+
+
+def _size_json(size: Size | None) -> dict[str, object] | None:
+    if size is None:
+        return None
+    return {"k": size.k, "attempts": size.attempts, "protocols": size.protocols,
+            "icc_assumed": size.icc_assumed}  # fmt: skip
+
+
+def _deciding(rows: Sequence[GatedRow], tolerance: float) -> str:
+    """What would decide the inconclusive metrics: the largest k on these protocols (or
+    protocols at this k) any of them needs, and those no size decides."""
+    open_rows = [g for g in rows if g.verdict == INCONCLUSIVE]
+    sized = [(g.row.name, n) for g in open_rows if (n := _needs(g)) is not None]
+    other = [g.row.name for g in open_rows if _needs(g) is None]
+    parts = []
+    if sized:
+        at = (f"{max(n.protocols for _, n in sized)} protocols in each metric's denominator "
+              f"at k={sized[0][1].k}")  # fmt: skip
+        ks = [n.attempts for _, n in sized if n.attempts is not None]
+        stuck = [name for name, n in sized if n.attempts is None]
+        if ks:
+            guess = " if attempts are independent" if any(n.icc_assumed for _, n in sized) else ""
+            but = f" (no k decides {', '.join(stuck)}: more protocols do)" if stuck else ""
+            at = f"k={max(ks)} on these protocols{guess}{but}, or {at}"
+        parts.append(f"too small to decide {tolerance:g} at this size; would decide: {at}")
+    if other:
+        parts.append(f"not a matter of size: {', '.join(other)} (see why)")
+    if not open_rows and not any(g.verdict == PASS for g in rows):
+        parts.append("no gated metric applies to these runs")
+    return "".join(f" — {p}" for p in parts)
 
 
 class _Gating(NamedTuple):

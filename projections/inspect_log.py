@@ -9,14 +9,18 @@ as plain JSON values, from the format's own description (docs/inspect.md), so th
 never imports inspect_ai: a reader with it installed (``inspect view``,
 ``read_eval_log``) reads them as its own.
 
-One sample per unit (protocol x attempt): id the protocol, epoch the attempt. Its messages
-are its episodes' turns, its scores the unit's grader decisions plus one for the unit as a
-whole, its metadata the stream head and run root that lead back to the ledger.
+One sample per unit (protocol x attempt): id the protocol (made safe as a name: no control
+character or path separator), epoch the attempt. Its messages are its episodes' turns, its
+scores one for the unit as a whole and the grader decisions its suite scores
+(``ReadSuite.scored_checks``), its metadata the other decisions (``diagnostics``) and the
+stream head and run root that lead back to the ledger.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import unicodedata
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -124,14 +128,16 @@ def inspect_log(run: RunEvents) -> InspectLog:
         if key in kept:  # the later stream of the same attempt (a retry) stands for it
             superseded.setdefault(key, []).append(kept[key].stream)
         kept[key] = unit
+    scored: frozenset[str] | None = None
     try:  # the suite's own whole-unit score, if it declares one (a suite not installed
         # here is exported all the same, its units scored by finishing)
         suite = lookup(body.suite)
-        whole, task = suite.unit_score, suite.name
+        whole, task, scored = suite.unit_score, suite.name, suite.scored_checks
     except UnknownSuite:
         whole, task = None, body.suite
     samples = [
-        _sample(u, model, meta, whole, synthetic, superseded.get(k, [])) for k, u in kept.items()
+        _sample(u, model, meta, (whole, scored), synthetic, superseded.get(k, []))
+        for k, u in kept.items()
     ]
     samples.sort(key=lambda s: (s["epoch"], s["id"]))
     created = _iso(header.at)
@@ -283,11 +289,12 @@ def _sample(
     unit: _Unit,
     model: str,
     run_meta: dict[str, Any],
-    score: UnitScore | None,
+    scoring: tuple[UnitScore | None, frozenset[str] | None],
     synthetic: bool,
     superseded: list[str],
 ) -> dict[str, Any]:
     """One unit as an ``EvalSample``."""
+    score, scored = scoring
     assert unit.started is not None
     start = unit.started.body
     messages, tokens, prompt, final, withheld = _messages(unit, model)
@@ -301,8 +308,14 @@ def _sample(
     if answers:
         whole["answer"] = " | ".join(answers)
     scores = {score.name if score is not None else UNIT_FINISHED: whole}
-    scores.update({check: _score(e, link) for check, (e, link) in decisions.items()})
+    diagnostics = {}
+    for check, (e, link) in decisions.items():
+        if scored is None or check in scored:
+            scores[check] = _score(e, link)
+        else:  # no accuracy: a diagnostic decides nothing, a true adopted is no success
+            diagnostics[check] = _score(e, link, value=False)
     end = unit.finished
+    name = safe_name(start.protocol_id)
     meta = _drop_none({
         "stream": unit.stream,
         "stream_head": unit.head,
@@ -317,12 +330,14 @@ def _sample(
         "trace_hash": end.body.trace_hash if end is not None and end.body.trace_hash else None,
         "withheld_events": withheld or None,
         "superseded_streams": superseded or None,
+        "diagnostics": diagnostics or None,
+        "protocol_id": start.protocol_id if name != start.protocol_id else None,
     })  # fmt: skip
     usage = {model: tokens} if tokens else {}
     sample: dict[str, Any] = {
-        "id": start.protocol_id,
+        "id": name,
         "epoch": start.attempt,
-        "input": prompt or start.protocol_id,
+        "input": prompt or name,
         "target": _target(e.body.expected for e, _ in decisions.values()),
         "messages": messages,
         "output": _output(model, final, tokens),
@@ -365,29 +380,62 @@ def _whole_score(unit: _Unit, score: UnitScore | None) -> dict[str, Any]:
     return {"value": VALUE[ok], "explanation": why, "metadata": {"outcome": dict(outcome)}}
 
 
-def _score(event: GraderDecisionEvent, link: str) -> dict[str, Any]:
-    """One grader decision as an Inspect ``Score``."""
+def _score(event: GraderDecisionEvent, link: str, *, value: bool = True) -> dict[str, Any]:
+    """One grader decision as an Inspect ``Score`` (``value`` False: as a diagnostic, its
+    verdict in its metadata only)."""
     d = event.body
     meta: dict[str, Any] = {"verdict": d.verdict, "stage": d.stage, "origin": d.origin,
                             "stream": event.stream, "seq": event.seq, "link": link}  # fmt: skip
     if d.expected is not None:
         meta["expected"] = d.expected
-    return _drop_none({"value": VALUE[d.verdict], "answer": d.answer or None,
+    return _drop_none({"value": VALUE[d.verdict] if value else None, "answer": d.answer or None,
                        "explanation": d.reason or None, "metadata": meta})  # fmt: skip
 
 
+def safe_name(text: str) -> str:
+    """``text`` as a sample name and zip member: control characters and path separators
+    become ``_`` (with a digest of the original, so two names never collide)."""
+    safe = "".join(
+        "_" if ch in "/\\" or unicodedata.category(ch).startswith("C") else ch for ch in text
+    )
+    if safe.strip(".") == "":
+        safe = "_" + safe  # "." or "..": never a path step
+    if safe == text:
+        return text
+    return f"{safe}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+
 def _target(expected: Iterable[JSON]) -> str | list[str]:
-    """What the graders expected, as text: each string, or each value's JSON."""
+    """What the graders expected, as readable text (``76 (not 58)``, never raw JSON)."""
     out: list[str] = []
     for value in expected:
         items = value if isinstance(value, list) else [value]
         for item in items:
             if item is None:
                 continue
-            text = item if isinstance(item, str) else json.dumps(item, sort_keys=True)
+            text = _readable(item)
             if text not in out:
                 out.append(text)
     return out if out else ""
+
+
+def _readable(value: JSON) -> str:
+    """One expected value as a person reads it: a number without a needless ``.0``, a
+    ``{"value": V, "not": W}`` as ``V (not W)``, other objects as ``key: value`` pairs."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, int | float | str):
+        return str(value)
+    if isinstance(value, list):
+        return ", ".join(_readable(v) for v in value)
+    rest = {k: v for k, v in value.items() if k != "value"}
+    text = ", ".join(f"not {_readable(v)}" if k == "not" else f"{k}: {_readable(v)}"
+                     for k, v in sorted(rest.items()))  # fmt: skip
+    if "value" not in value:
+        return text
+    return _readable(value["value"]) + (f" ({text})" if text else "")
 
 
 # -- messages --------------------------------------------------------------------------

@@ -180,6 +180,44 @@ def pairs_needed(tolerance: float, z: float = Z95) -> int:
     return math.ceil(z * z * (1 - tolerance) / tolerance - 1e-9)
 
 
+class Size(NamedTuple):
+    """A run size that would resolve a tolerance, from the size a metric has now.
+
+    ``attempts``: k on the same ``protocols`` (None: no k does, their attempts agree too
+    much); ``protocols``: protocols in the metric's denominator at the run's ``k``.
+    ``icc_assumed``: a k = 1 run shows nothing of how a protocol's attempts agree, so
+    ``attempts`` assumes they are independent (ICC 0), the fewest that could do.
+    """
+
+    k: int
+    attempts: int | None
+    protocols: int
+    icc_assumed: bool
+
+    def text(self) -> str:
+        """``k=3 on these protocols if attempts are independent, or 73 protocols at k=1``."""
+        if self.attempts is None:
+            on = "no k on these protocols (their attempts agree)"
+        else:
+            on = f"k={self.attempts} on these protocols"
+            on += " if attempts are independent" if self.icc_assumed else ""
+        return f"{on}, or {self.protocols} protocols at k={self.k}"
+
+
+def size_to_resolve(tolerance: float, protocols: int, k: int, icc: float | None) -> Size:
+    """What resolves ``tolerance`` (``pairs_needed`` effective pairs) for ``protocols`` at ``k``.
+
+    A protocol's k attempts count as k / (1 + (k − 1)·ICC) pairs (``design_effect``);
+    ``icc`` None (a k = 1 run) is taken as 0 for the attempts and 1 for the protocols.
+    """
+    need = pairs_needed(tolerance)
+    rho = 0.0 if icc is None else min(1.0, max(0.0, icc))
+    room = protocols - need * rho  # protocols·k' / (1 + (k'−1)·ρ) ≥ need ⇔ k'·room ≥ need·(1−ρ)
+    attempts = max(1, math.ceil(need * (1 - rho) / room - 1e-9)) if room > 0 else None
+    deff = design_effect(k, 1.0 if icc is None else rho)
+    return Size(k, attempts, math.ceil(need * deff / k - 1e-9), icc is None)
+
+
 def pass_probability(
     n: int, a_only: float, b_only: float, tolerance: float, z: float = Z95
 ) -> float:

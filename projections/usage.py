@@ -67,6 +67,14 @@ class Usage(NamedTuple):
     runs: int
     source: str  # where the timings came from, in words
 
+    @property
+    def calls_recorded(self) -> bool:
+        """Whether the run records its model calls: not when it holds tokens but no
+        model_call event at all (a peer import records the peer's tokens only), where a
+        count of 0 would be false."""
+        calls = self.model_calls or self.failed_calls or self.withheld_calls
+        return bool(calls) or not any(self.tokens.values())
+
 
 class UsageFold:
     """Folds a run's events into its ``Usage`` (a ``Fold`` of ``Usage``)."""

@@ -13,6 +13,7 @@ from benchledger.projections.usage import PERCENTILE_METHOD, Usage, percentile
 
 USAGE_ROWS: Final = ("cost (USD)", "cost per passed unit", "wall", "unit p50 / p95",
                      "model call p50 / p95", "model calls", "tokens in / out")  # fmt: skip
+NOT_RECORDED: Final = "not recorded"  # model calls of a run that records tokens only
 TOKEN_LABELS = (
     ("input", "in"),
     ("output", "out"),
@@ -61,6 +62,9 @@ def _duration(u: Usage) -> str:
 
 
 def _calls(u: Usage) -> str:
+    if not u.calls_recorded:
+        return (f"{NOT_RECORDED}: the run holds tokens but no model_call events (an import "
+                "records the source's token counts, not its model calls)")  # fmt: skip
     if not (u.model_calls or u.failed_calls or u.withheld_calls):
         return "none recorded"
     text = f"{u.model_calls:,}"
@@ -145,7 +149,7 @@ def usage_cells(
         rows["wall"].append("-" if u.wall_s is None else seconds(u.wall_s))
         rows["unit p50 / p95"].append(_pair(u.unit_s, seconds))
         rows["model call p50 / p95"].append(_pair(u.latencies_ms, millis))
-        rows["model calls"].append(f"{u.model_calls:,}")
+        rows["model calls"].append(f"{u.model_calls:,}" if u.calls_recorded else NOT_RECORDED)
         rows["tokens in / out"].append(
             f"{u.tokens.get('input', 0):,} / {u.tokens.get('output', 0):,}"
         )
@@ -204,7 +208,8 @@ def usage_json(usage: Usage, priced: Cost | Unpriced | None, passed: int) -> dic
         "wall_s": usage.wall_s,
         "unit_s": _summary(usage.unit_s),
         "model_calls": {
-            "answered": usage.model_calls,
+            "recorded": usage.calls_recorded,  # false: the counts below are not known
+            "answered": usage.model_calls if usage.calls_recorded else None,
             "failed": usage.failed_calls,
             "retries": usage.retries,
             "withheld": usage.withheld_calls,

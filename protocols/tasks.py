@@ -101,6 +101,14 @@ class Task(_Frozen, frozen=True):
         """Whether the task runs under ``arm`` (the peer's AppliesTo)."""
         return arm in self.arms
 
+    def computable(self) -> bool:
+        """Whether the task's answer follows from its own fields: a query, graded by a number.
+
+        The model-free scripted agent answers any other task ``UNAVAILABLE``
+        (harness/agents/scripted_tasks.py): for it, such a task is unanswerable by design.
+        """
+        return bool(self.expected_sql) and self.grading.kind == "numeric"
+
 
 class TaskSet(msgspec.Struct, frozen=True):
     """A loaded, validated task set in load order, with the files it came from."""

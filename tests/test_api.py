@@ -143,7 +143,9 @@ def test_gate_is_what_the_gate_command_prints(runs, fmt, capsys) -> None:
     verdict = benchledger.gate(second.run_id, first.run_id, ledger=path)
     argv = ["gate", second.run_id, "--baseline", first.run_id, "--ledger", path, "--format", fmt]
     code, out = _command(argv, capsys)
-    assert code == verdict.exit_code == 0 and verdict.passed
+    # Three protocols resolve nothing: undecided (exit 3), never passed.
+    assert code == verdict.exit_code == 3 and not verdict.passed
+    assert verdict.outcome == "undecided" and verdict.line.startswith("gate: undecided")
     assert out == (verdict.text() if fmt == "table" else verdict.json() + "\n")
     assert json.loads(verdict.json())["verdict"] == verdict.line
 

@@ -126,6 +126,23 @@ def test_every_format_renders_three_runs(ledger_path, capsys, fmt):
         assert "What differs" in out
 
 
+def test_the_html_page_leads_with_what_differs_then_one_banner_for_every_runs_standing(
+    ledger_path, capsys
+):
+    code, out, err = cli(capsys, "compare", "scripted", "haiku", "sonnet", "--format", "html",
+                         "--ledger", ledger_path)  # fmt: skip
+    assert code == 0, err
+    body = out.split("<body>", 1)[1].lstrip()
+    assert body.startswith('<div class="differs">'), body[:200]
+    lead = body.split("</div>", 1)[0]
+    assert "agent: A = scripted, B = anthropic:claude-haiku" in lead
+    assert "personal_recall B: Δ -0.333" in lead  # 4 of 12 protocols lose recall
+    assert "protocol(s) on which the runs disagree" in lead
+    top = body.split("<h1>", 1)[0]
+    assert top.count('class="standing"') == 1 and top.count('role="alert"') == 1
+    assert all(f"run {r}: UNAUTHENTICATED" in top for r in ("scripted", "haiku", "sonnet"))
+
+
 @pytest.fixture(scope="module")
 def model_runs(tmp_path_factory) -> str:
     """A scripted and a fake-model run of the same three committed protocols."""

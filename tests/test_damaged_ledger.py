@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import urllib.parse
 
@@ -157,3 +158,45 @@ def test_verify_still_reports_the_damaged_row_the_hint_points_to(damaged_ledger,
     assert main(["verify", RUN, "--ledger", damaged_ledger]) == 1
     out = capsys.readouterr().out
     assert f"stream {STREAM!r} seq {SEQ}: undecodable event" in out
+
+
+def _forge_one_byte(path: str) -> tuple[str, int]:
+    """Flip one verdict in a decision's body, as a hand edit would: the row still decodes."""
+    conn = sqlite3.connect(path)
+    with conn:
+        stream, seq, state = conn.execute(
+            f"SELECT originator_id, originator_version, state FROM {TABLE} "
+            "WHERE CAST(state AS TEXT) LIKE '%\"verdict\":true%' ORDER BY rowid LIMIT 1"
+        ).fetchone()
+        forged = bytes(state).replace(b'"verdict":true', b'"verdict":fals', 1)
+        forged = forged.replace(b'"verdict":fals', b'"verdict":false', 1)
+        conn.execute(
+            f"UPDATE {TABLE} SET state = ? WHERE originator_id = ? AND originator_version = ?",
+            (forged, stream, seq),
+        )
+    conn.close()
+    return stream, seq
+
+
+EXPORTS = {
+    "bundle": ["-o", "out.jsonl"],
+    "redacted": ["-o", "out.jsonl", "--withhold", "read_back"],
+    "inspect": ["--format", "inspect", "-o", "out.eval"],
+}
+
+
+@pytest.mark.parametrize("extra", EXPORTS.values(), ids=EXPORTS.keys())
+def test_export_of_a_hand_edited_ledger_refuses_naming_the_row_and_writes_nothing(
+    tmp_path, capsys, monkeypatch, extra
+):
+    path = str(tmp_path / "edited.sqlite")
+    with open_store(path) as store:
+        _build(store)
+    stream, seq = _forge_one_byte(path)
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", RUN, "--ledger", path, *extra]) == 1
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"stream {stream!r} seq {seq}" in lines[0], err
+    assert "Traceback" not in out + err
+    assert not [name for name in os.listdir(tmp_path) if name.startswith("out.")]

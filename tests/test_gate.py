@@ -2,8 +2,9 @@
 
 Statistical cases use synthesized ledgers (events written with ``ledger.Ledger``), so they
 do not depend on the agent or the platform; one case runs the real scripted agent.
-Exit codes: 0 no regression, 1 a regression (or, with --strict, an inconclusive metric),
-2 the runs cannot be gated.
+Exit codes: 0 passed (every gated metric resolved, none regressed), 1 a regression (or,
+with --strict, an inconclusive metric), 2 the runs cannot be gated, 3 undecided (0 with
+--allow-undecided).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from benchledger.cli import main
 from benchledger.harness.peer.importer import import_peer
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.backend import TABLE
-from benchledger.projections.stats import Interval
+from benchledger.projections.stats import Interval, size_to_resolve
 from benchledger.projections.suites.lifecycle.compare import (
     INCONCLUSIVE,
     PASS,
@@ -194,11 +195,43 @@ def test_identical_tiny_runs_are_inconclusive_never_pass(path, capsys, n):
     code, out, _ = gate(capsys, path, "same", "base")
     found = verdicts(out)
     print(out)
-    assert code == 0 and found and PASS not in found.values()
+    assert code == 3 and found and PASS not in found.values()
     assert found["personal_recall"] == INCONCLUSIVE
     assert "too small to decide" in out and "needs about 73 pairs" in out
+    assert "gate: undecided" in out and "gate: passed" not in out
     code, out, _ = gate(capsys, path, "same", "base", "--strict")
     assert code == 1 and "gate: FAILED (--strict)" in out
+
+
+def test_a_gate_that_decides_nothing_says_undecided_and_the_k_that_would_decide(path, capsys):
+    # Two identical k=1 runs of 30 protocols (10 with an update stage): nothing resolves 0.05.
+    build(path, ("base", outcomes(30), {}), ("same", outcomes(30), {}))
+    code, out, _ = gate(capsys, path, "same", "base")
+    line = out.strip().splitlines()[-1]
+    assert code == 3 and line.startswith("gate: undecided: 7 inconclusive"), out
+    # 73 pairs: the 10 update protocols need k=8, pass^k one pair a protocol whatever k.
+    assert "would decide: k=8 on these protocols if attempts are independent" in line
+    assert "no k decides pass_k: more protocols do" in line
+    assert "73 protocols in each metric's denominator at k=1" in line
+    code, out, _ = gate(capsys, path, "same", "base", "--allow-undecided")
+    line = out.strip().splitlines()[-1]
+    assert code == 0 and "gate: undecided" in line and "allowed by --allow-undecided" in line
+    code, out, _ = gate(capsys, path, "same", "base", "--format", "json")
+    found = json.loads(out)
+    assert (code, found["exit"], found["outcome"], found["passed"]) == (3, 3, "undecided", False)
+    by = {r["metric"]: r["would_decide"] for r in found["rows"]}
+    assert by["personal_recall"] == {"k": 1, "attempts": 3, "protocols": 73, "icc_assumed": True}
+
+
+@pytest.mark.parametrize(
+    ("k", "icc", "attempts", "protocols"),
+    [(1, None, 3, 73), (5, 0.0, 3, 15), (5, 0.5, None, 44), (5, 1.0, None, 73)],
+    ids=["k1-unknown-icc", "k5-icc0", "k5-icc0.5", "k5-icc1"],
+)
+def test_the_size_that_would_decide_matches_the_docs_suite_size_table(k, icc, attempts, protocols):
+    # 30 protocols at tolerance 0.05 (the table's row): protocols at k match its columns.
+    size = size_to_resolve(0.05, 30, k, icc)
+    assert (size.attempts, size.protocols) == (attempts, protocols)
 
 
 def test_the_gate_prints_the_smallest_detectable_regression_for_every_gated_metric(path, capsys):
@@ -214,7 +247,7 @@ def test_the_gate_prints_the_smallest_detectable_regression_for_every_gated_metr
 
 @pytest.mark.parametrize(
     ("flip", "verdict", "code", "strict_code"),
-    [(20, INCONCLUSIVE, 0, 1), (60, REGRESS, 1, 1), (0, PASS, 0, 0)],
+    [(20, INCONCLUSIVE, 3, 1), (60, REGRESS, 1, 1), (0, PASS, 0, 0)],
     ids=["at-the-boundary", "beyond-it", "no-change"],
 )
 def test_a_simulated_regression_at_the_tolerance_boundary_is_not_passed(
@@ -251,7 +284,8 @@ def test_a_candidate_side_skip_is_inconclusive_never_pass(path, capsys):
     found = verdicts(out)
     assert found["update_correctness"] == found["duplicate_rate"] == INCONCLUSIVE
     assert "the candidate has no units in this denominator (the baseline has 134)" in out
-    assert found["personal_recall"] == PASS and code == 0
+    # Recall passes, but not every gated metric resolved: undecided, never passed.
+    assert found["personal_recall"] == PASS and code == 3 and "gate: undecided" in out
     assert gate(capsys, path, "cand", "base", "--strict")[0] == 1
 
 
@@ -268,7 +302,7 @@ def test_k_above_one_is_clustered_by_protocol_and_a_zero_width_interval_is_incon
     build(path, ("base", outcomes(40, k=5), {"k": 5}), ("cand", outcomes(40, k=5), {"k": 5}))
     code, out, _ = gate(capsys, path, "cand", "base")
     assert "protocol-cluster bootstrap (2000 resamples, seed 20251129)" in out
-    assert verdicts(out)["capture_rate"] == INCONCLUSIVE and code == 0
+    assert verdicts(out)["capture_rate"] == INCONCLUSIVE and code == 3
     assert "zero-width interval" in out
 
 
@@ -322,7 +356,7 @@ def test_two_real_scripted_runs_of_three_protocols_are_inconclusive_never_pass(t
     if code == 2:  # all infra errors: the gate refuses instead of passing
         refused(code, err, "no graded units")
         return
-    assert PASS not in verdicts(out).values() and code in (0, 1)
+    assert PASS not in verdicts(out).values() and code in (1, 3)
     assert gate(capsys, ledger, "b", "a", "--strict")[0] == 1
 
 
@@ -350,7 +384,7 @@ def test_two_published_peer_passes_of_30_protocols_cannot_pass_at_five_points(tm
     ledger.store.close()
     code, out, _ = gate(capsys, ledger_path, "pass2", "pass1")
     print(out)
-    assert code == 0 and PASS not in verdicts(out).values()
+    assert code == 3 and PASS not in verdicts(out).values() and "gate: undecided" in out
     assert gate(capsys, ledger_path, "pass2", "pass1", "--strict")[0] == 1
 
 

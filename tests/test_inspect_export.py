@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Iterator
 
 import pytest
@@ -38,6 +39,9 @@ inspect_log = pytest.importorskip("inspect_ai.log", reason="inspect_ai is in the
 
 SCRIPTED = ["bl-keystone-region", "bl-margin-region"]
 VALUE = {True: "C", False: "I", None: "N"}
+# The lifecycle checks an eval log scores: those deciding a unit's pass, true when good.
+LIFECYCLE_SCORED = {"captured", "recall_correct", "promoted", "transfer_correct",
+                    "abstain_correct", "update_captured", "update_correct"}  # fmt: skip
 
 
 def ledger_view(path: str, run_id: str) -> tuple[str, list]:
@@ -121,10 +125,18 @@ def assert_log_is_the_run(log, ledger: str, run_id: str) -> None:
         decided = {e.body.check: VALUE[e.body.verdict] for e, _ in pairs
                    if isinstance(e, GraderDecisionEvent)}  # fmt: skip
         scored = {name: s.value for name, s in sample.scores.items() if name != "lifecycle_pass"}
-        assert scored == decided
+        # Every decision is either a score (it decides the pass, true when good) or a
+        # diagnostic in the sample's metadata, with no value an accuracy could count.
+        diagnostics = sample.metadata.get("diagnostics", {})
+        assert set(scored) <= LIFECYCLE_SCORED and not set(diagnostics) & LIFECYCLE_SCORED
+        assert all("value" not in d for d in diagnostics.values())
+        shown = scored | {n: VALUE[d["metadata"]["verdict"]] for n, d in diagnostics.items()}
+        assert shown == decided
         reasons = {e.body.check: e.body.reason for e, _ in pairs
                    if isinstance(e, GraderDecisionEvent)}  # fmt: skip
-        assert {n: s.explanation or "" for n, s in sample.scores.items() if n in reasons} == reasons
+        explained = {n: s.explanation or "" for n, s in sample.scores.items() if n in reasons}
+        explained |= {n: d.get("explanation", "") for n, d in diagnostics.items()}
+        assert explained == reasons
         called = agent_calls(pairs)
         shown = [c.function for m in sample.messages if m.role == "assistant"
                  for c in m.tool_calls or ()]  # fmt: skip
@@ -244,6 +256,51 @@ def test_an_unsealed_run_exports_as_cancelled_its_unfinished_unit_an_error(
         "lifecycle_pass": "I", "captured": "C", "recall_correct": "I"}  # fmt: skip
     assert unfinished.error is not None and "did not finish" in unfinished.error.message
     assert unfinished.scores["lifecycle_pass"].value == "N"
+
+
+def test_targets_read_as_text_and_diagnostics_are_metadata_never_an_accuracy(tmp_path):
+    ledger = str(tmp_path / "l.sqlite")
+    argv = ["run", "--protocols", protocol_subset(tmp_path, ["bl-audit-channel"]), "--ledger",
+            ledger, "--run-id", "up"]  # fmt: skip
+    assert main(argv) == 0
+    export(ledger, "up", str(tmp_path / "up.eval"))
+    log = inspect_log.read_eval_log(str(tmp_path / "up.eval"))
+    [sample] = log.samples
+    _, events = ledger_view(ledger, "up")
+    decided = [e.body for e, _ in events if isinstance(e, GraderDecisionEvent)]
+    [update] = [d.expected for d in decided if d.check == "update_correct"]
+    assert isinstance(update, dict) and set(update) == {"value", "not"}
+    assert f"{update['value']:g} (not {update['not']:g})" in sample.target
+    assert not [t for t in sample.target if t.startswith(("{", "["))], sample.target
+    diagnostics = sample.metadata["diagnostics"]
+    assert {"teach_budget_exhausted", "duplicated", "capture_attempted"} <= set(diagnostics)
+    assert diagnostics["teach_budget_exhausted"]["metadata"]["verdict"] is False
+    accuracies = {s.name for s in log.results.scores}
+    assert "teach_budget_exhausted" not in sample.scores and "duplicated" not in accuracies
+    assert accuracies == {"lifecycle_pass"} | (LIFECYCLE_SCORED & set(sample.scores))
+
+
+def test_a_hostile_protocol_id_becomes_a_safe_sample_name_and_zip_member(ledger, tmp_path, capsys):
+    write_run(ledger, "h1", {("p000", 1): {"captured": True}}, planned=2, seal=False)
+    hostile = "../../../../tmp/x\\y\x1b[2J\x00"
+    w = ledger.new_stream("h1/p001/1")
+    w.append(UnitStartedBody(protocol_id=hostile, attempt=1))
+    ledger.commit(w)
+    out = str(tmp_path / "h1.eval")
+    code, _, err = cli(capsys, "export", "h1", "--format", "inspect", "-o", out,
+                       "--ledger", str(tmp_path / "ledger.sqlite"))  # fmt: skip
+    assert code == 0, err
+    with zipfile.ZipFile(out) as zf:
+        names = zf.namelist()
+    samples = [n for n in names if n.startswith("samples/")]
+    assert len(samples) == 2
+    for name in samples:
+        # One path step under samples/: nothing to climb out of it with.
+        assert name.count("/") == 1 and os.path.normpath(name).startswith("samples/"), name
+        assert "\\" not in name and all(ch.isprintable() for ch in name), name
+    [odd] = [s for s in inspect_log.read_eval_log(out).samples if s.id != "p000"]
+    assert "/" not in str(odd.id) and all(ch.isprintable() for ch in str(odd.id))
+    assert odd.metadata["protocol_id"] == hostile  # the original, JSON-escaped, kept
 
 
 def test_a_peer_results_import_has_no_sample_timings_its_timestamps_being_synthetic(

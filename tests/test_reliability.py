@@ -202,7 +202,7 @@ def test_compare_and_gate_state_what_each_run_was_verified_against(capsys):
     assert main(["compare", good, good]) == 0
     out = capsys.readouterr().out
     assert "verified A: ok:" in out and "verified B: ok:" in out
-    assert main(["gate", good, "--baseline", good]) == 0
+    assert main(["gate", good, "--baseline", good, "--allow-undecided"]) == 0
     out = capsys.readouterr().out
     assert "verified baseline: ok:" in out and "verified candidate: ok:" in out
 
@@ -260,7 +260,7 @@ READERS = {
     "log": (["log", "good"], 0),
     "report": (["report", "good"], 0),
     "compare": (["compare", "good", "good"], 0),
-    "gate": (["gate", "good", "--baseline", "good"], 0),
+    "gate": (["gate", "good", "--baseline", "good", "--allow-undecided"], 0),
     "audit": (["audit", "good", "capture_rate"], 0),
     "export": (["export", "good", "-o", "{out}"], 0),
     "replay": (["replay", "good"], 2),

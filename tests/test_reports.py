@@ -153,7 +153,7 @@ def test_gate_on_small_identical_runs_is_inconclusive_and_a_regression_regresses
     ledger_path, capsys
 ):
     code, out, _ = run(capsys, "gate", "same", "--baseline", "base", "--ledger", ledger_path)
-    assert code == 0 and "gate: passed (no regression): 7 inconclusive" in out
+    assert code == 3 and "gate: undecided: 7 inconclusive" in out
     assert set(_verdicts(out).values()) == {"inconclusive"}
     code, out, _ = run(capsys, "gate", "worse", "--baseline", "base", "--ledger", ledger_path)
     verdicts = _verdicts(out)
@@ -165,7 +165,7 @@ def test_gate_on_small_identical_runs_is_inconclusive_and_a_regression_regresses
 
 def test_gate_strict_fails_on_inconclusive(ledger_path, capsys):
     code, out, _ = run(capsys, "gate", "same", "--baseline", "base", "--ledger", ledger_path)
-    assert "inconclusive" in out and code == 0
+    assert "inconclusive" in out and code == 3
     code, _, _ = run(
         capsys, "gate", "same", "--baseline", "base", "--ledger", ledger_path, "--strict"
     )
@@ -194,7 +194,21 @@ def test_gate_reports_empty_denominators_as_skipped(tmp_path, capsys):
     lifecycle_run(ledger, "b", only_promote)
     ledger.store.close()
     code, out, _ = run(capsys, "gate", "b", "--baseline", "a", "--ledger", path)
-    assert code == 0 and re.search(r"update_correctness .* skipped", out)
+    assert code == 3 and re.search(r"update_correctness .* skipped", out)
+
+
+def test_a_gate_whose_only_metric_is_skipped_is_undecided_never_passed(tmp_path, capsys):
+    path = str(tmp_path / "l.sqlite")
+    ledger = Ledger(open_store(path))
+    only_promote = {k: v for k, v in outcomes().items() if "update_captured" not in v}
+    lifecycle_run(ledger, "a", only_promote)
+    lifecycle_run(ledger, "b", only_promote)
+    ledger.store.close()
+    code, out, _ = run(capsys, "gate", "b", "--baseline", "a", "--ledger", path,
+                       "--gate-metrics", "update_correctness")  # fmt: skip
+    last = out.strip().splitlines()[-1]
+    assert code == 3 and last.startswith("gate: undecided: 1 skipped"), out
+    assert "no gated metric applies to these runs" in last
 
 
 def test_audit_prints_every_contributing_decision_and_writes_a_verifiable_bundle(

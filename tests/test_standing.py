@@ -128,7 +128,7 @@ def _standing_text(fmt: str, out: str, case: str) -> list[str]:
 def test_without_pubkey_every_display_starts_with_unauthenticated(runs, capsys, case):
     display = ALL[case]
     code, out, err = _show(capsys, display.argv(*_run_ids(case, runs)), runs.ledger)
-    assert code in (0, 1) and not err, err  # gate: 1 would be a regression; none here
+    assert code in (0, 1, 3) and not err, err  # gate: 1 a regression (none here), 3 undecided
     if display.fmt == "json":
         for auth in _authentication(display.fmt, out, case):
             assert auth["authenticated"] is False and auth["state"] == "no key given", auth
@@ -148,7 +148,7 @@ def test_with_the_publishers_pubkey_every_display_says_authenticated_and_trusted
     display = ALL[case]
     argv = [*display.argv(*_run_ids(case, runs)), "--pubkey", runs.pub]
     code, out, err = _show(capsys, argv, runs.ledger)
-    assert code in (0, 1) and not err, err
+    assert code in (0, 1, 3) and not err, err  # gate: 3 undecided
     if display.fmt == "json":
         for auth in _authentication(display.fmt, out, case):
             assert auth["authenticated"] is True and auth["state"] == "trusted", auth
@@ -240,7 +240,7 @@ PEER_CLAIMS = (
 def test_a_peer_imported_run_is_labelled_peer_claims_in_every_display(peer_runs, capsys, case):
     display = DISPLAYS[case]
     code, out, err = _show(capsys, display.argv("pass1", "pass2"), peer_runs)
-    assert code in (0, 1) and not err, err  # the gate may find a regression between passes
+    assert code in (0, 1, 3) and not err, err  # the gate: a regression (1) or undecided (3)
     if display.fmt == "json":
         body = json.loads(out)
         if case.startswith("gate"):

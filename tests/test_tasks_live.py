@@ -206,6 +206,22 @@ def test_the_report_renders_the_tasks_card_with_the_study_tasks_classified(live,
     assert code == 0 and "planted   none planted" in text and "correct        62/66" in text
 
 
+def test_the_correct_headline_says_how_many_attempts_are_unanswerable_by_design(live, capsys):
+    # From the tasks' own fields: graded (not exec_sql), yet no query or not a number.
+    graded = [t for t in live["tasks"].values() if t.grading.kind != "exec_sql"]
+    by_design = [t.id for t in graded if not (t.expected_sql and t.grading.kind == "numeric")]
+    assert set(by_design) == NO_QUERY | ENTITY
+    n, den = len(by_design), len(graded)
+    code, out, _ = cli(capsys, "report", "tk1", "--ledger", live["ledger"], "--format", "json")
+    correct = json.loads(out)["metrics"]["correct"]
+    assert code == 0 and correct["unanswerable_by_design"] == n
+    code, text, _ = cli(capsys, "report", "tk1", "--ledger", live["ledger"])
+    row = next(line for line in text.splitlines() if line.startswith("correct "))
+    assert f"{correct['num']}/{den}" in row
+    assert f"{n} of the {den} unanswerable by design" in row
+    assert f"{correct['num']}/{den - n} of the rest" in row
+
+
 def test_on_a_pack_without_the_study_tables_only_correct_is_ruled(tmp_path, capsys):
     folder = os.path.join(peer_dir(), "bench", "tasks")
     ledger = str(tmp_path / "l.sqlite")

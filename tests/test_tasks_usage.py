@@ -99,7 +99,7 @@ def test_a_tasks_report_shows_its_tokens_wall_and_why_it_is_unpriced(capsys, arm
     inp = sum(a["input_tokens"] for a in attempts("haiku"))
     outp = sum(a["output_tokens"] for a in attempts("haiku"))
     assert f"in {inp:,}, out {outp:,}, cache read 0, cache write 0" in rows["tokens"]
-    assert "wall" in rows["duration"] and "none recorded" in out  # no model_call events
+    assert "wall" in rows["duration"] and "model calls not recorded" in out  # tokens, no calls
     assert "not priced: no price for model 'haiku' in the table of 2026-08-06" in rows["cost"]
     usage = json.loads(cli(capsys, arms, "report", arms["haiku"], "--format", "json"))["usage"]
     assert usage["cost"]["usd"] is None and usage["tokens"]["input"] == inp

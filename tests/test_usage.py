@@ -33,7 +33,7 @@ from benchledger.projections.prices import PACKAGED, Cost, Unpriced, cost, load_
 from benchledger.projections.source import from_bundle
 from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 from benchledger.projections.usage import UsageFold, merge, percentile, sum_tokens
-from benchledger.projections.usage_view import usage_json, usage_lines
+from benchledger.projections.usage_view import usage_cells, usage_json, usage_lines
 from tests.conftest import REPO, peer_dir, protocol_subset
 from tests.sample import lifecycle_run
 
@@ -263,6 +263,20 @@ def test_a_fake_model_run_has_tokens_latencies_and_a_nominal_cost(tmp_path, caps
     assert isinstance(priced, Cost) and priced.usd > 0 and priced.nominal
 
 
+def test_a_fake_model_runs_nominal_cost_is_in_the_details_never_the_html_headline(tmp_path, capsys):
+    path = str(tmp_path / "l.sqlite")
+    protocols = protocol_subset(tmp_path, ["bl-keystone-region"])
+    argv = ["run", "--protocols", protocols, "--ledger", path, "--run-id", "f", "--agent", "fake:0"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["report", "f", "--ledger", path, "--format", "html"]) == 0
+    page = capsys.readouterr().out
+    headline = page.split('<section class="headline">', 1)[1].split("</section>", 1)[0]
+    assert "cost" not in headline and "$" not in headline, headline
+    assert "wall duration" in headline  # the headline keeps what is measured
+    assert "a NOMINAL price for fake-model" in page  # the details still say what it would cost
+
+
 # -- the price table ------------------------------------------------------------------------
 
 
@@ -410,7 +424,20 @@ def test_the_imported_peer_k5_run_takes_its_wall_from_the_manifest_and_costs_abo
     assert priced.usd == pytest.approx(20.25, abs=0.01)
     rows = dict(usage_lines(usage, priced, 19))
     assert rows["duration"] == "7,341 s (2 h 2 min) wall; per-unit timing not recorded"
-    assert rows["model calls"] == "none recorded"
+    assert rows["model calls"].startswith("not recorded: the run holds tokens but no model_call")
+
+
+def test_an_imported_runs_model_calls_are_not_recorded_never_0_beside_its_tokens(tmp_path):
+    path = os.path.join(peer_dir(), K5, "lifecycle-a3-k5.json")
+    usage = fold(UsageFold(), _import(tmp_path, path).events("peer"))
+    priced = cost(usage, load_prices(None))
+    assert usage.tokens["output"] == 439_656 and not usage.calls_recorded
+    cells = dict(usage_cells([(usage, priced, 19)]))
+    assert cells["model calls"] == ("not recorded",) and cells["tokens in / out"][0].endswith(
+        "439,656"
+    )
+    calls = usage_json(usage, priced, 19)["model_calls"]
+    assert calls["recorded"] is False and calls["answered"] is None
 
 
 def test_an_imported_run_cut_off_before_its_finish_time_has_no_wall(tmp_path):

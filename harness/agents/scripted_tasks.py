@@ -32,7 +32,7 @@ SEARCH_LIMIT: Final = 5
 
 def answerable(task: Task) -> bool:
     """Whether the script can answer ``task``: it has a query and a numeric grading."""
-    return bool(task.expected_sql) and task.grading.kind == "numeric"
+    return task.computable()
 
 
 def number_text(value: str | None) -> str | None:

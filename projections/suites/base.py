@@ -114,6 +114,10 @@ class ReadSuite:
     # The checks it grades from a recorded answer alone: the only verdicts of an imported
     # (peer) run re-derivation recomputes; the others were recorded without their evidence.
     answer_checks: frozenset[str] = frozenset()
+    # The checks an exported eval log shows as scores (each's true verdict the good outcome);
+    # its other decisions (diagnostics, and checks whose true verdict is the bad outcome)
+    # are the sample's metadata, never an accuracy. None: every decision is a score.
+    scored_checks: frozenset[str] | None = None
 
     def card(
         self,

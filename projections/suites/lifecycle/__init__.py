@@ -24,6 +24,7 @@ from benchledger.projections.suites.lifecycle import (
     decisions,
     items,
     matrix,
+    page,
     report,
     scorecard,
 )
@@ -82,6 +83,10 @@ ANSWER_CHECKS = frozenset(
     }
 )
 
+# What an exported eval log scores: the checks that decide a unit's pass and are true when
+# good; the diagnostics and `duplicated` (true is bad) go to its metadata (docs/inspect.md).
+SCORED_CHECKS = frozenset(page.DECIDES_PASS - set(page.GOOD_WHEN_FALSE))
+
 SUITE = ReadSuite(
     name=NAME,
     noun=scorecard.NOUN,
@@ -103,4 +108,5 @@ SUITE = ReadSuite(
     live=live,
     unit_score=UNIT_SCORE,
     answer_checks=ANSWER_CHECKS,
+    scored_checks=SCORED_CHECKS,
 )

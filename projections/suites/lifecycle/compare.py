@@ -25,6 +25,7 @@ from benchledger.projections.stats import (
     BOOTSTRAP_REPS,
     BOOTSTRAP_SEED,
     Interval,
+    Size,
     bootstrap,
     design_effect,
     icc_oneway,
@@ -33,6 +34,7 @@ from benchledger.projections.stats import (
     pairs_needed,
     pooled_gain,
     resolution,
+    size_to_resolve,
     tango,
 )
 from benchledger.projections.suites.lifecycle.scorecard import (
@@ -65,6 +67,9 @@ class Row(NamedTuple):
     resolution: float | None = None  # smallest difference this size can tell from none
     deff: float = 1.0  # design effect of clustered attempts (1 for independent pairs)
     note: str = ""
+    protocols: int = 0  # protocols behind the pairs
+    k: int = 1  # attempts per protocol
+    icc: float | None = None  # how a protocol's attempts agree (None: k = 1 shows nothing)
 
     @property
     def skipped(self) -> bool:
@@ -73,6 +78,12 @@ class Row(NamedTuple):
     def pairs_for(self, tolerance: float) -> int:
         """Pairs (attempt pairs at this design effect) needed to resolve ``tolerance``."""
         return math.ceil(pairs_needed(tolerance) * self.deff)
+
+    def size_for(self, tolerance: float) -> Size | None:
+        """The k, or the protocols, that would resolve ``tolerance`` (None: no pairs)."""
+        if not self.protocols:
+            return None
+        return size_to_resolve(tolerance, self.protocols, self.k, self.icc)
 
 
 def _spec(name: str) -> MetricSpec | None:
@@ -120,6 +131,7 @@ def _paired_row(sides: _Sides, pairs: list[tuple[bool, bool]], note: str) -> Row
         pairs=n,
         resolution=resolution(n),
         note=note,
+        protocols=n,
     )
 
 
@@ -159,6 +171,9 @@ def _rate_row(spec: MetricSpec, a: Scorecard, b: Scorecard, shared: list[str]) -
         deff=deff,
         note=f"ICC {icc:.2f}, design effect {deff:.2f}; no McNemar: a protocol's attempts "
         "are not independent pairs",
+        protocols=clusters,
+        k=a.k,
+        icc=icc,
     )
 
 
@@ -174,9 +189,11 @@ def _pass_k_row(a: Scorecard, b: Scorecard, shared: list[str]) -> Row:
     left_out = len(set(shared) - set(common))
     note = f"{left_out} protocol(s) with fewer than {k} attempts left out" if left_out else ""
     values = [(va[p], vb[p]) for p in common]
-    if all(x in (0.0, 1.0) and y in (0.0, 1.0) for x, y in values):  # exactly k attempts
-        return _paired_row(sides, [(x == 1.0, y == 1.0) for x, y in values], note)
     n = len(values)
+    # One value per protocol whatever k: more attempts add no pairs (an ICC of 1).
+    if all(x in (0.0, 1.0) and y in (0.0, 1.0) for x, y in values):  # exactly k attempts
+        paired = _paired_row(sides, [(x == 1.0, y == 1.0) for x, y in values], note)
+        return paired._replace(k=k, icc=1.0)
     return sides.row(
         mean_gain(values),
         bootstrap(values, mean_gain),
@@ -184,6 +201,9 @@ def _pass_k_row(a: Scorecard, b: Scorecard, shared: list[str]) -> Row:
         pairs=n,
         resolution=resolution(n),
         note=note,
+        protocols=n,
+        k=k,
+        icc=1.0,
     )
 
 
@@ -209,6 +229,7 @@ class GateRow(NamedTuple):
     verdict: str
     better: Interval | None  # the interval on "how much better the candidate is"
     reason: str = ""
+    needs: Size | None = None  # too small to decide: the size that would
 
 
 def _complete(card: Scorecard, role: str) -> None:
@@ -294,19 +315,23 @@ def judge(row: Row, tolerance: float) -> GateRow:
             why = row.note or "no paired units"
         return GateRow(row, INCONCLUSIVE, None, why)
     better = row.ci if row.higher_is_better else Interval(0.0 - row.ci.high, 0.0 - row.ci.low)
+    too_small = row.resolution is None or row.resolution > tolerance
+    needs = row.size_for(tolerance) if too_small else None
     if better.width <= 0:
         why = "zero-width interval: no protocol changed, which shows nothing"
-        return GateRow(row, INCONCLUSIVE, better, why)
+        return GateRow(row, INCONCLUSIVE, better, why, needs)
     if better.high < -tolerance:
         return GateRow(row, REGRESS, better, f"the whole interval is below -{tolerance:g}")
-    if row.resolution is None or row.resolution > tolerance:
+    if too_small:
         shown = "?" if row.resolution is None else f"{row.resolution:.3f}"
         return GateRow(
             row,
             INCONCLUSIVE,
             better,
             f"too small to decide: {row.pairs} pairs resolve {shown} > {tolerance:g}; "
-            f"needs about {row.pairs_for(tolerance)} pairs",
+            f"needs about {row.pairs_for(tolerance)} pairs"
+            + ("" if needs is None else f": {needs.text()}"),
+            needs,
         )
     if better.low >= -tolerance:
         return GateRow(row, PASS, better, f"the whole interval is at or above -{tolerance:g}")

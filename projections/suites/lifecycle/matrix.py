@@ -23,7 +23,7 @@ from benchledger.projections.card import (
     fmt_num,
     fmt_pct,
     fmt_signed,
-    html_top,
+    html_top_combined,
     standing_json,
     standing_lines,
 )
@@ -399,6 +399,22 @@ def _direction(r: Row) -> str:
     return ("up" if better > 0 else "down") if sure else "flat"
 
 
+def _lead(m: Matrix) -> list[str]:
+    """What a compare page leads with: how the runs were set up differently, the metrics
+    whose difference from the baseline its 95% interval shows, and the protocols on which
+    the runs disagree."""
+    lead = list(m.differs) or ["setup: nothing but the runs"]
+    moved = [f"{name} {col.letter}: {_diff(r)}" for name, rows in m.rows.items()
+             for col, r in zip(m.columns[1:], rows, strict=True)
+             if _direction(r) != "flat"]  # fmt: skip
+    lead += moved or ["no metric differs from the baseline beyond its 95% interval"]
+    if m.disagree:
+        lead.append(f"{len(m.disagree)} protocol(s) on which the runs disagree (listed below)")
+    else:
+        lead.append("the runs agree on every protocol's full-lifecycle pass")
+    return lead
+
+
 def _breakable(name: str) -> str:
     """A metric name that may wrap after its underscores, never inside a word."""
     return "_<wbr>".join(html.escape(part) for part in name.split("_"))
@@ -430,7 +446,7 @@ def page(m: Matrix) -> str:
         body.append(f'<tr><td class="m">{_breakable(name)}</td>{"".join(cells)}</tr>')
     body.append(extra_html(m.extra, "m"))
     legend = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in _legend(m))
-    differs = "".join(f"<li>{esc(d)}</li>" for d in m.differs) or "<li>nothing but the runs</li>"
+    differs = "".join(f"<li>{esc(d)}</li>" for d in _lead(m))
     disagree = ""
     if m.disagree:
         rows_html = "".join(
@@ -439,7 +455,7 @@ def page(m: Matrix) -> str:
         )
         letters = "".join(f"<th>{esc(c.letter)}</th>" for c in m.columns)
         disagree = (
-            f"<h2>Protocols on which the runs disagree ({len(m.disagree)})</h2>"
+            f'<h2 id="disagree">Protocols on which the runs disagree ({len(m.disagree)})</h2>'
             f"<table><tr><th>protocol</th>{letters}</tr>{rows_html}</table>"
         )
     else:
@@ -450,8 +466,8 @@ def page(m: Matrix) -> str:
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>benchledger compare {esc(", ".join(c.target for c in m.columns))}</title>
 <style>{_STYLE}</style></head><body>
-{html_top(_runs(m), [x for x in (c.banner() for c in _progress(m)) if x])}
 <div class="differs"><strong>What differs</strong><ul>{differs}</ul></div>
+{html_top_combined(_runs(m), [x for x in (c.banner() for c in _progress(m)) if x])}
 <h1>benchledger compare: {len(m.columns)} runs, baseline {esc(m.baseline.letter)}</h1>
 <table class="legend">{legend}</table>
 <p>95% intervals: {esc(_methods(m))}. Δ is each run minus the baseline, paired by protocol.</p>

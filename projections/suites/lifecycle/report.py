@@ -294,10 +294,10 @@ def headline_usage(card: Scorecard) -> list[tuple[str, str]]:
         return []
     out = []
     shown = cost_text(card.priced(), card.passed_units)
-    if shown.usd:
-        out.append(("cost" + shown.nominal, shown.usd))
-    if shown.each:
-        out.append((f"cost per passed {_passed_noun(card)}{shown.nominal}", shown.each))
+    if shown.usd and not shown.nominal:  # a nominal price (the fake model) is a detail only
+        out.append(("cost", shown.usd))
+    if shown.each and not shown.nominal:
+        out.append((f"cost per passed {_passed_noun(card)}", shown.each))
     if card.usage.wall_s is not None:
         out.append(("wall duration", seconds(card.usage.wall_s)))
     return out

@@ -52,4 +52,7 @@ SUITE = ReadSuite(
     merges=False,
     compare=compare_cards,
     answer_checks=frozenset({decisions.CORRECT}),  # an attempt's verdict, from its answer
+    # An eval log scores correct only: adopted, trap and other are true when bad, and the
+    # diagnostics decide nothing, so they are each sample's metadata.
+    scored_checks=frozenset({decisions.CORRECT}),
 )

@@ -18,7 +18,7 @@ from benchledger.projections.card import (
     Metric,
     card_runs,
     fmt_signed,
-    html_top,
+    html_top_combined,
     standing_json,
     standing_lines,
 )
@@ -243,10 +243,10 @@ body{{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#222;max-width:1300px
 table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}}
 </style></head><body>
-{html_top([c.card.meta for c in s.columns], [*excluded, *partial])}
+<p><strong>What differs</strong>:</p><ul>{differs}</ul>
+{html_top_combined([c.card.meta for c in s.columns], [*excluded, *partial])}
 <h1>benchledger compare: {len(s.columns)} tasks runs, baseline {esc(s.baseline.letter)}</h1>
 <ul>{legend}</ul>
-<p>What differs:</p><ul>{differs}</ul>
 <p>{esc(INTERVALS)}. Δ: {esc(METHOD)}.</p>
 <table><tr><th>metric</th>{heads}</tr>{body}</table>
 </body></html>

@@ -22,8 +22,9 @@ from benchledger.projections.card import (
     standing_json,
 )
 from benchledger.projections.source import Completeness, completeness
-from benchledger.projections.suites.tasks.scorecard import DESCRIPTIONS, PASSED_NOUN, SUITE, Card
+from benchledger.projections.suites.tasks.scorecard import PASSED_NOUN, SUITE, Card
 from benchledger.projections.usage_view import usage_json, usage_lines
+from benchledger.protocols.task_grading import CORRECT
 
 INTERVALS: Final = f"95% intervals: {CI_LABELS[CI_WILSON]}"
 
@@ -95,7 +96,7 @@ def table(card: Card) -> str:
     lines = [*top_lines(card), *(f"{k:<9} {v}" for k, v in header_lines(card))]
     lines += ["", INTERVALS, "", f"{'metric':<14} {'num/den rate [95% CI]':<34} definition"]
     for m in card.metrics.values():
-        lines.append(f"{m.name:<14} {cell(m):<34} {DESCRIPTIONS[m.name]}")
+        lines.append(f"{m.name:<14} {cell(m):<34} {card.definition(m.name)}")
     lines += ["", *_agreement(card)] if card.peer else []
     lines += [f"note: {n}" for n in card.notes]
     return "\n".join(lines) + "\n"
@@ -112,7 +113,7 @@ def markdown(card: Card) -> str:
     for m in card.metrics.values():
         ci = fmt_interval(m.ci.low, m.ci.high) if m.ci is not None else ""
         out.append(f"| {m.name} | {int(m.num)}/{m.den} | {fmt_pct(m.rate)} | {ci} | "
-                   f"{DESCRIPTIONS[m.name]} |")  # fmt: skip
+                   f"{card.definition(m.name)} |")  # fmt: skip
     out += ["", *(f"- {x}" for x in [*_agreement(card), *card.notes])]
     return "\n".join(out).rstrip() + "\n"
 
@@ -135,8 +136,10 @@ def _unit_json(card: Card, stream: str) -> dict[str, Any]:
 def as_json(card: Card) -> dict[str, Any]:
     """Each metric with num, den, rate and Wilson bounds; the run's facts; every attempt."""
     m = card.meta
-    metrics = {x.name: x.as_json() | {"description": DESCRIPTIONS[x.name]}
+    metrics = {x.name: x.as_json() | {"description": card.definition(x.name)}
                for x in card.metrics.values()}  # fmt: skip
+    if card.by_design:  # correct's attempts the agent cannot answer by design
+        metrics[CORRECT]["unanswerable_by_design"] = len(card.by_design)
     return {
         **({"excluded": card.excluded} if card.excluded else {}),
         **completeness_json([run_completeness(card)]),
@@ -179,7 +182,7 @@ def page(card: Card) -> str:
     head = "".join(f"<tr><th>{esc(k)}</th><td><code>{esc(v)}</code></td></tr>"
                    for k, v in header_lines(card))  # fmt: skip
     rows = "".join(
-        f"<tr><td>{esc(x.name)}</td><td>{esc(cell(x))}</td><td>{esc(DESCRIPTIONS[x.name])}</td></tr>"
+        f"<tr><td>{esc(x.name)}</td><td>{esc(cell(x))}</td><td>{esc(card.definition(x.name))}</td></tr>"
         for x in card.metrics.values()
     )
     attempts = "".join(

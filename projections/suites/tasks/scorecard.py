@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, NamedTuple
 
+import msgspec
+
 from benchledger.ledger.events import Event, GraderDecisionEvent
 from benchledger.projections.card import CI_WILSON, Decision, Metric, Ref, RunMeta
 from benchledger.projections.prices import Cost, PriceTable, Unpriced
@@ -32,12 +34,16 @@ from benchledger.projections.suites.tasks.decisions import (
 )
 from benchledger.projections.usage import Usage
 from benchledger.protocols.task_grading import ADOPTED, CORRECT, OTHER
+from benchledger.protocols.tasks import Task
 
 SUITE: Final = "tasks"
 NOUN: Final = "tasks"
 PASSED_NOUN: Final = "attempt (graded correct)"  # what "cost per passed ..." divides by
 TRAP: Final = "trap"
 PEER_CORRECT: Final = "peer_correct"  # the peer's own recorded verdict, beside ours
+# The model-free agent (harness/agents/scripted_tasks.py), which cannot answer a task whose
+# answer does not follow from its own fields (``Task.computable``).
+SCRIPTED: Final = "scripted"
 METRIC_NAMES: Final = CHECKS
 DESCRIPTIONS: Final = {
     CORRECT: "attempts graded correct by the task's own grading",
@@ -102,6 +108,22 @@ class Card(NamedTuple):
     peer: dict[str, Decision]  # stream -> the peer's correct, where ours is recorded too
     notes: tuple[str, ...] = ()
     prices: PriceTable | None = None  # what cost is computed at (None: the packaged table)
+    # Attempts in correct's denominator the agent cannot answer by design (streams).
+    by_design: tuple[str, ...] = ()
+
+    def definition(self, name: str) -> str:
+        """What metric ``name`` counts; ``correct`` also says how many of its attempts
+        could not be answered by design, and the rate over the rest."""
+        if name != CORRECT or not self.by_design:
+            return DESCRIPTIONS[name]
+        m, n = self.metrics[CORRECT], len(self.by_design)
+        rest = sum(u.stream not in self.by_design and u.verdict(CORRECT) is True
+                   for u in self.units if u.graded)  # fmt: skip
+        return (
+            f"{DESCRIPTIONS[name]}; {n} of the {m.den} unanswerable by design (the scripted "
+            "agent, with no model, answers UNAVAILABLE to a task without expected_sql or not "
+            f"graded by a number): {rest}/{m.den - n} of the rest"
+        )
 
     @property
     def usage(self) -> Usage | None:
@@ -183,7 +205,25 @@ def scorecard(folded: tuple[RunMeta, list[lc.Unit], dict[str, Decision]]) -> Car
             "only `correct` is recorded: the run holds no adopted/trap/other decisions "
             "(imported before benchledger's own rulings were recorded)"
         )
-    return Card(meta, tuple(units), metrics, errored, incomplete, peer, tuple(notes))
+    return Card(meta, tuple(units), metrics, errored, incomplete, peer, tuple(notes),
+                by_design=_by_design(meta, units))  # fmt: skip
+
+
+def _by_design(meta: RunMeta, units: Sequence[lc.Unit]) -> tuple[str, ...]:
+    """The attempts of ``correct``'s denominator the run's agent cannot answer by design:
+    the scripted agent's, on tasks whose recorded fields give no answer to compute."""
+    tasks = meta.config.get("tasks")
+    if meta.agent != SCRIPTED or not isinstance(tasks, dict):
+        return ()
+    uncomputable = set()
+    for tid, data in tasks.items():
+        try:
+            if not msgspec.convert(data, Task, strict=False).computable():
+                uncomputable.add(tid)
+        except msgspec.ValidationError:
+            continue  # items() names a malformed task where it is read
+    in_correct = [u for u in units if u.graded and u.verdict(CORRECT) is not None]
+    return tuple(u.stream for u in in_correct if u.protocol_id in uncomputable)
 
 
 def score(folded: Iterable[Any]) -> Card:
