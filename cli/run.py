@@ -164,7 +164,8 @@ def _warm_embedded(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Run the suite into the ledger, seal it and print the scorecard; 130 on Ctrl-C."""
+    """Run the suite into the ledger, seal it and print the scorecard; 130 on Ctrl-C (143 on
+    SIGTERM, with ``cmd_run_interruptible``)."""
     import asyncio
     import gc
 
@@ -289,8 +290,8 @@ def cmd_run_interruptible(args: argparse.Namespace) -> int:
         print("benchledger: interrupted", file=sys.stderr)
         return _interrupted_exit()
     finally:
-        if on_main:
-            signal.signal(signal.SIGTERM, previous)
+        if on_main:  # None: a handler not set from Python, which cannot be put back
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
         interrupt.clear()
 
 
