@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -25,10 +26,11 @@ from benchledger.cli.common import (
 from benchledger.cli.gate import gate_bar_args
 from benchledger.cli.keys import sign_key_arg, signer_from
 from benchledger.cli.prereg import prereg_for_run
-from benchledger.harness import suites
+from benchledger.harness import interrupt, suites
 from benchledger.harness.errors import HarnessError
 from benchledger.harness.record import RunConfig
 from benchledger.ledger import Ledger, LedgerError, UnknownRun
+from benchledger.ledger.events import infra_failure
 from benchledger.ledger.signing import Signer
 from benchledger.projections import suites as read_suites
 from benchledger.projections.source import open_run
@@ -163,10 +165,10 @@ def _warm_embedded(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Run the suite into the ledger, seal it and print the scorecard; 130 on Ctrl-C."""
+    """Run the suite into the ledger, seal it and print the scorecard; 130 on Ctrl-C (143 on
+    SIGTERM, with ``cmd_run_interruptible``)."""
     import asyncio
     import gc
-    import signal
 
     # What these imports make (~1M objects: the MCP SDK's models, the pack) lives as long as
     # the process: no collection during them, and none walks them again afterwards.
@@ -194,12 +196,24 @@ def cmd_run(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
-        loop.add_signal_handler(signal.SIGINT, task.cancel)
+
+        def stop(signum: int) -> None:
+            interrupt.request(signum)  # first, so what the cancellation unwinds is no error
+            task.cancel()
+
+        for signum in INTERRUPTS:
+            loop.add_signal_handler(signum, stop, signum)
         try:
             # Plan (every option checked, nothing written), then the one execute.
             return await driver.execute(driver.plan())
+        except (Exception, BaseExceptionGroup) as exc:
+            if interrupt.requested():  # whatever the interrupt's unwinding raised
+                raise asyncio.CancelledError from exc
+            raise
         finally:
-            loop.remove_signal_handler(signal.SIGINT)
+            for signum in INTERRUPTS:
+                loop.remove_signal_handler(signum)
+            signal.signal(signal.SIGTERM, _terminated)  # the loop's removal left the default
 
     def discard() -> None:
         """Refused before any run was written: leave no new, empty ledger file behind."""
@@ -239,13 +253,48 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"\ninterrupted: every finished episode is in the ledger. Resume with:\n  {resume}",
             file=sys.stderr,
         )
-        return EXIT_INTERRUPTED
+        return _interrupted_exit()
     except Exception:  # unusable input found on the way (a protocol or case file): exit 2
         stop_bar()
         discard()
         raise
     stop_bar()
     return _finished(result, ledger, cfg, signer, shard_words, ledger_location)
+
+
+# The signals that interrupt a run: each leaves it resumable and prints the resume line.
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    """SIGTERM outside the run's event loop (start-up, the card): Ctrl-C's KeyboardInterrupt."""
+    interrupt.request(signum)
+    raise KeyboardInterrupt
+
+
+def _interrupted_exit() -> int:
+    """130 after SIGINT (Ctrl-C), 143 after SIGTERM: 128 plus the signal, as a shell says."""
+    signum = interrupt.requested()
+    return EXIT_INTERRUPTED if signum in (0, signal.SIGINT) else 128 + signum
+
+
+def cmd_run_interruptible(args: argparse.Namespace) -> int:
+    """``cmd_run`` with SIGTERM taken as Ctrl-C for the whole command (docs/reliability.md,
+    "Interrupts"); the process's own SIGTERM handling is restored after it."""
+    interrupt.clear()
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if on_main else None
+    try:
+        return cmd_run(args)
+    except KeyboardInterrupt:
+        if interrupt.requested() != signal.SIGTERM:
+            raise  # Ctrl-C: the command line's own "interrupted"
+        print("benchledger: interrupted", file=sys.stderr)
+        return _interrupted_exit()
+    finally:
+        if on_main:  # None: a handler not set from Python, which cannot be put back
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        interrupt.clear()
 
 
 def _finished(
@@ -262,7 +311,8 @@ def _finished(
     run_events = open_run(result.run_id, ledger, require_seal=False, allow_partial=False)
     verdict = reports.show(run_events, ledger)  # the suite's card; its overall verdict, if any
     for failed in result.failed:
-        print(f"infra-failed: {failed.stream}: {failed.error}")
+        kind = "infra-failed" if infra_failure(failed.error) else "harness-failed"
+        print(f"{kind}: {failed.stream}: {failed.error}")
     ledger_words = ("--ledger", ledger_location)
     if result.missing:
         resume = command_line("benchledger", "run", "--resume", result.run_id, *shard_words,
@@ -445,4 +495,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     gate_bar_args(g)
     g.add_argument("--prereg", metavar="FILE", help="a file from `benchledger prereg new`")
     ledger_arg(p)
-    p.set_defaults(func=cmd_run)
+    p.set_defaults(func=cmd_run_interruptible)

@@ -20,6 +20,8 @@ def cmd_selftest_reliability(args: argparse.Namespace) -> int:
         raise UsageError(f"--only {', '.join(unknown)}: the scenarios are {', '.join(SCENARIOS)}")
     if args.kill_points is not None and args.kill_points < 1:
         raise UsageError("--kill-points must be at least 1")
+    if args.interrupt_points is not None and args.interrupt_points < 1:
+        raise UsageError("--interrupt-points must be at least 1")
     seed = args.seed if args.seed is not None else secrets.randbits(31)
     mode = "quick" if args.quick else "full"
     print(f"selftest reliability ({mode}): seed {seed} (repeat with --seed {seed})", flush=True)
@@ -37,6 +39,7 @@ def cmd_selftest_reliability(args: argparse.Namespace) -> int:
         main=args.cli_main,  # the caller's entry point: importing it here would be a cycle
         log=log,
         kill_points=args.kill_points or 0,
+        interrupt_points=args.interrupt_points or 0,
         settings=args.settings,
         # What the scenarios' child commands start with: this command's environment.
         environ=dict(os.environ),
@@ -59,8 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     gsub = group.add_subparsers(dest="selftest", required=True, metavar="SUITE")
     p = gsub.add_parser(
         "reliability",
-        help="kill sweep, platform faults, disk full, PostgreSQL killed, bad inputs, "
-        "resource bounds, load",
+        help="kill and interrupt sweeps, platform faults, disk full, PostgreSQL killed, bad "
+        "inputs, resource bounds, load",
         description="Exit 0 when every scenario passed (a skipped one, e.g. PostgreSQL when "
         "none is named, does not fail), 1 otherwise. docs/reliability.md has the full table.",
     )
@@ -73,6 +76,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--kill-points", type=int, metavar="N", help="kill sweep points (3 quick, 20 full)"
+    )
+    p.add_argument(
+        "--interrupt-points",
+        type=int,
+        metavar="N",
+        help="interrupt sweep points, SIGINT and SIGTERM alternately (4 quick, 30 full)",
     )
     p.add_argument(
         "--postgres",

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeVar
 
+from benchledger.harness import interrupt
 from benchledger.harness.agents.base import Agent, Episode, UnitInfo
 from benchledger.harness.episode import (
     NO_TOOLS,
@@ -224,6 +225,8 @@ class UnitContext:
             try:
                 return await action()
             except InfraError as exc:
+                if interrupt.unwinding():  # a session torn down by the interrupt: no fault
+                    raise asyncio.CancelledError from exc
                 self.w.append(
                     InfraErrorBody(
                         stage=stage,
@@ -330,14 +333,12 @@ async def run_unit(
         await suite.run_unit(ctx)
     except stops:
         raise
-    except UnitFailed as exc:
-        error = str(exc)
     except (LedgerError, asyncio.CancelledError):
         raise  # storage faults and Ctrl-C end the run; the unit resumes later
-    except InfraError as exc:  # an adapter's failure outside its retries
-        error = f"{ctx.stage}: {exc}"
     except Exception as exc:  # the fault barrier: one unit's bug never ends the run
-        error = f"{INTERNAL_ERROR}{ctx.stage or 'the unit'}: {type(exc).__name__}: {exc}"
+        if interrupt.unwinding():  # whatever the interrupt's unwinding raised: no error
+            raise asyncio.CancelledError from exc
+        error = _error(ctx, exc)
     trace = unit_trace_hash(body for _, body in ctx.log)
     ctx.w.append(UnitFinishedBody(outcome=dict(ctx.outcome), error=error, trace_hash=trace))
     await ctx.commit()
@@ -345,3 +346,13 @@ async def run_unit(
     status = f"error: {error}" if error else suite.unit_status(ctx.outcome)
     return UnitOutcome(plan.stream, plan.unit_id, plan.attempt, dict(ctx.outcome), error,
                        passed, status)  # fmt: skip
+
+
+def _error(ctx: UnitContext, exc: Exception) -> str:
+    """How a unit's failure reads in its ``unit_finished.error``: an infrastructure failure
+    as it is, a bug of ours (the fault barrier) as an internal error."""
+    if isinstance(exc, UnitFailed):
+        return str(exc)
+    if isinstance(exc, InfraError):  # an adapter's failure outside its retries
+        return f"{ctx.stage}: {exc}"
+    return f"{INTERNAL_ERROR}{ctx.stage or 'the unit'}: {type(exc).__name__}: {exc}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from benchledger.ledger.events import RunStartedBody, infra_failed_units, stream_unit
+from benchledger.ledger.events import RunStartedBody, failed_units, stream_unit
 
 
 class Completeness(NamedTuple):
@@ -20,6 +20,9 @@ class Completeness(NamedTuple):
     # Finished units whose every counting attempt ended in an infrastructure error: a run
     # that finished with some is left unsealed, to retry them (``run --retry-infra``).
     infra_failed: tuple[str, ...] = ()
+    # Finished units that ended in an error of ours (``events.INTERNAL_ERROR``): excluded
+    # from rates like infra-failed ones, but never retried (a retry would repeat the bug).
+    harness_failed: tuple[str, ...] = ()
 
     @property
     def whole(self) -> bool:
@@ -82,6 +85,7 @@ class Completeness(NamedTuple):
             "finished_units": self.finished,
             "missing_units": list(self.missing),
             "infra_failed_units": list(self.infra_failed),
+            "harness_failed_units": list(self.harness_failed),
         }
 
 
@@ -128,12 +132,12 @@ def completeness(run_id: str, sealed: bool, plan: Plan, units: Iterable[UnitStat
             key = _unit_key(u, run_id)
             done.add(key)
             ends.append((f"{key[0]}/{key[1]}", u.error))
-    infra = tuple(infra_failed_units(ends))
+    infra, ours = (tuple(names) for names in failed_units(ends))
     if not plan.keys:
-        return Completeness(run_id, sealed, plan.total, len(done), infra_failed=infra)
+        return Completeness(run_id, sealed, plan.total, len(done), (), infra, ours)
     missing = tuple(f"{u}/{a}" for u, a in plan.keys if (u, a) not in done)
     planned = len(plan.keys)
-    return Completeness(run_id, sealed, planned, planned - len(missing), missing, infra)
+    return Completeness(run_id, sealed, planned, planned - len(missing), missing, infra, ours)
 
 
 def _unit_key(unit: UnitState, run_id: str) -> tuple[str, int]:

@@ -249,10 +249,20 @@ def infra_failure(error: str) -> bool:
 def infra_failed_units(ends: Iterable[tuple[str, str]]) -> list[str]:
     """The units whose every counting attempt ended in an infrastructure failure, sorted;
     ``ends`` holds (unit, its ``unit_finished.error``) per finished, not abandoned stream."""
-    failed: dict[str, bool] = {}
+    return failed_units(ends)[0]
+
+
+def failed_units(ends: Iterable[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """The one split of a run's failed units every display, the JSON and ``--retry-infra``
+    share: (infra-failed: every counting attempt an infrastructure failure, harness-failed:
+    some counting attempt a bug of ours), each sorted; ``ends`` as ``infra_failed_units``."""
+    infra: dict[str, bool] = {}
+    ours: set[str] = set()
     for unit, error in ends:
-        failed[unit] = failed.get(unit, True) and infra_failure(error)
-    return sorted(unit for unit, bad in failed.items() if bad)
+        infra[unit] = infra.get(unit, True) and infra_failure(error)
+        if error.startswith(INTERNAL_ERROR):
+            ours.add(unit)
+    return sorted(u for u, bad in infra.items() if bad), sorted(ours)
 
 
 def stream_unit(run_id: str, stream: str) -> tuple[str, str]:

@@ -371,6 +371,14 @@ def card_runs(runs: Sequence[RunMeta]) -> list[tuple[str, Standing | None, Origi
     return [(f"run {r.run_id}", r.standing, r.origin) for r in runs]
 
 
+def failed_text(found: Sequence[Completeness]) -> str:
+    """``1 infra-failed, 0 harness-failed``: the runs' failed units as every display counts
+    them (``Completeness``, which the JSON and ``run --retry-infra`` read too)."""
+    infra = sum(len(c.infra_failed) for c in found)
+    ours = sum(len(c.harness_failed) for c in found)
+    return f"{infra} infra-failed, {ours} harness-failed"
+
+
 def completeness_json(found: Sequence[Completeness]) -> dict[str, Any]:
     """The top-level JSON ``completeness`` (and ``warning`` when partial) of runs."""
     if len(found) == 1:
@@ -381,6 +389,8 @@ def completeness_json(found: Sequence[Completeness]) -> dict[str, Any]:
             "planned_units": sum(c.planned for c in found),
             "finished_units": sum(c.finished for c in found),
             "missing_units": [f"{c.run_id}: {m}" for c in found for m in c.missing],
+            "infra_failed_units": [f"{c.run_id}: {u}" for c in found for u in c.infra_failed],
+            "harness_failed_units": [f"{c.run_id}: {u}" for c in found for u in c.harness_failed],
         }
     warning = " | ".join(b for b in (c.banner() for c in found) if b)
     return {"completeness": body, **({"warning": warning} if warning else {})}

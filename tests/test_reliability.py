@@ -10,23 +10,33 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import threading
 from collections.abc import Iterator
+from types import SimpleNamespace
 
+import anyio
 import httpx2
 import pytest
 
 from benchledger import protocols
 from benchledger.benchmarks import reliability
 from benchledger.benchmarks.fault_proxy import FAULTS, FaultProxy
+from benchledger.benchmarks.reliability.interrupt_sweep import signal_at
+from benchledger.benchmarks.reliability.scenario import cli, finish, units_of, verify_run
 from benchledger.cli import main
+from benchledger.harness import interrupt
+from benchledger.harness.agents.scripted import ScriptedAgent
 from benchledger.harness.driver import RunDriver
+from benchledger.harness.episode import NO_TOOLS
+from benchledger.harness.errors import InfraError
 from benchledger.harness.record import RunConfig
+from benchledger.harness.unit import UnitPlan, run_unit
 from benchledger.ledger import Ledger, UnusableInput, open_store
 from benchledger.ledger.chain import Record, genesis, link_hash
 from benchledger.ledger.codec import encode_string, envelope_bytes
-from benchledger.ledger.events import RunStartedBody, UnitStartedEvent
+from benchledger.ledger.events import RunStartedBody, UnitStartedBody, UnitStartedEvent
 from benchledger.ledger.verified import import_bundle
 from benchledger.projections.source import RunUnverified, open_run
 from benchledger.refplatform.server import LoopbackServer
@@ -487,6 +497,86 @@ def test_a_failing_reset_stops_the_run_in_one_line_that_says_how_to_resume(
     assert f"benchledger run --resume rf --ledger {ledger}" in err[0]
     # Stopped, so unsealed on purpose: its chain verifies once a partial run is allowed.
     assert main(["verify", "rf", "--ledger", ledger, "--allow-unsealed"]) == 0
+
+
+# -- interrupts are interrupts -------------------------------------------------------------
+
+
+def test_sigterm_mid_run_prints_the_resume_line_and_leaves_the_state_ctrl_c_leaves(tmp_path):
+    cfg = config(tmp_path)
+    ledger = str(tmp_path / "l.sqlite")
+    proc = cli(
+        cfg, ["run", "--run-id", "t", "--agent", "fake:0.02", "--protocols", subset(tmp_path, 3),
+              "--ledger", ledger], str(tmp_path))  # fmt: skip
+    # Mid-run: once the ledger holds 40 events (a unit is ~60), never after a timer.
+    assert signal_at(proc, ledger, "t", 40, signal.SIGTERM)
+    code, _, err = finish(proc)
+    assert code == 143 and "Traceback" not in err
+    assert f"Resume with:\n  benchledger run --resume t --ledger {ledger}" in err
+    run, why = verify_run(ledger, "t", sealed=False)
+    assert not why and units_of(run.events).errors == {}
+    assert main(["run", "--resume", "t", "--ledger", ledger]) == 0
+    run, why = verify_run(ledger, "t", sealed=True)
+    units = units_of(run.events)
+    assert not why and units.exactly_once() == [] and units.errors == {}
+
+
+class _UnwindingSuite:
+    """A suite whose unit, interrupted, ends in what the MCP SDK's streams raise while a
+    session is torn down (``BrokenResourceError``) or in an adapter's transport failure,
+    not in ``CancelledError``: what a cancellation unwinding through a session looks like."""
+
+    tools = NO_TOOLS
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def item_hash(self, item) -> str:
+        return "h"
+
+    def passed(self, outcome) -> bool:
+        return True
+
+    def unit_status(self, outcome) -> str:
+        return "pass"
+
+    async def run_unit(self, ctx) -> None:
+        if self.how == "signal":  # the handler ran; the cancellation has not arrived yet
+            interrupt.request(signal.SIGTERM)
+            raise InfraError("transport", "MCP session: stream closed", retryable=True)
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        try:
+            await asyncio.sleep(0)  # where the cancellation is delivered
+        except asyncio.CancelledError:
+            raise anyio.BrokenResourceError from None
+
+
+@pytest.mark.parametrize("how", ["cancelled", "signal"], ids=["task-cancelled", "signal-asked"])
+def test_whatever_an_interrupted_unit_raises_ends_it_unfinished_never_as_its_error(how):
+    ledger = Ledger(open_store(":memory:"))
+    ledger.start_run("r", RunStartedBody(suite="lifecycle", protocols=1))
+    plan = UnitPlan(item=SimpleNamespace(id="p"), attempt=1, stream="r/p/1", identities=(1,))
+    started = UnitStartedBody(protocol_id="p", attempt=1, teacher="t", learner="l")
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            asyncio.run(run_unit(_UnwindingSuite(how), ledger, None, ScriptedAgent(), plan,
+                                 started=started))  # fmt: skip
+    finally:
+        interrupt.clear()
+    kinds = [type(e).__name__ for e, _ in ledger.events("r", "r/p/1")]
+    assert kinds == ["UnitStartedEvent"]  # no infra_error, no unit_finished: resume re-runs it
+
+
+@pytest.mark.slow  # ~30 interrupted child runs and their resumes: about 2 minutes
+def test_sigint_and_sigterm_at_30_random_points_leave_no_failure_and_every_run_passes_30_of_30(
+    tmp_path,
+):
+    row = reliability.interrupt_sweep(config(tmp_path, protocols_limit=30, interrupt_points=30))
+    print(row.tried)
+    assert row.ok, row.problems
+    assert "at 30 random points" in row.tried and "no harness failure" in row.survived
 
 
 # -- the kill sweep and load (slow) --------------------------------------------------------

@@ -27,7 +27,7 @@ from benchledger.projections.fold import LiveView, fold
 from benchledger.projections.source import from_ledger
 from benchledger.projections.suites import lookup
 from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
-from tests.conftest import external_config, protocol_subset, refplatform_server
+from tests.conftest import external_config, protocol_subset, refplatform_server, write_run
 from tests.conftest import interrupted_after as run_until
 from tests.sample import counter_clock
 
@@ -430,3 +430,34 @@ def test_a_run_with_infra_failed_units_can_be_sealed_as_it_is_counting_them_as_h
     assert main(["report", "hiccup", "--ledger", ledger_file]) == 0
     assert not capsys.readouterr().out.startswith(("UNSEALED", "INCOMPLETE"))
     assert main(["verify", "hiccup", "--root", root, "--ledger", ledger_file]) == 0
+
+
+# -- one count of failed units ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "infra", "ours"),
+    [
+        ("capture: transport: MCP session: connection reset", ["p001/1"], []),
+        ("internal error in promote: BrokenResourceError: ", [], ["p001/1"]),
+    ],
+    ids=["infra-error", "error-of-ours"],
+)
+def test_the_scorecard_its_json_and_retry_infra_count_failed_units_alike(
+    tmp_path, capsys, error, infra, ours
+):
+    ledger_file = str(tmp_path / "l.sqlite")
+    ledger = Ledger(open_store(ledger_file))
+    units = {(f"p00{i}", 1): {"captured": True} for i in range(3)}
+    write_run(ledger, "r", units, errors={("p001", 1): error}, seal=False)
+    assert ledger.infra_failed("r") == infra  # what --retry-infra re-runs
+    ledger.store.close()
+
+    assert main(["report", "r", "--ledger", ledger_file]) == 0
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("units")]
+    assert f"3 finished, {len(infra)} infra-failed, {len(ours)} harness-failed" in line
+    assert main(["report", "r", "--ledger", ledger_file, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    done = doc["completeness"]
+    assert (done["infra_failed_units"], done.get("harness_failed_units")) == (infra, ours)
+    assert doc["harness_failures"] == len(infra) + len(ours) == 1

@@ -311,7 +311,7 @@ def test_a_unit_that_keeps_failing_ends_with_an_error_and_is_excluded(tmp_path, 
     assert run_external(server, subset(tmp_path, SUBSET[:3]), ledger, "y",
                         "--seal-despite-infra") == 0  # fmt: skip
     out = capsys.readouterr().out
-    assert "2 infra-failed (excluded from rates)" in out
+    assert "2 infra-failed, 0 harness-failed (excluded from rates)" in out
     evs = [e for e, _ in events(ledger, "y")]
     finished = [e for e in evs if isinstance(e, UnitFinishedEvent)]
     assert sorted(bool(e.body.error) for e in finished) == [False, True, True]

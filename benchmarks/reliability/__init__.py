@@ -1,11 +1,15 @@
 """The reliability selftest: what benchledger survives, tried for real.
 
-``benchledger selftest reliability [--quick]`` runs five scenarios and prints a table of
+``benchledger selftest reliability [--quick]`` runs its scenarios and prints a table of
 what was tried and what survived (docs/reliability.md):
 
 - **kill sweep** — the lifecycle suite SIGKILLed at N points spread over one run, resumed
   after each kill: every interrupted ledger verifies, the final run is sealed, every
   planned unit finished exactly once, and the metrics equal an uninterrupted run's;
+- **interrupt sweep** — fake-model runs sent SIGINT and SIGTERM, alternately, at random
+  points (a count of ledger events), resumed after each: every interrupted child exits
+  130/143 with the resume line and records no unit error, every run ends sealed with
+  every unit passing and no harness failure;
 - **platform faults** — the fault proxy (benchmarks/fault_proxy.py) in front of the
   platform injects 5xx answers, dropped connections, timeouts and truncated bodies into
   MCP and REST requests at 10%: the run is sealed, every fault is exactly one recorded
@@ -24,9 +28,10 @@ what was tried and what survived (docs/reliability.md):
 - **load** — ``--concurrency 32`` over the suite (k=3 in full mode): no errors, the ledger
   verifies; units/s and the p99 episode latency are reported.
 
-The kill sweep, disk-full, PostgreSQL and load scenarios drive the real command line in
-child processes (``python -m benchledger run ...``), as a user would; platform faults run the
-driver in this process, with the proxy armed by the run's own start (never a timer).
+The kill and interrupt sweeps, disk-full, PostgreSQL and load scenarios drive the real
+command line in child processes (``python -m benchledger run ...``), as a user would;
+platform faults run the driver in this process, with the proxy armed by the run's own start
+(never a timer).
 
 One module per scenario (``kill_sweep``, ``platform_faults``, ``disk_full``,
 ``postgres_killed``, ``bad_inputs``, ``resource_bounds``, ``under_load``); what they share
@@ -44,6 +49,7 @@ from typing import Final
 
 from benchledger.benchmarks.reliability.bad_inputs import Case, Corpus, bad_inputs, load_cases
 from benchledger.benchmarks.reliability.disk_full import disk_full, disk_full_capped
+from benchledger.benchmarks.reliability.interrupt_sweep import interrupt_sweep
 from benchledger.benchmarks.reliability.kill_sweep import kill_sweep
 from benchledger.benchmarks.reliability.platform_faults import (
     FAULT_RATE,
@@ -68,6 +74,7 @@ __all__ = [
     "bad_inputs",
     "disk_full",
     "disk_full_capped",
+    "interrupt_sweep",
     "kill_sweep",
     "load",
     "load_cases",
@@ -79,10 +86,11 @@ __all__ = [
     "table",
 ]
 
-SCENARIOS: Final = ("kill", "faults", "disk", "postgres", "bad", "bounds", "load")
+SCENARIOS: Final = ("kill", "interrupt", "faults", "disk", "postgres", "bad", "bounds", "load")
 
 _RUNNERS: Final[dict[str, Callable[[Config], Row]]] = {
     "kill": kill_sweep,
+    "interrupt": interrupt_sweep,
     "faults": platform_faults,
     "disk": disk_full,
     "postgres": postgres_killed,

@@ -65,6 +65,7 @@ class Config:
     main: Callable[[list[str], Settings], int] | None = None
     log: Callable[[str], None] = print
     kill_points: int = 0  # 0: 3 quick, 20 full
+    interrupt_points: int = 0  # 0: 4 quick, 30 full
     protocols_limit: int = 0  # 0: a 6-protocol subset quick, the whole suite full
     settings: Settings = field(default_factory=Settings, repr=False)
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)

@@ -14,6 +14,7 @@ from benchledger.projections.card import (
     RunMeta,
     card_standing,
     completeness_json,
+    failed_text,
     fmt_interval,
     fmt_num,
     fmt_pct,
@@ -119,8 +120,9 @@ def header_lines(card: Scorecard) -> list[tuple[str, str]]:
         ("k", k_text + ("  COUPLED: attempts shared platform state" if coupled else "")),
         (
             "units",
-            f"{sum(u.counted for u in card.units)} finished, {card.harness_failures} "
-            f"infra-failed (excluded from rates), {card.incomplete} incomplete",
+            f"{sum(u.counted for u in card.units)} finished, "
+            f"{failed_text(run_completeness(card))} (excluded from rates), "
+            f"{card.incomplete} incomplete",
         ),
         *(usage_rows(card) or [("tokens", token_text)]),
         ("intervals", "95%, " + intervals_line(card)),

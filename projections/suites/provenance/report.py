@@ -14,6 +14,7 @@ from benchledger.projections.card import (
     Metric,
     card_standing,
     completeness_json,
+    failed_text,
     html_top,
     render_card,
     standing_json,
@@ -56,8 +57,9 @@ def header_lines(card: Card) -> list[tuple[str, str]]:
         ("replicates", f"k={m.k} per case"),
         (
             "units",
-            f"{sum(u.unit.counted for u in card.units)} finished, {card.harness_failures} "
-            f"infra-failed (excluded from rates), {card.incomplete} incomplete",
+            f"{sum(u.unit.counted for u in card.units)} finished, "
+            f"{failed_text([run_completeness(card)])} (excluded from rates), "
+            f"{card.incomplete} incomplete",
         ),
     ]
 
