@@ -284,8 +284,10 @@ def check_options(cfg: RunConfig) -> None:
             embedded.check_pack(cfg.pack)  # loaded once: the provisioner's is this one
         except ValueError as exc:
             raise RunRefused(str(exc)) from None
+    # A suite whose own items live in files takes a file or folder: one that is missing
+    # is refused now (another suite's items option may name anything; its load says).
     path = cfg.protocols_path
-    if path and not os.path.exists(path):
+    if path and not os.path.exists(path) and os.path.exists(_suite(cfg.suite).default_path()):
         raise InvalidInput([Problem(path, None, "", "no such file or folder")])
 
 
