@@ -144,20 +144,25 @@ def ledger_has(ledger: Any, run_id: str) -> bool:
         return False
 
 
-def _warm_embedded(args: argparse.Namespace) -> None:
+def _warm_embedded(args: argparse.Namespace) -> threading.Thread | None:
     """For a new run on the in-process platform with benchledger's own pack, start its SQL
     worker and tables loading now, beside the ~1 s of imports that follow (the engine picks
-    them up when made). Another pack is loaded once, by the provisioner, and warmed there."""
+    them up when made); the thread doing it. Another pack is loaded once, by the
+    provisioner, and warmed there."""
     if (args.platform or "embedded") != "embedded" or args.resume or args.pack:
-        return
+        return None
     from benchledger.refplatform.packs import default_pack  # loaded once per process (cached)
     from benchledger.refplatform.toolkits.sql import warm
+    from benchledger.refplatform.toolkits.sql_database import loaded
 
     def go() -> None:
         with contextlib.suppress(Exception):  # a broken install is the provisioner's to report
             warm(default_pack())
+            loaded(default_pack())  # returns once the tables are in: joining this thread waits
 
-    threading.Thread(target=go, name="sql-warm", daemon=True).start()
+    thread = threading.Thread(target=go, name="sql-warm", daemon=True)
+    thread.start()
+    return thread
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -176,7 +181,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # What these imports make (~1M objects: the MCP SDK's models, the pack) lives as long as
     # the process: no collection during them, and none walks them again afterwards.
     gc.disable()
-    _warm_embedded(args)
+    warming = _warm_embedded(args)
     from benchledger.harness.driver import RunDriver
     from benchledger.harness.logging import quiet_logs
     from benchledger.harness.record import RunRefused
@@ -205,7 +210,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             loop.remove_signal_handler(signal.SIGINT)
 
     def discard() -> None:
-        """Refused before any run was written: leave no new, empty ledger file behind."""
+        """Refused before any run was written: leave no new, empty ledger file behind (and
+        let the SQL warm-up end: a process exiting under DuckDB's loading thread aborts)."""
+        if warming is not None:
+            warming.join()
         if fresh_file and not ledger_has_runs(ledger):
             ledger.store.close()
             for suffix in ("", "-wal", "-shm"):

@@ -240,10 +240,6 @@ def settle(cfg: RunConfig) -> PlatformSpec:
 
 def _new_run_rules(cfg: RunConfig, spec: PlatformSpec) -> None:
     """The rules a new run's options obey among themselves (RunRefused naming the option)."""
-    try:
-        check_run_id(cfg.run_id or "x")
-    except ValueError as exc:
-        raise RunRefused(str(exc)) from None
     if cfg.runtime_scope not in ("pass", "unit"):
         raise RunRefused(f"runtime scope {cfg.runtime_scope!r}: use pass or unit")
     external = _shared(spec)
@@ -273,6 +269,8 @@ def check_options(cfg: RunConfig) -> None:
     if cfg.resume:
         return  # the rest comes from the run's record, which the plan reads
     try:
+        if cfg.run_id:
+            check_run_id(cfg.run_id)
         agents.check_spec(cfg.agent)
     except ValueError as exc:
         raise RunRefused(str(exc)) from None
