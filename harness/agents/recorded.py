@@ -107,12 +107,12 @@ def _recorded_set(run: RecordedRun) -> dict[str, Any] | None:
 
 def check_recorded_set(run: RecordedRun, items: Sequence[Any], path: str) -> None:
     """ValueError naming the first protocol of the run (from ``path``) that the recording
-    does not hold, or holds with other content (docs/peer-studies.md, re-enactment)."""
+    does not hold, or holds with other content (docs/refplatform.md, re-enacting)."""
     if not all(isinstance(item, Protocol) for item in items):
         raise ValueError(f"--agent recorded:{run.path}: a recording re-enacts lifecycle "
                          "protocols; this run's items are not protocols")  # fmt: skip
     for item in items:
-        if str(getattr(item, "id", "")) not in run.attempts:
+        if item.id not in run.attempts:
             known = sorted(run.attempts)
             has = ", ".join(known[:3]) + (", ..." if len(known) > 3 else "")
             raise ValueError(
