@@ -26,10 +26,56 @@ def cmd_platform_serve(args: argparse.Namespace) -> int:
         raise UsageError(exc.message) from None
 
 
+RESET_PATH = "/api/v1/admin/reset"  # refplatform's own admin route (docs/refplatform.md)
+
+
+def cmd_platform_reset(args: argparse.Namespace) -> int:
+    """Reset the refplatform at URL to a fresh server's state (the admin key's right); one
+    line saying how many memory records it removed. Exit 2 when it cannot."""
+    import httpx2
+
+    from benchledger.harness.platforms.builtin import external_url
+
+    try:
+        url = external_url(args.url)
+    except ValueError as exc:
+        raise UsageError(f"platform reset: {exc}") from None
+    key = args.admin_key or args.settings.admin_key
+    if not key:
+        raise UsageError(
+            "platform reset needs the admin key: --admin-key or $BENCHLEDGER_ADMIN_KEY"
+        )
+    try:
+        answer = httpx2.post(url + RESET_PATH, headers={"X-API-Key": key}, timeout=60.0)
+    except httpx2.HTTPError as exc:
+        raise UsageError(f"platform reset {url}: cannot reach it ({type(exc).__name__})") from None
+    if answer.status_code in (401, 403):
+        raise UsageError(f"platform reset {url}: HTTP {answer.status_code}, the key was refused "
+                         "(only the admin key may reset)")  # fmt: skip
+    if answer.status_code == 404:
+        raise UsageError(f"platform reset {url}: HTTP 404, no reset route: it is not "
+                         "refplatform (reset another platform with its own tools)")  # fmt: skip
+    try:
+        removed = int(answer.json()["records_removed"])
+    except (ValueError, KeyError, TypeError):
+        raise UsageError(f"platform reset {url}: HTTP {answer.status_code} without a reset "
+                         "answer") from None  # fmt: skip
+    print(f"platform {url} reset: {removed} memory records removed; seeded again from its pack")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``platform serve``."""
+    """Add ``platform serve`` and ``platform reset``."""
     group = sub.add_parser("platform", help="the embedded reference memory platform")
     psub = group.add_subparsers(dest="platform", required=True, metavar="ACTION")
     p = psub.add_parser("serve", help="serve refplatform in the foreground")
     add_serve_options(p, admin_key_help="default: $BENCHLEDGER_ADMIN_KEY or random")
     p.set_defaults(func=cmd_platform_serve)
+    r = psub.add_parser(
+        "reset",
+        help="empty a served refplatform (memories, changesets, pages, sessions) and seed it "
+        "again from its pack, so another run starts as on a fresh server",
+    )
+    r.add_argument("url", metavar="URL", help="the platform's URL, as `platform serve` printed it")
+    r.add_argument("--admin-key", metavar="KEY", help="default: $BENCHLEDGER_ADMIN_KEY")
+    r.set_defaults(func=cmd_platform_reset)

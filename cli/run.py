@@ -26,7 +26,7 @@ from benchledger.cli.common import (
 from benchledger.cli.gate import gate_bar_args
 from benchledger.cli.keys import sign_key_arg, signer_from
 from benchledger.cli.prereg import prereg_for_run
-from benchledger.harness import interrupt, suites
+from benchledger.harness import interrupt
 from benchledger.harness.errors import HarnessError
 from benchledger.harness.record import RunConfig
 from benchledger.ledger import Ledger, LedgerError, UnknownRun
@@ -148,20 +148,25 @@ def ledger_has(ledger: Any, run_id: str) -> bool:
         return False
 
 
-def _warm_embedded(args: argparse.Namespace) -> None:
+def _warm_embedded(args: argparse.Namespace) -> threading.Thread | None:
     """For a new run on the in-process platform with benchledger's own pack, start its SQL
     worker and tables loading now, beside the ~1 s of imports that follow (the engine picks
-    them up when made). Another pack is loaded once, by the provisioner, and warmed there."""
+    them up when made); the thread doing it. Another pack is loaded once, by the
+    provisioner, and warmed there."""
     if (args.platform or "embedded") != "embedded" or args.resume or args.pack:
-        return
+        return None
     from benchledger.refplatform.packs import default_pack  # loaded once per process (cached)
     from benchledger.refplatform.toolkits.sql import warm
+    from benchledger.refplatform.toolkits.sql_database import loaded
 
     def go() -> None:
         with contextlib.suppress(Exception):  # a broken install is the provisioner's to report
             warm(default_pack())
+            loaded(default_pack())  # returns once the tables are in: joining this thread waits
 
-    threading.Thread(target=go, name="sql-warm", daemon=True).start()
+    thread = threading.Thread(target=go, name="sql-warm", daemon=True)
+    thread.start()
+    return thread
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -170,10 +175,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     import asyncio
     import gc
 
+    from benchledger.harness.plan import check_options
+
+    # Every option checked before the slow imports below (a bad one answers in ~0.5 s, not
+    # after them): the plan checks them again, with the ledger, before it writes anything.
+    cfg = _config(args)
+    check_options(cfg)
+    signer = signer_from(args.sign_key, args.settings)  # a bad key file: exit 2, nothing written
     # What these imports make (~1M objects: the MCP SDK's models, the pack) lives as long as
     # the process: no collection during them, and none walks them again afterwards.
     gc.disable()
-    _warm_embedded(args)
+    warming = _warm_embedded(args)
     from benchledger.harness.driver import RunDriver
     from benchledger.harness.logging import quiet_logs
     from benchledger.harness.record import RunRefused
@@ -181,9 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     gc.freeze()
     gc.enable()
 
-    cfg = _config(args)
     quiet_logs()
-    signer = signer_from(args.sign_key, args.settings)  # a bad key file: exit 2, nothing written
     ledger_location = args.ledger or args.settings.ledger
     fresh_file = "://" not in ledger_location and not os.path.exists(ledger_location)
     ledger = open_ledger(args, create=True)
@@ -216,7 +226,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGTERM, _terminated)  # the loop's removal left the default
 
     def discard() -> None:
-        """Refused before any run was written: leave no new, empty ledger file behind."""
+        """Refused before any run was written: leave no new, empty ledger file behind (and
+        let the SQL warm-up end: a process exiting under DuckDB's loading thread aborts)."""
+        if warming is not None:
+            warming.join()
         if fresh_file and not ledger_has_runs(ledger):
             ledger.store.close()
             for suffix in ("", "-wal", "-shm"):
@@ -393,8 +406,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     installed = read_suites.installed()  # benchledger's own and every installed plugin's
     p.add_argument(
         "--suite",
-        default=read_suites.DEFAULT_SUITE,
-        choices=suites.names(),
+        default=read_suites.DEFAULT_SUITE,  # an unknown one: one line naming them (the plan)
         help="; ".join(f"{s.name}: {s.summary}" if s.summary else s.name for s in installed)
         + " (`benchledger suites` lists them)",
     )

@@ -9,6 +9,7 @@ the plan, the pool and the platform have been checked; a refused resume writes n
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -91,6 +92,22 @@ async def _together(units: list[Coroutine[Any, Any, None]]) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+def _reused(plan: RunPlan, prov: Provisioner, held: int) -> None:
+    """A new run on a shared platform that holds earlier runs' memories: with a
+    ``--reset-cmd`` it is reset before the first pass too; without, one warning line naming
+    the reset (its agents may find those memories and score otherwise than on a fresh one)."""
+    if plan.reset_cmd:
+        plan.reset_first = True
+        return
+    print(
+        f"benchledger: warning: the platform at {prov.spec.label} already holds {held} memories "
+        "and changesets from earlier runs, which this run's agents may find: reset it first "
+        f"(refplatform: benchledger platform reset {prov.spec.label}), or give --reset-cmd "
+        "(docs/platforms.md)",
+        file=sys.stderr,
+    )
 
 
 async def _model_preflight(agent: Agent) -> None:
@@ -215,6 +232,8 @@ class RunDriver:
                 pack=plan.pack, settings=self.cfg.settings, options=self.cfg.platform_options,
             )  # fmt: skip
             first, described = await self._preflight(prov, stack)
+            if described.held and not plan.resumed and plan.shard is None:
+                _reused(plan, prov, described.held)
             if plan.resumed:
                 self._continue(plan, described)
             else:

@@ -13,8 +13,10 @@ memories.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
+import os
 import secrets
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -53,6 +55,7 @@ from benchledger.ledger.events import (
     infra_failure,
 )
 from benchledger.ledger.ledger import check_run_id
+from benchledger.protocols.errors import InvalidInput, Problem
 
 MAX_POOL: Final = 999
 INTERRUPTED: Final = "interrupted; re-run on resume"
@@ -163,6 +166,18 @@ def _agent(cfg: RunConfig, spec: str, recorded: dict[str, Any] | None = None) ->
         raise RunRefused(str(exc)) from None
 
 
+def _agent_fits(agent: Agent, items: list[Any], path: str) -> None:
+    """RunRefused when the agent cannot serve these items (a recording of another protocol
+    set): checked before anything is written, never found unit by unit."""
+    check = getattr(agent, "check_items", None)  # an agent bound to particular items has it
+    if check is None:
+        return
+    try:
+        check(items, path)
+    except ValueError as exc:
+        raise RunRefused(str(exc)) from None
+
+
 def _foreign_options(cfg: RunConfig, platform: Platform) -> None:
     """RunRefused naming an option given that belongs to another platform than the run's."""
     own = {option.dest for option in platform.options}
@@ -223,6 +238,57 @@ def settle(cfg: RunConfig) -> PlatformSpec:
     return spec
 
 
+def _new_run_rules(cfg: RunConfig, spec: PlatformSpec) -> None:
+    """The rules a new run's options obey among themselves (RunRefused naming the option)."""
+    if cfg.runtime_scope not in ("pass", "unit"):
+        raise RunRefused(f"runtime scope {cfg.runtime_scope!r}: use pass or unit")
+    external = _shared(spec)
+    if cfg.runtime_scope == "unit" and external:
+        raise RunRefused("a fresh platform per unit needs an embedded platform")
+    if cfg.pack and external:
+        raise RunRefused("--pack seeds the embedded platform; an external one has its own data")
+    if cfg.pack and not _platform_of(spec).seeded:
+        raise RunRefused(f"--pack seeds the embedded platform; {_platform_of(spec).name} starts "
+                         "empty")  # fmt: skip
+    if cfg.reset_cmd and not external:
+        raise RunRefused("--reset-cmd resets an external platform between passes; an "
+                         "embedded one starts fresh for every pass")  # fmt: skip
+    if cfg.shard is not None and cfg.shard.count > 1 and cfg.reset_cmd:
+        raise RunRefused(
+            "--reset-cmd resets the platform under every shard at once; sharded passes "
+            "cannot be reset between: drop --reset-cmd (the run is then coupled at k > 1)"
+        )
+
+
+def check_options(cfg: RunConfig) -> None:
+    """Every option rule that needs neither the ledger nor the run's heavy modules (the
+    MCP stack, a model SDK), checked on a copy of ``cfg``: what ``benchledger run`` checks
+    before it imports them. RunRefused or InvalidInput (a missing file), in one line."""
+    cfg = dataclasses.replace(cfg)  # settle fills in defaults; the plan settles its own
+    spec = settle(cfg)
+    if cfg.resume:
+        return  # the rest comes from the run's record, which the plan reads
+    try:
+        if cfg.run_id:
+            check_run_id(cfg.run_id)
+        agents.check_spec(cfg.agent)
+    except ValueError as exc:
+        raise RunRefused(str(exc)) from None
+    _new_run_rules(cfg, spec)
+    if cfg.pack:
+        from benchledger.harness.platforms import embedded  # the refplatform door
+
+        try:
+            embedded.check_pack(cfg.pack)  # loaded once: the provisioner's is this one
+        except ValueError as exc:
+            raise RunRefused(str(exc)) from None
+    # A suite whose own items live in files takes a file or folder: one that is missing
+    # is refused now (another suite's items option may name anything; its load says).
+    path = cfg.protocols_path
+    if path and not os.path.exists(path) and os.path.exists(_suite(cfg.suite).default_path()):
+        raise InvalidInput([Problem(path, None, "", "no such file or folder")])
+
+
 def plan_run(ledger: Ledger, cfg: RunConfig, agent: Agent | None = None) -> RunPlan:
     """The plan of the run ``cfg`` asks for (a resume when ``cfg.resume``); RunRefused, with
     nothing written, when an option is unusable or contradicts the ledger."""
@@ -248,25 +314,9 @@ def _plan_new(ledger: Ledger, cfg: RunConfig, spec: PlatformSpec, given: Agent |
     except ValueError as exc:
         raise RunRefused(str(exc)) from None
     agent = given or _agent(cfg, cfg.agent)
-    if cfg.runtime_scope not in ("pass", "unit"):
-        raise RunRefused(f"runtime scope {cfg.runtime_scope!r}: use pass or unit")
+    _new_run_rules(cfg, spec)
     external = _shared(spec)
-    if cfg.runtime_scope == "unit" and external:
-        raise RunRefused("a fresh platform per unit needs an embedded platform")
-    if cfg.pack and external:
-        raise RunRefused("--pack seeds the embedded platform; an external one has its own data")
-    if cfg.pack and not _platform_of(spec).seeded:
-        raise RunRefused(f"--pack seeds the embedded platform; {_platform_of(spec).name} starts "
-                         "empty")  # fmt: skip
-    if cfg.reset_cmd and not external:
-        raise RunRefused("--reset-cmd resets an external platform between passes; an "
-                         "embedded one starts fresh for every pass")  # fmt: skip
     shard = cfg.shard if cfg.shard and cfg.shard.count > 1 else None
-    if shard is not None and cfg.reset_cmd:
-        raise RunRefused(
-            "--reset-cmd resets the platform under every shard at once; sharded passes "
-            "cannot be reset between: drop --reset-cmd (the run is then coupled at k > 1)"
-        )
     head = ledger.store.head(run_id) if shard is None else None
     if head is not None and head.kind == "run_sealed":  # final: --resume would refuse it
         raise RunRefused(f"run {run_id} already exists and is sealed (final); give a new "
@@ -275,6 +325,10 @@ def _plan_new(ledger: Ledger, cfg: RunConfig, spec: PlatformSpec, given: Agent |
         raise RunRefused(f"run {run_id} already exists; resume it with --resume {run_id}")
     loaded = suite.load(cfg.protocols_path or suite.default_path())
     items = _select(loaded.items, cfg.protocol, cfg.limit, suite.item_noun, loaded.path)
+    _agent_fits(agent, items, loaded.path)
+    fits_pack = getattr(suite, "check_pack", None)  # a suite whose items need a seed pack
+    if fits_pack is not None and not external and _platform_of(spec).seeded:
+        fits_pack(loaded, items, cfg.pack)  # InvalidInput naming the protocol file and field
     subset = bool(cfg.protocol or cfg.limit)
     pool = _new_pool(spec, len(items) * cfg.k, suite.identities_per_unit, cfg.k, cfg.pool_size)
     plans = unit_plans(suite, items, cfg.k, run_id)
@@ -379,6 +433,7 @@ def _plan_resume(ledger: Ledger, cfg: RunConfig, given_agent: Agent | None) -> R
         )
     reset_cmd = resume_reset_cmd(cfg, record, run_id)
     agent = given_agent or _agent(cfg, record.agent, record.agent_params)
+    _agent_fits(agent, items, path)
     plans, abandon = _resume_units(ledger, suite, items, record, run_id, shard, cfg.retry_infra)
     top = max((max(p.identities) for p in plans), default=0)
     if external:

@@ -12,6 +12,7 @@ from benchledger.protocols.schema import Grading, Protocol, ProtocolSet
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 LIFECYCLE_DIR = os.path.join(DATA_DIR, "lifecycle")
+PACK_DIR = os.path.join(DATA_DIR, "pack")  # the seed pack the committed set was made on
 CASES_DEV = os.path.join(DATA_DIR, "provenance", "dev", "cases.jsonl")
 CASES_PUBLIC_V1 = os.path.join(DATA_DIR, "provenance", "public", "v1", "cases.jsonl")
 
@@ -19,6 +20,7 @@ __all__ = [
     "CASES_DEV",
     "CASES_PUBLIC_V1",
     "LIFECYCLE_DIR",
+    "PACK_DIR",
     "Case",
     "CaseSet",
     "Grading",

@@ -23,6 +23,7 @@ import msgspec
 import yaml
 
 from benchledger.protocols import dataset
+from benchledger.protocols.pack_schema import MANIFEST, parse_schema, render_manifest
 from benchledger.protocols.schema import Grading, Page, Prompt, Protocol, Question, Update
 
 HEADER: Final = (
@@ -435,7 +436,10 @@ def render(protocol: Protocol) -> str:
 def files() -> dict[str, str]:
     """Every file the generator writes: path relative to the output folder -> text."""
     out = {f"{PROTOCOLS_DIR}/{p.id}.yaml": render(p) for p in protocols()}
-    out.update({f"{PACK_DIR}/{rel}": text for rel, text in dataset.pack_files().items()})
+    pack = dataset.pack_files()
+    # The pack schema the answers need, recorded with the set (protocols.pack_schema).
+    out[f"{PROTOCOLS_DIR}/{MANIFEST}"] = render_manifest(parse_schema(pack[dataset.PACK_SETUP]))
+    out.update({f"{PACK_DIR}/{rel}": text for rel, text in pack.items()})
     return out
 
 
@@ -469,8 +473,10 @@ def write(out: str, *, prune: bool = False) -> Written:
         _write(os.path.join(out, rel), text)
     for rel in sorted(stale):
         os.unlink(os.path.join(out, rel))
-    mine = [rel for rel in texts if rel.startswith(PROTOCOLS_DIR + "/")]
-    return Written(mine, [rel for rel in texts if rel not in mine], replaced, sorted(stale))
+    mine = [rel for rel in texts
+            if rel.startswith(PROTOCOLS_DIR + "/") and not rel.endswith(MANIFEST)]  # fmt: skip
+    pack = [rel for rel in texts if rel.startswith(PACK_DIR + "/")]
+    return Written(mine, pack, replaced, sorted(stale))
 
 
 def _differs(path: str, text: str) -> bool:

@@ -238,4 +238,5 @@ def load(path: str) -> ProtocolSet:
     if problems:
         raise InvalidInput(problems)
     protocols = tuple(msgspec.convert(value, Protocol) for _, _, value in found)
-    return ProtocolSet(protocols, tuple(files), tuple(skipped))
+    origins = tuple(doc.file for doc, _, _ in found)
+    return ProtocolSet(protocols, tuple(files), tuple(skipped), origins)

@@ -98,6 +98,7 @@ class ProtocolSet(msgspec.Struct, frozen=True):
     protocols: tuple[Protocol, ...]
     files: tuple[str, ...]
     skipped: tuple[str, ...] = ()
+    origins: tuple[str, ...] = ()  # the file each protocol came from, in load order
 
     def by_id(self) -> dict[str, Protocol]:
         return {p.id: p for p in self.protocols}

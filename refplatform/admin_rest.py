@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from benchledger.refplatform import rest
 from benchledger.refplatform.audit import DEFAULT_PER_PAGE, MAX_PER_PAGE
+from benchledger.refplatform.auth import ADMIN_NAME
 from benchledger.refplatform.platform import Platform
 
 BASE = "/api/v1/admin"
@@ -141,6 +142,14 @@ def routes(platform: Platform) -> list[Route]:
     async def audit_event(request: Request) -> Any:
         return platform.audit.event(request.path_params["id"])
 
+    @rest.route(admin=True)
+    async def reset(request: Request) -> Any:
+        # refplatform's own route (not the peer's): `benchledger platform reset URL` calls it
+        # so a served platform can be reused for another run; only the admin key may.
+        if rest.identity(request).name != ADMIN_NAME:
+            return rest.problem(403, "only the admin key may reset the platform")
+        return {"status": "reset", "records_removed": platform.reset()}
+
     k = f"{BASE}/knowledge"
     return [
         Route(f"{k}/insights", list_insights, methods=["GET"]),
@@ -154,4 +163,5 @@ def routes(platform: Platform) -> list[Route]:
         Route(f"{BASE}/audit/events", audit_events, methods=["GET"]),
         Route(f"{BASE}/audit/events/filters", audit_filters, methods=["GET"]),
         Route(f"{BASE}/audit/events/{{id}}", audit_event, methods=["GET"]),
+        Route(f"{BASE}/reset", reset, methods=["POST"]),
     ]

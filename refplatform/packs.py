@@ -44,7 +44,7 @@ from benchledger.refplatform.pack_sql import SetupStatement, split_statements
 SETUP_SQL: Final = "trino/setup.sql"
 MCE_DIR: Final = "datahub"
 PAGES_SQL: Final = "postgres/knowledge_pages.sql"
-DEFAULT_PACK_DIR: Final = os.path.join(protocols.DATA_DIR, "pack")
+DEFAULT_PACK_DIR: Final = protocols.PACK_DIR
 _VARIANT_SUFFIX: Final = "_empty.json"
 _HASH_DOMAIN: Final = b"benchledger:pack:v1\x00"
 

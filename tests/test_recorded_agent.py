@@ -222,21 +222,37 @@ def test_a_recorded_run_replays_from_its_own_log(reenacted):
     assert main(["replay", "re", "--level", "full", "--ledger", ledger]) == 0
 
 
-def test_an_episode_it_has_no_recording_of_answers_insufficient_information_with_a_note(
+def test_a_recording_of_another_protocol_set_is_refused_before_anything_is_written(
     tmp_path, capsys, peer
 ):
     folder = tmp_path / "own"
     folder.mkdir()
     shutil.copy(os.path.join(protocols.LIFECYCLE_DIR, "bl-keystone-region.yaml"), folder)
-    ledger = str(tmp_path / "l.sqlite")
+    ledger = tmp_path / "l.sqlite"
     argv = ["run", "--agent", f"recorded:{run_dir(peer)}", "--time-scale", "0",
-            "--protocols", str(folder), "--ledger", ledger, "--run-id", "own"]  # fmt: skip
-    assert main(argv) == 0
-    events = read(ledger, "own")
-    answers = [e.body.final_answer for e in events if isinstance(e, EpisodeFinishedEvent)]
-    assert answers and all(a.endswith(NO_RECORDING) for a in answers)
-    assert all("has no protocol bl-keystone-region" in a and "\n" not in a for a in answers)
-    assert not [e for e in events if isinstance(e, UnitFinishedEvent) and e.body.error]
+            "--protocols", str(folder), "--ledger", str(ledger), "--run-id", "own"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the recording holds no protocol bl-keystone-region" in err[0]
+    assert not ledger.exists()
+
+
+def test_a_recorded_protocol_whose_content_changed_is_refused_naming_it(tmp_path, capsys, peer):
+    folder = peer_subset(tmp_path, peer, ["lc-core-market", "lc-holiday-total"])
+    changed = os.path.join(folder, "lc-core-market.yaml")
+    with open(changed, encoding="utf-8") as fh:
+        text = fh.read()
+    with open(changed, "w", encoding="utf-8") as fh:
+        fh.write(text.replace("value: 259", "value: 260"))  # the same id, another answer
+    ledger = tmp_path / "l.sqlite"
+    argv = ["run", "--agent", f"recorded:{run_dir(peer)}", "--time-scale", "0",
+            "--protocols", folder, "--pack", os.path.join(peer, "bench", "seed"),
+            "--ledger", str(ledger)]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "protocol lc-core-market of" in err[0] and "differs from the one the recording" in err[0]
+    assert not ledger.exists()
 
 
 def test_a_missing_run_dir_is_one_line_and_exit_2_before_anything_is_written(tmp_path, capsys):

@@ -155,3 +155,33 @@ def test_an_agent_that_calls_no_provider_loads_no_model_sdk(spec: str) -> None:
         [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
     )
     assert "anthropic" not in json.loads(res.stdout)
+
+
+# What a run's heavy imports bring (seconds of start-up): a bad option is refused before.
+RUN_STACKS = ("anthropic", "mcp", "mcp_types", "pydantic", "uvicorn", "starlette", "duckdb")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(["--agent", "nonsense"], id="unknown-agent"),
+        pytest.param(["--suite", "nosuch"], id="unknown-suite"),
+        pytest.param(["--platform", "ftp://x"], id="unknown-platform"),
+        pytest.param(["--platform", "server-memory@latest"], id="unpinned-server-memory"),
+        pytest.param(["--pack", "{tmp}/nopack"], id="missing-pack"),
+        pytest.param(["--protocols", "{tmp}/none"], id="missing-protocols"),
+        pytest.param(["--run-id", "a/b"], id="bad-run-id"),
+        pytest.param(["--shard", "x"], id="bad-shard"),
+        pytest.param(["--time-scale", "2"], id="time-scale-without-recording"),
+        pytest.param(["--reset-cmd", "./r.sh"], id="reset-cmd-on-embedded"),
+        pytest.param(["--retry-infra"], id="retry-infra-without-resume"),
+    ],
+)
+def test_a_bad_run_option_is_refused_before_the_runs_heavy_imports(
+    bad: list[str], tmp_path: Path
+) -> None:
+    argv = ["run", *(a.format(tmp=tmp_path) for a in bad), "--ledger", str(tmp_path / "l.db")]
+    code, modules = _loaded_by(argv, tmp_path)
+    assert code == 2
+    assert [m for m in RUN_STACKS if m in modules] == []
+    assert not (tmp_path / "l.db").exists()

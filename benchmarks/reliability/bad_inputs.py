@@ -14,7 +14,7 @@ import msgspec
 import yaml
 
 from benchledger.benchmarks.fault_proxy import FaultProxy, http_answer
-from benchledger.benchmarks.reliability.scenario import CORPUS, Config, Row
+from benchledger.benchmarks.reliability.scenario import CORPUS, ROOT, Config, Row
 from benchledger.harness import settings
 from benchledger.harness.settings import Settings
 from benchledger.ledger import Ledger, open_store
@@ -32,6 +32,24 @@ class Case(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     env: dict[str, str] = {}
     lines: int = 1  # at most this many stderr lines (argparse usage errors print more)
     platform: str = ""  # a broken platform to put behind {platform}
+
+
+def peer_data(named: str = "") -> str:
+    """The peer platform's published folder ({peer} in a case), never copied into the
+    project: ``named`` (the settings' peer_data), else ../shared/peers/mcp-data-platform
+    beside the checkout; "" if absent."""
+    candidates = (
+        named,
+        os.path.join(ROOT, "..", "shared", "peers", "mcp-data-platform"),
+        "/work/shared/peers/mcp-data-platform",  # a CI clone elsewhere on this machine
+    )
+    found = [c for c in candidates if c and os.path.isdir(os.path.join(c, "bench", "protocols"))]
+    return os.path.abspath(found[0]) if found else ""
+
+
+def needs_peer(case: Case) -> bool:
+    """Whether ``case`` reads the peer's folder ({peer})."""
+    return any("{peer}" in a for a in case.argv)
 
 
 def load_cases(path: str = os.path.join(CORPUS, "cases.yaml")) -> list[Case]:
@@ -96,11 +114,14 @@ class Corpus:
     what is wrong with its answer (empty when it is right).
     """
 
-    def __init__(self, workdir: str, main: Callable[[list[str], Settings], int]) -> None:
+    def __init__(
+        self, workdir: str, main: Callable[[list[str], Settings], int], peer: str = ""
+    ) -> None:
         self.workdir = workdir
         self.main = main
         self._stack = contextlib.ExitStack()
         self._proxies: dict[str, str] = {}
+        self.peer = peer  # the peer's folder for {peer} ("": cases naming it are skipped)
 
     def __enter__(self) -> Corpus:
         from benchledger.refplatform.server import RunningPlatform
@@ -142,6 +163,7 @@ class Corpus:
             "admin_key": self.platform.admin_key,
             "pool_base": self.platform.pool_base,
             "platform": broken,
+            "peer": self.peer,
         }
         argv = [a.format(**values) for a in case.argv]
         env = {k: v.format(**values) for k, v in case.env.items()}
@@ -170,13 +192,22 @@ def bad_inputs(cfg: Config) -> Row:
             None,
         )
     cases = load_cases()
+    peer = peer_data(cfg.settings.peer_data)
+    with Corpus(os.path.join(cfg.workdir, "bad"), cfg.main, peer) as corpus:
+        skipped = [c for c in cases if needs_peer(c) and not corpus.peer]
+        cases = [c for c in cases if c not in skipped]
+        return _run_cases(corpus, cases, len(skipped))
+
+
+def _run_cases(corpus: Corpus, cases: list[Case], skipped: int) -> Row:
     failures: list[str] = []
     kinds: collections.Counter[str] = collections.Counter()
-    with Corpus(os.path.join(cfg.workdir, "bad"), cfg.main) as corpus:
-        for case in cases:
-            kinds[case.kind] += 1
-            failures += [f"{case.id}: {w}" for w in corpus.check(case)]
+    for case in cases:
+        kinds[case.kind] += 1
+        failures += [f"{case.id}: {w}" for w in corpus.check(case)]
     by_kind = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+    if skipped:  # the peer's folder is not on this machine
+        by_kind += f"; {skipped} skipped: no peer data (BENCHLEDGER_PEER_DATA)"
     return Row(
         "bad inputs",
         f"{len(cases)} bad inputs from tests/data/bad/cases.yaml ({by_kind})",

@@ -6,17 +6,34 @@ installed package registers in the entry-point group ``benchledger.models``.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchledger.harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
-from benchledger.harness.agents.fake import FakeModelAgent
-from benchledger.harness.agents.model import ModelAgent
 from benchledger.harness.agents.provider import MODELS, AgentRequest, ModelProvider
-from benchledger.harness.agents.scripted import ScriptedAgent
 from benchledger.harness.models.transport import ModelTransport
 from benchledger.harness.settings import Settings
 from benchledger.ledger.registry import BrokenPlugin, UnknownName
+
+if TYPE_CHECKING:
+    from benchledger.harness.agents.fake import FakeModelAgent
+    from benchledger.harness.agents.model import ModelAgent
+    from benchledger.harness.agents.scripted import ScriptedAgent
+
+# The agents themselves load on first use: the scripted one brings the MCP stack, and a
+# run's options (``--agent`` among them) are checked before that (cli/run.py).
+_LAZY = {
+    "FakeModelAgent": "benchledger.harness.agents.fake",
+    "ModelAgent": "benchledger.harness.agents.model",
+    "ScriptedAgent": "benchledger.harness.agents.scripted",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def from_spec(
@@ -50,14 +67,24 @@ def from_spec(
     try:
         provider = MODELS.lookup(name)
     except UnknownName as exc:
-        raise ValueError(
-            f"--agent {spec!r}: no such model provider (known: {', '.join(exc.known)})"
-        ) from None
+        raise ValueError(_unknown(spec, exc.known)) from None
     except BrokenPlugin as exc:
         raise ValueError(f"--agent {spec!r}: {exc}") from None
     request = AgentRequest(spec, model, transport, params, settings, base_url, rpm, tpm,
                            time_scale)  # fmt: skip
     return provider.agent(request)
+
+
+def check_spec(spec: str) -> None:
+    """ValueError in one line when no installed model provider is called as ``spec`` names
+    (listing the known ones); loads no provider, so it costs no SDK import."""
+    known = MODELS.names()
+    if spec.partition(":")[0] not in known:
+        raise ValueError(_unknown(spec, known))
+
+
+def _unknown(spec: str, known: tuple[str, ...]) -> str:
+    return f"--agent {spec!r}: no such model provider (known: {', '.join(known)})"
 
 
 async def preflight(agent: Agent) -> None:
@@ -66,6 +93,8 @@ async def preflight(agent: Agent) -> None:
     PreflightFailed (one line, never the key) when it is unreachable, refuses the key or
     has no such model or path; agents that call no real model pass without a request.
     """
+    from benchledger.harness.agents.model import ModelAgent
+
     if isinstance(agent, ModelAgent):
         await agent.preflight()
 
@@ -82,6 +111,7 @@ __all__ = [
     "ToolCall",
     "Turn",
     "UnitInfo",
+    "check_spec",
     "from_spec",
     "preflight",
 ]

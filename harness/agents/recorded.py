@@ -16,14 +16,19 @@ are read per unit, so starting costs only the results files.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from benchledger.harness.agents.base import UnitInfo
 from benchledger.harness.agents.model import ModelAgent
 from benchledger.harness.models.recorded import RecordedTransport, Sleep
+from benchledger.harness.peer.layout import find_protocols
 from benchledger.harness.peer.recorded_run import RecordedRun
 from benchledger.harness.peer.transcript import RecordedEpisode
+from benchledger.protocols import load
+from benchledger.protocols.errors import InvalidInput
+from benchledger.protocols.hashing import benchledger_hash, peer_hash
+from benchledger.protocols.schema import Protocol
 
 
 class RecordedAgent(ModelAgent):
@@ -47,6 +52,12 @@ class RecordedAgent(ModelAgent):
         return RecordedTransport(episodes, model=self.run.model, unit=unit,
                                  time_scale=self.time_scale, sleep=self.sleep,
                                  missing=missing)  # fmt: skip
+
+    def check_items(self, items: Sequence[Any], path: str) -> None:
+        """ValueError in one line unless ``items`` (the run's protocols, from ``path``) are
+        protocols this recording was made with, by content: each id recorded, and each
+        protocol the recording's own (the set whose hash its manifests record)."""
+        check_recorded_set(self.run, items, path)
 
     def for_unit(self, unit: UnitInfo) -> ModelAgent:
         """A model agent over the unit's recorded episodes (attempt j = the run's pass j)."""
@@ -79,3 +90,49 @@ def recorded_agent(
             f"--agent {spec} plays recorded turns: sampling options do not apply to it"
         )
     return RecordedAgent(run, name=spec, time_scale=time_scale)
+
+
+def _recorded_set(run: RecordedRun) -> dict[str, Any] | None:
+    """The protocols the recording was made with, by id: the set the peer's layout puts
+    beside its results whose peer hash is the one its manifests record; None if not found."""
+    folder = find_protocols(next(iter(run.attempts.values()))[0].results) if run.attempts else None
+    if folder is None or not run.protocol_set_hash:
+        return None
+    try:
+        found = load(folder).protocols
+    except InvalidInput:
+        return None
+    return {p.id: p for p in found} if peer_hash(found) == run.protocol_set_hash else None
+
+
+def check_recorded_set(run: RecordedRun, items: Sequence[Any], path: str) -> None:
+    """ValueError naming the first protocol of the run (from ``path``) that the recording
+    does not hold, or holds with other content (docs/refplatform.md, re-enacting)."""
+    if not all(isinstance(item, Protocol) for item in items):
+        raise ValueError(f"--agent recorded:{run.path}: a recording re-enacts lifecycle "
+                         "protocols; this run's items are not protocols")  # fmt: skip
+    for item in items:
+        if item.id not in run.attempts:
+            known = sorted(run.attempts)
+            has = ", ".join(known[:3]) + (", ..." if len(known) > 3 else "")
+            raise ValueError(
+                f"--agent recorded:{run.path}: the recording holds no protocol {item.id} of "
+                f"{path} (it records {len(known)}: {has}); re-enact it with the protocol set "
+                "it was made with"
+            )
+    if not items or peer_hash(items) == run.protocol_set_hash:
+        return  # the very set the recording names
+    recorded = _recorded_set(run)
+    for item in items:
+        theirs = recorded.get(item.id) if recorded is not None else None
+        if theirs is not None:
+            same = benchledger_hash([theirs]) == benchledger_hash([item])
+        else:  # the set is not beside it: what each run record says of its protocol
+            first = run.attempts[item.id][0].run
+            same = (first.get("title"), first.get("sink")) == (item.title, item.sink)
+        if not same:
+            raise ValueError(
+                f"--agent recorded:{run.path}: protocol {item.id} of {path} differs from the "
+                "one the recording was made with (the recording's set has peer hash "
+                f"{run.protocol_set_hash[:12] or '(none)'})"
+            )

@@ -184,6 +184,7 @@ class Description(NamedTuple):
     sinks: tuple[str, ...] = ("datahub", "knowledge_page")
     pack: str = ""  # the seed pack it serves, where it says so
     pack_hash: str = ""
+    held: int = 0  # memories and changesets a shared platform already holds (earlier runs')
 
 
 class PlatformClient(Protocol):

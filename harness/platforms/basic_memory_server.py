@@ -34,10 +34,15 @@ from mcp.client.stdio import get_default_environment
 
 from benchledger.harness.errors import PlatformStartFailed
 from benchledger.harness.platforms.basic_memory import PACKAGE
+from benchledger.harness.platforms.servers import (
+    BASIC_MEMORY_CMD,
+    BASIC_MEMORY_PYPI,
+    BASIC_MEMORY_VERSION,
+)
 
-VERSION: Final = "0.24.1"  # the release `--platform basic-memory` runs
-PYPI: Final = "pypi:basic-memory=="  # how an installed platform is recorded
-CMD: Final = "basic-memory-cmd:"  # how a --basic-memory-cmd platform is recorded
+VERSION: Final = BASIC_MEMORY_VERSION  # named once, in harness.platforms.servers
+PYPI: Final = BASIC_MEMORY_PYPI
+CMD: Final = BASIC_MEMORY_CMD
 MIN_PYTHON: Final = (3, 12)
 PIP_TIMEOUT_S: Final = 900.0
 START_TIMEOUT_S: Final = 90.0
@@ -51,30 +56,7 @@ OFFLINE_ENV: Final = {
     "FASTMCP_CHECK_FOR_UPDATES": "off",
     "FASTMCP_SHOW_SERVER_BANNER": "false",
 }
-_EXACT = re.compile(r"^\d+\.\d+\.\d+$")
 _VERSION_SAID = re.compile(r"(\d+\.\d+\.\d+\S*)")
-
-
-def parse(text: str) -> str:
-    """The platform url (``pypi:basic-memory==VERSION`` or ``basic-memory-cmd:CMD``) that
-    ``basic-memory[@VERSION]`` or a recorded form names; "" when it is not basic-memory."""
-    if text == "basic-memory" or text.startswith(("basic-memory@", PYPI)):
-        version = text.rpartition("@")[2] if "@" in text else text.removeprefix(PYPI)
-        version = VERSION if version in ("basic-memory", "") else version
-        if not _EXACT.match(version):
-            raise ValueError(f"--platform {text!r}: pin an exact version, e.g. "
-                             f"basic-memory@{VERSION}")  # fmt: skip
-        return PYPI + version
-    if text.startswith(CMD):
-        try:
-            argv = shlex.split(text.removeprefix(CMD))
-        except ValueError as exc:
-            raise ValueError(f"--basic-memory-cmd: {exc}") from None
-        if not argv or any("<redacted>" in a for a in argv):
-            raise ValueError("--basic-memory-cmd: give the basic-memory command (a recorded "
-                             "command with redacted secrets must be given again)")  # fmt: skip
-        return text
-    return ""
 
 
 def python_version(python: str) -> tuple[int, int] | None:

@@ -23,6 +23,15 @@ from benchledger.harness.platforms.platform import (
     Provision,
     Provisioner,
 )
+from benchledger.harness.platforms.servers import (
+    BASIC_MEMORY_CMD,
+    BASIC_MEMORY_PYPI,
+    BASIC_MEMORY_VERSION,
+    SERVER_MEMORY_CMD,
+    SERVER_MEMORY_PACKAGE,
+    SERVER_MEMORY_VERSION,
+    basic_memory_url,
+)
 
 _EXACT_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 # A live replay re-drives units on the embedded mcp-data-platform.
@@ -172,35 +181,32 @@ class ServerMemory(Platform):
     def parse(self, text: str) -> PlatformSpec | None:
         """``server-memory[@VERSION]``; ``npm:PACKAGE@VERSION`` and ``server-memory-cmd:CMD``
         are how a run record names it, accepted so a resume reaches the same platform."""
-        from benchledger.harness.platforms.server_memory import CMD, PACKAGE, VERSION
-
-        npm = f"npm:{PACKAGE}@"
+        npm = f"npm:{SERVER_MEMORY_PACKAGE}@"
         if text == "server-memory" or text.startswith(("server-memory@", npm)):
-            version = text.rpartition("@")[2] if "@" in text else VERSION
+            version = text.rpartition("@")[2] if "@" in text else SERVER_MEMORY_VERSION
             if not _EXACT_VERSION.match(version):
                 raise ValueError(
                     f"--platform {text!r}: pin an exact npm version, e.g. "
-                    f"server-memory@{VERSION} (see `npm view {PACKAGE} versions`)"
+                    f"server-memory@{SERVER_MEMORY_VERSION} (see `npm view "
+                    f"{SERVER_MEMORY_PACKAGE} versions`)"
                 )
             return PlatformSpec("stdio", npm + version)
-        if text.startswith(CMD):
-            _command(text, CMD, "--server-memory-cmd",
+        if text.startswith(SERVER_MEMORY_CMD):
+            _command(text, SERVER_MEMORY_CMD, "--server-memory-cmd",
                      "the command that starts the server")  # fmt: skip
             return PlatformSpec("stdio", text)
         return None
 
     def settle(self, spec: PlatformSpec, options: Mapping[str, str]) -> PlatformSpec:
-        from benchledger.harness.platforms.server_memory import CMD, PACKAGE, VERSION
-
         cmd = options.get("server_memory_cmd", "")
         if not cmd:
             return spec
-        if spec.url != f"npm:{PACKAGE}@{VERSION}":
+        if spec.url != f"npm:{SERVER_MEMORY_PACKAGE}@{SERVER_MEMORY_VERSION}":
             raise ValueError(
                 "--server-memory-cmd starts server-memory with the given command: use it with "
                 "--platform server-memory (no @VERSION: the command decides the version)"
             )
-        found = self.parse(CMD + cmd)
+        found = self.parse(SERVER_MEMORY_CMD + cmd)
         assert found is not None
         return found
 
@@ -237,23 +243,19 @@ class BasicMemory(Platform):
     )
 
     def parse(self, text: str) -> PlatformSpec | None:
-        from benchledger.harness.platforms import basic_memory_server
-
-        url = basic_memory_server.parse(text)
+        url = basic_memory_url(text)
         return PlatformSpec("basic-memory", url) if url else None
 
     def settle(self, spec: PlatformSpec, options: Mapping[str, str]) -> PlatformSpec:
-        from benchledger.harness.platforms import basic_memory_server as bm
-
         cmd = options.get("basic_memory_cmd", "")
         if not cmd:
             return spec
-        if spec.url != bm.PYPI + bm.VERSION:
+        if spec.url != BASIC_MEMORY_PYPI + BASIC_MEMORY_VERSION:
             raise ValueError(
                 "--basic-memory-cmd starts basic-memory with the given command: use it with "
                 "--platform basic-memory (no @VERSION: the command decides the version)"
             )
-        return PlatformSpec("basic-memory", bm.parse(bm.CMD + cmd))
+        return PlatformSpec("basic-memory", basic_memory_url(BASIC_MEMORY_CMD + cmd))
 
     def provisioner(self, spec: PlatformSpec, provision: Provision) -> Provisioner:
         from benchledger.harness.platforms.provision import BasicMemoryProvisioner

@@ -160,6 +160,13 @@ def _tls_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
+def _total(got: ReadBack | None) -> int:
+    """The ``total`` of an admin list answer (0 when there is none)."""
+    body = got.body if got is not None and got.status == 200 else None
+    total = body.get("total") if isinstance(body, dict) else None
+    return total if isinstance(total, int) and not isinstance(total, bool) else 0
+
+
 class McpDataPlatform:
     """A platform speaking txn2/mcp-data-platform's API at ``base_url``."""
 
@@ -288,6 +295,7 @@ class McpDataPlatform:
                                 or "data" not in got.body):  # fmt: skip
             raise InfraError("refused", f"the admin REST API: GET {CHANGESETS} answered HTTP "
                              f"{got.status} without a list", retryable=False)  # fmt: skip
+        held = _total(got) + _total(await self._held(INSIGHTS))
         if self.pool_size:
             try:
                 async with self.session(1):
@@ -303,7 +311,15 @@ class McpDataPlatform:
             version=version,
             pack=str(pack.get("name") or ""),
             pack_hash=str(pack.get("hash") or ""),
+            held=held,
         )
+
+    async def _held(self, path: str) -> ReadBack | None:
+        """One admin list's first page (its ``total``), None when it cannot be read now."""
+        try:
+            return await self.rest("GET", path, params={"per_page": 1})
+        except InfraError:
+            return None
 
     async def _insights(self, ev: UnitRecorder, purpose: str, params: dict[str, Any]) -> Any:
         got, seq = await ev.read(

@@ -51,15 +51,19 @@ from benchledger.harness.platforms.base import (
     UnitRecorder,
     UpdateCheck,
 )
+from benchledger.harness.platforms.servers import (
+    SERVER_MEMORY_CMD,
+    SERVER_MEMORY_PACKAGE,
+    SERVER_MEMORY_VERSION,
+)
 from benchledger.harness.platforms.session import notify
 from benchledger.harness.platforms.stdio import StdioSession, failure, open_session
 from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
 from benchledger.protocols.grading import normalize, surfaced
 
-PACKAGE: Final = "@modelcontextprotocol/server-memory"
-# The release `--platform server-memory` runs (npm 2026.8.31 reports 0.6.3).
-VERSION: Final = "2026.8.31"
-CMD: Final = "server-memory-cmd:"  # how a --server-memory-cmd platform is recorded
+PACKAGE: Final = SERVER_MEMORY_PACKAGE  # named once, in harness.platforms.servers
+VERSION: Final = SERVER_MEMORY_VERSION
+CMD: Final = SERVER_MEMORY_CMD
 NAME: Final = "memory-server"  # what the server calls itself in its MCP handshake
 SHARED_FILE: Final = "shared.jsonl"
 READ_TOOLS: Final = frozenset({"read_graph", "search_nodes", "open_nodes"})

@@ -33,6 +33,7 @@ from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE, d
 from benchledger.projections.suites.lifecycle.scorecard import lifecycle_passed
 from benchledger.protocols.grading import surfaced
 from benchledger.protocols.hashing import benchledger_hash
+from benchledger.protocols.pack_schema import check
 from benchledger.protocols.schema import Protocol
 
 
@@ -98,6 +99,14 @@ class LifecycleSuite:
 
     def entity(self, item: Any) -> str:
         return str(item.entity_urn)
+
+    def check_pack(self, loaded: Loaded, items: Sequence[Any], pack: str) -> None:
+        """InvalidInput naming a protocol file when the seed pack at ``pack`` (benchledger's
+        own for "") lacks a table or column the set records needing (protocols.pack_schema)."""
+        pset = protocols.load(loaded.path)
+        ids = {item.id for item in items}
+        mine = [(p, f) for p, f in zip(pset.protocols, pset.origins, strict=True) if p.id in ids]
+        check(mine, loaded.path, pack or protocols.PACK_DIR, pack or "protocols/data/pack")
 
     def item_hash(self, item: Any) -> str:
         return benchledger_hash([item])
