@@ -17,6 +17,7 @@ import pytest
 
 import benchledger.refplatform.__main__ as refplatform_main
 from benchledger import cli, protocols
+from benchledger.cli import platform as cli_platform
 from benchledger.harness.driver import pool_needed
 from benchledger.harness.record import read_record
 from benchledger.harness.suites import suite_for
@@ -136,9 +137,9 @@ def _serve_kwargs(monkeypatch, module, entry, argv) -> dict:
 def test_benchledger_platform_serve_takes_the_admin_key_from_the_settings(monkeypatch):
     monkeypatch.setenv("BENCHLEDGER_ADMIN_KEY", "from-env")
     serve = ["platform", "serve", "--port", "0"]
-    got = _serve_kwargs(monkeypatch, cli.platform, cli.main, serve)
+    got = _serve_kwargs(monkeypatch, cli_platform, cli.main, serve)
     assert got["admin_key"] == "from-env" and got["port"] == 0
-    got = _serve_kwargs(monkeypatch, cli.platform, cli.main, [*serve, "--admin-key", "flag"])
+    got = _serve_kwargs(monkeypatch, cli_platform, cli.main, [*serve, "--admin-key", "flag"])
     assert got["admin_key"] == "flag"
 
 
