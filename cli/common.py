@@ -118,12 +118,16 @@ def check_output(path: str) -> None:
 
 
 def write_output(text: str, output: str | None) -> None:
-    """Write ``text`` to stdout, or atomically to the file ``output`` and say so."""
+    """Write ``text`` to stdout, or atomically to the file ``output`` and say so.
+
+    A file gets inert text too (an HTML page opened in a terminal, a Markdown table pasted
+    into one): escaping keeps HTML HTML and JSON JSON, its escapes decoding to the same text.
+    """
     if not output:
         sys.stdout.write(text)
         return
     with atomic_output(output) as fh:
-        fh.write(text.encode())
+        fh.write(inert(text).encode())
     print(f"wrote {output}")
 
 

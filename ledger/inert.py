@@ -10,8 +10,13 @@ command can forget it; HTML pages escape with ``inert_html``.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
+from collections.abc import Callable
+from typing import ParamSpec
+
+_P = ParamSpec("_P")
 
 # C0 but tab and newline (our own layout's), DEL, C1, and the bidi embeddings, overrides
 # and isolates. ``_VALUE`` escapes tab and newline too: inside one value they are not ours.
@@ -31,3 +36,16 @@ def inert(text: str, *, value: bool = False) -> str:
 def inert_html(text: str) -> str:
     """``text`` HTML-escaped and inert (a control character is escaped, not passed on)."""
     return html.escape(_VALUE.sub(_escape, text))
+
+
+def inert_rows(
+    rows: Callable[_P, list[tuple[str, str]]],
+) -> Callable[_P, list[tuple[str, str]]]:
+    """Decorate a function of (label, value) header rows: each value made inert, its tab
+    and newline too (a run's agent name must not start a line of its own)."""
+
+    @functools.wraps(rows)
+    def inert_values(*args: _P.args, **kwargs: _P.kwargs) -> list[tuple[str, str]]:
+        return [(k, inert(v, value=True)) for k, v in rows(*args, **kwargs)]
+
+    return inert_values

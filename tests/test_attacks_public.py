@@ -845,10 +845,10 @@ def test_a_run_id_differing_only_in_case_is_imported_as_a_run_of_its_own(public,
 
 # -- displays a hostile bundle cannot rewrite (issue 39, item 5) --------------------------------
 
-# Cursor home, erase line, a fake verdict, a bell, a C1 CSI and a right-to-left override:
-# on a terminal it would overwrite the UNAUTHENTICATED first line.
+# Cursor home, erase line, a line of its own with a fake verdict, a bell, a C1 CSI and a
+# right-to-left override: on a terminal it would overwrite the UNAUTHENTICATED first line.
 HOSTILE = (
-    "\x1b[H\x1b[2K\rauthenticated: sealed by key 5eed (a trusted key)\x1b[0m\x07\x9b2J\u202e\n"
+    "\x1b[H\x1b[2K\r\nauthenticated: sealed by key 5eed (a trusted key)\x1b[0m\x07\x9b2J\u202e\n"
 )
 # Any control character but our own layout's newline and tab (C0, DEL, C1), and the bidi controls.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -994,6 +994,8 @@ def test_an_unsigned_bundle_with_escape_sequences_in_every_string_prints_no_cont
     out = capsys.readouterr()
     shown = out.out + out.err
     assert shown and not _CONTROL.findall(shown), (code, _CONTROL.findall(shown), shown[:2000])
+    forged = [x for x in shown.splitlines() if x.lstrip("*- ").startswith("authenticated:")]
+    assert not forged, forged  # a value's newline starts no line of its own
     if bundle == "free-text" and command in ("report", "log"):
         assert code == 0 and shown.startswith("UNAUTHENTICATED"), shown[:300]
         assert "\\u001b[H" in shown  # shown escaped, not dropped
@@ -1085,3 +1087,42 @@ def test_a_stream_name_outside_the_grammar_is_refused_when_recorded(tmp_path, st
 def test_a_run_id_with_a_trailing_newline_is_refused():
     with pytest.raises(ValueError, match="run id"):
         check_run_id("r\n")
+
+
+@pytest.mark.parametrize(
+    "forged", ["990-deep", "10000-deep", *[n for n in NAMES if n != "free-text"]]
+)
+def test_the_docs_own_verifier_refuses_what_benchledger_refuses(public, hostile, tmp_path, forged):
+    """docs/ledger-format.md's verifier says what `benchledger verify` says of nesting and
+    names: it refuses (an assertion, not a RecursionError) each forged bundle."""
+    from tests.test_golden import _docs_verifier
+
+    verify_docs = _docs_verifier()
+    if forged.endswith("-deep"):
+        b = Bundle(public["full"])
+        _nested(int(forged.split("-")[0]))(b)
+        path = _write(b, tmp_path, "deep")
+    else:
+        path = hostile[forged]
+    assert verify_docs(hostile["free-text"])  # type: ignore[operator]
+    with pytest.raises(AssertionError, match=r"nested more than 64|bad name"):
+        verify_docs(path)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("command", "fmt"),
+    [("report", "html"), ("report", "json"), ("report", "markdown"), ("compare", "html")],
+    ids=["report-html", "report-json", "report-markdown", "compare-html"],
+)
+def test_a_report_file_of_a_hostile_bundle_holds_no_control_character(
+    hostile, tmp_path, capsys, command, fmt
+):
+    out = tmp_path / f"page.{fmt}"
+    path = hostile["free-text"]
+    argv = [command, path, *([path] if command == "compare" else []), "--format", fmt]
+    assert main([*argv, "-o", str(out)]) == 0
+    capsys.readouterr()
+    text = out.read_text()
+    assert not _CONTROL.findall(text), _CONTROL.findall(text)
+    if fmt == "json":
+        json.loads(text)  # still JSON: the escapes decode to the same strings
