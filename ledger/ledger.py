@@ -163,7 +163,8 @@ class StreamWriter:
             raise TooDeep(
                 f"stream {stream!r} seq {seq}", f"JSON nested deeper than {MAX_DEPTH} levels"
             ) from None
-        check_depth(data)  # what every reader refuses is never written
+        if data.count(b"[") + data.count(b"{") > MAX_DEPTH:  # check_depth's test, inline: hot
+            check_depth(data)  # what every reader refuses is never written
         # tuple.__new__: a Record without the NamedTuple constructor's Python frame.
         self.staged.append(_tuple_new(Record, (stream, seq, kind, data)))
         if self.keep_log:
