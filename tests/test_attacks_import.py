@@ -403,9 +403,18 @@ def _transcript_nested(arm: Path, tmp_path: Path) -> str:
     return str(path)
 
 
+def _task_link(arm: Path, tmp_path: Path) -> str:
+    task = next((arm / "tasks").glob("*.yaml"))
+    moved = tmp_path / "private-task.yaml"
+    task.rename(moved)
+    task.symlink_to(moved)
+    return str(task)
+
+
 SYMLINKS = {
     "snapshot-symlink": (_snapshot_link, "is a symbolic link"),
     "transcripts-folder-symlink": (_transcripts_link, "is a symbolic link"),
+    "task-file-symlink": (_task_link, "is a symbolic link"),
     "transcript-nested-200000-deep": (_transcript_nested, "at most 64 are allowed"),
 }
 

@@ -50,7 +50,7 @@ from benchledger.harness.peer.arms import (
     name_of,
     readme_claim,
 )
-from benchledger.harness.peer.files import peer_bytes, peer_json, peer_root
+from benchledger.harness.peer.files import check_path, peer_bytes, peer_json, peer_root
 from benchledger.harness.peer.layout import beside_results, find_seed
 from benchledger.harness.peer.results import Fields, start_ns
 from benchledger.harness.peer.transcript import walk
@@ -348,6 +348,7 @@ def _references(
     seed = find_seed(results)
     if seed is None:
         return {}
+    check_path(seed)
     warehouse = read_warehouse(seed)
     treatment = planted.get("treatment_id") if planted else None
     out = {}
@@ -447,6 +448,8 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         loaded = _layout_tasks(f, data, attempts)
     else:
         loaded = task_files.load(os.path.join(arm_dir, TASKS_DIR))  # InvalidInput names the line
+    for file in loaded.files:  # read by the task loader: refused after, before any write
+        check_path(file)
     theirs = task_files.task_set_hash(loaded.tasks)
     # each file as written (the peer's YAML object), so the read side needs no files
     tasks = {t.id: read(file).data for t, file in zip(loaded.tasks, loaded.files, strict=True)}
