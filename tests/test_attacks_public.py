@@ -951,6 +951,7 @@ NAMES = {
     "stream-name-escapes": _renamed(f"{HOST}/p0/1", f"{HOST}/p0{HOSTILE}/1"),
     "stream-name-nul-and-dots": _renamed(f"{HOST}/p0/1", f"{HOST}/../p\x00/1"),
     "protocol-id-escapes": _renamed(f"{HOST}/p0/1", f"{HOST}/p0/1", protocol_id="p0" + HOSTILE),
+    "protocol-id-path": _renamed(f"{HOST}/p0/1", f"{HOST}/p0/1", protocol_id="../../../../tmp/x"),
 }
 
 
@@ -966,6 +967,7 @@ def _commands(path: str, ledger: str) -> dict[str, list[str]]:
         "replay": ["replay", path],
         "study": ["study", path],
         "import": ["import", path, "--ledger", ledger],
+        "export-inspect": ["export", path, "--format", "inspect", "-o", ledger + ".eval"],
     }
 
 
@@ -999,6 +1001,8 @@ def test_an_unsigned_bundle_with_escape_sequences_in_every_string_prints_no_cont
     if bundle == "free-text" and command in ("report", "log"):
         assert code == 0 and shown.startswith("UNAUTHENTICATED"), shown[:300]
         assert "\\u001b[H" in shown  # shown escaped, not dropped
+    if bundle != "free-text" and command in ("import", "export-inspect"):
+        assert code != 0 and not os.listdir(tmp_path), os.listdir(tmp_path)  # nothing written
     if command == "report-json" and code == 0:
         assert json.loads(out.out)["metrics"]  # stdout stays JSON
 
@@ -1008,7 +1012,8 @@ def test_a_stream_name_or_protocol_id_outside_the_grammar_fails_verify_naming_it
     hostile, capsys, bundle
 ):
     code, out = verify(capsys, hostile[bundle])
-    assert code == 1 and "bad name" in out and ("\\x1b" in out or "\\x00" in out), out
+    assert code == 1 and "bad name" in out, out
+    assert "\\x1b" in out or "\\x00" in out or "../" in out, out  # named, escaped
 
 
 def _nested(depth: int) -> Callable[[Bundle], None]:
