@@ -440,3 +440,29 @@ def test_import_peer_refuses_a_family_whose_arm_folder_is_a_symlink(tmp_path, ca
     code, _, err = cli(capsys, "import-peer", "mcp-data-platform", str(family), "--ledger", ledger)
     one_line_exit_2(code, err, str(family / arm.name), "is a symbolic link")
     assert not os.path.exists(ledger)
+
+
+def test_import_peer_refuses_a_results_files_transcripts_folder_found_as_a_symlink(
+    tmp_path, capsys
+):
+    """The results file is the user's to name (a link is fine); the transcripts folder found
+    beside it is not: a link there would seal whatever it points at."""
+    from tests.test_peer_import import k5_paths
+
+    _, dirs = k5_paths()
+    one = os.path.dirname(dirs[0])  # one pass: its results file and transcripts folder
+    results = tmp_path / "pass" / "lifecycle-a3.json"
+    results.parent.mkdir()
+    results.symlink_to(os.path.join(one, "lifecycle-a3.json"))
+    found = tmp_path / "pass" / "lifecycle-a3.json.transcripts"
+    found.symlink_to(dirs[0], target_is_directory=True)
+    ledger = str(tmp_path / "l.sqlite")
+    protocols_dir = os.path.join(os.path.dirname(os.path.dirname(one)), "..", "protocols")
+    argv = ["import-peer", "mcp-data-platform", str(results), "--ledger", ledger]
+    code, _, err = cli(capsys, *argv, "--protocols", os.path.normpath(protocols_dir))
+    one_line_exit_2(code, err, str(found), "is a symbolic link")
+    assert not os.path.exists(ledger)
+    # named by the user, the same folder is theirs to give
+    code, _, err = cli(capsys, *argv, "--protocols", os.path.normpath(protocols_dir),
+                         "--transcripts", str(found))  # fmt: skip
+    assert code == 0, err

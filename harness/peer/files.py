@@ -27,7 +27,11 @@ _GIVEN: ContextVar[tuple[str, ...]] = ContextVar("peer_given", default=())
 
 @contextlib.contextmanager
 def peer_root(*given: str) -> Iterator[None]:
-    """Within it, peer files are checked from the paths import-peer was given down."""
+    """Within it, peer files are checked from the paths import-peer was given down (an outer
+    call wins: the command line names what the user gave, not what was found beside it)."""
+    if _GIVEN.get():
+        yield
+        return
     token = _GIVEN.set(tuple(os.path.abspath(g) for g in given))
     try:
         yield
