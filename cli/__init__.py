@@ -16,7 +16,13 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 
-from benchledger.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNUSABLE, UsageError
+from benchledger.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_UNUSABLE,
+    UsageError,
+    inert_output,
+)
 from benchledger.harness import settings as settings_module
 from benchledger.harness.settings import Settings
 from benchledger.ledger.bundle import FORMAT
@@ -180,6 +186,12 @@ def main(argv: Sequence[str] | None = None, settings: Settings | None = None) ->
     ``settings`` are the command's (default: read from the environment, here, once); a
     caller running commands in-process (the reliability selftest) passes its own.
     """
+    # Every line any command prints, its errors' included, goes out inert (ledger/inert.py).
+    with inert_output():
+        return _main(argv, settings)
+
+
+def _main(argv: Sequence[str] | None, settings: Settings | None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
     try:
         # Inside the map: an option's ``type=`` check (cli.common.whole, number) raises

@@ -7,14 +7,15 @@ import contextlib
 import math
 import os
 import sys
-from collections.abc import Callable
-from typing import ClassVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, ClassVar, TextIO
 
 from benchledger.harness import settings
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.bundle import atomic_output
 from benchledger.ledger.command_line import command_line as command_line  # for every command
 from benchledger.ledger.errors import BenchledgerError
+from benchledger.ledger.inert import inert
 from benchledger.ledgers import new_or_existing
 
 EXIT_OK, EXIT_FAILED, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -118,10 +119,54 @@ def check_output(path: str) -> None:
 
 
 def write_output(text: str, output: str | None) -> None:
-    """Write ``text`` to stdout, or atomically to the file ``output`` and say so."""
+    """Write ``text`` to stdout, or atomically to the file ``output`` and say so.
+
+    A file gets inert text too (an HTML page opened in a terminal, a Markdown table pasted
+    into one): escaping keeps HTML HTML and JSON JSON, its escapes decoding to the same text.
+    """
     if not output:
         sys.stdout.write(text)
         return
     with atomic_output(output) as fh:
-        fh.write(text.encode())
+        fh.write(inert(text).encode())
     print(f"wrote {output}")
+
+
+class InertStream:
+    """stdout or stderr as every command writes to it: each string made inert first
+    (ledger/inert.py), so no command can print a bundle's escape sequence raw. ``raw`` is
+    the stream under it, for the few control sequences that are our own."""
+
+    def __init__(self, raw: TextIO) -> None:
+        self.raw = raw
+
+    def write(self, text: str) -> int:
+        self.raw.write(inert(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, encoding, fileno, ...
+        return getattr(self.raw, name)
+
+
+@contextlib.contextmanager
+def inert_output() -> Iterator[None]:
+    """Within it, sys.stdout and sys.stderr write only inert text (a nested call is a no-op)."""
+    out, err = sys.stdout, sys.stderr
+    if isinstance(out, InertStream):
+        yield
+        return
+    sys.stdout, sys.stderr = InertStream(out), InertStream(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def raw(stream: TextIO | InertStream) -> TextIO:
+    """The stream under an ``InertStream`` (``stream`` itself otherwise): for our own
+    terminal control only (clearing a watched screen, a progress bar), never for data."""
+    return stream.raw if isinstance(stream, InertStream) else stream

@@ -25,6 +25,7 @@ from benchledger.cli.common import (
 )
 from benchledger.cli.gate import gate_bar_args, metrics_option
 from benchledger.cli.watch import watch
+from benchledger.harness.peer.files import peer_root
 from benchledger.harness.peer.importer import import_peer
 from benchledger.harness.peer.layout import find_transcripts
 from benchledger.judging import compare, gate
@@ -208,7 +209,8 @@ def cmd_import_peer(args: argparse.Namespace) -> int:
     transcripts = args.transcripts
     if transcripts is None:
         transcripts = find_transcripts(args.results)
-    with new_or_existing_ledger(args) as ledger:  # a refused file leaves no new ledger
+    given = (args.results, *(args.transcripts or ()))  # found transcripts must be real folders
+    with peer_root(*given), new_or_existing_ledger(args) as ledger:  # refused: no new ledger
         run_id, root, shape = import_peer(
             ledger,
             args.results,

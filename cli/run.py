@@ -21,6 +21,7 @@ from benchledger.cli.common import (
     ledger_arg,
     number,
     open_ledger,
+    raw,
     whole,
 )
 from benchledger.cli.gate import gate_bar_args
@@ -47,6 +48,7 @@ def _progress() -> tuple[Any, Callable[[], None]]:
     from benchledger.harness.driver import Progress
 
     if sys.stdout.isatty():
+        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
         from rich.progress import Progress as Bar
 
@@ -56,6 +58,7 @@ def _progress() -> tuple[Any, Callable[[], None]]:
             MofNCompleteColumn(),
             TextColumn("{task.fields[failures]} failed"),
             TimeElapsedColumn(),
+            console=Console(file=raw(sys.stdout)),  # the bar's own ESC codes; it shows counts only
         )
         task = bar.add_task("run", total=None, failures=0)
 

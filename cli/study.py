@@ -16,6 +16,7 @@ from benchledger.cli.common import (
     check_output,
     ledger_arg,
     open_ledger,
+    raw,
     write_output,
 )
 from benchledger.ledger import Ledger
@@ -51,7 +52,8 @@ def cmd_study(args: argparse.Namespace) -> int:
         run = open_run(target, ledger, require_seal=True, allow_partial=False, trusted=trusted)
         runs.append((run.run_id, require_trusted(run, trusted).events))
         if sys.stderr.isatty():
-            print(f"\rread {n}/{len(targets)} runs", end="", file=sys.stderr, flush=True)
+            # Our own carriage return: written under the inert stream (cli.common.raw).
+            print(f"\rread {n}/{len(targets)} runs", end="", file=raw(sys.stderr), flush=True)
     if sys.stderr.isatty():
         print(file=sys.stderr)
     study = study_of(runs)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from benchledger.cli.common import raw
 from benchledger.projections.fold import LiveView
 from benchledger.projections.suites import ReadSuite
 
@@ -60,6 +61,6 @@ def watch(
     clear = "\x1b[2J\x1b[H" if sys.stdout.isatty() else ""
     frames = live_frames(view, suite, fmt, lambda: time.sleep(interval), ci=ci)
     for n, frame in enumerate(frames):
-        sys.stdout.write(clear or ("\n" + "-" * 72 + "\n" if n else ""))
+        raw(sys.stdout).write(clear or ("\n" + "-" * 72 + "\n" if n else ""))  # our own ESC
         sys.stdout.write(frame)
         sys.stdout.flush()

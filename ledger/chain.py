@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import blake3
 import msgspec
 
-from benchledger.ledger.codec import _link_decoder, decode_placeholder_v1
+from benchledger.ledger.codec import _link_decoder, check_depth, decode_placeholder_v1
 from benchledger.ledger.events import EVENT_FORMATS, WITHHOLDABLE
 from benchledger.ledger.verdict import Failure, Fault, Stop
 
@@ -130,6 +130,7 @@ def read_link(data: bytes) -> ChainLink:
     The stop's failure names the line's own stream and seq when they can be read, else
     an empty stream and seq -1 (the caller knows better where it is).
     """
+    check_depth(data)  # the full path only: too deep is refused here, never a RecursionError
     try:
         link = _link_decoder.decode(data)
     except msgspec.DecodeError as exc:  # ValidationError is a DecodeError

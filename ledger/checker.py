@@ -30,8 +30,9 @@ from benchledger.ledger.chain import (
     read_link,
     try_link,
 )
-from benchledger.ledger.codec import _link_decoder
+from benchledger.ledger.codec import _link_decoder, check_depth
 from benchledger.ledger.events import KINDS, NEVER_WITHHELD, WITHHOLDABLE
+from benchledger.ledger.names import RULE, is_stream_name
 from benchledger.ledger.seal_check import SealCheck
 from benchledger.ledger.verdict import Failure, Fault, Stop
 
@@ -119,6 +120,9 @@ class RunChecker(SealCheck):
                 link = decode(data)
             except msgspec.DecodeError:
                 link = None
+            except RecursionError:  # nested too deep for the decoder: refused, one line
+                check_depth(data)
+                raise
             if link is not None:
                 if fmt == 1:
                     h = hasher(domain_v1 + data).hexdigest()
@@ -194,6 +198,13 @@ class RunChecker(SealCheck):
                         lk.seq,
                         Fault.FOREIGN_STREAM,
                         f"event names stream {stream!r}, not of run {run_id!r}",
+                    )
+                if not is_stream_name(stream):  # names are shown and used as paths
+                    raise self._fail(
+                        stream,
+                        lk.seq,
+                        Fault.BAD_NAME,
+                        f"stream name {stream!r}: each /-separated part {RULE}",
                     )
                 self._expect_stream(stream, cur_stream, lk.seq)
                 if cur_stream and stream <= cur_stream:

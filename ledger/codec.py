@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
 
+from benchledger.ledger.errors import UnusableInput
 from benchledger.ledger.events import AnyEvent, Event
 
 # Sorted keys, no whitespace, UTF-8: msgspec's JSON encoder emits no insignificant space.
@@ -125,11 +127,64 @@ def encode_string(text: str) -> bytes:
     return _str(text)
 
 
+# The deepest an event line may nest JSON values, the event object itself at depth 1
+# (docs/ledger-format.md, "Nesting"). Real events nest under 12; a deeper line is refused
+# by the writer and every reader before a recursive decoder could overflow the stack.
+MAX_DEPTH = 64
+
+# A JSON string (skipped whole: brackets inside it do not nest) or a bracket.
+_NESTING = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def depth(data: bytes) -> int:
+    """How deep the JSON text ``data`` nests arrays and objects (0 for a scalar)."""
+    deepest = level = 0
+    for m in _NESTING.finditer(data):
+        c = m.group()
+        if c in (b"[", b"{"):
+            level += 1
+            deepest = max(deepest, level)
+        elif c in (b"]", b"}"):
+            level -= 1
+    return deepest
+
+
+# An event's place, read from the envelope's tail (after the body, so even a line too deep
+# to decode names it).
+_PLACE = re.compile(rb',"seq":(\d+),"stream":("(?:[^"\\]|\\.)*")(?:,"v":\d+)?\}\s*$')
+
+
+class TooDeep(UnusableInput):
+    """JSON nested deeper than ``MAX_DEPTH``: unusable input (exit 2), one line naming the
+    stream and seq (or file) that holds it."""
+
+
+def check_depth(data: bytes, where: str = "") -> None:
+    """Raise TooDeep when ``data`` nests deeper than ``MAX_DEPTH`` (the one such check).
+
+    ``where`` names a file; an event line names its own stream and seq.
+    """
+    # Counting brackets costs ~0.1 us; only a line with more than MAX_DEPTH of them is walked.
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH and (d := depth(data)) > MAX_DEPTH:
+        if not where:
+            m = _PLACE.search(data)
+            stream = msgspec.json.decode(m.group(2), type=str) if m else "?"
+            where = f"stream {stream!r} seq {int(m.group(1)) if m else -1}"
+        raise TooDeep(
+            where,
+            f"JSON nested {d} levels deep; at most {MAX_DEPTH} are allowed "
+            "(docs/ledger-format.md, Nesting)",
+        )
+
+
 def decode_event(data: bytes) -> Event:
     """Decode canonical bytes into the typed event of its kind (raises msgspec errors)."""
+    if data.count(b"[") + data.count(b"{") > MAX_DEPTH:  # check_depth's test, inline: hot
+        check_depth(data)
     return _decoder.decode(data)
 
 
 def decode_link(data: bytes) -> Link:
     """Decode just the envelope fields needed to check a chain (raises msgspec errors)."""
+    check_depth(data)
     return _link_decoder.decode(data)

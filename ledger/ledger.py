@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -27,9 +26,12 @@ from benchledger.ledger.chain import (
 )
 from benchledger.ledger.checker import RunChecker
 from benchledger.ledger.codec import (
+    MAX_DEPTH,
     Envelope,
+    TooDeep,
     canonical,
     canonical_json,
+    check_depth,
     decode_event,
     decode_link,
 )
@@ -42,6 +44,7 @@ from benchledger.ledger.errors import (
     RunSealed,
     UnitsMissing,
     UnknownRun,
+    UnusableInput,
 )
 from benchledger.ledger.events import (
     EVENT_FORMAT,
@@ -63,6 +66,7 @@ from benchledger.ledger.events import (
     stream_unit,
 )
 from benchledger.ledger.merkle import merkle_root
+from benchledger.ledger.names import RULE, is_name, is_stream_name
 from benchledger.ledger.verdict import Failure, Summary
 
 if TYPE_CHECKING:
@@ -73,7 +77,6 @@ _hash = blake3.blake3
 _tuple_new = tuple.__new__
 _encode = canonical_json
 _T = TypeVar("_T")
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _WITHHOLDABLE = frozenset(WITHHOLDABLE)
 
 
@@ -95,12 +98,18 @@ def _stored(
 
 def check_run_id(run_id: str) -> str:
     """Return ``run_id`` or raise ValueError: letters, digits and ``._:-``, no ``/``."""
-    if not _RUN_ID.match(run_id):
-        raise ValueError(
-            f"run id {run_id!r} must start with a letter or digit and use only letters, "
-            "digits and . _ : - (at most 128 characters)"
-        )
+    if not is_name(run_id):
+        raise ValueError(f"run id {run_id!r} {RULE}")
     return run_id
+
+
+def check_stream(stream: str) -> str:
+    """Return ``stream`` or raise UnusableInput: parts as ``check_run_id``'s joined by ``/``."""
+    if not is_stream_name(stream):
+        raise UnusableInput(
+            f"stream {stream!r}", f"not a stream name: each /-separated part {RULE}"
+        )
+    return stream
 
 
 class StreamWriter:
@@ -146,7 +155,16 @@ class StreamWriter:
         kind = body.KIND
         stream = self.stream
         # The hot path of every run: encoded here, not through a helper's extra frame.
-        data = _encode(Envelope(self._clock(), body, kind, self.head, refs_t, seq, stream, self._v))
+        try:
+            data = _encode(
+                Envelope(self._clock(), body, kind, self.head, refs_t, seq, stream, self._v)
+            )
+        except RecursionError:  # far deeper than MAX_DEPTH: the encoder's own stack ran out
+            raise TooDeep(
+                f"stream {stream!r} seq {seq}", f"JSON nested deeper than {MAX_DEPTH} levels"
+            ) from None
+        if data.count(b"[") + data.count(b"{") > MAX_DEPTH:  # check_depth's test, inline: hot
+            check_depth(data)  # what every reader refuses is never written
         # tuple.__new__: a Record without the NamedTuple constructor's Python frame.
         self.staged.append(_tuple_new(Record, (stream, seq, kind, data)))
         if self.keep_log:
@@ -219,6 +237,7 @@ class Ledger:
     # -- writing --------------------------------------------------------------
     def writer(self, stream: str) -> StreamWriter:
         """A writer positioned after the stream's current head."""
+        check_stream(stream)
         last = self.store.head(stream)
         if last is None:
             fmt = self.event_format(stream.split("/", 1)[0])
@@ -235,6 +254,7 @@ class Ledger:
         If the stream exists after all, the first commit fails with AppendConflict.
         ``keep_log`` keeps the typed bodies appended (``StreamWriter.log``).
         """
+        check_stream(stream)
         fmt = self.event_format(stream.split("/", 1)[0])
         return StreamWriter(stream, 0, genesis(stream), self.clock, keep_log=keep_log, fmt=fmt)
 

@@ -20,6 +20,7 @@ class Fault(StrEnum):
     FORMAT_MISMATCH = "format mismatch"
     MISSING_HEADER = "missing header stream"
     FOREIGN_STREAM = "foreign stream"
+    BAD_NAME = "bad name"
     OUT_OF_ORDER = "out of order"
     STREAM_MISMATCH = "stream mismatch"
     SEQ_MISMATCH = "seq mismatch"

@@ -44,6 +44,7 @@ from benchledger.ledger.events import (
     stream_unit,
 )
 from benchledger.ledger.ledger import Imported, Ledger, check_run_id
+from benchledger.ledger.names import RULE, is_name
 from benchledger.ledger.redaction import WithheldEvent, as_event, read_placeholder
 from benchledger.ledger.verdict import Failure, Fault, Summary
 
@@ -498,6 +499,15 @@ class _Pass:
                     continue
                 event, h = as_event(ph), ph.hash
                 self.withheld += 1
+            if isinstance(event, UnitStartedEvent) and not is_name(event.body.protocol_id):
+                pending = Failure(
+                    event.stream,
+                    event.seq,
+                    Fault.BAD_NAME,
+                    f"protocol id {event.body.protocol_id!r} {RULE}",
+                )
+                yield row
+                continue
             self.decoded += 1
             self.tally.add(event)
             if self.keep:

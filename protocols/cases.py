@@ -16,6 +16,7 @@ import blake3
 import msgspec
 
 from benchledger.ledger.codec import canonical_json
+from benchledger.ledger.names import RULE, is_name
 from benchledger.protocols.errors import InvalidInput, Problem
 
 CATEGORIES: Final = ("pack_axiom", "vault_recall", "teaching", "mixed")
@@ -58,6 +59,9 @@ def _check(row: Any, file: str, line: int) -> list[Problem]:
         value = row.get(key)
         if not isinstance(value, str) or not value.strip():
             problems.append(bad(key, "is required and must be non-empty text"))
+    cid = row.get("id")
+    if isinstance(cid, str) and cid.strip() and not is_name(cid):
+        problems.append(bad("id", f"{cid!r} {RULE}: it names the unit's stream"))
     category = row.get("category")
     if category not in CATEGORIES:
         problems.append(

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from benchledger.ledger.names import RULE, is_name
 from benchledger.protocols.document import Checker, Document, Path, kind_of, read
 from benchledger.protocols.errors import InvalidInput, Problem
 from benchledger.protocols.schema import GRADING_KINDS, SINKS, Protocol, ProtocolSet
@@ -107,6 +108,8 @@ class _Checker(Checker):
             return
         for key in ("id", "title", "fact", "entity_urn"):
             self.text(p, (), key)
+        if isinstance(p.get("id"), str) and p["id"] and not is_name(p["id"]):
+            self.problem(("id",), f"{p['id']!r} {RULE}: it names the unit's stream")
         sink = p.get("sink")
         if sink not in SINKS:
             got = "missing" if sink is None else repr(sink)

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import msgspec
 
+from benchledger.ledger.names import RULE, is_name
 from benchledger.protocols.document import Checker, Document, Path, kind_of, read
 from benchledger.protocols.errors import InvalidInput, Problem
 from benchledger.protocols.hashing import go_json
@@ -157,6 +158,8 @@ class _Checker(Checker):
             return
         for key in ("id", "suite", "prompt"):
             self.text(t, (), key)
+        if isinstance(t.get("id"), str) and t["id"] and not is_name(t["id"]):
+            self.problem(("id",), f"{t['id']!r} {RULE}: it names the unit's stream")
         if "arms" not in t:
             self.problem(("arms",), "is required and missing")
         else:

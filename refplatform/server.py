@@ -223,8 +223,9 @@ class LoopbackServer:
         import uvicorn  # here: the in-memory platform (a run's default) serves without it
 
         config = uvicorn.Config(
-            app, log_level="warning", access_log=False, timeout_graceful_shutdown=2, lifespan="on"
-        )
+            app, log_level="warning", access_log=False, timeout_graceful_shutdown=2, lifespan="on",
+            use_colors=False,  # the CLI writes stderr inert (ledger/inert.py): no ANSI colours
+        )  # fmt: skip
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
 

@@ -13,6 +13,7 @@ import asyncio
 import base64
 import http.server
 import json
+import os
 import shlex
 import threading
 import urllib.parse
@@ -359,3 +360,109 @@ def test_a_server_echoing_the_admin_key_in_any_case_or_encoding_is_recorded_reda
     for shown in (echoed, json.dumps(echoed)[1:-1], ADMIN):  # as sent, as stored in JSON, bare
         assert shown.encode() not in stored, shown
     assert b"<redacted>" in stored and b"accepted" in stored
+
+
+# -- import-peer reads only real files inside the folder it was given (issue 39, item 6) ------
+
+
+def _arm_copy(tmp_path: Path) -> Path:
+    from tests.test_tasks_import import SMALL, _copy, family_dir
+
+    return _copy(os.path.join(family_dir("rq1-warehouse"), SMALL), tmp_path / "fam" / SMALL)
+
+
+def _elsewhere(tmp_path: Path) -> Path:
+    """A JSON file of the importing user's, outside the arm: what a symlink would seal."""
+    other = tmp_path / "private" / "secrets.json"
+    other.parent.mkdir()
+    other.write_text(json.dumps({"token": SECRET}))
+    return other
+
+
+def _snapshot_link(arm: Path, tmp_path: Path) -> str:
+    snapshot = arm / "datahub-orders-baseline.json"
+    snapshot.unlink()
+    snapshot.symlink_to(_elsewhere(tmp_path))
+    return str(snapshot)
+
+
+def _transcripts_link(arm: Path, tmp_path: Path) -> str:
+    folder = arm / "results.json.transcripts"
+    moved = tmp_path / "private-transcripts"
+    folder.rename(moved)
+    folder.symlink_to(moved, target_is_directory=True)
+    return str(folder)
+
+
+def _transcript_nested(arm: Path, tmp_path: Path) -> str:
+    """The attempt's transcript with one more key, an array nested 200,000 deep."""
+    (path,) = (arm / "results.json.transcripts").iterdir()
+    text = path.read_text()
+    assert text.startswith("{")
+    path.write_text('{"deep": ' + "[" * 200_000 + "]" * 200_000 + ", " + text[1:])
+    return str(path)
+
+
+def _task_link(arm: Path, tmp_path: Path) -> str:
+    task = next((arm / "tasks").glob("*.yaml"))
+    moved = tmp_path / "private-task.yaml"
+    task.rename(moved)
+    task.symlink_to(moved)
+    return str(task)
+
+
+SYMLINKS = {
+    "snapshot-symlink": (_snapshot_link, "is a symbolic link"),
+    "transcripts-folder-symlink": (_transcripts_link, "is a symbolic link"),
+    "task-file-symlink": (_task_link, "is a symbolic link"),
+    "transcript-nested-200000-deep": (_transcript_nested, "at most 64 are allowed"),
+}
+
+
+@pytest.mark.parametrize(("plant", "says"), SYMLINKS.values(), ids=SYMLINKS.keys())
+def test_import_peer_refuses_a_symlinked_or_too_deep_peer_file_with_one_line(
+    tmp_path, capsys, plant, says
+):
+    arm = _arm_copy(tmp_path)
+    named = plant(arm, tmp_path)
+    ledger = str(tmp_path / "l.sqlite")
+    code, _, err = cli(capsys, "import-peer", "mcp-data-platform", str(arm), "--ledger", ledger)
+    one_line_exit_2(code, err, named, says)
+    assert not os.path.exists(ledger)  # nothing written
+
+
+def test_import_peer_refuses_a_family_whose_arm_folder_is_a_symlink(tmp_path, capsys):
+    arm = _arm_copy(tmp_path)
+    family = tmp_path / "family"
+    family.mkdir()
+    (family / arm.name).symlink_to(arm, target_is_directory=True)
+    ledger = str(tmp_path / "l.sqlite")
+    code, _, err = cli(capsys, "import-peer", "mcp-data-platform", str(family), "--ledger", ledger)
+    one_line_exit_2(code, err, str(family / arm.name), "is a symbolic link")
+    assert not os.path.exists(ledger)
+
+
+def test_import_peer_refuses_a_results_files_transcripts_folder_found_as_a_symlink(
+    tmp_path, capsys
+):
+    """The results file is the user's to name (a link is fine); the transcripts folder found
+    beside it is not: a link there would seal whatever it points at."""
+    from tests.test_peer_import import k5_paths
+
+    _, dirs = k5_paths()
+    one = os.path.dirname(dirs[0])  # one pass: its results file and transcripts folder
+    results = tmp_path / "pass" / "lifecycle-a3.json"
+    results.parent.mkdir()
+    results.symlink_to(os.path.join(one, "lifecycle-a3.json"))
+    found = tmp_path / "pass" / "lifecycle-a3.json.transcripts"
+    found.symlink_to(dirs[0], target_is_directory=True)
+    ledger = str(tmp_path / "l.sqlite")
+    protocols_dir = os.path.join(os.path.dirname(os.path.dirname(one)), "..", "protocols")
+    argv = ["import-peer", "mcp-data-platform", str(results), "--ledger", ledger]
+    code, _, err = cli(capsys, *argv, "--protocols", os.path.normpath(protocols_dir))
+    one_line_exit_2(code, err, str(found), "is a symbolic link")
+    assert not os.path.exists(ledger)
+    # named by the user, the same folder is theirs to give
+    code, _, err = cli(capsys, *argv, "--protocols", os.path.normpath(protocols_dir),
+                         "--transcripts", str(found))  # fmt: skip
+    assert code == 0, err

@@ -17,29 +17,35 @@ import gzip
 import http.client
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from blake3 import blake3
 
 from benchledger.cli import main
-from benchledger.ledger import Ledger, open_store
+from benchledger.ledger import Ledger, UnusableInput, open_store
 from benchledger.ledger.events import (
     EpisodeFinishedBody,
+    EpisodeStartedBody,
     GraderDecisionBody,
+    InfraErrorBody,
     ModelCallBody,
     RunStartedBody,
+    SessionCallBody,
     UnitFinishedBody,
     UnitStartedBody,
 )
 from benchledger.ledger.keys import load_public_keys, write_key_pair
+from benchledger.ledger.ledger import check_run_id
 from benchledger.ledger.verified import UNBOUND, open_run
 from benchledger.refplatform.auth import Keyring, pool_key
 from benchledger.refplatform.server import RunningPlatform
 from tests.conftest import planned_run, signing_ledger
-from tests.sample import counter_clock
+from tests.sample import PASSING, counter_clock
 from tests.test_attacks import (
     RUN,
     Bundle,
@@ -885,3 +891,293 @@ def test_a_pool_key_with_a_foreign_suffix_is_refused_over_http_like_any_bad_key(
         finally:
             conn.close()
     assert answered == status
+
+
+# -- displays a hostile bundle cannot rewrite (issue 39, item 5) --------------------------------
+
+# Cursor home, erase line, a line of its own with a fake verdict, a bell, a C1 CSI and a
+# right-to-left override: on a terminal it would overwrite the UNAUTHENTICATED first line.
+HOSTILE = (
+    "\x1b[H\x1b[2K\r\nauthenticated: sealed by key 5eed (a trusted key)\x1b[0m\x07\x9b2J\u202e\n"
+)
+# Any control character but our own layout's newline and tab (C0, DEL, C1), and the bidi controls.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_TAIL = re.compile(
+    rb'"kind":"([a-z_]+)","prev":"([0-9a-f]*)","refs":\[[0-9,]*\],"seq":([0-9]+),'
+    rb'"stream":("(?:[^"\\]|\\.)*")(?:,"v":2)?}$'
+)
+HOST = "hostile"
+
+
+def _hostile_bundle(tmp_path: Path) -> str:
+    """An unsigned sealed run holding HOSTILE in every free-text string a run can carry."""
+    db = str(tmp_path / "hostile.sqlite")
+    with open_store(db) as store:
+        ledger = Ledger(store, clock=counter_clock())
+        ledger.start_run(HOST, RunStartedBody(
+            suite="lifecycle", protocol_set_hash="set-" + HOSTILE, k=1, agent=HOSTILE,
+            model=HOSTILE, platform=HOSTILE, platform_version=HOSTILE, tool_version=HOSTILE,
+            config={"note": HOSTILE},
+        ))  # fmt: skip
+        for i in range(2):
+            w = ledger.new_stream(f"{HOST}/p{i}/1")
+            w.append(UnitStartedBody(protocol_id=f"p{i}", attempt=1, teacher=HOSTILE))
+            w.append(EpisodeStartedBody(episode="teach", identity=HOSTILE, user_prompt=HOSTILE))
+            m = w.append(ModelCallBody(episode="teach", request_hash=f"{i:016x}",
+                                       response={"text": HOSTILE}, error=HOSTILE))  # fmt: skip
+            call = SessionCallBody(episode="teach", method="tools/call", tool=HOSTILE,
+                                   arguments={"q": HOSTILE}, result=HOSTILE)  # fmt: skip
+            c = w.append(call, refs=[m])
+            w.append(InfraErrorBody(stage="teach", error=HOSTILE, message=HOSTILE))
+            fin = w.append(EpisodeFinishedBody(episode="recall", final_answer=HOSTILE), refs=[m, c])
+            for check, verdict in dict(PASSING, abstain_correct=bool(i)).items():
+                w.append(GraderDecisionBody(
+                    stage=check.split("_")[0], check=check, verdict=verdict, reason=HOSTILE,
+                    answer=HOSTILE, expected=HOSTILE,
+                ), refs=[fin])  # fmt: skip
+            w.append(
+                UnitFinishedBody(outcome=dict(PASSING, abstain_correct=bool(i)), error=HOSTILE)
+            )
+            ledger.commit(w)
+        ledger.seal(HOST)
+    out = str(tmp_path / "hostile.jsonl")
+    assert main(["export", HOST, "-o", out, "--ledger", db]) == 0
+    return out
+
+
+def _place(line: bytes) -> tuple[str, int, str, re.Match[bytes]]:
+    """A line's stream, seq and kind, read from its envelope's tail (never its body)."""
+    m = _TAIL.search(line)
+    assert m is not None, line[-200:]
+    return json.loads(m[4]), int(m[3]), m[1].decode(), m
+
+
+def _link_of(line: bytes) -> str:
+    """``link`` of tests/test_attacks.py without parsing the body (which may be too deep)."""
+    if _place(line)[2] in ("session_call", "model_call", "read_back"):
+        b = line.index(b',"body":') + 8
+        t = line.rindex(b',"kind":"')
+        digest = blake3(b"benchledger:body:v2\x00" + line[b:t]).hexdigest()
+        line = line[:b] + b'"' + digest.encode() + b'"' + line[t:]
+    return blake3(b"benchledger:event:v2\x00" + line).hexdigest()
+
+
+def _reseal(b: Bundle) -> None:
+    """Sort, rechain every stream and re-seal (unsigned) after edits: a forger's whole kit."""
+    b.lines.sort(key=lambda x: (_place(x)[0].encode(), _place(x)[1]))
+    heads: dict[str, list[Any]] = {}
+    for i, line in enumerate(b.lines):
+        stream, seq, kind, m = _place(line)
+        want = heads[stream][2] if stream in heads else genesis(stream)
+        b.lines[i] = line = line[: m.start(2)] + want.encode() + line[m.end(2) :]
+        if kind != "run_sealed":
+            heads[stream] = [stream, seq + 1, _link_of(line)]
+    at = next(i for i, x in enumerate(b.lines) if _place(x)[2] == "run_sealed")
+    seal = json.loads(b.lines[at])
+    seal["body"]["heads"] = [heads[s] for s in sorted(heads, key=str.encode)]
+    seal["body"]["root"] = b.header["root"] = mth([leaf(h) for h in seal["body"]["heads"]]).hex()
+    b.lines[at] = canon(seal)
+
+
+def _renamed(old: str, new: str, *, protocol_id: str | None = None) -> Callable[[Bundle], None]:
+    def go(b: Bundle) -> None:
+        for i, line in enumerate(b.lines):
+            stream, _, kind, m = _place(line)
+            if stream == old:
+                encoded = json.dumps(new, ensure_ascii=False).encode()
+                line = line[: m.start(4)] + encoded + line[m.end(4) :]
+                if kind == "unit_started" and protocol_id is not None:
+                    obj = json.loads(line)
+                    obj["body"]["protocol_id"] = protocol_id
+                    line = canon(obj)
+                b.lines[i] = line
+        _reseal(b)
+
+    return go
+
+
+NAMES = {
+    "free-text": lambda b: None,
+    "stream-name-escapes": _renamed(f"{HOST}/p0/1", f"{HOST}/p0{HOSTILE}/1"),
+    "stream-name-nul-and-dots": _renamed(f"{HOST}/p0/1", f"{HOST}/../p\x00/1"),
+    "protocol-id-escapes": _renamed(f"{HOST}/p0/1", f"{HOST}/p0/1", protocol_id="p0" + HOSTILE),
+    "protocol-id-path": _renamed(f"{HOST}/p0/1", f"{HOST}/p0/1", protocol_id="../../../../tmp/x"),
+}
+
+
+def _commands(path: str, ledger: str) -> dict[str, list[str]]:
+    return {
+        "verify": ["verify", path],
+        "report": ["report", path],
+        "report-markdown": ["report", path, "--format", "markdown"],
+        "report-json": ["report", path, "--format", "json"],
+        "log": ["log", path],
+        "audit": ["audit", path, "abstention_rate", "--full"],
+        "compare": ["compare", path, path],
+        "replay": ["replay", path],
+        "study": ["study", path],
+        "import": ["import", path, "--ledger", ledger],
+        "export-inspect": ["export", path, "--format", "inspect", "-o", ledger + ".eval"],
+    }
+
+
+COMMANDS = list(_commands("", ""))
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("hostile")
+    genuine = _hostile_bundle(d)
+    out = {}
+    for name, forge in NAMES.items():
+        b = Bundle(genuine)
+        forge(b)
+        out[name] = b.write(d / f"{name}.jsonl")
+    return out
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=COMMANDS)
+@pytest.mark.parametrize("bundle", list(NAMES), ids=list(NAMES))
+def test_an_unsigned_bundle_with_escape_sequences_in_every_string_prints_no_control_character(
+    hostile, tmp_path, capsys, bundle, command
+):
+    argv = _commands(hostile[bundle], str(tmp_path / "l.sqlite"))[command]
+    code = main(argv)
+    out = capsys.readouterr()
+    shown = out.out + out.err
+    assert shown and not _CONTROL.findall(shown), (code, _CONTROL.findall(shown), shown[:2000])
+    forged = [x for x in shown.splitlines() if x.lstrip("*- ").startswith("authenticated:")]
+    assert not forged, forged  # a value's newline starts no line of its own
+    if bundle == "free-text" and command in ("report", "log"):
+        assert code == 0 and shown.startswith("UNAUTHENTICATED"), shown[:300]
+        assert "\\u001b[H" in shown  # shown escaped, not dropped
+    if bundle != "free-text" and command in ("import", "export-inspect"):
+        assert code != 0 and not os.listdir(tmp_path), os.listdir(tmp_path)  # nothing written
+    if command == "report-json" and code == 0:
+        assert json.loads(out.out)["metrics"]  # stdout stays JSON
+
+
+@pytest.mark.parametrize("bundle", [n for n in NAMES if n != "free-text"])
+def test_a_stream_name_or_protocol_id_outside_the_grammar_fails_verify_naming_it(
+    hostile, capsys, bundle
+):
+    code, out = verify(capsys, hostile[bundle])
+    assert code == 1 and "bad name" in out, out
+    assert "\\x1b" in out or "\\x00" in out or "../" in out, out  # named, escaped
+
+
+def _nested(depth: int) -> Callable[[Bundle], None]:
+    """p0's session_call result nested ``depth`` arrays deep (rechained, re-sealed unsigned)."""
+
+    def go(b: Bundle) -> None:
+        i = b.index(lambda o: o["stream"] == f"{RUN}/p0/1" and o["kind"] == "session_call")
+        obj = json.loads(b.lines[i])
+        obj["body"]["result"] = "DEEP"
+        b.lines[i] = canon(obj).replace(b'"DEEP"', b"[" * depth + b"]" * depth)
+        _reseal(b)
+
+    return go
+
+
+READERS = {
+    "verify": ["verify"],
+    "report": ["report"],
+    "log": ["log"],
+    "replay": ["replay"],
+    "audit": ["audit", "{}", "capture_rate"],
+    "import": ["import", "{}", "--ledger", "{ledger}"],
+}
+
+
+@pytest.mark.parametrize("reader", list(READERS), ids=list(READERS))
+@pytest.mark.parametrize("depth", [990, 10_000], ids=["990-deep", "10000-deep"])
+def test_a_result_nested_too_deep_is_refused_with_one_line_by_every_reader(
+    public, tmp_path, capsys, depth, reader
+):
+    b = Bundle(public["full"])
+    _nested(depth)(b)
+    path = _write(b, tmp_path, "deep")
+    ledger = str(tmp_path / "l.sqlite")
+    words = READERS[reader]
+    argv = [w.format(path, ledger=ledger) for w in words] if len(words) > 1 else [*words, path]
+    code = main(argv)
+    out = capsys.readouterr()
+    lines = out.err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, (code, out.out[-500:], out.err[-2000:])
+    assert f"stream '{RUN}/p0/1' seq 2" in lines[0] and "at most 64" in lines[0], lines[0]
+    assert not os.path.exists(ledger)  # import wrote nothing
+
+
+def test_an_event_nested_too_deep_is_refused_when_recorded(tmp_path):
+    with open_store(str(tmp_path / "l.sqlite")) as store:
+        ledger = Ledger(store, clock=counter_clock())
+        ledger.start_run("deep", RunStartedBody(suite="lifecycle", k=1))
+        w = ledger.new_stream("deep/p0/1")
+        w.append(UnitStartedBody(protocol_id="p0", attempt=1))
+        for depth in (70, 10_000):
+            result: Any = 1
+            for _ in range(depth):
+                result = [result]
+            with pytest.raises(UnusableInput, match="'deep/p0/1' seq 1: JSON nested"):
+                w.append(SessionCallBody(episode="teach", method="tools/call", result=result))
+        ledger.commit(w)  # what was refused was never staged
+        assert [r.seq for r in store.read_stream("deep/p0/1")] == [0]
+
+
+@pytest.mark.parametrize(
+    "stream",
+    ["r/p\n0/1", "r/p\x000/1", "r/../1", "r/p0/\x1b[2K", "r/p 0/1", "r//1", "r/p0/"],
+    ids=["newline", "nul", "dot-dot", "escape", "space", "empty-part", "trailing-slash"],
+)
+def test_a_stream_name_outside_the_grammar_is_refused_when_recorded(tmp_path, stream):
+    with open_store(str(tmp_path / "l.sqlite")) as store:
+        ledger = Ledger(store, clock=counter_clock())
+        ledger.start_run("r", RunStartedBody(suite="lifecycle", k=1))
+        with pytest.raises(UnusableInput, match="not a stream name"):
+            ledger.new_stream(stream)
+        with pytest.raises(UnusableInput, match="not a stream name"):
+            ledger.writer(stream)
+
+
+def test_a_run_id_with_a_trailing_newline_is_refused():
+    with pytest.raises(ValueError, match="run id"):
+        check_run_id("r\n")
+
+
+@pytest.mark.parametrize(
+    "forged", ["990-deep", "10000-deep", *[n for n in NAMES if n != "free-text"]]
+)
+def test_the_docs_own_verifier_refuses_what_benchledger_refuses(public, hostile, tmp_path, forged):
+    """docs/ledger-format.md's verifier says what `benchledger verify` says of nesting and
+    names: it refuses (an assertion, not a RecursionError) each forged bundle."""
+    from tests.test_golden import _docs_verifier
+
+    verify_docs = _docs_verifier()
+    if forged.endswith("-deep"):
+        b = Bundle(public["full"])
+        _nested(int(forged.split("-")[0]))(b)
+        path = _write(b, tmp_path, "deep")
+    else:
+        path = hostile[forged]
+    assert verify_docs(hostile["free-text"])  # type: ignore[operator]
+    with pytest.raises(AssertionError, match=r"nested more than 64|bad name"):
+        verify_docs(path)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("command", "fmt"),
+    [("report", "html"), ("report", "json"), ("report", "markdown"), ("compare", "html")],
+    ids=["report-html", "report-json", "report-markdown", "compare-html"],
+)
+def test_a_report_file_of_a_hostile_bundle_holds_no_control_character(
+    hostile, tmp_path, capsys, command, fmt
+):
+    out = tmp_path / f"page.{fmt}"
+    path = hostile["free-text"]
+    argv = [command, path, *([path] if command == "compare" else []), "--format", fmt]
+    assert main([*argv, "-o", str(out)]) == 0
+    capsys.readouterr()
+    text = out.read_text()
+    assert not _CONTROL.findall(text), _CONTROL.findall(text)
+    if fmt == "json":
+        json.loads(text)  # still JSON: the escapes decode to the same strings

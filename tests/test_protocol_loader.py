@@ -159,6 +159,9 @@ def _mutate(path: str, value):
 
 CASES = [
     ("id", "", "id", "must not be empty"),
+    ("id", "../../../../tmp/x", "id", "must start with a letter or digit"),
+    ("id", "p\x1b[2K", "id", "must start with a letter or digit"),
+    ("id", "p one", "id", "must start with a letter or digit"),
     ("title", KeyError, "title", "is required and missing"),
     ("budget_tool_calls", 0, "budget_tool_calls", "above 0"),
     ("budget_tool_calls", True, "budget_tool_calls", "above 0"),

@@ -17,12 +17,12 @@ design list: an arm whose entry says it "plants" the claim).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
 from typing import Final
 
+from benchledger.harness.peer.files import peer_json, peer_text
 from benchledger.ledger import UnusableInput
 
 RESULTS: Final = "results.json"
@@ -85,8 +85,7 @@ def _is_tasks_results(path: str) -> bool:
     try:
         if os.path.getsize(path) > _PEEK_LIMIT:
             return False
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = peer_json(path)
     except (OSError, UnicodeDecodeError, ValueError):
         return False
     return isinstance(data, dict) and isinstance(data.get("attempts"), list)
@@ -115,8 +114,7 @@ def _readme(family_dir: str) -> str:
     try:
         if os.path.getsize(path) > _README_LIMIT:
             return ""
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        return peer_text(path)
     except (OSError, UnicodeDecodeError):
         return ""
 

@@ -29,7 +29,6 @@ one is left out with a note.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from typing import Any, Final
 
 from msgspec.structs import replace
 
+from benchledger.harness.peer.files import peer_json, peer_root
 from benchledger.harness.peer.layout import find_protocols, find_transcripts, match_transcripts
 from benchledger.harness.peer.results import Fields, attempt_of, shape_of, start_ns
 from benchledger.harness.peer.transcript import session_calls
@@ -52,6 +52,7 @@ from benchledger.ledger.events import (
     UnitStartedBody,
 )
 from benchledger.ledger.ledger import StreamWriter, check_run_id
+from benchledger.ledger.names import RULE, is_name
 from benchledger.projections.suites.lifecycle import scorecard as lc
 from benchledger.projections.trace import traced, unit_trace_hash
 from benchledger.protocols.errors import InvalidInput
@@ -176,6 +177,8 @@ def _plan_unit(
     if error:
         stage = error.split(":", 1)[0] if ":" in error else "unit"
         infra = InfraErrorBody(stage=stage, error="harness", message=error)
+    if not is_name(pid):  # it names a stream, and files of the run's exports
+        raise f.refuse(f"{where}: protocol id {pid!r} {RULE}")
     return _Unit(
         stream=f"{run}/{pid}/{attempt}",
         protocol_id=pid,
@@ -321,55 +324,55 @@ def import_peer(
     ``note`` hears why a found set was left out. Refused input (UnusableInput,
     InvalidInput) and an existing run id (LedgerError) write nothing.
     """
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise UnusableInput(path, "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UnusableInput(path, f"cannot read ({exc})") from None
-    except ValueError as exc:
-        raise UnusableInput(path, f"not valid JSON ({exc})") from None
-    shape = shape_of(data, path)
-    f = Fields(path, "lifecycle results file")
-    manifest = data["manifest"]
-    set_path, set_id = _protocol_set(f, manifest, protocols, note)
-    if derives_update_captured(data["runs"]):
-        shape += ", update_captured derived from update_correct"
-    dirs = list(find_transcripts(path) if transcripts is None else transcripts)
-    for d in dirs:
-        if not os.path.isdir(d):
-            raise UnusableInput(d, "--transcripts must name a folder of transcript files")
-    name = os.path.splitext(os.path.basename(path))[0]
-    run = run_id or f"peer-{name}"
-    try:
-        check_run_id(run)
-    except ValueError as exc:
-        raise UnusableInput("--run-id", str(exc)) from None
-    units = _plan(f, run, data["runs"], dirs)
-    config = {
-        "origin": ORIGIN,
-        "shape": shape,
-        "source": os.path.basename(path),
-        "manifest": manifest,
-    }
-    if set_path:
-        config["protocols_path"] = set_path  # where items() finds the set again
-    header = _header(f, manifest, data.get("metrics") or {}, units, config, set_id)
-    ticks = itertools.count(start_ns(f, manifest))
-    # Deterministic timestamps (same file, same root) need our clock while writing; the
-    # caller's ledger gets its own clock back however the import ends.
-    callers_clock = ledger.clock
-    ledger.clock = lambda: next(ticks)
-    try:
-        ledger.start_run(run, header)
-        for i, unit in enumerate(units, 1):
-            writer = ledger.new_stream(unit.stream, keep_log=True)
-            _write_unit(writer, unit)
-            ledger.commit(writer)
-            if progress:
-                progress(i, len(units))
-        root = ledger.seal(run)
-    finally:
-        ledger.clock = callers_clock
-    return run, root, shape
+    with peer_root(path, *(transcripts or ())):  # every file it reads, from there down (files.py)
+        try:
+            data = peer_json(path)
+        except FileNotFoundError:
+            raise UnusableInput(path, "no such file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UnusableInput(path, f"cannot read ({exc})") from None
+        except ValueError as exc:
+            raise UnusableInput(path, f"not valid JSON ({exc})") from None
+        shape = shape_of(data, path)
+        f = Fields(path, "lifecycle results file")
+        manifest = data["manifest"]
+        set_path, set_id = _protocol_set(f, manifest, protocols, note)
+        if derives_update_captured(data["runs"]):
+            shape += ", update_captured derived from update_correct"
+        dirs = list(find_transcripts(path) if transcripts is None else transcripts)
+        for d in dirs:
+            if not os.path.isdir(d):
+                raise UnusableInput(d, "--transcripts must name a folder of transcript files")
+        name = os.path.splitext(os.path.basename(path))[0]
+        run = run_id or f"peer-{name}"
+        try:
+            check_run_id(run)
+        except ValueError as exc:
+            raise UnusableInput("--run-id", str(exc)) from None
+        units = _plan(f, run, data["runs"], dirs)
+        config = {
+            "origin": ORIGIN,
+            "shape": shape,
+            "source": os.path.basename(path),
+            "manifest": manifest,
+        }
+        if set_path:
+            config["protocols_path"] = set_path  # where items() finds the set again
+        header = _header(f, manifest, data.get("metrics") or {}, units, config, set_id)
+        ticks = itertools.count(start_ns(f, manifest))
+        # Deterministic timestamps (same file, same root) need our clock while writing; the
+        # caller's ledger gets its own clock back however the import ends.
+        callers_clock = ledger.clock
+        ledger.clock = lambda: next(ticks)
+        try:
+            ledger.start_run(run, header)
+            for i, unit in enumerate(units, 1):
+                writer = ledger.new_stream(unit.stream, keep_log=True)
+                _write_unit(writer, unit)
+                ledger.commit(writer)
+                if progress:
+                    progress(i, len(units))
+            root = ledger.seal(run)
+        finally:
+            ledger.clock = callers_clock
+        return run, root, shape

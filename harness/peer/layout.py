@@ -11,11 +11,11 @@ that holds every run.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from typing import Any, Final
 
+from benchledger.harness.peer.files import peer_json, peer_text
 from benchledger.harness.peer.results import Fields, attempt_of
 from benchledger.ledger import UnusableInput
 
@@ -29,8 +29,7 @@ _PASS_NAME: Final = re.compile(r"(?<![a-z0-9])pass[-_ ]?0*([1-9][0-9]*)(?![0-9])
 def read_json(path: str, what: str) -> Any:
     """The JSON in ``path``; ValueError naming ``what`` and the path if unreadable."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+        return peer_json(path)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"recorded run: cannot read {what} {path} ({exc})") from None
 
@@ -58,8 +57,7 @@ def results_files(run_dir: str) -> list[str]:
     listing = os.path.join(run_dir, PASSES)
     if os.path.isfile(listing):
         try:
-            with open(listing, encoding="utf-8") as fh:
-                lines = [raw.strip() for raw in fh if raw.strip()]
+            lines = [raw.strip() for raw in peer_text(listing).splitlines() if raw.strip()]
         except (OSError, UnicodeDecodeError) as exc:
             raise ValueError(f"recorded run: cannot read {listing} ({exc})") from None
         if not lines:
@@ -80,8 +78,7 @@ def _listed_passes(results: str) -> dict[str, int]:
     """Each pass's transcript folder (real path) -> its pass, from the ``passes.txt`` beside."""
     listing = os.path.join(os.path.dirname(os.path.abspath(results)), PASSES)
     try:
-        with open(listing, encoding="utf-8") as fh:
-            lines = [raw.strip() for raw in fh if raw.strip()]
+        lines = [raw.strip() for raw in peer_text(listing).splitlines() if raw.strip()]
     except (OSError, UnicodeDecodeError):
         return {}  # no listing: folders can still be named pass-N
     out: dict[str, int] = {}
@@ -209,8 +206,8 @@ def find_transcripts(results: str) -> list[str]:
     if not os.path.isfile(listing) or not _is_merged(results):
         return []
     try:
-        with open(listing, encoding="utf-8") as fh:
-            lines = [(n, raw.strip()) for n, raw in enumerate(fh, 1) if raw.strip()]
+        text = peer_text(listing).splitlines()
+        lines = [(n, raw.strip()) for n, raw in enumerate(text, 1) if raw.strip()]
     except (OSError, UnicodeDecodeError) as exc:
         raise UnusableInput(listing, f"cannot read ({exc})") from None
     folders = []
@@ -230,8 +227,7 @@ def find_transcripts(results: str) -> list[str]:
 def _is_merged(results: str) -> bool:
     """Whether a results file holds several passes (a run record with attempt > 1)."""
     try:
-        with open(results, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = peer_json(results)
     except (OSError, ValueError):
         return False  # import_peer reports the file itself
     runs = data.get("runs") if isinstance(data, dict) else None

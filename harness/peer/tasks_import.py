@@ -50,6 +50,7 @@ from benchledger.harness.peer.arms import (
     name_of,
     readme_claim,
 )
+from benchledger.harness.peer.files import check_path, peer_bytes, peer_json, peer_root
 from benchledger.harness.peer.layout import beside_results, find_seed
 from benchledger.harness.peer.results import Fields, start_ns
 from benchledger.harness.peer.transcript import walk
@@ -66,6 +67,7 @@ from benchledger.ledger.events import (
     UnitStartedBody,
 )
 from benchledger.ledger.ledger import StreamWriter, check_run_id
+from benchledger.ledger.names import RULE, is_name
 from benchledger.projections.suites.tasks.decisions import TaskItem, decide_unit
 from benchledger.projections.suites.tasks.items import planted_needle, references_config
 from benchledger.projections.trace import traced, unit_trace_hash
@@ -129,8 +131,7 @@ def _read_json(path: str, limit: int, what: str) -> Any:
     if size > limit:
         raise UnusableInput(path, f"{size} bytes: larger than the {limit} a {what} may be")
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+        return peer_json(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise UnusableInput(path, f"cannot read ({exc})") from None
     except ValueError as exc:
@@ -159,8 +160,7 @@ def _arm_config(path: str) -> dict[str, Any]:
     Nothing else is read out of it: its DSN, keys and tokens must never reach a ledger.
     """
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_JSON + 1)
+        raw = peer_bytes(path, MAX_JSON)
     except OSError as exc:
         raise UnusableInput(path, f"cannot read ({exc})") from None
     if len(raw) > MAX_JSON:
@@ -261,6 +261,8 @@ def _unit(
     if error:
         stage = error.split(":", 1)[0] if ":" in error else "attempt"
         infra = InfraErrorBody(stage=stage, error="harness", message=error)
+    if not is_name(pid):  # it names a stream, and files of the run's exports
+        raise f.refuse(f"{where}: protocol id {pid!r} {RULE}")
     return _Unit(
         item=items[pid],
         stream=f"{run}/{pid}/{attempt}",
@@ -346,6 +348,7 @@ def _references(
     seed = find_seed(results)
     if seed is None:
         return {}
+    check_path(seed)
     warehouse = read_warehouse(seed)
     treatment = planted.get("treatment_id") if planted else None
     out = {}
@@ -445,6 +448,8 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         loaded = _layout_tasks(f, data, attempts)
     else:
         loaded = task_files.load(os.path.join(arm_dir, TASKS_DIR))  # InvalidInput names the line
+    for file in loaded.files:  # read by the task loader: refused after, before any write
+        check_path(file)
     theirs = task_files.task_set_hash(loaded.tasks)
     # each file as written (the peer's YAML object), so the read side needs no files
     tasks = {t.id: read(file).data for t, file in zip(loaded.tasks, loaded.files, strict=True)}
@@ -574,18 +579,20 @@ def import_arm(
     file) and an existing run id (LedgerError) write nothing. An arm folder inside another
     arm folder is refused: its unlabelled name would pass an attempt set aside as analysed.
     """
-    here = os.path.normpath(arm_dir)
-    family_dir = os.path.dirname(os.path.abspath(here))
-    if is_arm(family_dir):
-        raise UnusableInput(
-            arm_dir,
-            f"is inside the arm folder {family_dir}, not one of a family's arms: its name "
-            "carries no exclusion label (move it beside the family's arms under a labelled name)",
-        )
-    fam = family or os.path.basename(family_dir)
-    plan = _plan(here, name_of(here, label_meanings(family_dir)), fam, run_id)
-    _refuse_existing(ledger, [plan])
-    return plan.run_id, _write(ledger, plan), plan.name.label
+    with peer_root(arm_dir):  # every file it reads, from there down (files.py)
+        here = os.path.normpath(arm_dir)
+        family_dir = os.path.dirname(os.path.abspath(here))
+        if is_arm(family_dir):
+            raise UnusableInput(
+                arm_dir,
+                f"is inside the arm folder {family_dir}, not one of a family's arms: its name "
+                "carries no exclusion label (move it beside the family's arms under a labelled "
+                "name)",
+            )
+        fam = family or os.path.basename(family_dir)
+        plan = _plan(here, name_of(here, label_meanings(family_dir)), fam, run_id)
+        _refuse_existing(ledger, [plan])
+        return plan.run_id, _write(ledger, plan), plan.name.label
 
 
 def import_family(
@@ -594,15 +601,16 @@ def import_family(
     """Import every arm folder of a family, sorted, each as its own sealed run; return
     (run id, root, label) per arm. Every arm is checked first: one unusable arm, or one
     run id already taken, refuses the family with nothing written."""
-    here = os.path.normpath(family_dir)
-    family = os.path.basename(os.path.abspath(here))
-    meanings = label_meanings(here)
-    arms = flat_arms(here) or arm_folders(here)
-    plans = [_plan(d, name_of(d, meanings), family, None) for d in arms]
-    _refuse_existing(ledger, plans)
-    out = []
-    for n, plan in enumerate(plans, 1):
-        out.append((plan.run_id, _write(ledger, plan), plan.name.label))
-        if progress:
-            progress(n, len(plans))
-    return out
+    with peer_root(family_dir):  # every file it reads, from there down (files.py)
+        here = os.path.normpath(family_dir)
+        family = os.path.basename(os.path.abspath(here))
+        meanings = label_meanings(here)
+        arms = flat_arms(here) or arm_folders(here)
+        plans = [_plan(d, name_of(d, meanings), family, None) for d in arms]
+        _refuse_existing(ledger, plans)
+        out = []
+        for n, plan in enumerate(plans, 1):
+            out.append((plan.run_id, _write(ledger, plan), plan.name.label))
+            if progress:
+                progress(n, len(plans))
+        return out

@@ -9,13 +9,13 @@ and how a result is recorded).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from benchledger.harness.peer.files import peer_json
 from benchledger.harness.peer.results import Fields
 from benchledger.ledger import UnusableInput
 from benchledger.ledger.events import SessionCallBody
@@ -92,8 +92,7 @@ def session_calls(
     if not os.path.isfile(path):
         return "", ()
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = peer_json(path)
     except (OSError, ValueError) as exc:
         raise UnusableInput(path, f"unreadable transcript ({exc})") from None
     turns, calls = walk(Fields(path, "transcript"), data, stage)

@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
+from benchledger.ledger.inert import inert
 from benchledger.projections.card import (
     RunMeta,
     card_runs,
@@ -86,7 +87,7 @@ def label(meta: RunMeta) -> str:
     if meta.model and meta.model not in who:
         who += f" ({meta.model})"
     where = f"{meta.platform or '-'} {meta.platform_version}".strip()
-    return f"{who} @ {where}"
+    return inert(f"{who} @ {where}", value=True)  # the run's own words: one line, inert
 
 
 def same_set(cards: Sequence[Scorecard], targets: Sequence[str]) -> None:

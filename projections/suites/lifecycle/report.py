@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
+from benchledger.ledger.inert import inert_rows
 from benchledger.projections import disclosure
 from benchledger.projections.card import (
     CI_CLUSTER,
@@ -93,6 +94,7 @@ def banners(card: Scorecard) -> list[str]:
     return [b for b in (c.banner() for c in run_completeness(card)) if b]
 
 
+@inert_rows  # values from the run's own events: shown inert
 def header_lines(card: Scorecard) -> list[tuple[str, str]]:
     """What every report names: runs, roots, set hash, agent, model, platform, k, tokens."""
     m = card.meta

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 from typing import Any, Final
 
+from benchledger.ledger.inert import inert_rows
 from benchledger.projections.card import (
     Metric,
     card_standing,
@@ -43,6 +44,7 @@ ROWS: Final = ((M1, False), (M1_LOG, True), (M2, False), (SAME_PROMPT, True), (M
                (PRECISION_METRIC, True), (M4, False))  # fmt: skip
 
 
+@inert_rows  # values from the run's own events: shown inert
 def header_lines(card: Card) -> list[tuple[str, str]]:
     """What the run was: id, root, case set, agent, model, platform, replicates."""
     m = card.meta

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 from typing import Any, Final
 
+from benchledger.ledger.inert import inert_rows
 from benchledger.projections.card import (
     CI_LABELS,
     CI_WILSON,
@@ -40,6 +41,7 @@ def top_lines(card: Card) -> list[str]:
     return [x for x in (card.excluded, banner) if x] + card_standing([card.meta])
 
 
+@inert_rows  # values from the run's own events: shown inert
 def header_lines(card: Card) -> list[tuple[str, str]]:
     """What the run is: id, root, family, arm, planted claim, agent, model, tasks, attempts."""
     m = card.meta
