@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import time
-import zipfile
 from collections.abc import Iterator
 
 import pytest
@@ -31,6 +30,7 @@ from benchledger.ledger.events import (
     UnitStartedBody,
     UnitStartedEvent,
 )
+from benchledger.projections.inspect_log import safe_name
 from tests.browser import CHROMIUM, dump_dom, needs_chromium
 from tests.conftest import cli, one_line_exit_2, peer_dir, protocol_subset, write_run
 from tests.test_recorded_agent import REENACTED, reenact
@@ -280,7 +280,7 @@ def test_targets_read_as_text_and_diagnostics_are_metadata_never_an_accuracy(tmp
     assert accuracies == {"lifecycle_pass"} | (LIFECYCLE_SCORED & set(sample.scores))
 
 
-def test_a_hostile_protocol_id_becomes_a_safe_sample_name_and_zip_member(ledger, tmp_path, capsys):
+def test_a_run_with_a_hostile_protocol_id_is_not_exported_in_any_form(ledger, tmp_path, capsys):
     write_run(ledger, "h1", {("p000", 1): {"captured": True}}, planned=2, seal=False)
     hostile = "../../../../tmp/x\\y\x1b[2J\x00"
     w = ledger.new_stream("h1/p001/1")
@@ -289,18 +289,22 @@ def test_a_hostile_protocol_id_becomes_a_safe_sample_name_and_zip_member(ledger,
     out = str(tmp_path / "h1.eval")
     code, _, err = cli(capsys, "export", "h1", "--format", "inspect", "-o", out,
                        "--ledger", str(tmp_path / "ledger.sqlite"))  # fmt: skip
-    assert code == 0, err
-    with zipfile.ZipFile(out) as zf:
-        names = zf.namelist()
-    samples = [n for n in names if n.startswith("samples/")]
-    assert len(samples) == 2
-    for name in samples:
-        # One path step under samples/: nothing to climb out of it with.
-        assert name.count("/") == 1 and os.path.normpath(name).startswith("samples/"), name
-        assert "\\" not in name and all(ch.isprintable() for ch in name), name
-    [odd] = [s for s in inspect_log.read_eval_log(out).samples if s.id != "p000"]
-    assert "/" not in str(odd.id) and all(ch.isprintable() for ch in str(odd.id))
-    assert odd.metadata["protocol_id"] == hostile  # the original, JSON-escaped, kept
+    # The name grammar (docs/ledger-format.md, "Names") fails the run's verification.
+    assert code == 1 and "bad name" in err and "\x1b" not in err, err
+    assert not os.path.exists(out)
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["../../../../tmp/x", "..\\..\\x", "a/b\x1b[2J\x00", ".", ""],
+    ids=["climbs-with-slashes", "climbs-with-backslashes", "escape-and-nul", "dot", "empty"],
+)
+def test_a_sample_name_is_one_printable_path_step_whatever_the_id(hostile):
+    # Defence in depth under the grammar: an id the reader lets through never names a path.
+    name = safe_name(hostile)
+    assert name and "/" not in name and "\\" not in name and name not in (".", "..")
+    assert all(ch.isprintable() for ch in name), name
+    assert os.path.normpath(f"samples/{name}").startswith("samples/")
 
 
 def test_a_peer_results_import_has_no_sample_timings_its_timestamps_being_synthetic(
