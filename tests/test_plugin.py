@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,10 @@ def test_the_example_plugin_installed_in_a_fresh_venv_is_listed_and_runs_to_a_ve
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
     bin_dir = venv / "bin"
+    # The dependencies are this interpreter's (itself a venv, perhaps, whose packages
+    # --system-site-packages would not see): its site folders, by a .pth file.
+    [site_dir] = venv.glob("lib/python*/site-packages")
+    (site_dir / "parent.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     # No PYTHONPATH: what runs is what the environment installed, from an empty folder.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
