@@ -52,6 +52,7 @@ from benchledger.ledger.events import (
     UnitAbandonedEvent,
     UnitFinishedEvent,
     UnitStartedEvent,
+    failed_units,
     infra_failure,
 )
 from benchledger.ledger.ledger import check_run_id
@@ -502,12 +503,22 @@ def _resume_units(
 
 def _sealed_retry(ledger: Ledger, run_id: str, root: str) -> str:
     """Why ``--retry-infra`` refuses a sealed run, and how to re-run its failed units."""
-    failed = sorted({s["key"][0] for s in unit_states(ledger, run_id).values()
-                     if s["finished"] and not s["abandoned"] and infra_failed(s)})  # fmt: skip
+    # Per attempt (protocol/attempt), as the scorecard counts them; named by protocol.
+    ends = [("/".join(map(str, s["key"])), str(s["error"] or ""))
+            for s in unit_states(ledger, run_id).values()
+            if s["finished"] and not s["abandoned"]]  # fmt: skip
+    infra, harness = failed_units(ends)
+    failed = sorted({unit.split("/")[0] for unit in infra})
+    ours = sorted({unit.split("/")[0] for unit in harness})
     why = (f"run {run_id} is sealed (root {root}) and a sealed run is final: --retry-infra "
            "cannot add attempts to it")  # fmt: skip
     if not failed:
-        return why + " (it has no infra-failed units either)"
+        if not ours:
+            return why + " (it has no infra-failed units either)"
+        named = ", ".join(ours[:5]) + (", ..." if ours[5:] else "")
+        return (f"{why} (it has no infra-failed units; its {len(ours)} harness-failed "
+                f"unit{'s' if len(ours) > 1 else ''} ({named}) failed in benchledger, not the "
+                "infrastructure, and are never retried)")  # fmt: skip
     again = " ".join(f"--protocol {p}" for p in failed[:5]) + (" ..." if failed[5:] else "")
     return (
         f"{why}; run its {len(failed)} infra-failed protocol(s) again as a new run: "

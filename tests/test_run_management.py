@@ -461,3 +461,18 @@ def test_the_scorecard_its_json_and_retry_infra_count_failed_units_alike(
     done = doc["completeness"]
     assert (done["infra_failed_units"], done.get("harness_failed_units")) == (infra, ours)
     assert doc["harness_failures"] == len(infra) + len(ours) == 1
+
+
+def test_retry_infra_on_a_sealed_run_names_its_harness_failed_units_as_not_retried(
+    tmp_path, capsys
+):
+    ledger_file = str(tmp_path / "l.sqlite")
+    ledger = Ledger(open_store(ledger_file))
+    units = {(f"p00{i}", 1): {"captured": True} for i in range(3)}
+    errors = {("p001", 1): "internal error in promote: KeyError: 'x'"}
+    write_run(ledger, "r", units, errors=errors, seal=True)
+    ledger.store.close()
+    code = main(["run", "--resume", "r", "--retry-infra", "--ledger", ledger_file])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "no infra-failed units" in err and "1 harness-failed unit (p001)" in err, err
