@@ -476,3 +476,18 @@ def test_retry_infra_on_a_sealed_run_names_its_harness_failed_units_as_not_retri
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "no infra-failed units" in err and "1 harness-failed unit (p001)" in err, err
+
+
+def test_retry_infra_on_a_sealed_run_says_how_to_run_its_infra_failed_protocols_again(
+    tmp_path, capsys
+):
+    ledger_file = str(tmp_path / "l.sqlite")
+    ledger = Ledger(open_store(ledger_file))
+    units = {(f"p00{i}", a): {"captured": True} for i in range(3) for a in (1, 2)}
+    errors = {("p001", 2): "capture: transport: MCP session: connection reset"}
+    write_run(ledger, "r", units, errors=errors, seal=True)
+    ledger.store.close()
+    code = main(["run", "--resume", "r", "--retry-infra", "--ledger", ledger_file])
+    err = capsys.readouterr().err
+    assert code == 2 and "run its 1 infra-failed protocol(s) again" in err, err
+    assert "--protocol p001" in err and "p000" not in err.split("again")[1], err
