@@ -35,18 +35,20 @@ OURS = (
 PYTEST_ONLY = {"replay/pytest_plugin.py", "benchledger/testing/"}
 # Installed with a declared dependency's own extra: psycopg[binary,pool].
 EXTRA_OF_DECLARED = {"psycopg_pool": "psycopg", "psycopg_binary": "psycopg"}
+# Imported only inside a function, from one module, and declared in one of our own extras:
+# module -> (extra, the one file allowed to import it).
+OPTIONAL = {"nltk": ("locomo", "projections/suites/locomo/grading.py")}
 
 
 def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _declared() -> set[str]:
+def _declared(extra: str | None = None) -> set[str]:
     with open(os.path.join(REPO, "pyproject.toml"), "rb") as fh:
         project = tomllib.load(fh)["project"]
-    return {
-        _normalise(re.split(r"[\s\[<>=!~;]", dep, maxsplit=1)[0]) for dep in project["dependencies"]
-    }
+    deps = project["optional-dependencies"][extra] if extra else project["dependencies"]
+    return {_normalise(re.split(r"[\s\[<>=!~;]", dep, maxsplit=1)[0]) for dep in deps}
 
 
 def _pytest_only(rel: str) -> bool:
@@ -99,6 +101,8 @@ def test_every_runtime_import_is_the_standard_library_ours_or_a_declared_depende
     for module, where in sorted(_runtime_imports().items()):
         if module in sys.stdlib_module_names or module in OURS or module == "__future__":
             continue
+        if module in OPTIONAL:
+            continue  # checked by the test below
         dists = {_normalise(d) for d in providers.get(module, [])}
         if module in EXTRA_OF_DECLARED:
             dists.add(EXTRA_OF_DECLARED[module])
@@ -109,6 +113,20 @@ def test_every_runtime_import_is_the_standard_library_ours_or_a_declared_depende
     assert not missing, "declare these in pyproject.toml [project] dependencies:\n  " + (
         "\n  ".join(missing)
     )
+
+
+@pytest.mark.parametrize("module", sorted(OPTIONAL))
+def test_an_optional_dependency_is_declared_in_its_extra_and_imported_in_a_function_only(module):
+    extra, allowed = OPTIONAL[module]
+    assert _normalise(module) in _declared(extra)
+    where = [rel for name, rel, _ in _imports() if name == module]
+    assert where and set(where) == {allowed}
+    with open(os.path.join(REPO, allowed), encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    names = {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module or "" for n in top if isinstance(n, ast.ImportFrom)}
+    assert not {n for n in names if n.split(".")[0] == module}, "imported at module level"
 
 
 def test_only_the_pytest_only_modules_import_pytest():
