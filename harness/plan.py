@@ -275,11 +275,15 @@ def check_options(cfg: RunConfig) -> None:
     except ValueError as exc:
         raise RunRefused(str(exc)) from None
     _new_run_rules(cfg, spec)
-    if cfg.pack:
+    embedder = cfg.platform_options.get("embedder", "")
+    if cfg.pack or embedder:
         from benchledger.harness.platforms import embedded  # the refplatform door
 
         try:
-            embedded.check_pack(cfg.pack)  # loaded once: the provisioner's is this one
+            if cfg.pack:
+                embedded.check_pack(cfg.pack)  # loaded once: the provisioner's is this one
+            if embedder:
+                embedded.check_embedder(embedder)  # likewise
         except ValueError as exc:
             raise RunRefused(str(exc)) from None
     # A suite whose own items live in files takes a file or folder: one that is missing

@@ -41,20 +41,32 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _declared() -> set[str]:
+def _project() -> dict:
     with open(os.path.join(REPO, "pyproject.toml"), "rb") as fh:
-        project = tomllib.load(fh)["project"]
-    return {
-        _normalise(re.split(r"[\s\[<>=!~;]", dep, maxsplit=1)[0]) for dep in project["dependencies"]
-    }
+        return tomllib.load(fh)["project"]
+
+
+def _name(dep: str) -> str:
+    return _normalise(re.split(r"[\s\[<>=!~;]", dep, maxsplit=1)[0])
+
+
+def _declared() -> set[str]:
+    return {_name(dep) for dep in _project()["dependencies"]}
+
+
+def _optional_extras() -> dict[str, list[str]]:
+    """The extras a user installs for a feature (``test`` is the developers' own)."""
+    extras = _project()["optional-dependencies"]
+    return {name: deps for name, deps in extras.items() if name != "test"}
 
 
 def _pytest_only(rel: str) -> bool:
     return any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in PYTEST_ONLY)
 
 
-def _imports() -> Iterator[tuple[str, str, int]]:
-    """(top-level module imported, file, line) for every import in our packages."""
+def _imports() -> Iterator[tuple[str, str, int, bool]]:
+    """(top-level module imported, file, line, at module level) for every import in our
+    packages (an indented import sits in a function or block: loaded only when reached)."""
     for package in OURS:
         for folder, dirs, files in os.walk(os.path.join(REPO, package)):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -73,17 +85,24 @@ def _imports() -> Iterator[tuple[str, str, int]]:
                     else:
                         continue
                     for module in names:
-                        yield module.split(".")[0], rel, node.lineno
+                        yield module.split(".")[0], rel, node.lineno, node.col_offset == 0
 
 
 def _runtime_imports() -> dict[str, str]:
     """Top-level module name -> the first ``file:line`` importing it, over our packages
     (the pytest-only modules left out)."""
     found: dict[str, str] = {}
-    for module, rel, line in _imports():
+    for module, rel, line, _ in _imports():
         if not _pytest_only(rel):
             found.setdefault(module, f"{rel}:{line}")
     return found
+
+
+def _optional_modules() -> set[str]:
+    """Top-level modules an optional extra provides (a feature's own, imported lazily)."""
+    providers = packages_distributions()
+    names = {_name(dep) for deps in _optional_extras().values() for dep in deps}
+    return {m for m, dists in providers.items() if {_normalise(d) for d in dists} & names}
 
 
 def test_the_dependency_scan_sees_our_known_imports():
@@ -99,6 +118,8 @@ def test_every_runtime_import_is_the_standard_library_ours_or_a_declared_depende
     for module, where in sorted(_runtime_imports().items()):
         if module in sys.stdlib_module_names or module in OURS or module == "__future__":
             continue
+        if module in _optional_modules():
+            continue  # an optional extra's: lazily imported (the test below)
         dists = {_normalise(d) for d in providers.get(module, [])}
         if module in EXTRA_OF_DECLARED:
             dists.add(EXTRA_OF_DECLARED[module])
@@ -111,8 +132,22 @@ def test_every_runtime_import_is_the_standard_library_ours_or_a_declared_depende
     )
 
 
+def test_an_optional_extra_is_pinned_exactly_also_in_test_and_imported_only_lazily():
+    extras = _optional_extras()
+    assert "wordllama" in extras  # the scan sees them
+    test_extra = set(_project()["optional-dependencies"]["test"])
+    optional = _optional_modules()
+    assert "wordllama" in optional
+    for name, deps in extras.items():
+        for dep in deps:
+            assert re.fullmatch(r"[A-Za-z0-9_.\-]+==[0-9][0-9A-Za-z.]*", dep), (name, dep)
+            assert dep in test_extra, f"extra {name}: {dep} is not in the test extra"
+    eager = [f"{rel}:{line}" for m, rel, line, top in _imports() if m in optional and top]
+    assert not eager, f"an optional extra's module imported at module level: {eager}"
+
+
 def test_only_the_pytest_only_modules_import_pytest():
-    importers = {rel for module, rel, _ in _imports() if module in ("pytest", "_pytest")}
+    importers = {rel for module, rel, *_ in _imports() if module in ("pytest", "_pytest")}
     assert "benchledger/testing/__init__.py" in importers  # the scan sees them
     assert {rel for rel in importers if not _pytest_only(rel)} == set()
 

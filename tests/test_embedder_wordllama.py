@@ -1,0 +1,115 @@
+"""The wordllama embedder: loaded from its wheel's own files with no network, semantic
+where the lexical one is not, usable by a whole run, and refused in one line when absent."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+import sys
+
+import pytest
+
+from benchledger.refplatform.embedder import (
+    WORDLLAMA_DIM,
+    LexicalEmbedder,
+    WordLlamaEmbedder,
+    cosine,
+    parse_spec,
+)
+from tests.conftest import cli, one_line_exit_2
+
+PARAPHRASE = ("refunded purchases", "returned orders")
+UNRELATED = ("refunded purchases", "fiscal calendar")
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Every outbound connection attempt is refused and remembered, so a test can assert
+    that none was made (a download would have to connect first)."""
+    attempts: list[object] = []
+
+    def refuse(_sock, address, *_a, **_k):
+        attempts.append(address)
+        raise OSError(f"network disabled by the test: connect to {address!r}")
+
+    def refuse_create(address, *_a, **_k):
+        attempts.append(address)
+        raise OSError(f"network disabled by the test: connect to {address!r}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse_create)
+    return attempts
+
+
+def test_wordllama_loads_its_shipped_weights_and_embeds_with_no_network(no_network):
+    embedder = parse_spec("wordllama")
+    vector = embedder.embed("the focus region for this study is north")
+    assert isinstance(embedder, WordLlamaEmbedder) and embedder.name == "wordllama"
+    assert len(vector) == WORDLLAMA_DIM and any(vector)
+    assert no_network == []
+
+
+def test_the_network_guard_sees_a_connection_attempt(no_network):
+    # Guards the guard: the test above would pass vacuously if connects slipped past it.
+    with pytest.raises(OSError, match="network disabled"):
+        socket.create_connection(("127.0.0.1", 9))
+    with pytest.raises(OSError, match="network disabled"), socket.socket() as s:
+        s.connect(("127.0.0.1", 9))
+    assert len(no_network) == 2
+
+
+def test_a_paraphrase_scores_higher_than_an_unrelated_phrase_where_lexical_sees_neither():
+    wl, lex = WordLlamaEmbedder(), LexicalEmbedder()
+    close = cosine(wl.embed(PARAPHRASE[0]), wl.embed(PARAPHRASE[1]))
+    far = cosine(wl.embed(UNRELATED[0]), wl.embed(UNRELATED[1]))
+    # Measured with wordllama 0.4.0.post1: 0.403 and 0.054.
+    assert close == pytest.approx(0.403, abs=0.01)
+    assert far == pytest.approx(0.054, abs=0.01)
+    assert close > far + 0.3
+    # The lexical embedder shares no word between either pair: it cannot tell them apart.
+    assert cosine(lex.embed(PARAPHRASE[0]), lex.embed(PARAPHRASE[1])) == 0.0
+    assert cosine(lex.embed(UNRELATED[0]), lex.embed(UNRELATED[1])) == 0.0
+
+
+def test_a_run_on_the_embedded_platform_with_wordllama_seals_verifies_and_records_it(
+    tmp_path, capsys
+):
+    ledger = str(tmp_path / "wl.sqlite")
+    code, out, err = cli(
+        capsys, "run", "--ledger", ledger, "--run-id", "wl", "--embedder", "wordllama"
+    )
+    assert code == 0, err
+    assert "run wl sealed" in out
+    code, out, err = cli(capsys, "verify", "wl", "--ledger", ledger)
+    assert code == 0 and "ok run wl" in out, err
+    # What the platform says it embeds with is recorded, as for lexical: platform_info.
+    conn = sqlite3.connect(ledger)
+    try:
+        states = [str(s) for (s,) in conn.execute("SELECT state FROM benchledger_events")]
+    finally:
+        conn.close()
+    said = [s for s in states if '"embedder":"wordllama"' in s.replace(" ", "")]
+    assert said and not any('"embedder":"lexical"' in s.replace(" ", "") for s in states)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--embedder", "word2vec"],
+        ["platform", "serve", "--port", "0", "--embedder", "word2vec"],
+    ],
+    ids=["run", "serve"],
+)
+def test_an_unknown_embedder_is_refused_in_one_line_naming_wordllama(argv, tmp_path, capsys):
+    code, _, err = cli(
+        capsys, *argv, *(["--ledger", str(tmp_path / "l.sqlite")] * (argv[0] == "run"))
+    )
+    one_line_exit_2(code, err, "--embedder", "'word2vec'", "'wordllama'")
+
+
+def test_wordllama_not_installed_is_refused_in_one_line_naming_the_extra(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "wordllama", None)  # import wordllama -> ImportError
+    code, out, err = cli(capsys, "platform", "serve", "--port", "0", "--embedder", "wordllama")
+    one_line_exit_2(code, err, "--embedder", "benchledger[wordllama]")
+    assert "serving" not in out
