@@ -3,6 +3,7 @@ where the lexical one is not, usable by a whole run, and refused in one line whe
 
 from __future__ import annotations
 
+import json
 import socket
 import sqlite3
 import sys
@@ -113,3 +114,13 @@ def test_wordllama_not_installed_is_refused_in_one_line_naming_the_extra(monkeyp
     code, out, err = cli(capsys, "platform", "serve", "--port", "0", "--embedder", "wordllama")
     one_line_exit_2(code, err, "--embedder", "benchledger[wordllama]")
     assert "serving" not in out
+
+
+def test_bench_embedder_prints_wordllama_beside_lexical_and_the_ratio(capsys):
+    code, out, err = cli(capsys, "bench", "embedder", "--texts", "50", "--json")
+    assert code == 0, err
+    figures = json.loads(out)
+    assert figures["texts"] == 50
+    assert figures["lexical"]["embedder"] == "lexical"
+    assert figures["wordllama"]["embedder"] == "wordllama"
+    assert figures["throughput_vs_lexical"] > 0 and figures["wordllama"]["p99_ms"] > 0
