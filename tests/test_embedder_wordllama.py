@@ -25,8 +25,8 @@ UNRELATED = ("refunded purchases", "fiscal calendar")
 
 @pytest.fixture
 def no_network(monkeypatch):
-    """Every outbound connection attempt is refused and remembered, so a test can assert
-    that none was made (a download would have to connect first)."""
+    """Every name lookup and outbound connection attempt is refused and remembered, so a
+    test can assert that none was made (a download resolves its host, then connects)."""
     attempts: list[object] = []
 
     def refuse(_sock, address, *_a, **_k):
@@ -37,6 +37,11 @@ def no_network(monkeypatch):
         attempts.append(address)
         raise OSError(f"network disabled by the test: connect to {address!r}")
 
+    def refuse_lookup(host, *_a, **_k):
+        attempts.append(host)
+        raise OSError(f"network disabled by the test: lookup of {host!r}")
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse_lookup)
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse_create)
@@ -51,13 +56,15 @@ def test_wordllama_loads_its_shipped_weights_and_embeds_with_no_network(no_netwo
     assert no_network == []
 
 
-def test_the_network_guard_sees_a_connection_attempt(no_network):
-    # Guards the guard: the test above would pass vacuously if connects slipped past it.
-    with pytest.raises(OSError, match="network disabled"):
-        socket.create_connection(("127.0.0.1", 9))
-    with pytest.raises(OSError, match="network disabled"), socket.socket() as s:
-        s.connect(("127.0.0.1", 9))
-    assert len(no_network) == 2
+def test_the_network_guard_sees_wordllama_s_default_load_try_to_download(no_network, tmp_path):
+    # Guards the guard: the test above would pass vacuously if a download slipped past it.
+    # Loaded as the package's default does (a cache folder without the files), wordllama
+    # reaches for Hugging Face; offline it then fails.
+    from wordllama import WordLlama
+
+    with pytest.raises(FileNotFoundError, match="download"):
+        WordLlama.load(cache_dir=tmp_path)
+    assert any("huggingface" in str(a) for a in no_network), no_network
 
 
 def test_a_paraphrase_scores_higher_than_an_unrelated_phrase_where_lexical_sees_neither():
