@@ -6,7 +6,7 @@ import argparse
 import tempfile
 
 from benchledger import protocols
-from benchledger.benchmarks import platform_bench, run_bench
+from benchledger.benchmarks import embedder_bench, platform_bench, run_bench
 from benchledger.benchmarks.ledger_bench import BenchFailed, check_room
 from benchledger.benchmarks.ledger_bench import run_bench as run_ledger_bench
 from benchledger.cli.common import CommandFailed, UsageError, number, whole
@@ -56,6 +56,16 @@ def cmd_bench_platform(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_bench_embedder(args: argparse.Namespace) -> int:
+    """An embedder's load, throughput, latency and cosine cost beside the lexical one's."""
+    if args.texts < 1:
+        raise UsageError("--texts must be at least 1")
+    try:
+        return embedder_bench.run_bench(spec=args.embedder, texts=args.texts, as_json=args.json)
+    except ValueError as exc:
+        raise UsageError(f"--embedder: {exc}") from None
+
+
 def cmd_bench_run(args: argparse.Namespace) -> int:
     """The suite with a slow model (fake, or a recorded run re-enacted) at concurrency 1 and N."""
     agent = args.agent or "fake"
@@ -91,7 +101,7 @@ def cmd_bench_run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``bench ledger|platform|run``."""
+    """Add ``bench ledger|platform|embedder|run``."""
     bench = sub.add_parser("bench", help="performance benchmarks (ratios vs raw baselines)")
     bsub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
     p = bsub.add_parser("ledger", help="append and verify throughput vs the raw database")
@@ -140,6 +150,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--in-process", action="store_true", help="serve in a thread, not a child")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_bench_platform)
+
+    p = bsub.add_parser("embedder", help="an embedder's throughput and latency vs lexical")
+    p.add_argument("--embedder", default="wordllama", metavar="SPEC", help="(wordllama)")
+    p.add_argument("--texts", type=int, default=2000, help="texts embedded (2000)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_bench_embedder)
     p = bsub.add_parser(
         "run", help="the suite with a slow model at concurrency 1 vs N (fake, or a recorded run)"
     )

@@ -229,7 +229,7 @@ class RunDriver:
             prov = _provisioner(
                 plan.spec, pool_size=plan.pool, admin_key=self.cfg.admin_key,
                 pool_base=self.cfg.pool_base, reset_cmd=plan.reset_cmd, k=plan.record.k,
-                pack=plan.pack, settings=self.cfg.settings, options=self.cfg.platform_options,
+                pack=plan.pack, settings=self.cfg.settings, options=plan.platform_options,
             )  # fmt: skip
             first, described = await self._preflight(prov, stack)
             if described.held and not plan.resumed and plan.shard is None:

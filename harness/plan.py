@@ -88,6 +88,7 @@ class RunPlan:
     pack: str = ""  # the seed pack to provision (a resumed shard's own copy, by hash)
     reset_first: bool = False
     concurrency: int = 1
+    platform_options: dict[str, str] = field(default_factory=dict)  # what provisions it
 
 
 def pool_needed(units: int, per_unit: int = 2) -> tuple[int, int]:
@@ -276,11 +277,15 @@ def check_options(cfg: RunConfig) -> None:
     except ValueError as exc:
         raise RunRefused(str(exc)) from None
     _new_run_rules(cfg, spec)
-    if cfg.pack:
+    embedder = cfg.platform_options.get("embedder", "")
+    if cfg.pack or embedder:
         from benchledger.harness.platforms import embedded  # the refplatform door
 
         try:
-            embedded.check_pack(cfg.pack)  # loaded once: the provisioner's is this one
+            if cfg.pack:
+                embedded.check_pack(cfg.pack)  # loaded once: the provisioner's is this one
+            if embedder:
+                embedded.check_embedder(embedder)  # likewise
         except ValueError as exc:
             raise RunRefused(str(exc)) from None
     # A suite whose own items live in files takes a file or folder: one that is missing
@@ -360,11 +365,30 @@ def _plan_new(ledger: Ledger, cfg: RunConfig, spec: PlatformSpec, given: Agent |
         only=list(cfg.protocol),
         limit=cfg.limit,
         set_items=len(loaded.items) if subset else 0,
+        platform_options=_recorded_options(_platform_of(spec), cfg.platform_options),
     )
     suite.configure(record)
     return RunPlan(run_id, suite, items, mine, pool, spec, record, agent, shard=shard,
-                   reset_cmd=cfg.reset_cmd, pack=cfg.pack,
-                   concurrency=cfg.concurrency)  # fmt: skip
+                   reset_cmd=cfg.reset_cmd, pack=cfg.pack, concurrency=cfg.concurrency,
+                   platform_options=dict(cfg.platform_options))  # fmt: skip
+
+
+def _recorded_options(platform: Platform, given: dict[str, str]) -> dict[str, str]:
+    """The options given that ``platform`` marks ``recorded``, as the run record keeps them."""
+    keep = {option.dest for option in platform.options if option.recorded}
+    return {name: value for name, value in sorted(given.items()) if name in keep and value}
+
+
+def _restored_options(cfg: RunConfig, record: RunRecord, run_id: str) -> dict[str, str]:
+    """A resume's platform options: the recorded ones, with those given again (RunRefused
+    when a given one contradicts the record: half a run must not search differently)."""
+    for name, recorded in sorted(record.platform_options.items()):
+        given = cfg.platform_options.get(name)
+        if given and given != recorded:
+            flag = "--" + name.replace("_", "-")
+            raise RunRefused(f"resuming run {run_id} with options that contradict its record: "
+                             f"{flag} {given} (the run recorded {recorded})")  # fmt: skip
+    return {**cfg.platform_options, **record.platform_options}
 
 
 def _new_pool(spec: PlatformSpec, units: int, per: int, k: int, available: int) -> int:
@@ -454,7 +478,8 @@ def _plan_resume(ledger: Ledger, cfg: RunConfig, given_agent: Agent | None) -> R
     used = highest_identity(ledger, run_id) > 0  # earlier units left state behind
     return RunPlan(run_id, suite, items, plans, pool, spec, record, agent, shard=shard,
                    resumed=True, abandon=abandon, reset_cmd=reset_cmd, pack=pack,
-                   reset_first=used, concurrency=concurrency)  # fmt: skip
+                   reset_first=used, concurrency=concurrency,
+                   platform_options=_restored_options(cfg, record, run_id))  # fmt: skip
 
 
 def _resume_units(

@@ -83,6 +83,9 @@ class RunRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     reset_program: str = ""
     reset_digest: str = ""
     reset_salt: str = ""
+    # A platform's own options that shape its answers (``--embedder``), which a resume
+    # restores; those a platform does not mark ``recorded`` (commands) are never kept.
+    platform_options: dict[str, str] = {}
 
 
 class Preregistration(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -44,7 +44,7 @@ def add_serve_options(
     )
     p.add_argument("--admin-key", metavar="K", help=admin_key_help)
     p.add_argument("--pool-base", metavar="B", help="pool keys are B-001..B-N (default random)")
-    p.add_argument("--embedder", default="lexical", metavar="lexical|ollama:MODEL@URL")
+    p.add_argument("--embedder", default="lexical", metavar="lexical|wordllama|ollama:MODEL@URL")
     p.add_argument(
         "--pack",
         metavar="PATH",

@@ -1,4 +1,5 @@
-"""Embedders behind one interface: a deterministic lexical default and Ollama over httpx2.
+"""Embedders behind one interface: a deterministic lexical default, wordllama's static
+embeddings shipped in its wheel (offline), and Ollama over httpx2.
 
 The lexical embedder is what makes supersede reproducible without a model. A text
 becomes a sparse bag of weighted terms:
@@ -14,14 +15,21 @@ becomes a sparse bag of weighted terms:
 So a restatement of a definition that changes its value ("... is North." -> "... is
 South.") keeps the heavy defined term and scores >= 0.90 (it supersedes), while a
 different definition on the same entity shares only light words and scores < 0.75.
+
+``wordllama`` (the optional extra of that name) is semantic and still local: the
+package's wheel ships 256-dimensional static token embeddings and their tokenizer. Its
+default ``WordLlama.load()`` looks for a ``tokenizer/`` folder while the wheel ships
+``tokenizers/`` and then tries to download; loading from the package's own folder with
+downloads disabled reads the shipped files and never touches the network.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 import httpx2
 
@@ -74,6 +82,31 @@ class LexicalEmbedder:
         return {k: v / norm for k, v in weights.items()} if norm else {}
 
 
+WORDLLAMA_DIM: Final = 256
+WORDLLAMA_MISSING: Final = (
+    "embedder 'wordllama' needs the wordllama package: pip install 'benchledger[wordllama]'"
+)
+
+
+class WordLlamaEmbedder:
+    """wordllama's 256-dimensional static embeddings, loaded from the files its wheel ships
+    with downloads disabled (see the module docstring); ImportError when not installed."""
+
+    name = "wordllama"
+
+    def __init__(self) -> None:
+        # Imported here: only a platform that asks for it pays for numpy-backed loading.
+        import wordllama
+
+        folder = os.path.dirname(os.path.abspath(wordllama.__file__))
+        self._model: Any = wordllama.WordLlama.load(
+            cache_dir=folder, disable_download=True, dim=WORDLLAMA_DIM
+        )
+
+    def embed(self, text: str) -> list[float]:
+        return [float(x) for x in self._model.embed([text])[0]]
+
+
 class OllamaEmbedder:
     """Embeddings from an Ollama server's ``POST /api/embeddings`` over an httpx2 client."""
 
@@ -117,11 +150,19 @@ def cosine(a: Vector, b: Vector) -> float:
 
 
 def parse_spec(spec: str, client: httpx2.Client | None = None) -> Embedder:
-    """``lexical`` or ``ollama:MODEL@URL`` -> an embedder; ValueError names what is wrong."""
+    """``lexical``, ``wordllama`` or ``ollama:MODEL@URL`` -> an embedder; ValueError names
+    what is wrong (wordllama not installed among it)."""
     if spec == "lexical":
         return LexicalEmbedder()
+    if spec == "wordllama":
+        try:
+            return WordLlamaEmbedder()
+        except ImportError:
+            raise ValueError(WORDLLAMA_MISSING) from None
     if spec.startswith("ollama:") and "@" in spec:
         model, _, url = spec.removeprefix("ollama:").partition("@")
         if model and url.startswith(("http://", "https://")):
             return OllamaEmbedder(model, url, client)
-    raise ValueError(f"embedder {spec!r}: expected 'lexical' or 'ollama:MODEL@http://HOST:PORT'")
+    raise ValueError(
+        f"embedder {spec!r}: expected 'lexical', 'wordllama' or 'ollama:MODEL@http://HOST:PORT'"
+    )

@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from benchledger.refplatform import admin_rest, portal, rest, tools
 from benchledger.refplatform.auth import Identity, Keyring, pool_key
+from benchledger.refplatform.embedder import Embedder
 from benchledger.refplatform.errors import PlatformError
 from benchledger.refplatform.packs import Pack
 from benchledger.refplatform.platform import NAME, VERSION, Platform
@@ -346,8 +347,9 @@ class InMemoryPlatform:
         pack: Pack | None = None,
         max_sessions: int = MAX_SESSIONS,
         session_idle_s: float = SESSION_IDLE_S,
+        embedder: Embedder | None = None,
     ) -> None:
-        self.platform = Platform(pack=pack)
+        self.platform = Platform(pack=pack, embedder=embedder)
         try:
             keyring = Keyring(admin_key, pool_base, pool_size)
             app, self._sessions = _build(

@@ -35,28 +35,38 @@ OURS = (
 PYTEST_ONLY = {"replay/pytest_plugin.py", "benchledger/testing/"}
 # Installed with a declared dependency's own extra: psycopg[binary,pool].
 EXTRA_OF_DECLARED = {"psycopg_pool": "psycopg", "psycopg_binary": "psycopg"}
-# Imported only inside a function, from one module, and declared in one of our own extras:
-# module -> (extra, the one file allowed to import it).
-OPTIONAL = {"nltk": ("locomo", "projections/suites/locomo/grading.py")}
 
 
 def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _declared(extra: str | None = None) -> set[str]:
+def _project() -> dict:
     with open(os.path.join(REPO, "pyproject.toml"), "rb") as fh:
-        project = tomllib.load(fh)["project"]
-    deps = project["optional-dependencies"][extra] if extra else project["dependencies"]
-    return {_normalise(re.split(r"[\s\[<>=!~;]", dep, maxsplit=1)[0]) for dep in deps}
+        return tomllib.load(fh)["project"]
+
+
+def _name(dep: str) -> str:
+    return _normalise(re.split(r"[\s\[<>=!~;]", dep, maxsplit=1)[0])
+
+
+def _declared() -> set[str]:
+    return {_name(dep) for dep in _project()["dependencies"]}
+
+
+def _optional_extras() -> dict[str, list[str]]:
+    """The extras a user installs for a feature (``test`` is the developers' own)."""
+    extras = _project()["optional-dependencies"]
+    return {name: deps for name, deps in extras.items() if name != "test"}
 
 
 def _pytest_only(rel: str) -> bool:
     return any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in PYTEST_ONLY)
 
 
-def _imports() -> Iterator[tuple[str, str, int]]:
-    """(top-level module imported, file, line) for every import in our packages."""
+def _imports() -> Iterator[tuple[str, str, int, bool]]:
+    """(top-level module imported, file, line, at module level) for every import in our
+    packages (an indented import sits in a function or block: loaded only when reached)."""
     for package in OURS:
         for folder, dirs, files in os.walk(os.path.join(REPO, package)):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -75,17 +85,24 @@ def _imports() -> Iterator[tuple[str, str, int]]:
                     else:
                         continue
                     for module in names:
-                        yield module.split(".")[0], rel, node.lineno
+                        yield module.split(".")[0], rel, node.lineno, node.col_offset == 0
 
 
 def _runtime_imports() -> dict[str, str]:
     """Top-level module name -> the first ``file:line`` importing it, over our packages
     (the pytest-only modules left out)."""
     found: dict[str, str] = {}
-    for module, rel, line in _imports():
+    for module, rel, line, _ in _imports():
         if not _pytest_only(rel):
             found.setdefault(module, f"{rel}:{line}")
     return found
+
+
+def _optional_modules() -> set[str]:
+    """Top-level modules an optional extra provides (a feature's own, imported lazily)."""
+    providers = packages_distributions()
+    names = {_name(dep) for deps in _optional_extras().values() for dep in deps}
+    return {m for m, dists in providers.items() if {_normalise(d) for d in dists} & names}
 
 
 def test_the_dependency_scan_sees_our_known_imports():
@@ -101,8 +118,8 @@ def test_every_runtime_import_is_the_standard_library_ours_or_a_declared_depende
     for module, where in sorted(_runtime_imports().items()):
         if module in sys.stdlib_module_names or module in OURS or module == "__future__":
             continue
-        if module in OPTIONAL:
-            continue  # checked by the test below
+        if module in _optional_modules():
+            continue  # an optional extra's: lazily imported (the test below)
         dists = {_normalise(d) for d in providers.get(module, [])}
         if module in EXTRA_OF_DECLARED:
             dists.add(EXTRA_OF_DECLARED[module])
@@ -115,22 +132,22 @@ def test_every_runtime_import_is_the_standard_library_ours_or_a_declared_depende
     )
 
 
-@pytest.mark.parametrize("module", sorted(OPTIONAL))
-def test_an_optional_dependency_is_declared_in_its_extra_and_imported_in_a_function_only(module):
-    extra, allowed = OPTIONAL[module]
-    assert _normalise(module) in _declared(extra)
-    where = [rel for name, rel, _ in _imports() if name == module]
-    assert where and set(where) == {allowed}
-    with open(os.path.join(REPO, allowed), encoding="utf-8") as fh:
-        tree = ast.parse(fh.read())
-    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    names = {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
-    names |= {n.module or "" for n in top if isinstance(n, ast.ImportFrom)}
-    assert not {n for n in names if n.split(".")[0] == module}, "imported at module level"
+def test_an_optional_extra_is_pinned_exactly_also_in_test_and_imported_only_lazily():
+    extras = _optional_extras()
+    assert "wordllama" in extras  # the scan sees them
+    test_extra = set(_project()["optional-dependencies"]["test"])
+    optional = _optional_modules()
+    assert "wordllama" in optional
+    for name, deps in extras.items():
+        for dep in deps:
+            assert re.fullmatch(r"[A-Za-z0-9_.\-]+==[0-9][0-9A-Za-z.]*", dep), (name, dep)
+            assert dep in test_extra, f"extra {name}: {dep} is not in the test extra"
+    eager = [f"{rel}:{line}" for m, rel, line, top in _imports() if m in optional and top]
+    assert not eager, f"an optional extra's module imported at module level: {eager}"
 
 
 def test_only_the_pytest_only_modules_import_pytest():
-    importers = {rel for module, rel, _ in _imports() if module in ("pytest", "_pytest")}
+    importers = {rel for module, rel, *_ in _imports() if module in ("pytest", "_pytest")}
     assert "benchledger/testing/__init__.py" in importers  # the scan sees them
     assert {rel for rel in importers if not _pytest_only(rel)} == set()
 

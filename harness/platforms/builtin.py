@@ -54,6 +54,13 @@ class Embedded(Platform):
             "../shared/peers/mcp-data-platform/bench/seed); default: benchledger's own",
             "PATH",
         ),
+        PlatformOption(
+            "--embedder",
+            "embedded: what search and duplicate detection embed with: lexical (default), "
+            "wordllama (semantic, offline; the wordllama extra) or ollama:MODEL@URL",
+            "SPEC",
+            recorded=True,  # it decides what search finds: a resume must not change it
+        ),
     )
 
     def usage(self) -> str:
@@ -65,7 +72,12 @@ class Embedded(Platform):
     def provisioner(self, spec: PlatformSpec, provision: Provision) -> Provisioner:
         from benchledger.harness.platforms.provision import EmbeddedProvisioner
 
-        return EmbeddedProvisioner(spec, pool_size=provision.pool_size, pack=provision.pack)
+        return EmbeddedProvisioner(
+            spec,
+            pool_size=provision.pool_size,
+            pack=provision.pack,
+            embedder=provision.options.get("embedder", ""),
+        )
 
 
 class EmbeddedProcess(Embedded):

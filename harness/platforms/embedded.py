@@ -30,6 +30,24 @@ def check_pack(path: str) -> str:
         raise ValueError(f"--pack {path}: {exc}") from None
 
 
+@functools.cache
+def _embedder(spec: str) -> Any:
+    # One per process and spec: wordllama's weights load once, every platform shares them
+    # (an embedder keeps no state between texts).
+    from benchledger.refplatform.embedder import parse_spec
+
+    return parse_spec(spec or "lexical")
+
+
+def check_embedder(spec: str) -> str:
+    """Load the embedder ``spec`` names (lexical if empty); its name, or ValueError naming
+    ``--embedder`` and what is wrong (an unknown spec, wordllama not installed)."""
+    try:
+        return str(_embedder(spec).name)
+    except ValueError as exc:
+        raise ValueError(f"--embedder: {exc}") from None
+
+
 def preload(path: str) -> None:
     """Start loading the (checked) pack's SQL tables now, while the run starts up: the
     platforms the run starts share them once loaded (``refplatform.toolkits.sql_database``)."""
@@ -40,7 +58,7 @@ def preload(path: str) -> None:
 
 @asynccontextmanager
 async def in_memory(
-    pool_size: int, admin_key: str, pool_base: str, pack: str = ""
+    pool_size: int, admin_key: str, pool_base: str, pack: str = "", embedder: str = ""
 ) -> AsyncIterator[tuple[str, httpx2.AsyncBaseTransport]]:
     """A fresh refplatform served on this event loop without a socket; yields its base URL
     and the HTTP transport that reaches it (MCP and REST as over loopback, see
@@ -49,7 +67,11 @@ async def in_memory(
     from benchledger.refplatform.server import InMemoryPlatform
 
     served = InMemoryPlatform(
-        pool_size=pool_size, admin_key=admin_key, pool_base=pool_base, pack=_pack(pack)
+        pool_size=pool_size,
+        admin_key=admin_key,
+        pool_base=pool_base,
+        pack=_pack(pack),
+        embedder=_embedder(embedder),
     )
     try:
         platform = await served.__aenter__()

@@ -61,6 +61,7 @@ class PlatformOption(NamedTuple):
     setting: str = ""
     purpose: str = ""
     whole: bool = False  # its value is a whole number >= 1
+    recorded: bool = False  # kept in the run's record and restored on resume (no secrets)
 
     @property
     def dest(self) -> str:

@@ -92,10 +92,14 @@ class EmbeddedProvisioner(Provisioner):
     def run_label(self, described: Description) -> str:
         return f"{described.name} (embedded)"
 
-    def __init__(self, spec: PlatformSpec, *, pool_size: int, pack: str = "") -> None:
+    def __init__(
+        self, spec: PlatformSpec, *, pool_size: int, pack: str = "", embedder: str = ""
+    ) -> None:
         super().__init__(spec, pool_size=pool_size)
         self.pack = os.path.abspath(pack) if pack else ""
+        self.embedder = embedder
         embedded.check_pack(self.pack)  # a broken pack is refused before anything starts
+        embedded.check_embedder(embedder)  # so is an unusable embedder
         if spec.kind == "embedded":  # a child process loads its own
             embedded.preload(self.pack)
         # Per-run keys: never recorded, gone with the platform.
@@ -108,7 +112,9 @@ class EmbeddedProvisioner(Provisioner):
             async with self._child() as url, self._client(url) as client:
                 yield client
             return
-        served = embedded.in_memory(self.pool_size, self.admin_key, self.pool_base, self.pack)
+        served = embedded.in_memory(
+            self.pool_size, self.admin_key, self.pool_base, self.pack, self.embedder
+        )
         async with served as (url, transport), self._client(url, transport) as client:
             yield client
 
@@ -134,6 +140,7 @@ class EmbeddedProvisioner(Provisioner):
                "--pool", str(self.pool_size), "--admin-key", self.admin_key,
                "--pool-base", self.pool_base]  # fmt: skip
         cmd += ["--pack", self.pack] if self.pack else []
+        cmd += ["--embedder", self.embedder] if self.embedder else []
         proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True
         )
