@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from benchledger.ledger.codec import MAX_DEPTH, canonical_json, depth
+from benchledger.ledger.codec import TooDeep, canonical_json, check_depth
 from benchledger.protocols.document import kind_of
 from benchledger.protocols.errors import InvalidInput, Problem
 
@@ -110,10 +110,10 @@ def load(path: str) -> LocomoSet:
 
 def parse(data: bytes, file: str) -> tuple[Sample, ...]:
     """The samples in LoCoMo JSON ``data`` (named ``file`` in problems); InvalidInput."""
-    if (d := depth(data)) > MAX_DEPTH:
-        raise InvalidInput(
-            [Problem(file, None, "", f"JSON nested {d} levels deep; at most {MAX_DEPTH} allowed")]
-        )
+    try:
+        check_depth(data, where=file)  # the ledger's one nesting bound
+    except TooDeep as exc:
+        raise InvalidInput([Problem(file, None, "", exc.problem)]) from None
     try:
         doc = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
