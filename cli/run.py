@@ -253,8 +253,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not started or isinstance(exc, UnknownRun):
             discard()
             raise
-        resume = command_line("benchledger", "run", "--resume", str(driver.run_id), *shard_words,
-                              "--ledger", ledger_location)  # fmt: skip
+        resume = _resume_line(str(driver.run_id), shard_words, ledger_location)
         print(
             f"benchledger: run {driver.run_id} stopped: {exc}; every committed episode is kept "
             f"and verifies; resume with: {resume}",
@@ -263,8 +262,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     except asyncio.CancelledError:
         stop_bar()
-        resume = command_line("benchledger", "run", "--resume", driver.run_id or "RUN_ID",
-                              *shard_words, "--ledger", ledger_location)  # fmt: skip
+        resume = _resume_line(driver.run_id or "RUN_ID", shard_words, ledger_location)
         print(
             f"\ninterrupted: every finished episode is in the ledger. Resume with:\n  {resume}",
             file=sys.stderr,
@@ -276,6 +274,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise
     stop_bar()
     return _finished(result, ledger, cfg, signer, shard_words, ledger_location)
+
+
+def _resume_line(run_id: str, shard_words: tuple[str, ...], ledger_location: str) -> str:
+    """The command that resumes ``run_id`` (this shard's part of it), quoted to be copied."""
+    return command_line("benchledger", "run", "--resume", run_id, *shard_words,
+                        "--ledger", ledger_location)  # fmt: skip
 
 
 # The signals that interrupt a run: each leaves it resumable and prints the resume line.
@@ -331,8 +335,7 @@ def _finished(
         print(f"{kind}: {failed.stream}: {failed.error}")
     ledger_words = ("--ledger", ledger_location)
     if result.missing:
-        resume = command_line("benchledger", "run", "--resume", result.run_id, *shard_words,
-                              *ledger_words)  # fmt: skip
+        resume = _resume_line(result.run_id, shard_words, ledger_location)
         print(
             f"\nrun {result.run_id} is NOT sealed: {len(result.missing)} planned units did not "
             f"finish ({', '.join(result.missing[:5])}); resume with: {resume}"
