@@ -276,16 +276,12 @@ def check_options(cfg: RunConfig) -> None:
         agents.check_spec(cfg.agent)
     except ValueError as exc:
         raise RunRefused(str(exc)) from None
-    _new_run_rules(cfg, spec)
-    embedder = cfg.platform_options.get("embedder", "")
-    if cfg.pack or embedder:
+    _new_run_rules(cfg, spec)  # the platform's own options were checked as it settled
+    if cfg.pack:
         from benchledger.harness.platforms import embedded  # the refplatform door
 
         try:
-            if cfg.pack:
-                embedded.check_pack(cfg.pack)  # loaded once: the provisioner's is this one
-            if embedder:
-                embedded.check_embedder(embedder)  # likewise
+            embedded.check_pack(cfg.pack)  # loaded once: the provisioner's is this one
         except ValueError as exc:
             raise RunRefused(str(exc)) from None
     # A suite whose own items live in files takes a file or folder: one that is missing

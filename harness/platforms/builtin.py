@@ -27,13 +27,13 @@ from benchledger.harness.platforms.servers import (
     BASIC_MEMORY_CMD,
     BASIC_MEMORY_PYPI,
     BASIC_MEMORY_VERSION,
+    EXACT_VERSION,
     SERVER_MEMORY_CMD,
     SERVER_MEMORY_PACKAGE,
     SERVER_MEMORY_VERSION,
     basic_memory_url,
 )
 
-_EXACT_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 # A live replay re-drives units on the embedded mcp-data-platform.
 _LOG_ONLY = "a live replay re-drives units on the embedded mcp-data-platform: use --tools log"
 
@@ -65,6 +65,14 @@ class Embedded(Platform):
 
     def usage(self) -> str:
         return "embedded"
+
+    def settle(self, spec: PlatformSpec, options: Mapping[str, str]) -> PlatformSpec:
+        """As is, once ``--embedder`` (if given) loads: ValueError naming it otherwise."""
+        if options.get("embedder"):
+            from benchledger.harness.platforms import embedded  # the refplatform door
+
+            embedded.check_embedder(options["embedder"])  # cached: the provisioner's is this one
+        return spec
 
     def parse(self, text: str) -> PlatformSpec | None:
         return PlatformSpec("embedded") if text in ("embedded", "embedded:thread") else None
@@ -196,7 +204,7 @@ class ServerMemory(Platform):
         npm = f"npm:{SERVER_MEMORY_PACKAGE}@"
         if text == "server-memory" or text.startswith(("server-memory@", npm)):
             version = text.rpartition("@")[2] if "@" in text else SERVER_MEMORY_VERSION
-            if not _EXACT_VERSION.match(version):
+            if not EXACT_VERSION.match(version):
                 raise ValueError(
                     f"--platform {text!r}: pin an exact npm version, e.g. "
                     f"server-memory@{SERVER_MEMORY_VERSION} (see `npm view "

@@ -18,7 +18,7 @@ SERVER_MEMORY_CMD: Final = "server-memory-cmd:"  # how a --server-memory-cmd pla
 BASIC_MEMORY_VERSION: Final = "0.24.1"  # the release `--platform basic-memory` runs
 BASIC_MEMORY_PYPI: Final = "pypi:basic-memory=="  # how an installed platform is recorded
 BASIC_MEMORY_CMD: Final = "basic-memory-cmd:"  # how a --basic-memory-cmd platform is recorded
-_EXACT: Final = re.compile(r"^\d+\.\d+\.\d+$")
+EXACT_VERSION: Final = re.compile(r"^\d+\.\d+\.\d+$")
 
 
 def basic_memory_url(text: str) -> str:
@@ -28,7 +28,7 @@ def basic_memory_url(text: str) -> str:
     if text == "basic-memory" or text.startswith(("basic-memory@", pypi)):
         version = text.rpartition("@")[2] if "@" in text else text.removeprefix(pypi)
         version = BASIC_MEMORY_VERSION if version in ("basic-memory", "") else version
-        if not _EXACT.match(version):
+        if not EXACT_VERSION.match(version):
             raise ValueError(f"--platform {text!r}: pin an exact version, e.g. "
                              f"basic-memory@{BASIC_MEMORY_VERSION}")  # fmt: skip
         return pypi + version
