@@ -17,11 +17,13 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, TypeVar
 
+import msgspec
 from mcp.client.session import ClientSession
 
 from benchledger.harness.errors import InfraError
 from benchledger.harness.platforms.base import CallResult, Observer
 from benchledger.harness.scrub import Scrubber, scrubber
+from benchledger.ledger.codec import TooDeep, check_depth
 from benchledger.ledger.events import SessionCallBody
 
 # How a transport's failure reads: (the exception, what was being done) -> InfraError.
@@ -30,11 +32,24 @@ S = TypeVar("S", bound="ObservedSession")
 
 
 def parse(text: str) -> Any:
-    """``text`` as JSON, or None when it is not JSON."""
+    """``text`` as JSON, or None when it is not JSON (or nests past Python's recursion)."""
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
+
+
+def fits(structured: Any) -> Any:
+    """``structured`` when the ledger can record it, else None: a server's structured
+    content nested deeper than ``codec.MAX_DEPTH`` (docs/ledger-format.md) is kept out of
+    the record, the call's text content still carries the answer."""
+    if structured is None:
+        return None
+    try:
+        check_depth(msgspec.json.encode(structured), "a structured tool answer")
+    except (TooDeep, TypeError, ValueError):
+        return None
+    return structured
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
@@ -103,7 +118,7 @@ def notify(
                 is_error=is_error,
                 latency_ms=round(latency_ms, 3),
                 content=list(content),
-                structured=structured,
+                structured=fits(structured),
             )
         )
 
