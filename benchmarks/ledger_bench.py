@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from benchledger.benchmarks.raw_baseline import RawTable, Streams, open_raw, pg_connect, verify_raw
+from benchledger.harness import interrupt
 from benchledger.ledger import Ledger, StreamWriter, open_store
 from benchledger.ledger.chain import genesis
 from benchledger.ledger.events import (
@@ -159,10 +160,11 @@ def _interruptible() -> Iterator[None]:
         yield
         return
 
-    def interrupt(signum: int, frame: Any) -> None:
+    def interrupted(signum: int, frame: Any) -> None:
+        interrupt.request(signum)  # the command exits 128 + signum (harness.interrupt)
         raise KeyboardInterrupt
 
-    old = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:

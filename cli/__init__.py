@@ -17,12 +17,12 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 
 from benchledger.cli.common import (
-    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_UNUSABLE,
     UsageError,
     inert_output,
 )
+from benchledger.harness import interrupt
 from benchledger.harness import settings as settings_module
 from benchledger.harness.settings import Settings
 from benchledger.ledger.bundle import FORMAT
@@ -218,6 +218,8 @@ def _main(argv: Sequence[str] | None, settings: Settings | None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("benchledger: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        code = interrupt.exit_code()  # 130 after Ctrl-C, 143 after a SIGTERM a handler saw
+        interrupt.clear()
+        return code
     except BrokenPipeError:
         return EXIT_OK

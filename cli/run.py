@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 from benchledger.cli import reports
 from benchledger.cli.common import (
     EXIT_FAILED,
-    EXIT_INTERRUPTED,
     EXIT_OK,
     UsageError,
     command_line,
@@ -267,7 +266,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"\ninterrupted: every finished episode is in the ledger. Resume with:\n  {resume}",
             file=sys.stderr,
         )
-        return _interrupted_exit()
+        return interrupt.exit_code()
     except Exception:  # unusable input found on the way (a protocol or case file): exit 2
         stop_bar()
         discard()
@@ -292,12 +291,6 @@ def _terminated(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _interrupted_exit() -> int:
-    """130 after SIGINT (Ctrl-C), 143 after SIGTERM: 128 plus the signal, as a shell says."""
-    signum = interrupt.requested()
-    return EXIT_INTERRUPTED if signum in (0, signal.SIGINT) else 128 + signum
-
-
 def cmd_run_interruptible(args: argparse.Namespace) -> int:
     """``cmd_run`` with SIGTERM taken as Ctrl-C for the whole command (docs/reliability.md,
     "Interrupts"); the process's own SIGTERM handling is restored after it."""
@@ -310,7 +303,7 @@ def cmd_run_interruptible(args: argparse.Namespace) -> int:
         if interrupt.requested() != signal.SIGTERM:
             raise  # Ctrl-C: the command line's own "interrupted"
         print("benchledger: interrupted", file=sys.stderr)
-        return _interrupted_exit()
+        return interrupt.exit_code()
     finally:
         if on_main:  # None: a handler not set from Python, which cannot be put back
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)

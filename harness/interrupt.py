@@ -28,6 +28,12 @@ def requested() -> int:
     return _requested
 
 
+def exit_code() -> int:
+    """How an interrupted command exits: 128 plus the signal that asked, as a shell says
+    (130 after Ctrl-C or with no signal recorded, 143 after SIGTERM)."""
+    return 128 + (_requested or signal.SIGINT)
+
+
 def clear() -> None:
     """Forget an earlier interrupt: a new run in this process starts uninterrupted."""
     global _requested

@@ -299,7 +299,8 @@ class Pool:
                     left = end - time.monotonic()
                     if left <= 0:
                         return None
-                    self._cond.wait(left)
+                    # Condition.wait(inf) overflows time_t: no deadline is None.
+                    self._cond.wait(None if math.isinf(left) else left)
             finally:
                 self._waiting.remove(me)
                 self._cond.notify_all()  # the next in line may be another request now
