@@ -25,6 +25,7 @@ downloads disabled reads the shipped files and never touches the network.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -96,7 +97,15 @@ class WordLlamaEmbedder:
 
     def __init__(self) -> None:
         # Imported here: only a platform that asks for it pays for numpy-backed loading.
-        import wordllama
+        # wordllama configures the root logger as it loads (an INFO handler on stderr):
+        # what this process logs, and where, stays the process's own.
+        root = logging.getLogger()
+        level, handlers = root.level, list(root.handlers)
+        try:
+            import wordllama
+        finally:
+            root.setLevel(level)
+            root.handlers[:] = handlers
 
         folder = os.path.dirname(os.path.abspath(wordllama.__file__))
         self._model: Any = wordllama.WordLlama.load(

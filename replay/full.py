@@ -25,7 +25,7 @@ from benchledger.harness.agents.base import Agent
 from benchledger.harness.models import Divergence
 from benchledger.harness.platforms.base import PlatformClient
 from benchledger.harness.platforms.platform import Platform, of_record
-from benchledger.harness.platforms.provision import EmbeddedProvisioner, PlatformSpec
+from benchledger.harness.platforms.provision import EmbeddedProvisioner, PlatformSpec, provisioner
 from benchledger.harness.record import pool_index
 from benchledger.harness.suites import Suite, suite_for
 from benchledger.harness.unit import UnitPlan, run_unit
@@ -43,6 +43,20 @@ POOL_MARGIN: Final = 4
 # A fresh platform for one scope of a live replay (a pass, or a unit).
 Runtime = Callable[[], AbstractAsyncContextManager[PlatformClient]]
 Events = list[tuple[int, Body]]
+
+
+def _live_runtime(record: RunRecord, pool: int, where: str) -> Runtime:
+    """A fresh embedded platform as the run had it: its seed pack and its recorded options
+    (the embedder), made by the one ``provisioner`` the driver uses."""
+    try:
+        made = provisioner(PlatformSpec("embedded"), pool_size=pool, pack=record.pack,
+                           options=record.platform_options)  # fmt: skip
+    except ValueError as exc:  # a recorded pack or embedder this installation cannot serve
+        raise UnusableInput(
+            where, f"--tools live cannot rebuild the run's platform: {exc}"
+        ) from None
+    assert isinstance(made, EmbeddedProvisioner)  # the kind asked for
+    return made.runtime
 
 
 @dataclass
@@ -127,7 +141,7 @@ async def replay_full_async(
                 "(the recorded results), or record with --concurrency 1 or --platform-scope "
                 "unit to replay live",
             )
-        make = runtime or EmbeddedProvisioner(PlatformSpec("embedded"), pool_size=pool).runtime
+        make = runtime or _live_runtime(record, pool, where)
         for group in _scopes(record, units):
             async with make() as client:
                 for unit in group:

@@ -103,6 +103,21 @@ def test_a_run_on_the_embedded_platform_with_wordllama_seals_verifies_and_record
     assert said and not any('"embedder":"lexical"' in s.replace(" ", "") for s in states)
 
 
+def test_a_live_replay_rebuilds_the_platform_with_the_embedder_the_run_recorded(tmp_path, capsys):
+    # Before, a live replay always re-drove on the lexical embedder: every platform_info
+    # answer (and any ranking that differs) diverged from the record.
+    ledger = str(tmp_path / "wl.sqlite")
+    picked = ["--protocol", "bl-focus-region", "--protocol", "bl-anchor-tier"]
+    code, _, err = cli(capsys, "run", "--ledger", ledger, "--run-id", "wl", "--embedder",
+                       "wordllama", "--concurrency", "1", *picked)  # fmt: skip
+    assert code == 0, err
+    code, out, err = cli(
+        capsys, "replay", "wl", "--level", "full", "--tools", "live", "--ledger", ledger
+    )
+    assert code == 0 and out.startswith("ok full wl: compared "), out + err
+    assert "INFO" not in err  # nothing logged to the console on the way
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -160,3 +175,17 @@ def test_a_resumed_run_keeps_the_embedder_it_recorded_and_refuses_another(tmp_pa
         conn.close()
     said = [s for s in states if '"embedder":"' in s and "platform_info" in s]
     assert len(said) >= 4 and all('"embedder":"wordllama"' in s for s in said), said
+
+
+def test_loading_wordllama_leaves_the_processes_logging_as_it_was():
+    # wordllama configures the root logger at import (an INFO handler on stderr), which
+    # put every HTTP request of a live replay on the console. A fresh process, since
+    # pytest holds handlers of its own on the root logger.
+    import subprocess
+
+    probe = (
+        "import logging; from benchledger.refplatform.embedder import WordLlamaEmbedder; "
+        "WordLlamaEmbedder(); r = logging.getLogger(); print(r.level, len(r.handlers))"
+    )
+    said = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert said.stdout.split() == [str(30), "0"], said.stderr  # WARNING, no handler
