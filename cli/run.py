@@ -238,6 +238,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                 with contextlib.suppress(OSError):
                     os.unlink(ledger_location + suffix)
 
+    def started() -> bool:
+        """Whether the run exists in the ledger (resumed, or its run_started written)."""
+        return bool(driver.run_id) and (bool(cfg.resume) or ledger_has(ledger, driver.run_id))
+
     try:
         result = asyncio.run(main_task())
     except RunRefused as exc:
@@ -248,8 +252,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         # The ledger stopped taking writes (disk full, database gone) or the platform broke
         # between passes: stop in one line; what was committed stays and verifies.
         stop_bar()
-        started = driver.run_id and (cfg.resume or ledger_has(ledger, driver.run_id))
-        if not started or isinstance(exc, UnknownRun):
+        if not started() or isinstance(exc, UnknownRun):
             discard()
             raise
         resume = _resume_line(str(driver.run_id), shard_words, ledger_location)
@@ -261,7 +264,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     except asyncio.CancelledError:
         stop_bar()
-        resume = _resume_line(driver.run_id or "RUN_ID", shard_words, ledger_location)
+        if not started():  # interrupted in the preflight: there is nothing to resume
+            discard()
+            print("\ninterrupted before the run started: nothing was written", file=sys.stderr)
+            return interrupt.exit_code()
+        resume = _resume_line(str(driver.run_id), shard_words, ledger_location)
         print(
             f"\ninterrupted: every finished episode is in the ledger. Resume with:\n  {resume}",
             file=sys.stderr,

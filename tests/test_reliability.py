@@ -619,3 +619,45 @@ def test_a_bad_input_case_gets_its_environment_as_settings_and_this_process_keep
     [(ledger, during)] = seen
     assert ledger == str(tmp_path / "cases" / case.id / "nowhere.sqlite")
     assert during == before == dict(os.environ)
+
+
+def test_an_interrupt_in_the_preflight_says_nothing_was_written_and_leaves_no_ledger(tmp_path):
+    # A platform that accepts connections and never answers holds the run in its preflight;
+    # before, Ctrl-C there printed a resume line for a run that was never written.
+    import socket
+    import sys
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    connected, held = threading.Event(), []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed at the end of the test
+                return
+            held.append(conn)
+            connected.set()
+
+    threading.Thread(target=accept, daemon=True).start()
+    ledger = tmp_path / "l.sqlite"
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/mcp"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchledger", "run", "--platform", url, "--admin-key", "k",
+         "--pool-base", "bench-agent", "--pool-size", "100", "--ledger", str(ledger)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert connected.wait(120), "the run never reached the platform"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        server.close()
+        for conn in held:
+            conn.close()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["interrupted before the run started: nothing was written"]
+    assert not os.path.exists(ledger)
