@@ -191,6 +191,12 @@ class RunMeta:
         return dict(rec.agent_params) if rec else {}
 
     @property
+    def platform_options(self) -> dict[str, str]:
+        """The platform options the run recorded (``--embedder``): those that shape answers."""
+        rec = self.started.record
+        return dict(rec.platform_options) if rec else {}
+
+    @property
     def protocols_path(self) -> str:
         """The protocol folder the run recorded (an import's, if found)."""
         rec = self.started.record
