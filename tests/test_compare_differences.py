@@ -10,6 +10,7 @@ so refplatform's duplicate detection cannot supersede and every update duplicate
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from starlette.applications import Starlette
@@ -18,6 +19,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from benchledger.cli import main
+from benchledger.harness.peer.tasks_import import import_arm
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.events import (
     GraderDecisionBody,
@@ -28,6 +30,7 @@ from benchledger.ledger.events import (
 from benchledger.projections import differences
 from benchledger.refplatform.server import LoopbackServer
 from tests.sample import PASSING, PROMOTE
+from tests.test_tasks_suite import family_dir
 
 # Two protocols with an update (where duplicate detection decides) and one without.
 PROTOCOLS = ("bl-audit-channel", "bl-benchmark-tier", "bl-anchor-tier")
@@ -200,3 +203,39 @@ def test_stages_not_applicable_lead_with_their_reason_inert(na_runs, capsys, fmt
     assert not any(x.startswith("forged") for x in out.splitlines())
     if fmt == "html":
         assert "<script>" not in out and "&lt;script&gt;" in lead
+
+
+# -- the tasks suite: the same lead over its Newcombe differences ------------------------
+
+
+@pytest.fixture(scope="module")
+def arms(tmp_path_factory) -> tuple[str, str, str]:
+    """The peer's haiku and sonnet arms of one study, imported: (ledger, haiku, sonnet)."""
+    path = str(tmp_path_factory.mktemp("tasks") / "l.sqlite")
+    ledger = Ledger(open_store(path))
+    folder = family_dir()  # skips, with the reason, where the peer's material is absent
+    haiku, sonnet = (
+        import_arm(ledger, os.path.join(folder, f"checkable-wrong-{m}"))[0]
+        for m in ("haiku", "sonnet")
+    )
+    ledger.store.close()
+    return path, haiku, sonnet
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "html"])
+def test_a_tasks_compare_leads_with_the_rates_that_differ(arms, capsys, fmt):
+    path, haiku, sonnet = arms
+    out = compare(capsys, path, fmt, haiku, sonnet)
+    if fmt == "html":
+        lead = section(out, fmt)
+    else:
+        start = out.index("what differs" if fmt == "table" else "**What differs**")
+        lead = out[start : out.index("A = haiku" if fmt == "table" else "- **A**", start)]
+    named = [m for m in ("correct", "adopted", "trap", "queried", "observed", "exposed", "other")
+             if f"\n{'- ' if fmt == 'markdown' else '  ' if fmt == 'table' else ''}{m}: A = "
+             in lead.replace("<li>", "\n")]  # fmt: skip
+    assert named == ["correct", "adopted", "queried", "observed", "exposed"], lead
+    assert "adopted: A = 16/24 66.7%, B = 0/24 0.0% (B: Δ -0.667 " in lead.replace("\\[", "[")
+    assert "exposed: A = 3/24 12.5%, B = 0/24 0.0%" in lead and "not resolved at 95%" in lead
+    assert out.index(lead) < out.index({"table": "\nmetric ", "markdown": "| metric |",
+                                        "html": "<table>"}[fmt])  # fmt: skip

@@ -271,8 +271,9 @@ def page(s: Sheet) -> str:
 body{{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#222;max-width:1300px}}
 table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}}
+.differs{{background:#eef3fb;border:1px solid #8aa8d8;padding:6px 12px}}
 </style></head><body>
-<p><strong>What differs</strong>:</p><ul>{differs}</ul>
+<div class="differs"><strong>What differs</strong><ul>{differs}</ul></div>
 {html_top_combined([c.card.meta for c in s.columns], [*excluded, *partial])}
 <h1>benchledger compare: {len(s.columns)} tasks runs, baseline {esc(s.baseline.letter)}</h1>
 <ul>{legend}</ul>
