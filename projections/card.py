@@ -212,6 +212,12 @@ class RunMeta:
         return len(self.planned) if self.planned else self.protocols * self.k
 
 
+def options_text(options: dict[str, str]) -> str:
+    """A run's recorded platform options as one value: ``embedder=wordllama``, or that it
+    recorded none (the platform's defaults; docs/refplatform.md)."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(options.items())) or "none (defaults)"
+
+
 def _unsigned_zero(text: str) -> str:
     """``-0.000`` (a tiny negative rounded away) reads as a real negative: print it as 0."""
     if text.startswith("-") and not any(c in "123456789" for c in text):

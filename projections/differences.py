@@ -16,15 +16,19 @@ One line in a suite's compare::
 from __future__ import annotations
 
 import html
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final, NamedTuple
 
 from benchledger.ledger.inert import inert
-from benchledger.projections.card import fmt_num, fmt_pct
+from benchledger.projections.card import fmt_num, fmt_pct, options_text
 
 TITLE: Final = "What differs"
 NOT_APPLICABLE: Final = "n/a stages"  # the fact row naming what a platform could not run
 OPTIONS: Final = "platform options"  # the fact row naming a run's recorded platform options
+__all__ = [  # options_text is card's, re-exported: a suite's compare needs only this module
+    "Differences", "Fact", "Row", "as_json", "html_items", "items", "markdown_lines",
+    "options_text", "rate_fact", "text_lines", "what_differs",
+]  # fmt: skip
 
 
 class Fact(NamedTuple):
@@ -88,12 +92,6 @@ def rate_fact(name: str, rates: Sequence[tuple[float, int]], note: str = "") -> 
     (``3/3`` and ``6/6`` agree; ``0/0`` agrees only with ``0/0``)."""
     values = tuple(f"{fmt_num(n)}/{d} {fmt_pct(n / d) if d else 'n/a'}" for n, d in rates)
     return Fact(name, values, note, tuple(n / d if d else None for n, d in rates))
-
-
-def options_text(options: Mapping[str, str]) -> str:
-    """A run's recorded platform options as one value: ``embedder=wordllama``, or that it
-    recorded none (the platform's defaults)."""
-    return ", ".join(f"{k}={v}" for k, v in sorted(options.items())) or "none (defaults)"
 
 
 # -- rendering -----------------------------------------------------------------------------

@@ -239,3 +239,22 @@ def test_a_tasks_compare_leads_with_the_rates_that_differ(arms, capsys, fmt):
     assert "exposed: A = 3/24 12.5%, B = 0/24 0.0%" in lead and "not resolved at 95%" in lead
     assert out.index(lead) < out.index({"table": "\nmetric ", "markdown": "| metric |",
                                         "html": "<table>"}[fmt])  # fmt: skip
+
+
+# -- the scorecard names the platform options its run recorded ---------------------------
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "json", "html"])
+def test_a_report_names_the_embedder_its_run_recorded(runs, capsys, fmt):
+    capsys.readouterr()
+    assert main(["report", "broken", "--format", fmt, "--ledger", runs]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "<b>x" not in out or fmt != "html"  # HTML escapes it
+    if fmt == "json":
+        (run,) = json.loads(out)["runs"]
+        assert run["platform_options"]["embedder"].startswith(f"ollama:{HOSTILE}@http://127.0.0.1:")
+        return
+    assert "platform options" in out and f"embedder=ollama:{ESCAPED}" in out
+    assert main(["report", "lexical", "--format", fmt, "--ledger", runs]) == 0
+    assert "none (defaults)" in capsys.readouterr().out  # lexical, the default: none recorded
