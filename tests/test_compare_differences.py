@@ -258,3 +258,16 @@ def test_a_report_names_the_embedder_its_run_recorded(runs, capsys, fmt):
     assert "platform options" in out and f"embedder=ollama:{ESCAPED}" in out
     assert main(["report", "lexical", "--format", fmt, "--ledger", runs]) == 0
     assert "none (defaults)" in capsys.readouterr().out  # lexical, the default: none recorded
+
+
+def test_the_platforms_tool_call_latency_is_on_the_card_and_in_the_lead(runs, capsys):
+    """Each tools/call the run recorded (session_call latency_ms), as p50 / p95."""
+    capsys.readouterr()
+    assert main(["report", "lexical", "--format", "json", "--ledger", runs]) == 0
+    tools = json.loads(capsys.readouterr().out)["usage"]["tool_calls"]["latency_ms"]
+    assert tools["n"] > 3 * 5 and 0 < tools["p50"] <= tools["p95"]  # 5+ episodes a protocol
+    doc = json.loads(compare(capsys, runs, "json"))
+    assert set(doc["extra"]["tool call p50 / p95"]) == {"a", "b"}
+    assert main(["report", "lexical", "--ledger", runs]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("tool calls"))
+    assert f"{tools['n']}, latency p50 " in line
