@@ -10,24 +10,27 @@ as a row's ``note``. Every value is made inert (``ledger.inert``) as it comes in
 
 One line in a suite's compare::
 
-    lead = differences.what_differs(letters, metrics=rows, facts=usage_cells(...))
+    lead = differences.what_differs(letters, metrics=rows, facts=differences.run_facts(cards))
 """
 
 from __future__ import annotations
 
 import html
 from collections.abc import Hashable, Iterable, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, Protocol
 
 from benchledger.ledger.inert import inert
-from benchledger.projections.card import fmt_num, fmt_pct, options_text
+from benchledger.projections.card import RunMeta, fmt_num, fmt_pct, options_text
+from benchledger.projections.prices import Cost, Unpriced
+from benchledger.projections.usage import Usage
+from benchledger.projections.usage_view import usage_cells
 
 TITLE: Final = "What differs"
 NOT_APPLICABLE: Final = "n/a stages"  # the fact row naming what a platform could not run
 OPTIONS: Final = "platform options"  # the fact row naming a run's recorded platform options
 __all__ = [  # options_text is card's, re-exported: a suite's compare needs only this module
-    "Differences", "Fact", "Row", "as_json", "html_items", "items", "markdown_lines",
-    "options_text", "rate_fact", "text_lines", "what_differs",
+    "Card", "Differences", "Fact", "Row", "as_json", "html_items", "items", "markdown_lines",
+    "options_text", "rate_fact", "run_facts", "text_lines", "what_differs",
 ]  # fmt: skip
 
 
@@ -85,6 +88,26 @@ def what_differs(
         tuple(f.name for f in ms if not f.differs),
         tuple(f for f in fs if f.differs),
     )
+
+
+class Card(Protocol):
+    """What every suite's card carries that the run facts are read from."""
+
+    @property
+    def meta(self) -> RunMeta: ...
+    @property
+    def usage(self) -> Usage | None: ...
+    @property
+    def passed_units(self) -> int: ...
+    def priced(self) -> Cost | Unpriced | None: ...
+
+
+def run_facts(cards: Sequence[Card]) -> list[Row]:
+    """The facts every card carries, one value per card: cost, wall, unit and call
+    latencies, model calls and tokens (``usage_view.usage_cells``), and the platform
+    options each run recorded. A suite adds its own (the lifecycle's stages not applicable)."""
+    usage = usage_cells([(c.usage, c.priced(), c.passed_units) for c in cards])
+    return [*usage, (OPTIONS, [options_text(c.meta.platform_options) for c in cards])]
 
 
 def rate_fact(name: str, rates: Sequence[tuple[float, int]], note: str = "") -> Fact:

@@ -174,7 +174,7 @@ def matrix(cards: Sequence[Scorecard], targets: Sequence[str]) -> Matrix:
     what = diffs.what_differs(
         [c.letter for c in columns],
         [_metric_fact(columns, n, rs) for n, rs in rows.items()],
-        [*extra, *_run_facts(cards)],
+        [*diffs.run_facts(cards), _not_applicable_fact(cards)],
     )
     return Matrix(
         columns, rows, tuple(differences(columns)), tuple(disagreements(cards)), extra, what
@@ -194,18 +194,13 @@ def _metric_fact(columns: Sequence[Column], name: str, rows: Sequence[Row]) -> d
     return diffs.rate_fact(name, [(m.num, m.den) for m in ms], "; ".join(notes))
 
 
-def _run_facts(cards: Sequence[Scorecard]) -> list[diffs.Fact]:
-    """The stages each run could not run (and why), and its recorded platform options."""
-    na = [not_applicable(c) for c in cards]
+def _not_applicable_fact(cards: Sequence[Scorecard]) -> diffs.Fact:
+    """The stages each run's platform could not run, and its recorded reason."""
     stages = [
         "; ".join(f"{stage} in {n} unit(s): {why}" for (stage, why), n in found.items()) or "none"
-        for found in na
+        for found in (not_applicable(c) for c in cards)
     ]
-    options = [diffs.options_text(c.meta.platform_options) for c in cards]
-    return [
-        diffs.Fact(diffs.NOT_APPLICABLE, tuple(stages)),
-        diffs.Fact(diffs.OPTIONS, tuple(options)),
-    ]
+    return diffs.Fact(diffs.NOT_APPLICABLE, tuple(stages))
 
 
 # -- rendering ---------------------------------------------------------------------------

@@ -122,7 +122,7 @@ def sheet(cards: Sequence[Card], targets: Sequence[str]) -> Sheet:
     what = diffs.what_differs(
         [c.letter for c in columns],
         [_metric_fact(columns, n, ds) for n, ds in rows.items()],
-        [*extra, (diffs.OPTIONS, [diffs.options_text(c.meta.platform_options) for c in cards])],
+        diffs.run_facts(cards),
     )
     return Sheet(columns, rows, tuple(differences(columns)), tuple(extra), what)
 
