@@ -271,3 +271,48 @@ def test_the_platforms_tool_call_latency_is_on_the_card_and_in_the_lead(runs, ca
     assert main(["report", "lexical", "--ledger", runs]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("tool calls"))
     assert f"{tools['n']}, latency p50 " in line
+
+
+# -- the shared function, as another suite's compare calls it --------------------------
+
+
+def test_plain_rows_of_any_suite_keep_only_what_differs():
+    """A suite with means, not rates (LoCoMo's F1), hands in (name, values) pairs."""
+    found = differences.what_differs(
+        ["A", "B", "C"],
+        metrics=[("locomo_f1", ["0.412", "0.412", "0.388"]), ("recall_at_5", ["0.6"] * 3)],
+        facts=[("wall", ["4.0 s", "48 s", "67 s"]), ("tokens in / out", ["0 / 0"] * 3)],
+    )
+    assert [f.name for f in found.metrics] == ["locomo_f1"] and found.agree == ("recall_at_5",)
+    assert differences.items(found) == [
+        "locomo_f1: A = 0.412, B = 0.412, C = 0.388",
+        "the other 1 of 2 metrics agree",
+        "wall: A = 4.0 s, B = 48 s, C = 67 s",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("render", "expected"),
+    [
+        (differences.text_lines, ["what differs: all 2 metrics and every recorded run fact agree"]),
+        (
+            differences.markdown_lines,
+            ["**What differs**", "", "- nothing differs: all 2 metrics and every recorded "
+             "run fact agree", ""],
+        ),
+        (
+            differences.html_items,
+            "<li>nothing differs: all 2 metrics and every recorded run fact agree</li>",
+        ),
+    ],
+    ids=["text", "markdown", "html"],
+)  # fmt: skip
+def test_when_nothing_differs_each_format_says_so_in_one_line(render, expected):
+    same = differences.what_differs(["A", "B"], [("x", ["1", "1"]), ("y", ["2", "2"])],
+                                    [("wall", ["1 s", "1 s"])])  # fmt: skip
+    assert same.nothing and render(same) == expected
+
+
+def test_a_row_without_one_value_per_run_is_refused():
+    with pytest.raises(ValueError, match="row 'x' has 1 values for 2 runs"):
+        differences.what_differs(["A", "B"], [("x", ["1"])])
