@@ -4,9 +4,10 @@ A suite hands in rows of ``(name, one value per run)``: its metrics (``metrics=`
 the facts beside them (``facts=``: wall time, latency, cost, tokens, stages not
 applicable, platform options). It gets back only the rows on which the runs disagree,
 laid out as text, Markdown, HTML or JSON, to print before its full matrix
-(docs/metrics.md, "What differs"). Nothing is computed here but equality: whether a
-difference is resolved is the suite's own statistics (``projections.stats``), handed in
-as a row's ``note``. Every value is made inert (``ledger.inert``) as it comes in.
+(docs/metrics.md, "What differs"). No statistic is computed here, only equality: whether
+a difference is resolved is the suite's own interval (``projections.stats``), handed in as
+a row's ``note``; ``run_facts`` reads the rows every card shares (``usage_view``). Every
+value is made inert (``ledger.inert``) as it comes in.
 
 One line in a suite's compare::
 

@@ -437,9 +437,9 @@ def _direction(r: Row) -> str:
 
 
 def _lead(m: Matrix) -> list[str]:
-    """What a compare page's box holds after the shared section: how the runs were set up
-    differently, and the protocols on which the runs disagree."""
-    lead = list(m.differs) or ["setup: nothing but the runs"]
+    """A compare page's box, but the shared section that goes between: how the runs were
+    set up differently, then how many protocols the runs disagree on."""
+    lead = list(m.differs) or ["setup: agent, model, sampling, platform, k and subset alike"]
     if m.disagree:
         lead.append(f"{len(m.disagree)} protocol(s) on which the runs disagree (listed below)")
     else:
