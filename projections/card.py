@@ -191,6 +191,12 @@ class RunMeta:
         return dict(rec.agent_params) if rec else {}
 
     @property
+    def platform_options(self) -> dict[str, str]:
+        """The platform options the run recorded (``--embedder``): those that shape answers."""
+        rec = self.started.record
+        return dict(rec.platform_options) if rec else {}
+
+    @property
     def protocols_path(self) -> str:
         """The protocol folder the run recorded (an import's, if found)."""
         rec = self.started.record
@@ -204,6 +210,12 @@ class RunMeta:
     def planned_units(self) -> int:
         """Units the run set out to finish: its record's plan, else protocols × k."""
         return len(self.planned) if self.planned else self.protocols * self.k
+
+
+def options_text(options: dict[str, str]) -> str:
+    """A run's recorded platform options as one value: ``embedder=wordllama``, or that it
+    recorded none (the platform's defaults; docs/refplatform.md)."""
+    return ", ".join(f"{k}={v}" for k, v in sorted(options.items())) or "none (defaults)"
 
 
 def _unsigned_zero(text: str) -> str:

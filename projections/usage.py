@@ -20,6 +20,7 @@ from benchledger.ledger.events import (
     ModelCallEvent,
     RunSealedEvent,
     RunStartedEvent,
+    SessionCallEvent,
     UnitAbandonedEvent,
     UnitFinishedEvent,
     UnitStartedEvent,
@@ -66,6 +67,9 @@ class Usage(NamedTuple):
     models: tuple[str, ...]  # every model the runs name
     runs: int
     source: str  # where the timings came from, in words
+    # session_call latency_ms of every tools/call: how fast the platform answered a tool
+    # call (the agents' and the harness's alike); none for an import, which has no timings.
+    tool_latencies_ms: tuple[float, ...] = ()
 
     @property
     def calls_recorded(self) -> bool:
@@ -88,6 +92,7 @@ class UsageFold:
         self.unit_start: dict[str, int] = {}
         self.unit_end: dict[str, int] = {}
         self.latencies: list[float] = []
+        self.tool_latencies: list[float] = []
         self.failed = self.retries = self.withheld = 0
         self.abandoned = False
         # Tokens are added here only, per stream: a unit's are its stream's, the run's their sum.
@@ -114,6 +119,8 @@ class UsageFold:
             else:  # answered; its latency includes any failed attempts and waits before it
                 self.latencies.append(float(mc.latency_ms))
                 self.retries += mc.retry > 0
+        elif isinstance(event, SessionCallEvent) and event.body.method == "tools/call":
+            self.tool_latencies.append(float(event.body.latency_ms))
         elif isinstance(event, EpisodeFinishedEvent):
             ef = event.body
             tokens = self.by_stream.setdefault(event.stream, dict.fromkeys(TOKEN_KINDS, 0))
@@ -130,6 +137,7 @@ class UsageFold:
         if self.config.get("origin") == PEER_ORIGIN:
             wall, source = _manifest_wall(self.config.get("manifest"))
             units: tuple[float, ...] = ()
+            self.tool_latencies = []  # the import's calls carry no timing of their own
         else:
             wall, source = self._wall()
             units = tuple(
@@ -153,6 +161,7 @@ class UsageFold:
             (self.model,) if self.model else (),
             1,
             source,
+            tuple(self.tool_latencies),
         )
 
     def _wall(self) -> tuple[float | None, str]:
@@ -231,4 +240,5 @@ def merge(usages: Iterable[Usage]) -> Usage:
         models,
         sum(u.runs for u in runs),
         "; ".join([said, *sources]),
+        tuple(ms for u in runs for ms in u.tool_latencies_ms),
     )

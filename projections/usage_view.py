@@ -12,7 +12,8 @@ from benchledger.projections.prices import Cost, Unpriced, per_pass
 from benchledger.projections.usage import PERCENTILE_METHOD, Usage, percentile
 
 USAGE_ROWS: Final = ("cost (USD)", "cost per passed unit", "wall", "unit p50 / p95",
-                     "model call p50 / p95", "model calls", "tokens in / out")  # fmt: skip
+                     "model call p50 / p95", "tool call p50 / p95", "model calls",
+                     "tokens in / out")  # fmt: skip
 NOT_RECORDED: Final = "not recorded"  # model calls of a run that records tokens only
 TOKEN_LABELS = (
     ("input", "in"),
@@ -83,6 +84,14 @@ def _calls(u: Usage) -> str:
     return "; ".join([text, *extra])
 
 
+def _tool_calls(u: Usage) -> str:
+    """The platform's tool calls and how fast it answered (session_call latency_ms)."""
+    p50, p95 = percentile(u.tool_latencies_ms, 50), percentile(u.tool_latencies_ms, 95)
+    if p50 is None or p95 is None:
+        return "none timed"
+    return f"{len(u.tool_latencies_ms):,}, latency p50 {millis(p50)}, p95 {millis(p95)}"
+
+
 class CostText(NamedTuple):
     """A cost as display text: its total and per-pass amounts, or why it has none."""
 
@@ -149,6 +158,7 @@ def usage_cells(
         rows["wall"].append("-" if u.wall_s is None else seconds(u.wall_s))
         rows["unit p50 / p95"].append(_pair(u.unit_s, seconds))
         rows["model call p50 / p95"].append(_pair(u.latencies_ms, millis))
+        rows["tool call p50 / p95"].append(_pair(u.tool_latencies_ms, millis))
         rows["model calls"].append(f"{u.model_calls:,}" if u.calls_recorded else NOT_RECORDED)
         rows["tokens in / out"].append(
             f"{u.tokens.get('input', 0):,} / {u.tokens.get('output', 0):,}"
@@ -167,6 +177,7 @@ def usage_lines(
     return [
         ("duration", _duration(usage)),
         ("model calls", _calls(usage)),
+        ("tool calls", _tool_calls(usage)),
         ("tokens", tokens),
         ("cost", _cost(priced, passed, noun)),
         ("timings", usage.source),
@@ -215,6 +226,7 @@ def usage_json(usage: Usage, priced: Cost | Unpriced | None, passed: int) -> dic
             "withheld": usage.withheld_calls,
             "latency_ms": _summary(usage.latencies_ms),
         },
+        "tool_calls": {"latency_ms": _summary(usage.tool_latencies_ms)},
         "tokens": dict(usage.tokens),
         "model": usage.model,
         "models": list(usage.models),

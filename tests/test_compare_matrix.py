@@ -49,7 +49,10 @@ def test_runs_differing_in_agent_model_and_platform_compare_and_say_so_first(led
     )
     assert lines[4] == "differs: model: A = none, B = claude-haiku, C = claude-sonnet"
     assert lines[5].startswith("differs: platform: A = refplatform test, B = refplatform test")
-    assert lines[6].startswith("A = scripted (none) @ refplatform test (baseline): scripted")
+    assert lines[6] == "what differs:"  # then the metrics and run facts that differ
+    legend = next(i for i, x in enumerate(lines) if x.startswith("A = scripted (none) @ "))
+    assert lines[legend - 1] == "" and legend > 7
+    assert lines[legend].startswith("A = scripted (none) @ refplatform test (baseline): scripted")
 
 
 def test_each_cell_is_a_rate_with_its_interval_and_its_paired_difference(ledger_path, capsys):
@@ -136,7 +139,8 @@ def test_the_html_page_leads_with_what_differs_then_one_banner_for_every_runs_st
     assert body.startswith('<div class="differs">'), body[:200]
     lead = body.split("</div>", 1)[0]
     assert "agent: A = scripted, B = anthropic:claude-haiku" in lead
-    assert "personal_recall B: Δ -0.333" in lead  # 4 of 12 protocols lose recall
+    assert "personal_recall: A = 12/12 100.0%, B = 8/12 66.7%" in lead  # 4 of 12 lose recall
+    assert "B: Δ -0.333" in lead
     assert "protocol(s) on which the runs disagree" in lead
     top = body.split("<h1>", 1)[0]
     assert top.count('class="standing"') == 1 and top.count('role="alert"') == 1

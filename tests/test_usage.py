@@ -152,7 +152,8 @@ def test_the_usage_rows_say_what_each_number_is(timed):
     ledger, _ = timed
     usage = fold(UsageFold(), ledger.events("t"))
     rows = dict(usage_lines(usage, cost(usage, load_prices(None)), 2))
-    assert list(rows) == ["duration", "model calls", "tokens", "cost", "timings"]
+    assert list(rows) == ["duration", "model calls", "tool calls", "tokens", "cost", "timings"]
+    assert rows["tool calls"] == "none timed"  # the fixture records no session_call
     assert rows["duration"] == "3.0 s wall; per unit p50 1.2 s, p95 1.9 s (2 units)"
     assert (
         rows["model calls"]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
 from benchledger.ledger.inert import inert
+from benchledger.projections import differences as diffs
 from benchledger.projections.card import (
     RunMeta,
     card_runs,
@@ -39,7 +40,7 @@ from benchledger.projections.sheet import (
 from benchledger.projections.source import Completeness
 from benchledger.projections.suites.lifecycle.compare import METRICS, Incomparable, Row, compare
 from benchledger.projections.suites.lifecycle.page import DECIDES_PASS, GOOD_WHEN_FALSE
-from benchledger.projections.suites.lifecycle.report import run_completeness
+from benchledger.projections.suites.lifecycle.report import not_applicable, run_completeness
 from benchledger.projections.suites.lifecycle.scorecard import CHECKS, Scorecard, Unit
 from benchledger.projections.usage_view import usage_cells
 
@@ -68,6 +69,7 @@ class Matrix(NamedTuple):
     differs: tuple[str, ...]
     disagree: tuple[tuple[str, tuple[str, ...]], ...]  # protocol, each column's passes
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()  # cost/latency rows, per column
+    what: diffs.Differences | None = None  # what the output leads with
 
     @property
     def baseline(self) -> Column:
@@ -168,10 +170,37 @@ def matrix(cards: Sequence[Scorecard], targets: Sequence[str]) -> Matrix:
     names = [n for n in METRIC_ORDER if n in cards[0].metrics]
     pairs = [compare(cards[0], c, names) for c in cards[1:]]
     rows = {n: tuple(p[i] for p in pairs) for i, n in enumerate(names)}
+    extra = tuple(usage_cells([(c.usage, c.priced(), c.passed_units) for c in cards]))
+    what = diffs.what_differs(
+        [c.letter for c in columns],
+        [_metric_fact(columns, n, rs) for n, rs in rows.items()],
+        [*diffs.run_facts(cards), _not_applicable_fact(cards)],
+    )
     return Matrix(
-        columns, rows, tuple(differences(columns)), tuple(disagreements(cards)),
-        tuple(usage_cells([(c.usage, c.priced(), c.passed_units) for c in cards])),
-    )  # fmt: skip
+        columns, rows, tuple(differences(columns)), tuple(disagreements(cards)), extra, what
+    )
+
+
+def _metric_fact(columns: Sequence[Column], name: str, rows: Sequence[Row]) -> diffs.Fact:
+    """A metric as the lead shows it: each column's rate, judged equal by rate (3/3 and
+    6/6 agree), and each other column's paired difference, resolved or not."""
+    ms = [c.card.metrics[name] for c in columns]
+    notes = [
+        f"{c.letter}: {_diff(r)}, "
+        + ("resolved" if _direction(r) != "flat" else "not resolved at 95%")
+        for c, m, r in zip(columns[1:], ms[1:], rows, strict=True)
+        if m.rate != ms[0].rate
+    ]
+    return diffs.rate_fact(name, [(m.num, m.den) for m in ms], "; ".join(notes))
+
+
+def _not_applicable_fact(cards: Sequence[Scorecard]) -> diffs.Fact:
+    """The stages each run's platform could not run, and its recorded reason."""
+    stages = [
+        "; ".join(f"{stage} in {n} unit(s): {why}" for (stage, why), n in found.items()) or "none"
+        for found in (not_applicable(c) for c in cards)
+    ]
+    return diffs.Fact(diffs.NOT_APPLICABLE, tuple(stages))
 
 
 # -- rendering ---------------------------------------------------------------------------
@@ -251,8 +280,13 @@ def _top(m: Matrix) -> list[str]:
     return lines + [f"differs: {d}" for d in m.differs]
 
 
+def _what(m: Matrix) -> diffs.Differences:
+    assert m.what is not None  # matrix() always sets it
+    return m.what
+
+
 def _table(m: Matrix) -> str:
-    lines = _top(m)
+    lines = _top(m) + diffs.text_lines(_what(m)) + [""]
     lines += [f"{letter} = {text}" for letter, text in _legend(m)]
     lines += [
         f"verified {c.letter}: {r.verified}" for c in m.columns for r in c.card.runs if r.verified
@@ -284,6 +318,7 @@ def _disagree_text(m: Matrix) -> list[str]:
 
 def _markdown(m: Matrix) -> str:
     lines = [f"**{x}**" for x in _top(m)] + [""]
+    lines += diffs.markdown_lines(_what(m))
     lines += [f"- **{letter}**: {text}" for letter, text in _legend(m)]
     lines += [
         f"- **verified {c.letter}**: {r.verified}"
@@ -370,6 +405,7 @@ def as_json(m: Matrix) -> dict[str, Any]:
             else {}
         ),
         "differs": list(m.differs),
+        "what_differs": diffs.as_json(_what(m)),
         "metrics": metrics,
         "extra": extra_json(keys, m.extra),
         "disagree": [{"protocol": pid, **dict(zip(keys, v, strict=True))} for pid, v in m.disagree],
@@ -401,14 +437,9 @@ def _direction(r: Row) -> str:
 
 
 def _lead(m: Matrix) -> list[str]:
-    """What a compare page leads with: how the runs were set up differently, the metrics
-    whose difference from the baseline its 95% interval shows, and the protocols on which
-    the runs disagree."""
-    lead = list(m.differs) or ["setup: nothing but the runs"]
-    moved = [f"{name} {col.letter}: {_diff(r)}" for name, rows in m.rows.items()
-             for col, r in zip(m.columns[1:], rows, strict=True)
-             if _direction(r) != "flat"]  # fmt: skip
-    lead += moved or ["no metric differs from the baseline beyond its 95% interval"]
+    """A compare page's box, but the shared section that goes between: how the runs were
+    set up differently, then how many protocols the runs disagree on."""
+    lead = list(m.differs) or ["setup: agent, model, sampling, platform, k and subset alike"]
     if m.disagree:
         lead.append(f"{len(m.disagree)} protocol(s) on which the runs disagree (listed below)")
     else:
@@ -447,7 +478,9 @@ def page(m: Matrix) -> str:
         body.append(f'<tr><td class="m">{_breakable(name)}</td>{"".join(cells)}</tr>')
     body.append(extra_html(m.extra, "m"))
     legend = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in _legend(m))
-    differs = "".join(f"<li>{esc(d)}</li>" for d in _lead(m))
+    lead, n = _lead(m), max(len(m.differs), 1)  # the setup lines, then the protocols line
+    differs = "".join(f"<li>{esc(d)}</li>" for d in lead[:n]) + diffs.html_items(_what(m))
+    differs += "".join(f"<li>{esc(d)}</li>" for d in lead[n:])
     disagree = ""
     if m.disagree:
         rows_html = "".join(

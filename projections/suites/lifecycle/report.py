@@ -20,6 +20,7 @@ from benchledger.projections.card import (
     fmt_num,
     fmt_pct,
     fmt_signed,
+    options_text,
     render_card,
     standing_json,
 )
@@ -119,6 +120,7 @@ def header_lines(card: Scorecard) -> list[tuple[str, str]]:
         ("agent", m.agent or "-"),
         ("model", m.model or "-"),
         ("platform", f"{m.platform or '-'} {m.platform_version}".strip()),
+        ("platform options", options_text(m.platform_options)),
         ("k", k_text + ("  COUPLED: attempts shared platform state" if coupled else "")),
         (
             "units",
@@ -249,6 +251,7 @@ def as_json(card: Scorecard) -> dict[str, Any]:
                 "model": r.model,
                 "platform": r.platform,
                 "platform_version": r.platform_version,
+                "platform_options": r.platform_options,
                 "k": r.k,
                 "coupled": r.coupled,
                 "subset": r.subset,

@@ -17,6 +17,7 @@ from benchledger.projections.card import (
     completeness_json,
     failed_text,
     html_top,
+    options_text,
     render_card,
     standing_json,
 )
@@ -56,6 +57,7 @@ def header_lines(card: Card) -> list[tuple[str, str]]:
         ("agent", m.agent or "-"),
         ("model", m.model or "-"),
         ("platform", f"{m.platform or '-'} {m.platform_version}".strip()),
+        ("platform options", options_text(m.platform_options)),
         ("replicates", f"k={m.k} per case"),
         (
             "units",
@@ -201,6 +203,7 @@ def as_json(card: Card) -> dict[str, Any]:
             "model": m.model,
             "platform": m.platform,
             "platform_version": m.platform_version,
+            "platform_options": m.platform_options,
             "k": m.k,
             "subset": m.subset,
         },

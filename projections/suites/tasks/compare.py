@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
+from benchledger.projections import differences as diffs
 from benchledger.projections.card import (
     Metric,
     card_runs,
@@ -66,6 +67,7 @@ class Sheet(NamedTuple):
     rows: dict[str, tuple[Diff, ...]]  # metric -> one Diff per non-baseline column
     differs: tuple[str, ...]
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()  # cost/latency rows, per column
+    what: diffs.Differences | None = None  # what the output leads with
 
     @property
     def baseline(self) -> Column:
@@ -117,7 +119,31 @@ def sheet(cards: Sequence[Card], targets: Sequence[str]) -> Sheet:
         for name in METRIC_NAMES
     }
     extra = usage_cells([(c.usage, c.priced(), c.passed_units) for c in cards])
-    return Sheet(columns, rows, tuple(differences(columns)), tuple(extra))
+    what = diffs.what_differs(
+        [c.letter for c in columns],
+        [_metric_fact(columns, n, ds) for n, ds in rows.items()],
+        diffs.run_facts(cards),
+    )
+    return Sheet(columns, rows, tuple(differences(columns)), tuple(extra), what)
+
+
+def _metric_fact(columns: Sequence[Column], name: str, ds: Sequence[Diff]) -> diffs.Fact:
+    """A rate as the lead shows it, with each column's difference from the baseline and
+    whether its Newcombe interval excludes 0 (resolved)."""
+    ms = [c.card.metrics[name] for c in columns]
+    notes = [
+        f"{c.letter}: {diff_text(d)}"
+        + ("" if d.ci is None else ", resolved" if d.ci.low > 0 or d.ci.high < 0
+           else ", not resolved at 95%")
+        for c, m, d in zip(columns[1:], ms[1:], ds, strict=True)
+        if m.rate != ms[0].rate
+    ]  # fmt: skip
+    return diffs.rate_fact(name, [(m.num, m.den) for m in ms], "; ".join(notes))
+
+
+def _what(s: Sheet) -> diffs.Differences:
+    assert s.what is not None  # sheet() always sets it
+    return s.what
 
 
 # -- rendering ---------------------------------------------------------------------------
@@ -162,14 +188,15 @@ def _heads(s: Sheet) -> list[str]:
 
 
 def _table(s: Sheet) -> str:
-    lines = _top(s) + [f"{k} = {v}" for k, v in _legend(s)]
+    lines = _top(s) + diffs.text_lines(_what(s)) + [""]
+    lines += [f"{k} = {v}" for k, v in _legend(s)]
     lines += [INTERVALS, f"Δ: {METHOD}", ""]
     lines += table_lines(_heads(s), {n: _cells(s, n) for n in s.rows}, s.extra, s.baseline.letter)
     return "\n".join(lines) + "\n"
 
 
 def _markdown(s: Sheet) -> str:
-    lines = [f"**{x}**" for x in _top(s)] + [""]
+    lines = [f"**{x}**" for x in _top(s)] + [""] + diffs.markdown_lines(_what(s))
     lines += [f"- **{k}**: {v}" for k, v in _legend(s)]
     lines += [f"- {INTERVALS}; Δ: {METHOD}", ""]
     lines += markdown_lines(_heads(s), {n: _cells(s, n) for n in s.rows}, s.extra)
@@ -181,12 +208,12 @@ def as_json(s: Sheet) -> dict[str, Any]:
     keys = [c.letter.lower() for c in s.columns]
     stood = {k: standing_json([c.card.meta]) for k, c in zip(keys, s.columns, strict=True)}
     metrics: dict[str, Any] = {}
-    for name, diffs in s.rows.items():
+    for name, deltas in s.rows.items():
         per: dict[str, Any] = {}
         for i, (k, c) in enumerate(zip(keys, s.columns, strict=True)):
             per[k] = c.card.metrics[name].as_json()
             if i:
-                d = diffs[i - 1]
+                d = deltas[i - 1]
                 per[k]["vs_baseline"] = {
                     "diff": d.diff,
                     "ci_low": d.ci.low if d.ci else None,
@@ -216,6 +243,7 @@ def as_json(s: Sheet) -> dict[str, Any]:
             for k, c in zip(keys, s.columns, strict=True)
         },
         "differs": list(s.differs),
+        "what_differs": diffs.as_json(_what(s)),
         "metrics": metrics,
         "extra": extra_json(keys, s.extra),
     }
@@ -234,7 +262,8 @@ def page(s: Sheet) -> str:
     excluded = [f"{c.letter}: {c.card.excluded}" for c in s.columns if c.card.excluded]
     partial = [f"{c.letter}: {b}" for c in s.columns if (b := run_completeness(c.card).banner())]
     legend = "".join(f"<li><b>{esc(k)}</b>: {esc(v)}</li>" for k, v in _legend(s))
-    differs = "".join(f"<li>{esc(d)}</li>" for d in s.differs) or "<li>nothing</li>"
+    setup = "".join(f"<li>{esc(d)}</li>" for d in s.differs)
+    differs = setup + diffs.html_items(_what(s))
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>benchledger compare {esc(", ".join(c.target for c in s.columns))}</title>
@@ -242,8 +271,9 @@ def page(s: Sheet) -> str:
 body{{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#222;max-width:1300px}}
 table{{border-collapse:collapse;margin:1em 0}}
 td,th{{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}}
+.differs{{background:#eef3fb;border:1px solid #8aa8d8;padding:6px 12px}}
 </style></head><body>
-<p><strong>What differs</strong>:</p><ul>{differs}</ul>
+<div class="differs"><strong>What differs</strong><ul>{differs}</ul></div>
 {html_top_combined([c.card.meta for c in s.columns], [*excluded, *partial])}
 <h1>benchledger compare: {len(s.columns)} tasks runs, baseline {esc(s.baseline.letter)}</h1>
 <ul>{legend}</ul>

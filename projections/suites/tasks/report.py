@@ -19,6 +19,7 @@ from benchledger.projections.card import (
     fmt_interval,
     fmt_pct,
     html_top,
+    options_text,
     render_card,
     standing_json,
 )
@@ -55,6 +56,7 @@ def header_lines(card: Card) -> list[tuple[str, str]]:
         ("agent", m.agent or "-"),
         ("model", m.model or "-"),
         ("platform", f"{m.platform or '-'} {m.platform_version}".strip()),
+        ("platform options", options_text(m.platform_options)),
         ("tasks", ", ".join(card.task_ids) or "-"),
         (
             "attempts",
@@ -160,6 +162,7 @@ def as_json(card: Card) -> dict[str, Any]:
             "model": m.model,
             "platform": m.platform,
             "platform_version": m.platform_version,
+            "platform_options": m.platform_options,
             "k": m.k,
         },
         "metrics": metrics,
