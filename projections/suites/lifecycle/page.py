@@ -27,9 +27,11 @@ from benchledger.projections.suites.lifecycle.scorecard import (
 
 SHORT: Final = 12  # characters of a hash shown in place (the whole one on hover)
 _HASH: Final = re.compile(r"\b[0-9a-f]{32,}\b")
-_DESCRIPTIONS: Final = {m.name: m.description for m in METRICS} | {
-    "pass_k": "every attempt of a protocol passed the full lifecycle (unbiased pass^k)"
-} | dict(ranks.DESCRIPTIONS)
+_DESCRIPTIONS: Final = (
+    {m.name: m.description for m in METRICS}
+    | {"pass_k": "every attempt of a protocol passed the full lifecycle (unbiased pass^k)"}
+    | dict(ranks.DESCRIPTIONS)
+)
 # Checks whose good outcome is ``false``, by the name of that outcome: the per-protocol
 # table heads their columns so, and a fully passing unit shows no ✗.
 GOOD_WHEN_FALSE: Final = {

@@ -179,9 +179,7 @@ def _interval(values: Sequence[Ranked], score: Any, clustered: bool) -> tuple[An
     return cluster_rate_interval([(x, int(d)) for x, d in clusters.values()]), CI_CLUSTER
 
 
-def _metric(
-    name: str, ranked: Sequence[Ranked], score: Any, clustered: bool, label: str
-) -> Metric:
+def _metric(name: str, ranked: Sequence[Ranked], score: Any, clustered: bool, label: str) -> Metric:
     refs = {r: _refs(r) for r in ranked}
     num = sum(score(r) for r in ranked)
     interval, method = _interval(ranked, score, clustered) if ranked else (None, CI_WILSON)
@@ -209,6 +207,7 @@ def metrics(ranked: Sequence[Ranked], clustered: bool, label: str = "") -> dict[
     groups |= {s: [r for r in ranked if r.stage == s] for s in RANKED}
     for stage, group in groups.items():
         for k in KS:
+
             def hit(r: Ranked, k: int = k) -> int:
                 return int(r.rank is not None and r.rank <= k)
 

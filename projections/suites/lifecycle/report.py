@@ -238,8 +238,13 @@ def retrieval_lines(card: Scorecard) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(RETRIEVAL_HEAD))]
     lines = [retrieval_title(card)]
     for r in rows:
-        lines.append("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                                      for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+        lines.append(
+            "  "
+            + "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            )
+        )
     return [*lines, leak_line(card)]
 
 

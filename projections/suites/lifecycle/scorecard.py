@@ -39,7 +39,6 @@ from benchledger.projections.card import (
 )
 from benchledger.projections.prices import Cost, PriceTable, Unpriced
 from benchledger.projections.prices import priced as price_usage
-from benchledger.projections.suites.lifecycle import ranks as rk
 from benchledger.projections.stats import (
     Interval,
     cluster_rate_interval,
@@ -47,6 +46,7 @@ from benchledger.projections.stats import (
     pass_hat_k,
     wilson,
 )
+from benchledger.projections.suites.lifecycle import ranks as rk
 from benchledger.projections.usage import Usage, UsageFold, merge, sum_tokens
 
 # The checks a lifecycle unit's grader decisions carry (``GraderDecisionBody.check``).
