@@ -140,7 +140,8 @@ def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("lcret")
     folder = protocol_subset(tmp, ["bl-anchor-tier", "bl-closing-window", "bl-focus-region"])
     ledger = str(tmp / "l.sqlite")
-    assert main(["run", "--protocols", folder, "--ledger", ledger, "--run-id", "rr"]) == 0
+    for run_id in ("rr", "rr2"):  # the second, to compare with
+        assert main(["run", "--protocols", folder, "--ledger", ledger, "--run-id", run_id]) == 0
     return ledger
 
 
@@ -175,3 +176,16 @@ def test_audit_of_recall_at_5_names_each_episodes_search_call_and_its_rank(run, 
     assert sum("[projection] first search call seq" in ln for ln in lines) == 6
     assert sum(" session_call " in ln and "tools/call search" in ln for ln in lines) == 6
     assert any("the fact at rank" in ln for ln in lines)
+
+
+def test_compare_sets_two_runs_retrieval_metrics_side_by_side_paired_by_episode(run, capsys):
+    capsys.readouterr()
+    assert main(["compare", "rr", "rr2", "--ledger", run, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    for name in ("recall_at_1", "recall_at_5", "recall_at_10", "mrr", "mrr.update_recall"):
+        row = doc["metrics"][name]
+        assert row["a"]["den"] == row["b"]["den"] > 0, name
+        # The embedded platform is deterministic: the same ranks, no difference.
+        assert row["b"]["vs_baseline"]["diff"] == 0 and row["b"]["vs_baseline"]["pairs"] > 0
+    assert main(["compare", "rr", "rr2", "--ledger", run]) == 0
+    assert "recall_at_5.transfer" in capsys.readouterr().out

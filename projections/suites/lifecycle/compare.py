@@ -52,6 +52,7 @@ CLUSTER: Final = f"protocol-cluster bootstrap ({BOOTSTRAP_REPS} resamples, seed 
 EPISODES: Final = (
     f"bootstrap over paired episodes ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})"
 )
+TANGO_EPISODES: Final = "Tango score interval, episodes as pairs"
 
 
 class Row(NamedTuple):
@@ -241,7 +242,8 @@ def _retrieval_row(name: str, a: Scorecard, b: Scorecard, shared: list[str]) -> 
     if not values:
         return sides.row(note=note or "no episode is ranked in both runs")
     if all(x in (0.0, 1.0) and y in (0.0, 1.0) for x, y in values):
-        return _paired_row(sides, [(x == 1.0, y == 1.0) for x, y in values], note)
+        paired = _paired_row(sides, [(x == 1.0, y == 1.0) for x, y in values], note)
+        return paired._replace(method=TANGO_EPISODES) if paired.method else paired
     return sides.row(mean_gain(values), bootstrap(values, mean_gain), method=EPISODES,
                      pairs=len(values), resolution=resolution(len(values)), note=note,
                      protocols=len({p for p, _ in common}), k=a.k)  # fmt: skip
