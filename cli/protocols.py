@@ -7,7 +7,8 @@ import os
 
 from benchledger import protocols
 from benchledger.cli.common import EXIT_OK, UsageError, command_line
-from benchledger.protocols.generate import PACK_DIR, PROTOCOLS_DIR, write
+from benchledger.protocols.dataset import SEED
+from benchledger.protocols.generate import PACK_DIR, VARIANTS, write
 from benchledger.protocols.hashing import RECIPES
 from benchledger.protocols.schema import Question
 
@@ -80,19 +81,20 @@ def cmd_protocols_generate(args: argparse.Namespace) -> int:
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"--out {out} is a file; give the folder to write protocols into")
     present = sorted(os.listdir(out)) if os.path.isdir(out) else []
+    folder = VARIANTS[args.variant]
     if present and not args.force:
         raise UsageError(
             f"--out {out} is not empty (it holds {_listing(present)}); generate writes "
-            f"{PROTOCOLS_DIR}/ and {PACK_DIR}/ in it: give a new or empty folder, or --force "
+            f"{folder}/ and {PACK_DIR}/ in it: give a new or empty folder, or --force "
             f"to make those two hold exactly the generated files (other entries stay)"
         )
     try:
-        done = write(out, prune=bool(args.force))
+        done = write(out, prune=bool(args.force), variant=args.variant)
     except OSError as exc:
         raise UsageError(f"--out {out}: cannot write: {exc.strerror or exc}") from None
-    items, pack = os.path.join(out, PROTOCOLS_DIR), os.path.join(out, PACK_DIR)
+    items, pack = os.path.join(out, folder), os.path.join(out, PACK_DIR)
     print(f"wrote {len(done.protocols)} protocols to {items} and the seed pack "
-          f"({len(done.pack)} files) to {pack}")  # fmt: skip
+          f"({len(done.pack)} files, dataset seed {SEED}) to {pack}")  # fmt: skip
     if present:
         replaced = _listing(done.replaced) if done.replaced else "none"
         removed = _listing(done.removed) if done.removed else "none"
@@ -134,5 +136,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a non-empty DIR: make DIR/lifecycle and DIR/pack hold exactly the generated "
         "files (others there are removed and named; other entries of DIR stay); "
         "--out protocols/data --force regenerates the committed set",
+    )
+    p.add_argument(
+        "--variant",
+        choices=[v for v in VARIANTS if v],
+        default="",
+        help="paraphrase: the same protocols with every recall, transfer and update_recall "
+        "question in words the fact it is graded against never uses, written to "
+        "DIR/lifecycle-paraphrase instead of DIR/lifecycle (docs/protocols.md)",
     )
     p.set_defaults(func=cmd_protocols_generate)

@@ -3,7 +3,9 @@
 ``benchledger protocols generate --out DIR`` writes the protocols to ``DIR/lifecycle``
 and the dataset's seed pack to ``DIR/pack``, and nothing outside DIR: the layout of
 ``protocols/data``, where the committed set lives (``--out protocols/data --force``
-regenerates it). Every stored
+regenerates it). ``--variant paraphrase`` writes the same protocols with their questions
+asked in other words (``protocols.paraphrase``) to ``DIR/lifecycle-paraphrase``, beside
+the same pack. Every stored
 query is Trino SQL over ``memory.bench.*`` that DuckDB runs unchanged, and every
 expected answer is what the query returns on that pack (DuckDB with Trino's integer
 division, as refplatform's SQL engine runs it; a test checks the engine agrees).
@@ -22,7 +24,7 @@ import duckdb
 import msgspec
 import yaml
 
-from benchledger.protocols import dataset
+from benchledger.protocols import dataset, paraphrase
 from benchledger.protocols.pack_schema import MANIFEST, parse_schema, render_manifest
 from benchledger.protocols.schema import Grading, Page, Prompt, Protocol, Question, Update
 
@@ -31,6 +33,8 @@ HEADER: Final = (
     "# queries return on the seed pack protocols/data/pack. Do not edit by hand.\n"
 )
 PROTOCOLS_DIR: Final = "lifecycle"  # the protocols' folder inside the output folder
+# Each variant's protocol folder ("" is the committed set as written).
+VARIANTS: Final = {"": PROTOCOLS_DIR, "paraphrase": "lifecycle-paraphrase"}
 PACK_DIR: Final = "pack"  # the pack's folder, beside the protocols' folder
 BUDGET: Final = 15
 USD: Final = " Amounts are integer US cents (divide by 100); answer in USD rounded to the cent."
@@ -406,10 +410,11 @@ def build(spec: Spec) -> Protocol:
     )
 
 
-def protocols() -> Iterator[Protocol]:
-    """The committed protocol set, in generation order."""
+def protocols(variant: str = "") -> Iterator[Protocol]:
+    """The committed protocol set (or its ``variant``), in generation order."""
     for spec in (*PROMOTE, *UPDATE):
-        yield build(spec)
+        built = build(spec)
+        yield paraphrase.variant(built) if variant == "paraphrase" else built
 
 
 class _Dumper(yaml.SafeDumper):
@@ -433,12 +438,13 @@ def render(protocol: Protocol) -> str:
     return HEADER + body
 
 
-def files() -> dict[str, str]:
+def files(variant: str = "") -> dict[str, str]:
     """Every file the generator writes: path relative to the output folder -> text."""
-    out = {f"{PROTOCOLS_DIR}/{p.id}.yaml": render(p) for p in protocols()}
+    folder = VARIANTS[variant]
+    out = {f"{folder}/{p.id}.yaml": render(p) for p in protocols(variant)}
     pack = dataset.pack_files()
     # The pack schema the answers need, recorded with the set (protocols.pack_schema).
-    out[f"{PROTOCOLS_DIR}/{MANIFEST}"] = render_manifest(parse_schema(pack[dataset.PACK_SETUP]))
+    out[f"{folder}/{MANIFEST}"] = render_manifest(parse_schema(pack[dataset.PACK_SETUP]))
     out.update({f"{PACK_DIR}/{rel}": text for rel, text in pack.items()})
     return out
 
@@ -452,17 +458,19 @@ class Written(NamedTuple):
     removed: list[str]  # files in the two folders that the generator does not write
 
 
-def write(out: str, *, prune: bool = False) -> Written:
-    """Write the protocols to ``out/lifecycle`` and the seed pack to ``out/pack``, nothing else.
+def write(out: str, *, prune: bool = False, variant: str = "") -> Written:
+    """Write the protocols to ``out/lifecycle`` (a variant's folder, ``VARIANTS``) and the
+    seed pack to ``out/pack``, nothing else.
 
     Every text is computed before the first byte is written. With ``prune`` the two
     folders are made to hold exactly the generated files: any other file in them is
     removed (and named in ``removed``); other entries of ``out`` are never touched.
     """
-    texts = files()
+    texts = files(variant)
+    mine_dir = VARIANTS[variant]
     stale = []
     if prune:
-        for folder in (PROTOCOLS_DIR, PACK_DIR):
+        for folder in (mine_dir, PACK_DIR):
             for d, _, names in os.walk(os.path.join(out, folder)):
                 for name in names:
                     rel = os.path.relpath(os.path.join(d, name), out).replace(os.sep, "/")
@@ -474,7 +482,7 @@ def write(out: str, *, prune: bool = False) -> Written:
     for rel in sorted(stale):
         os.unlink(os.path.join(out, rel))
     mine = [rel for rel in texts
-            if rel.startswith(PROTOCOLS_DIR + "/") and not rel.endswith(MANIFEST)]  # fmt: skip
+            if rel.startswith(mine_dir + "/") and not rel.endswith(MANIFEST)]  # fmt: skip
     pack = [rel for rel in texts if rel.startswith(PACK_DIR + "/")]
     return Written(mine, pack, replaced, sorted(stale))
 

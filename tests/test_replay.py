@@ -137,7 +137,8 @@ def test_a_recorded_run_replays_with_zero_divergences(recorded, no_network, run_
         assert report.compared == {"episodes": episodes, "units": len(SUBSET)}
     else:
         assert report.compared["trace hashes"] == episodes + len(SUBSET)
-        assert report.compared["decisions"] > 0 and report.compared["metrics"] == 16
+        # Every lifecycle metric, the retrieval ones (projections over search results) too.
+        assert report.compared["decisions"] > 0 and report.compared["metrics"] == 33
         assert report.skipped["trace hashes not recorded"] == 0
 
 
@@ -459,7 +460,7 @@ def test_an_imported_peer_run_rederives_its_435_answer_verdicts_with_zero_mismat
     assert report.ok, "\n".join(report.lines())
     assert report.compared["decisions"] == 435
     assert report.skipped["decisions not re-derivable (imported)"] > 0
-    assert report.compared["metrics"] == 16 and report.notes == []
+    assert report.compared["metrics"] == 33 and report.notes == []  # retrieval ones too
 
 
 def test_an_imported_peer_run_cannot_be_fully_replayed_and_says_why(peer_run):

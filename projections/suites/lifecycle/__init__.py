@@ -25,6 +25,7 @@ from benchledger.projections.suites.lifecycle import (
     items,
     matrix,
     page,
+    ranks,
     report,
     scorecard,
 )
@@ -39,7 +40,9 @@ def _scorecard(
     replayed: Mapping[str, bool] | None = None,
     prices: PriceTable | None = None,
 ) -> scorecard.Scorecard:
-    return scorecard.scorecard(folded, ci=ci)._replace(prices=prices)
+    known, why = ranks.known_facts([meta for meta, _ in folded])
+    card = scorecard.scorecard(folded, ci=ci, facts=known, facts_note=why)
+    return card._replace(prices=prices)
 
 
 def compare_cards(cards: Sequence[scorecard.Scorecard], ids: Sequence[str], fmt: str) -> str:

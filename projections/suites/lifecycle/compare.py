@@ -37,6 +37,7 @@ from benchledger.projections.stats import (
     size_to_resolve,
     tango,
 )
+from benchledger.projections.suites.lifecycle import ranks
 from benchledger.projections.suites.lifecycle.scorecard import (
     GATED,
     METRICS,
@@ -48,6 +49,10 @@ from benchledger.projections.suites.lifecycle.scorecard import (
 
 TANGO: Final = "Tango score interval, protocols as pairs"
 CLUSTER: Final = f"protocol-cluster bootstrap ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})"
+EPISODES: Final = (
+    f"bootstrap over paired episodes ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})"
+)
+TANGO_EPISODES: Final = "Tango score interval, episodes as pairs"
 
 
 class Row(NamedTuple):
@@ -207,6 +212,43 @@ def _pass_k_row(a: Scorecard, b: Scorecard, shared: list[str]) -> Row:
     )
 
 
+def _episode_scores(card: Scorecard, name: str, shared: set[str]) -> dict[tuple[str, str], float]:
+    """A retrieval metric's mean score per (protocol, stage) over the card's attempts."""
+    stage = name.partition(".")[2]
+    wanted = (stage,) if stage else ranks.RANKED
+    head = name.partition(".")[0]
+    k = None if head == "mrr" else int(head.rsplit("_", 1)[1])
+    cells: dict[tuple[str, str], list[float]] = {}
+    for r in card.ranked:
+        if r.stage in wanted and r.protocol_id in shared:
+            if k is None:
+                score = 0.0 if r.rank is None else 1.0 / r.rank
+            else:
+                score = float(r.rank is not None and r.rank <= k)
+            cells.setdefault((r.protocol_id, r.stage), []).append(score)
+    return {key: sum(v) / len(v) for key, v in cells.items()}
+
+
+def _retrieval_row(name: str, a: Scorecard, b: Scorecard, shared: list[str]) -> Row:
+    """recall@k or MRR, paired by (protocol, stage) episode: Tango and McNemar when every
+    pair is one 0/1 outcome a side (recall@k at k = 1), else a bootstrap of the mean gain."""
+    ma, mb = a.metrics[name], b.metrics[name]
+    sides = _Sides(name, ma.num, ma.den, mb.num, mb.den, True)
+    va, vb = (_episode_scores(c, name, set(shared)) for c in (a, b))
+    common = sorted(set(va) & set(vb))
+    values = [(va[key], vb[key]) for key in common]
+    one_side = len(set(va) ^ set(vb))
+    note = f"{one_side} episode(s) ranked in one run only, not paired" if one_side else ""
+    if not values:
+        return sides.row(note=note or "no episode is ranked in both runs")
+    if all(x in (0.0, 1.0) and y in (0.0, 1.0) for x, y in values):
+        paired = _paired_row(sides, [(x == 1.0, y == 1.0) for x, y in values], note)
+        return paired._replace(method=TANGO_EPISODES) if paired.method else paired
+    return sides.row(mean_gain(values), bootstrap(values, mean_gain), method=EPISODES,
+                     pairs=len(values), resolution=resolution(len(values)), note=note,
+                     protocols=len({p for p, _ in common}), k=a.k)  # fmt: skip
+
+
 def compare(a: Scorecard, b: Scorecard, names: Sequence[str] | None = None) -> list[Row]:
     """Per metric: B - A with an interval paired by protocol (and McNemar when k = 1).
 
@@ -217,7 +259,12 @@ def compare(a: Scorecard, b: Scorecard, names: Sequence[str] | None = None) -> l
     rows = []
     for name in names or [s.name for s in METRICS] + ["pass_k"]:
         spec = _spec(name)
-        rows.append(_pass_k_row(a, b, shared) if spec is None else _rate_row(spec, a, b, shared))
+        if ranks.is_retrieval(name):
+            rows.append(_retrieval_row(name, a, b, shared))
+        elif spec is None:
+            rows.append(_pass_k_row(a, b, shared))
+        else:
+            rows.append(_rate_row(spec, a, b, shared))
     return rows
 
 

@@ -2,7 +2,8 @@
 
 Order: ``--protocols PATH``; else the folder the run recorded if it exists here (a
 benchledger run's ``record.protocols_path``, an imported run's ``config["protocols_path"]``);
-else the committed set when its hash is the recorded one. A set whose hash differs from
+else a committed set (the lifecycle set, or its paraphrase variant) when its hash is
+the recorded one. A set whose hash differs from
 the recorded one is used, with a note: a changed grading rule is exactly what
 re-derivation is for. The recorded hash is ``protocol_set_hash`` (either recipe: an
 import records the peer's) and, when an import recorded it, the content identity
@@ -57,9 +58,11 @@ def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
     if given and path is None:
         raise UnusableInput(given, "--protocols: no such file or folder")
     if path is None and (recorded_hash or header.protocol_set_id):
-        committed = protocols.load(protocols.LIFECYCLE_DIR).protocols
-        if _is_recorded(header, recorded_hash, committed):
-            path = protocols.LIFECYCLE_DIR
+        for committed_dir in (protocols.LIFECYCLE_DIR, protocols.LIFECYCLE_PARAPHRASE_DIR):
+            committed = protocols.load(committed_dir).protocols
+            if _is_recorded(header, recorded_hash, committed):
+                path = committed_dir
+                break
     if path is None:
         where = f" at {folder}" if folder else ""
         raise UnusableInput(

@@ -38,6 +38,7 @@ from benchledger.projections.sheet import (
     table_lines,
 )
 from benchledger.projections.source import Completeness
+from benchledger.projections.suites.lifecycle import ranks
 from benchledger.projections.suites.lifecycle.compare import METRICS, Incomparable, Row, compare
 from benchledger.projections.suites.lifecycle.page import DECIDES_PASS, GOOD_WHEN_FALSE
 from benchledger.projections.suites.lifecycle.report import not_applicable, run_completeness
@@ -48,6 +49,7 @@ METRIC_ORDER: Final = (
     "full_lifecycle",
     "pass_k",
     *(s.name for s in METRICS if s.name != "full_lifecycle"),
+    *(n for n in ranks.NAMES if n != ranks.LEAK),  # retrieval: overall, then by stage
 )
 DECIDES_PASS_ORDER: Final = tuple(c for c in CHECKS if c in DECIDES_PASS)
 
@@ -214,6 +216,8 @@ def _own(m: Matrix, name: str, i: int) -> tuple[str, str]:
     """Column ``i``'s own rate and interval for ``name``."""
     metric = m.columns[i].card.metrics[name]
     ci = fmt_interval(metric.ci.low, metric.ci.high) if metric.ci is not None else ""
+    if name.startswith("mrr"):  # a mean, not a share: shown as a number
+        return f"{fmt_num(metric.num)}/{metric.den} {ranks.display(metric)}", ci
     return _rate(metric.num, metric.den), ci
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from benchledger.projections.card import Decision, Metric, fmt_interval, fmt_num, fmt_pct, html_top
+from benchledger.projections.suites.lifecycle import ranks
 from benchledger.projections.suites.lifecycle.scorecard import (
     CHECKS,
     DUPLICATED,
@@ -26,9 +27,11 @@ from benchledger.projections.suites.lifecycle.scorecard import (
 
 SHORT: Final = 12  # characters of a hash shown in place (the whole one on hover)
 _HASH: Final = re.compile(r"\b[0-9a-f]{32,}\b")
-_DESCRIPTIONS: Final = {m.name: m.description for m in METRICS} | {
-    "pass_k": "every attempt of a protocol passed the full lifecycle (unbiased pass^k)"
-}
+_DESCRIPTIONS: Final = (
+    {m.name: m.description for m in METRICS}
+    | {"pass_k": "every attempt of a protocol passed the full lifecycle (unbiased pass^k)"}
+    | dict(ranks.DESCRIPTIONS)
+)
 # Checks whose good outcome is ``false``, by the name of that outcome: the per-protocol
 # table heads their columns so, and a fully passing unit shows no ✗.
 GOOD_WHEN_FALSE: Final = {
@@ -60,8 +63,9 @@ class Prose(NamedTuple):
 
 
 def metrics(card: Scorecard) -> list[Metric]:
-    """The card's metrics in report order, pass^k last."""
-    return [card.metrics[s.name] for s in METRICS] + [card.metrics["pass_k"]]
+    """The card's metrics in report order, pass^k, then the retrieval metrics."""
+    rates = [card.metrics[s.name] for s in METRICS] + [card.metrics["pass_k"]]
+    return rates + [card.metrics[n] for n in ranks.NAMES]
 
 
 def short_hashes(text: str) -> str:
@@ -115,7 +119,9 @@ def _fail_text(u: Unit) -> str:
 
 def _bar_chart(card: Scorecard) -> str:
     """Inline SVG scaled to the page: each metric's rate as a dot, its interval as a line."""
-    ms = [m for m in metrics(card) if m.den and m.ci is not None]
+    # The retrieval metrics by stage are in the table only (the chart keeps the overall ones).
+    shown = [m for m in metrics(card) if "." not in m.name and m.name != ranks.LEAK]
+    ms = [m for m in shown if m.den and m.ci is not None]
     lower = {s.name for s in METRICS if not s.higher_is_better}
     values = [
         f"{fmt_pct(m.rate)} ({fmt_num(m.num)}/{m.den})"
@@ -221,8 +227,8 @@ def _metric_row(m: Metric, prose: Prose) -> str:
     ci = fmt_interval(m.ci.low, m.ci.high) if m.ci is not None else ""
     return (
         f'<tr><td class="name">{esc(m.name)}</td><td class="num">{fmt_num(m.num)}/{m.den}</td>'
-        f'<td class="num">{fmt_pct(m.rate)}</td>'
-        f'<td class="num"><span class="interval">{ci}</span></td><td>{note}</td></tr>'
+        f'<td class="num">{ranks.display(m) if ranks.is_retrieval(m.name) else fmt_pct(m.rate)}'
+        f'</td><td class="num"><span class="interval">{ci}</span></td><td>{note}</td></tr>'
     )
 
 

@@ -26,6 +26,7 @@ from benchledger.projections.card import (
 )
 from benchledger.projections.source import Completeness, completeness
 from benchledger.projections.suites.lifecycle import page as html_page
+from benchledger.projections.suites.lifecycle import ranks
 from benchledger.projections.suites.lifecycle.compare import GateRow, Row
 from benchledger.projections.suites.lifecycle.scorecard import (
     CHECKS,
@@ -200,7 +201,53 @@ def table(card: Scorecard) -> str:
         frac = f"{fmt_num(m.num)}/{m.den}"
         row = f"{m.name:<30} {frac:>11} {_rate(m):>7}  {_ci(m):<16}  {_note(m, card)}"
         lines.append(row.rstrip())
+    lines += ["", *retrieval_lines(card)]
     return "\n".join(lines) + "\n"
+
+
+RETRIEVAL_HEAD: Final = ("stage", "episodes", "recall@1", "recall@5", "recall@10", "MRR")
+
+
+def retrieval_rows(card: Scorecard) -> list[tuple[str, ...]]:
+    """The retrieval table: all ranked stages, then each stage, as display strings."""
+    out = []
+    for stage in ("", *ranks.RANKED):
+        mrr = card.metrics[ranks.mrr_name(stage)]
+        cells = [ranks.display(card.metrics[ranks.recall_name(k, stage)]) for k in (1, 5, 10)]
+        out.append((stage or "all ranked", str(mrr.den), *cells, ranks.display(mrr)))
+    return out
+
+
+def retrieval_title(card: Scorecard) -> str:
+    """What the retrieval table is, and why it is empty when it is."""
+    title = "retrieval: the taught fact's rank in each episode's first search call"
+    return title + (f" (no ranks: {card.ranks_note})" if card.ranks_note else "")
+
+
+def leak_line(card: Scorecard) -> str:
+    """The abstain distractor diagnostic as one line."""
+    m = card.metrics[ranks.LEAK]
+    return (
+        f"{ranks.LEAK} {fmt_num(m.num)}/{m.den} {ranks.display(m)}: abstain episodes whose "
+        f"first search put the taught (non-answering) fact in its top {ranks.LEAK_K}; "
+        "a diagnostic, in no recall@k"
+    )
+
+
+def retrieval_lines(card: Scorecard) -> list[str]:
+    """The retrieval table for the terminal."""
+    rows = [RETRIEVAL_HEAD, *retrieval_rows(card)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(RETRIEVAL_HEAD))]
+    lines = [retrieval_title(card)]
+    for r in rows:
+        lines.append(
+            "  "
+            + "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            )
+        )
+    return [*lines, leak_line(card)]
 
 
 def markdown(card: Scorecard) -> str:
@@ -220,6 +267,10 @@ def markdown(card: Scorecard) -> str:
             f"| {m.name} | {fmt_num(m.num)}/{m.den} | {fmt_pct(m.rate)} | {_ci(m)} "
             f"| {_note(m, card)} |"
         )
+    out += ["", f"**{retrieval_title(card)}**", ""]
+    out += ["| " + " | ".join(RETRIEVAL_HEAD) + " |", "| --- |" + " ---: |" * 5]
+    out += ["| " + " | ".join(r) + " |" for r in retrieval_rows(card)]
+    out += ["", leak_line(card)]
     return "\n".join(out) + "\n"
 
 
@@ -231,6 +282,10 @@ def as_json(card: Scorecard) -> dict[str, Any]:
         if m.label:
             entry["label"] = m.label
         metrics[m.name] = entry
+    for name in ranks.NAMES:
+        m = card.metrics[name]
+        metrics[name] = {**m.as_json(), "ci_method": m.ci_method if m.ci else None,
+                         **({"label": m.label} if m.label else {})}  # fmt: skip
     metrics["pass_k"]["k"] = card.k_used
     metrics["pass_k"]["left_out"] = [
         {"protocol": pid, "attempts": n} for pid, n in card.pass_k_short
@@ -265,6 +320,13 @@ def as_json(card: Scorecard) -> dict[str, Any]:
             "description": intervals_line(card),
         },
         "metrics": metrics,
+        "retrieval": {
+            "rule": "rank of the stage's fact (protocols.grading.surfaced) among the hits "
+            "(projections.retrieval.hits) of the episode's first search call; null: a miss",
+            "stages": list(ranks.RANKED),
+            "diagnostic": ranks.LEAK,
+            "note": card.ranks_note,
+        },
         "harness_failures": card.harness_failures,
         "incomplete": card.incomplete,
         "tokens": card.tokens,
@@ -282,6 +344,7 @@ def as_json(card: Scorecard) -> dict[str, Any]:
                     "passed": u.passed(),
                     "error": u.error,
                     "outcome": {c: u.verdict(c) for c in CHECKS if c in u.decisions},
+                    "ranks": dict(u.ranks),
                 }
                 for u in units
             ]
@@ -312,7 +375,7 @@ def headline_usage(card: Scorecard) -> list[tuple[str, str]]:
 
 def page(card: Scorecard) -> str:
     """A self-contained HTML page: no scripts, no fonts, nothing fetched at view time."""
-    notes = {m.name: _note(m, card) for m in _metrics(card)}
+    notes = {m.name: _note(m, card) for m in html_page.metrics(card)}
     prose = html_page.Prose(
         header_lines(card), banners(card), intervals_line(card), notes, headline_usage(card)
     )

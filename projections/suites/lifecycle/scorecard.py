@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from benchledger.ledger.events import (
+    EpisodeFinishedEvent,
+    EpisodeStartedEvent,
     Event,
     GraderDecisionEvent,
     InfraErrorEvent,
     RunSealedEvent,
     RunStartedEvent,
+    SessionCallEvent,
     UnitAbandonedEvent,
     UnitFinishedEvent,
     UnitStartedEvent,
@@ -43,6 +46,7 @@ from benchledger.projections.stats import (
     pass_hat_k,
     wilson,
 )
+from benchledger.projections.suites.lifecycle import ranks as rk
 from benchledger.projections.usage import Usage, UsageFold, merge, sum_tokens
 
 # The checks a lifecycle unit's grader decisions carry (``GraderDecisionBody.check``).
@@ -101,6 +105,10 @@ class Unit:
     infra_errors: int = 0
     tokens: dict[str, int] = field(default_factory=dict)  # its stream's, from the usage fold
     withheld: list[tuple[int, str]] = field(default_factory=list)  # (seq, kind), redacted
+    # Each ranked stage's first search call (projections.suites.lifecycle.ranks), and the
+    # taught fact's rank in it once the scorecard knows the facts (None: a miss).
+    searches: dict[str, rk.Searched] = field(default_factory=dict)
+    ranks: dict[str, int | None] = field(default_factory=dict)
 
     @property
     def outcome_withheld(self) -> bool:
@@ -133,6 +141,11 @@ class Unit:
     def passed(self) -> bool:
         """Graded, and every applicable stage passed (docs/metrics.md, full lifecycle pass)."""
         return self.graded and lifecycle_passed(self.verdict)
+
+    @property
+    def ranked(self) -> bool:
+        """Its ranks count: graded, and no search result of it withheld by a redaction."""
+        return self.graded and not any(kind == "session_call" for _, kind in self.withheld)
 
     def all_refs(self) -> list[Ref]:
         refs = [(d.stream, d.seq) for d in self.decisions.values()]
@@ -215,7 +228,7 @@ METRICS: Final = (
     MetricSpec("capture_budget_starved", "misses where the teach budget ran out before capturing",
                _graded_and(CAPTURED, False), CAPTURED, _budget_starved, TEACH_BUDGET_EXHAUSTED),
 )  # fmt: skip
-METRIC_NAMES: Final = (*(m.name for m in METRICS), "pass_k")
+METRIC_NAMES: Final = (*(m.name for m in METRICS), "pass_k", *rk.NAMES)
 GATED: Final = (*(m.name for m in METRICS if m.gated), "pass_k")
 
 
@@ -256,6 +269,8 @@ class LifecycleFold:
                 event.stream, event.seq, link, gd.stage, gd.check, gd.verdict, gd.reason,
                 gd.answer, gd.expected, gd.origin, tuple(event.refs),
             )  # fmt: skip
+        elif isinstance(event, EpisodeStartedEvent | SessionCallEvent | EpisodeFinishedEvent):
+            rk.apply(self._unit(event.stream).searches, event)
         elif isinstance(event, InfraErrorEvent):
             self._unit(event.stream).infra_errors += 1
         elif isinstance(event, UnitFinishedEvent):
@@ -292,6 +307,10 @@ class Scorecard(NamedTuple):
     clustered: bool = False  # intervals resample protocols (a protocol has several attempts)
     usage: Usage | None = None  # the runs' durations, model calls and tokens, merged
     prices: PriceTable | None = None  # what cost is computed at (None: the packaged table)
+    # Every ranked episode (projections.suites.lifecycle.ranks), and why there are none
+    # when the run's facts could not be found ("" otherwise).
+    ranked: tuple[rk.Ranked, ...] = ()
+    ranks_note: str = ""
 
     def priced(self) -> Cost | Unpriced | None:
         """The card's cost at its price table (the packaged one unless given)."""
@@ -413,11 +432,19 @@ def pass_k_metric(units: Sequence[Unit], k: int) -> tuple[Metric, tuple[tuple[st
     return metric, short
 
 
-def scorecard(folds: Iterable[tuple[RunMeta, list[Unit]]], *, ci: str = "auto") -> Scorecard:
+def scorecard(
+    folds: Iterable[tuple[RunMeta, list[Unit]]],
+    *,
+    ci: str = "auto",
+    facts: rk.Facts | None = None,
+    facts_note: str = "",
+) -> Scorecard:
     """Metrics over one run's units, or several runs' units merged as independent passes.
 
     ``ci``: ``wilson`` treats every attempt as independent; ``cluster`` resamples
     protocols; ``auto`` clusters when some protocol has more than one attempt (k > 1).
+    ``facts``: each protocol's fact per stage, for the retrieval metrics (None: not known,
+    ``facts_note`` says why, and those metrics have empty denominators).
     """
     if ci not in CI_CHOICES:
         raise ValueError(f"unknown interval {ci!r}; use {', '.join(CI_CHOICES)}")
@@ -431,6 +458,9 @@ def scorecard(folds: Iterable[tuple[RunMeta, list[Unit]]], *, ci: str = "auto") 
     clustered = ci == "cluster" or (ci == "auto" and several)
     metrics = {spec.name: _metric(spec, units, clustered) for spec in METRICS}
     metrics["pass_k"], short = pass_k_metric(units, max(1, k))
+    ranked = _ranked(units, facts)
+    note = "" if facts is not None else facts_note or "the run's protocols were not found"
+    metrics |= rk.metrics(ranked, clustered, note and f"no ranks: {note}")
     tokens = sum_tokens(u.tokens for u in units)
     failures = sum(1 for u in units if u.counted and u.error)
     incomplete = sum(
@@ -439,4 +469,17 @@ def scorecard(folds: Iterable[tuple[RunMeta, list[Unit]]], *, ci: str = "auto") 
     usages = [m.usage for m in metas if m.usage is not None]
     usage = merge(usages) if len(usages) == len(metas) else None
     return Scorecard(metas[0], metas, units, metrics, max(1, k), failures, incomplete, tokens,
-                     short, clustered, usage)  # fmt: skip
+                     short, clustered, usage, None, tuple(ranked), note)  # fmt: skip
+
+
+def _ranked(units: Sequence[Unit], facts: rk.Facts | None) -> list[rk.Ranked]:
+    """Every finished ranked episode of the units whose ranks count (sets ``unit.ranks``)."""
+    out = []
+    for u in units:
+        if facts is None or not u.ranked:
+            u.ranks = {}
+            continue
+        u.ranks = rk.ranks(u.searches, facts.get(u.protocol_id, {}))
+        out += [rk.Ranked(u.stream, u.protocol_id, u.attempt, stage, r, u.searches[stage])
+                for stage, r in u.ranks.items()]  # fmt: skip
+    return out
