@@ -1,0 +1,34 @@
+"""The scripted agent on a LoCoMo question: one search, then the gold answer (plumbing only).
+
+Deterministic and model-free. It searches the session's memory with the question (the
+session's vocabulary, ``memory_tools.for_tools``; k = 10) so the retrieval metrics have a
+search to read, then answers the question's gold answer, or, for an adversarial question
+(category 5), "no information available", the answer LoCoMo scores right. Its F1 checks
+the suite's recording and grading end to end, never memory: only its retrieval metrics
+measure the platform.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any, Final
+
+from benchledger.harness.agents.base import Episode, Turn
+from benchledger.harness.agents.memory_tools import for_tools
+from benchledger.projections.suites.locomo.grading import ABSTENTIONS, ADVERSARIAL
+from benchledger.projections.suites.locomo.items import LocomoItem
+
+SEARCH_K: Final = 10
+
+
+def locomo_turn(episode: Episode, messages: list[dict[str, Any]], tools: Collection[str]) -> Turn:
+    """The next turn of a LoCoMo question's episode: a search, then the gold answer (pure)."""
+    item = episode.protocol
+    assert isinstance(item, LocomoItem)  # ScriptedAgent.decide sends only LoCoMo items here
+    searched = any(m["role"] == "tool" for m in messages)
+    vocab = for_tools(tools)
+    if not searched and vocab is not None:
+        return Turn("", (vocab.search_call("call-1", item.question.question, SEARCH_K),))
+    q = item.question
+    said = ABSTENTIONS[0] if q.category == ADVERSARIAL else q.answer
+    return Turn(f"FINAL ANSWER: {said}")
