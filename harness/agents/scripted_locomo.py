@@ -2,9 +2,10 @@
 
 Deterministic and model-free. It searches the session's memory with the question (the
 session's vocabulary, ``memory_tools.for_tools``; k = 10) so the retrieval metrics have a
-search to read, then answers the question's gold answer, or, for an adversarial question
-(category 5), "no information available", the answer LoCoMo scores right. Its F1 checks
-the suite's recording and grading end to end, never memory: only its retrieval metrics
+search to read, then answers the question's gold answer (for an open-domain question,
+category 3, its first ``;``-separated alternative, the one LoCoMo grades against), or, for
+an adversarial question (category 5), "no information available", the answer LoCoMo
+scores right. Its F1 checks the suite's recording and grading end to end, never memory: only its retrieval metrics
 measure the platform.
 """
 
@@ -15,7 +16,7 @@ from typing import Any, Final
 
 from benchledger.harness.agents.base import Episode, Turn
 from benchledger.harness.agents.memory_tools import for_tools
-from benchledger.projections.suites.locomo.grading import ABSTENTIONS, ADVERSARIAL
+from benchledger.projections.suites.locomo.grading import ABSTENTIONS, ADVERSARIAL, OPEN_DOMAIN
 from benchledger.projections.suites.locomo.items import LocomoItem
 
 SEARCH_K: Final = 10
@@ -30,5 +31,7 @@ def locomo_turn(episode: Episode, messages: list[dict[str, Any]], tools: Collect
     if not searched and vocab is not None:
         return Turn("", (vocab.search_call("call-1", item.question.question, SEARCH_K),))
     q = item.question
-    said = ABSTENTIONS[0] if q.category == ADVERSARIAL else q.answer
+    said = q.answer.split(";")[0].strip() if q.category == OPEN_DOMAIN else q.answer
+    if q.category == ADVERSARIAL:
+        said = ABSTENTIONS[0]
     return Turn(f"FINAL ANSWER: {said}")

@@ -72,8 +72,15 @@ class Asked(NamedTuple):
 
 
 def _calls(events: Events, episode: str) -> list[tuple[int, SessionCallBody]]:
-    return [(seq, b) for seq, b in events if isinstance(b, SessionCallBody)
-            and b.episode == episode and b.method == TOOL_CALL]  # fmt: skip
+    """The agent's tool calls in the last finished ``episode``: its last ``tool_calls``
+    tool calls (a session's own probe, such as ``platform_info``, comes before them)."""
+    found = _finished(events, episode)
+    if found is None or not found[1].tool_calls:
+        return []
+    seq, finished = found
+    calls = [(s, b) for s, b in events if isinstance(b, SessionCallBody) and s < seq
+             and b.episode == episode and b.method == TOOL_CALL]  # fmt: skip
+    return calls[-finished.tool_calls :]
 
 
 def _finished(events: Events, episode: str) -> tuple[int, EpisodeFinishedBody] | None:
