@@ -5,8 +5,8 @@ session's vocabulary, ``memory_tools.for_tools``; k = 10) so the retrieval metri
 search to read, then answers the question's gold answer (for an open-domain question,
 category 3, its first ``;``-separated alternative, the one LoCoMo grades against), or, for
 an adversarial question (category 5), "no information available", the answer LoCoMo
-scores right. Its F1 checks the suite's recording and grading end to end, never memory: only its retrieval metrics
-measure the platform.
+scores right. Its F1 checks the suite's recording and grading end to end, never memory:
+only its retrieval metrics measure the platform.
 """
 
 from __future__ import annotations
