@@ -1,6 +1,6 @@
 """The locomo suite: LoCoMo's questions asked of a platform that ingested the conversations.
 
-One unit is one question (``SAMPLE/qN``). The units of one sample in one pass share one
+One unit is one question (``SAMPLE:qN``). The units of one sample in one pass share one
 pool identity, the identity of the sample's first unit in this process's plan
 (``group_units``): that unit ingests every turn of every session, in order, as its own
 episode ``ingest`` (one memory per turn, ``[D3:1 | DATE] Speaker: text``, written with the

@@ -29,7 +29,7 @@ _MEMORY_ID: Final = re.compile(r"\[([A-Za-z]*\d+:\d+) \| ")
 
 
 class LocomoItem(NamedTuple):
-    """One question (``SAMPLE/qN``) and the sample it is asked of."""
+    """One question (``SAMPLE:qN``) and the sample it is asked of."""
 
     question: Question
     sample: Sample
