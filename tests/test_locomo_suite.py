@@ -155,6 +155,24 @@ def test_the_card_renders_in_every_format_with_the_metrics(shipped, capsys, fmt)
     assert code == 0 and "recall_at_5" in out and "f1_adversarial" in out
 
 
+def test_compare_sets_two_runs_side_by_side_the_metrics_they_differ_on_first(shipped, capsys):
+    # The scripted agent asks the same searches but answers the gold answer: its F1 differs
+    # from the reader's, its retrieval does not.
+    ledger = shipped["ledger"]
+    code, _, err = cli(capsys, "run", "--suite", "locomo", "--ledger", ledger, "--run-id", "lm2")
+    assert code == 0, err
+    code, out, _ = cli(capsys, "compare", RUN, "lm2", "--ledger", ledger)
+    assert code == 0
+    rows = [
+        line.split() for line in out.splitlines() if line.split()[:1] and "_" in line.split()[0]
+    ]
+    names = [r[0] for r in rows]
+    assert names[0] == "locomo_f1" and rows[0][2] == "1.000"
+    recall = next(r for r in rows if r[0] == "recall_at_5")
+    assert recall[1] == recall[2]
+    assert names.index("recall_at_5") > names.index("f1_single_hop")
+
+
 # -- subsets, other data, refusals ---------------------------------------------------------------
 
 

@@ -147,6 +147,6 @@ def compare(cards: Sequence[Card], ids: Sequence[str], fmt: str) -> str:
         cells = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in x) + "</tr>" for x in lines)
         heads = "".join(f"<th>{e(h)}</th>" for h in head)
         return f"<!doctype html><meta charset=utf-8><table><tr>{heads}</tr>{cells}</table>\n"
-    width = max(len(h) for h in head) + 2
+    width = max(len(v) for v in [*head, *(v for x in lines for v in x)]) + 2
     out = ["".join(h.ljust(width) for h in head)]
     return "\n".join(out + ["".join(v.ljust(width) for v in x) for x in lines]) + "\n"
