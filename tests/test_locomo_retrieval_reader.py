@@ -90,6 +90,9 @@ def test_a_speakers_name_alone_never_chooses_a_turn():
     # only the pottery turn shares a word of its own (started -> start).
     answer = _answer("What hobby did Mira start?", _refplatform(*TURNS))
     assert answer == "FINAL ANSWER: I started pottery last week."
+    # With only Mira's greeting retrieved, her name (1/3 of the question) is no answer.
+    alone = _answer("What hobby did Mira start?", _refplatform(TURNS[0]))
+    assert alone == "FINAL ANSWER: no information available"
 
 
 def test_a_when_question_is_answered_with_the_date_of_the_turn_that_answers_it():
