@@ -153,6 +153,7 @@ def test_audit_traces_a_metric_to_the_decisions_and_the_search_that_retrieved_th
 def test_the_card_renders_in_every_format_with_the_metrics(shipped, capsys, fmt):
     code, out, _ = cli(capsys, "report", RUN, "--ledger", shipped["ledger"], "--format", fmt)
     assert code == 0 and "recall_at_5" in out and "f1_adversarial" in out
+    assert "ask latency" in out and "median" in out
 
 
 def test_compare_sets_two_runs_side_by_side_the_metrics_they_differ_on_first(shipped, capsys):

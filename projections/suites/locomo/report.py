@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import statistics
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -36,8 +37,27 @@ def header(card: Card) -> list[tuple[str, str]]:
         ("questions", f"{len(card.rows)} graded of {len(card.units)} units"
                       + (f" ({m.subset})" if m.subset else "")),
         ("ingested", f"{landed} of {len(card.ingests)} sample ingestions landed whole"),
+        ("ask latency", _latency(card)),
+        ("tokens", _tokens(card)),
         ("harness failures", str(card.harness_failures)),
     )]  # fmt: skip
+
+
+def _latency(card: Card) -> str:
+    """The median and the slowest question's tool-call time, over the graded questions."""
+    times = sorted(r.asked.latency_ms for r in card.rows)
+    if not times:
+        return "-"
+    return f"median {statistics.median(times):.1f} ms, max {times[-1]:.1f} ms per question"
+
+
+def _tokens(card: Card) -> str:
+    """The model tokens the run's questions used (none for the model-free agents)."""
+    total: dict[str, int] = {}
+    for r in card.rows:
+        for key, n in r.unit.tokens.items():
+            total[key] = total.get(key, 0) + int(n)
+    return ", ".join(f"{k} {v}" for k, v in sorted(total.items()) if v) or "none recorded"
 
 
 def table(card: Card) -> str:
@@ -99,6 +119,12 @@ def as_json(card: Card) -> dict[str, Any]:
         "harness_failures": card.harness_failures,
         "incomplete": card.incomplete,
         "usage": usage_json(card.usage, None, 0) if card.usage is not None else None,
+        "ask_latency_ms": {
+            "median": statistics.median(t)
+            if (t := [r.asked.latency_ms for r in card.rows])
+            else None,
+            "max": max(t) if t else None,
+        },
         "notes": list(card.notes),
     }
 
