@@ -66,6 +66,15 @@ def cmd_bench_embedder(args: argparse.Namespace) -> int:
         raise UsageError(f"--embedder: {exc}") from None
 
 
+def cmd_bench_locomo(args: argparse.Namespace) -> int:
+    """The locomo suite's wall time (shipped set, one full-size conversation) vs no ledger."""
+    if args.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    from benchledger.benchmarks import locomo_bench  # the harness: only when asked for
+
+    return locomo_bench.run_bench(repeat=args.repeat, as_json=args.json)
+
+
 def cmd_bench_run(args: argparse.Namespace) -> int:
     """The suite with a slow model (fake, or a recorded run re-enacted) at concurrency 1 and N."""
     agent = args.agent or "fake"
@@ -101,7 +110,7 @@ def cmd_bench_run(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``bench ledger|platform|embedder|run``."""
+    """Add ``bench ledger|platform|embedder|locomo|run``."""
     bench = sub.add_parser("bench", help="performance benchmarks (ratios vs raw baselines)")
     bsub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
     p = bsub.add_parser("ledger", help="append and verify throughput vs the raw database")
@@ -156,6 +165,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--texts", type=int, default=2000, help="texts embedded (2000)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_bench_embedder)
+    p = bsub.add_parser(
+        "locomo",
+        help="the locomo suite's wall time (shipped set, a full conversation) vs no ledger",
+    )
+    p.add_argument("--repeat", type=int, default=3, help="runs per case; the median (3)")
+    p.add_argument("--json", action="store_true", help="print one JSON array")
+    p.set_defaults(func=cmd_bench_locomo)
     p = bsub.add_parser(
         "run", help="the suite with a slow model at concurrency 1 vs N (fake, or a recorded run)"
     )

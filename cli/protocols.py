@@ -7,6 +7,7 @@ import os
 
 from benchledger import protocols
 from benchledger.cli.common import EXIT_OK, UsageError, command_line
+from benchledger.protocols import locomo
 from benchledger.protocols.dataset import SEED
 from benchledger.protocols.generate import PACK_DIR, VARIANTS, write
 from benchledger.protocols.hashing import RECIPES
@@ -17,8 +18,23 @@ def _is_cases(path: str) -> bool:
     return path.lower().endswith(".jsonl") or os.path.isfile(os.path.join(path, "cases.jsonl"))
 
 
+def _is_locomo(path: str) -> bool:
+    """A LoCoMo file: one ``.json`` file holding a JSON list (a protocol file is an object)."""
+    if not (path.lower().endswith(".json") and os.path.isfile(path)):
+        return False
+    with open(path, "rb") as fh:
+        return fh.read(4096).lstrip()[:1] == b"["
+
+
 def cmd_protocols_validate(args: argparse.Namespace) -> int:
-    """Load a protocol set or case file; every problem raises InvalidInput (exit 2)."""
+    """Load a protocol set, case file or LoCoMo file; every problem raises InvalidInput
+    (exit 2)."""
+    if _is_locomo(args.path):
+        loaded = locomo.load(args.path)
+        n = sum(len(s.questions) for s in loaded.samples)
+        print(f"ok {args.path}: LoCoMo, {len(loaded.samples)} samples, {n} questions, "
+              f"sha256 {loaded.sha256}")  # fmt: skip
+        return EXIT_OK
     if _is_cases(args.path):
         cases = protocols.load_cases(args.path)
         kinds = sorted({k for c in cases.cases for k in c.expected_sources})

@@ -17,8 +17,10 @@ import dataclasses
 import datetime as dt
 import math
 import os
+import re
 import secrets
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any, Final
 
 from benchledger.harness import agents
@@ -139,15 +141,33 @@ def infra_failed(state: dict[str, Any]) -> bool:
 
 def _select(items: list[Any], only: list[str], limit: int, what: str, path: str) -> list[Any]:
     """The items a subset run runs: those ``only`` names (all if none), in set order, then
-    the first ``limit`` of them (all if 0); RunRefused naming an id the set lacks."""
+    the first ``limit`` of them (all if 0). Each of ``only`` is an id or a shell glob
+    (``conv-26/*``, fnmatch's rules, case-sensitive); RunRefused naming one that matches
+    no item of the set."""
     ids = [str(item.id) for item in items]
     for wanted in only:
-        if wanted not in ids:
+        if not any(_matches(i, wanted) for i in ids):
             has = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
-            raise RunRefused(f"--protocol {wanted}: no {what} with that id in {path} (it has "
+            kind = "matching that pattern" if _GLOB.search(wanted) else "with that id"
+            raise RunRefused(f"--protocol {wanted}: no {what} {kind} in {path} (it has "
                              f"{has})")  # fmt: skip
-    chosen = [item for item in items if not only or str(item.id) in only]
+    chosen = [item for item in items if not only or any(_matches(str(item.id), w) for w in only)]
     return chosen[:limit] if limit else chosen
+
+
+_GLOB: Final = re.compile(r"[*?\[]")
+
+
+def _matches(item_id: str, wanted: str) -> bool:
+    """Whether ``wanted`` (an id, or a glob when it holds ``*``, ``?`` or ``[``) names it."""
+    return item_id == wanted or (bool(_GLOB.search(wanted)) and fnmatchcase(item_id, wanted))
+
+
+def _grouped(suite: Suite, plans: list[UnitPlan]) -> list[UnitPlan]:
+    """``plans`` as the suite groups their identities (its optional ``group_units``: the
+    locomo suite's units of a sample share one), else as they are."""
+    group = getattr(suite, "group_units", None)
+    return list(group(plans)) if group is not None else plans
 
 
 def _suite(name: str) -> Suite:
@@ -338,6 +358,7 @@ def _plan_new(ledger: Ledger, cfg: RunConfig, spec: PlatformSpec, given: Agent |
     if shard is not None:
         ids = shard_ids(items, suite.entity, shard)
         mine = [p for p in plans if p.unit_id in ids]
+    mine = _grouped(suite, mine)
     reset = reset_record(cfg.reset_cmd, (cfg.admin_key, cfg.pool_base))
     record = RunRecord(
         suite=suite.name,
@@ -456,6 +477,7 @@ def _plan_resume(ledger: Ledger, cfg: RunConfig, given_agent: Agent | None) -> R
     agent = given_agent or _agent(cfg, record.agent, record.agent_params)
     _agent_fits(agent, items, path)
     plans, abandon = _resume_units(ledger, suite, items, record, run_id, shard, cfg.retry_infra)
+    plans = _grouped(suite, plans)
     top = max((max(p.identities) for p in plans), default=0)
     if external:
         if top > record.pool_size:

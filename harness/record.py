@@ -104,7 +104,7 @@ class Restored(NamedTuple):
 # RunConfig field -> how a resume restores it: options a resume may repeat but not change.
 # The one table: the command line marks what was given by it, ``contradictions`` checks it.
 RESTORED: Final = {
-    "protocols_path": Restored("protocols_path", ("protocols", "cases", "tasks")),
+    "protocols_path": Restored("protocols_path", ("protocols", "cases", "tasks", "data")),
     "agent": Restored("agent", ("agent",)),
     "k": Restored("k", ("k",)),
     "pool_size": Restored("pool_size", ("pool_size",)),

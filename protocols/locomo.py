@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from benchledger.ledger.codec import TooDeep, canonical_json, check_depth
+from benchledger.ledger.names import RULE, is_name
 from benchledger.protocols.document import kind_of
 from benchledger.protocols.errors import InvalidInput, Problem
 
@@ -48,7 +49,7 @@ class Session(msgspec.Struct, frozen=True):
 
 
 class Question(msgspec.Struct, frozen=True):
-    """One question: id ``SAMPLE_ID/qN`` (N counts the sample's ``qa`` from 1), its category
+    """One question: id ``SAMPLE_ID:qN`` (N counts the sample's ``qa`` from 1), its category
     (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial), the gold answer
     (``adversarial_answer`` for category 5 when it has no ``answer``) and its evidence ids."""
 
@@ -160,8 +161,9 @@ class _Check:
                 self.problem(f"[{i}]", f"a sample must be an object, got {kind_of(raw)}")
                 continue
             sample_id = self.text(raw, f"[{i}]", "sample_id")
-            if sample_id and (sample_id in seen or "/" in sample_id):
-                why = "appears twice" if sample_id in seen else "must not contain '/'"
+            if sample_id and (sample_id in seen or not is_name(sample_id)):
+                # It names the ledger's units (``SAMPLE_ID:qN``): the ledger's name grammar.
+                why = "appears twice" if sample_id in seen else RULE
                 self.problem(f"[{i}].sample_id", f"{sample_id!r} {why}")
             seen.add(sample_id)
             if sample := self.sample(raw, sample_id or f"[{i}]"):
@@ -237,4 +239,4 @@ class _Check:
         if not isinstance(evidence, list) or not all(isinstance(e, str) for e in evidence):
             self.problem(f"{where}.evidence", "must be a list of dialogue ids (text)")
             return None
-        return Question(f"{name}/q{i + 1}", question, category, answer, tuple(evidence))
+        return Question(f"{name}:q{i + 1}", question, category, answer, tuple(evidence))

@@ -144,6 +144,64 @@ def build(seed: int = SEED) -> list[dict[str, Any]]:
     return [_conversation(i, rng) for i in range(CONVERSATIONS)]
 
 
+# The full-size conversation's facts: each (verb, thing) pair is said once, with a colour.
+_VERBS = ("bought", "painted", "found", "borrowed", "lost", "repaired", "sold", "wrapped")
+_THINGS = (
+    "kite", "lamp", "scarf", "bicycle", "teapot", "umbrella", "backpack", "notebook", "vase",
+    "guitar", "clock", "jacket", "mug", "rug", "chair", "hat", "kettle", "canoe", "sled", "drum",
+    "wallet", "blanket", "mirror", "bench", "basket", "candle", "helmet", "ladder", "radio",
+    "tent", "violin", "bucket", "camera", "shovel", "tray", "boot", "glove", "pillow", "fan",
+    "clock radio",
+)  # fmt: skip
+_COLOURS = ("red", "blue", "green", "yellow", "purple", "orange", "black", "white", "grey", "pink")
+
+
+def full_size(seed: int = SEED, turns: int = 600, questions: int = 200) -> list[dict[str, Any]]:
+    """One LoCoMo-sized conversation (``turns`` turns over sessions of 20, ``questions``
+    questions, categories 2, 4 and 5), for benchmarks (``benchledger bench locomo``): each
+    fact turn says a (verb, thing) pair once, with a colour, and is followed by a reply."""
+    rng = random.Random(seed)
+    a, b = rng.sample(_NAMES, 2)
+    pairs = [(v, t) for t in _THINGS for v in _VERBS]
+    rng.shuffle(pairs)
+    if turns // 2 > len(pairs):
+        raise ValueError(f"at most {2 * len(pairs)} turns")
+    conversation: dict[str, Any] = {"speaker_a": a, "speaker_b": b}
+    facts: list[tuple[str, str, str, str, str, str]] = []  # who, verb, thing, colour, id, date
+    day = datetime.date(2022, 1, 1)
+    n = 0
+    while 2 * len(facts) < turns:
+        n += 1
+        day += datetime.timedelta(days=rng.randrange(3, 12))
+        session: list[dict[str, str]] = []
+        while len(session) < 20 and 2 * len(facts) < turns:
+            who = a if len(facts) % 2 == 0 else b
+            verb, thing = pairs[len(facts)]
+            colour = rng.choice(_COLOURS)
+            dia_id = f"D{n}:{len(session) + 1}"
+            session.append({"speaker": who, "dia_id": dia_id,
+                            "text": f"Today I {verb} a {colour} {thing}."})  # fmt: skip
+            session.append({"speaker": b if who == a else a, "dia_id": f"D{n}:{len(session) + 1}",
+                            "text": rng.choice(_REPLIES)})  # fmt: skip
+            facts.append((who, verb, thing, colour, dia_id, f"{day.day} {day:%B} {day.year}"))
+        conversation[f"session_{n}_date_time"] = _date(day, rng)
+        conversation[f"session_{n}"] = session
+    qa: list[dict[str, Any]] = []
+    for i, (who, verb, thing, colour, dia_id, date) in enumerate(facts[:questions]):
+        other = b if who == a else a
+        if i % 5 == 3:
+            qa.append({"question": f"When did {who} say they {verb} a {thing}?", "answer": date,
+                       "evidence": [dia_id], "category": 2})  # fmt: skip
+        elif i % 5 == 4:
+            question = f"What colour was the {thing} {other} {verb}?"
+            qa.append({"question": question, "adversarial_answer": colour,
+                       "evidence": [dia_id], "category": 5})  # fmt: skip
+        else:
+            qa.append({"question": f"What colour was the {thing} {who} {verb}?", "answer": colour,
+                       "evidence": [dia_id], "category": 4})  # fmt: skip
+    return [{"sample_id": "synth-full", "conversation": conversation, "qa": qa}]
+
+
 def render(seed: int = SEED) -> str:
     """The set as the committed file's text (indented JSON, a final newline)."""
     return json.dumps(build(seed), indent=1, ensure_ascii=False) + "\n"

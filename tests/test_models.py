@@ -457,7 +457,11 @@ def test_a_fake_spec_with_a_transport_gives_a_model_agent_over_it():
         ("anthropic:claude-x", "needs an API key: set ANTHROPIC_API_KEY"),
         ("openai:gpt-x", "name the server"),
         ("fake:soon", "delay must be seconds"),
-        ("llama", r"no such model provider \(known: anthropic, fake, openai, recorded, scripted\)"),
+        (
+            "llama",
+            r"no such model provider \(known: anthropic, fake, openai, recorded, retrieval, "
+            r"scripted\)",
+        ),
     ],
     ids=["anthropic", "openai", "bad-delay", "unknown"],
 )

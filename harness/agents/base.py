@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Protocol
 
 from benchledger.harness.models.transport import ModelObserver
+from benchledger.projections.suites.locomo.items import LocomoItem
 from benchledger.protocols.cases import Case
 from benchledger.protocols.schema import Protocol as LifecycleProtocol
 from benchledger.protocols.tasks import Task
@@ -37,12 +38,13 @@ class Turn(NamedTuple):
 
 class Episode(NamedTuple):
     """What an episode is about. Model agents use the prompts; the scripted agent the protocol
-    (a provenance case for the provenance lane, a task for the tasks suite)."""
+    (a provenance case for the provenance lane, a task for the tasks suite, a LoCoMo
+    question for the locomo suite)."""
 
     stage: str
     system_prompt: str
     user_prompt: str
-    protocol: LifecycleProtocol | Case | Task
+    protocol: LifecycleProtocol | Case | Task | LocomoItem
     budget: int
 
 

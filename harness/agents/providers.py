@@ -37,6 +37,21 @@ def _scripted(r: AgentRequest) -> Agent:
     return ScriptedAgent()
 
 
+def _retrieval(r: AgentRequest) -> Agent:
+    from benchledger.harness.agents.retrieval import RetrievalAgent
+
+    if r.model:
+        raise ValueError(
+            f"--agent {r.spec}: the retrieval reader takes no model: --agent retrieval"
+        )
+    if r.params or r.base_url or r.rpm or r.tpm:
+        raise ValueError(
+            "--agent retrieval calls no model: --base-url, --rpm, --tpm and sampling "
+            "options need a model agent"
+        )
+    return RetrievalAgent()  # a replay's transport, when given, is never used: no model
+
+
 def _fake(r: AgentRequest) -> Agent:
     delay = r.model or "0.3"
     try:
@@ -119,6 +134,9 @@ def _recorded(r: AgentRequest) -> Agent:
 
 
 SCRIPTED: Final = ModelProvider(_scripted, "scripted", "the scripted agent: no model (default)")
+RETRIEVAL: Final = ModelProvider(
+    _retrieval, "retrieval", "the retrieval reader: no model, answers from the search's best span"
+)
 FAKE: Final = ModelProvider(_fake, "fake[:DELAY_S]", "a local fake model (no network)")
 ANTHROPIC: Final = ModelProvider(
     _anthropic, "anthropic:MODEL", "the Anthropic API (key: $ANTHROPIC_API_KEY)"

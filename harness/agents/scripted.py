@@ -29,9 +29,11 @@ from typing import Any, Final
 from benchledger.harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
 from benchledger.harness.agents.scripted_basic_memory import NOTES_DIALECT, notes_turn
 from benchledger.harness.agents.scripted_cases import case_turn
+from benchledger.harness.agents.scripted_locomo import locomo_turn
 from benchledger.harness.agents.scripted_tasks import task_turn
 from benchledger.harness.models.transport import ModelObserver
 from benchledger.harness.platforms.server_memory import dataset_name
+from benchledger.projections.suites.locomo.items import LocomoItem
 from benchledger.protocols.cases import Case
 from benchledger.protocols.grading import ABSTAIN_ANSWER, surfaced
 from benchledger.protocols.schema import Grading, Question
@@ -47,7 +49,7 @@ _QUOTED = re.compile(r"'([^']+)'")
 def _question(episode: Episode) -> tuple[Question | None, str]:
     """The stage's question and the fact that must surface before it can be answered."""
     p = episode.protocol
-    if isinstance(p, Case | Task):  # answered by ``case_turn``, ``task_turn``
+    if isinstance(p, Case | Task | LocomoItem):  # answered by their own turns
         return None, ""
     if episode.stage == "recall":
         return p.recall, p.fact
@@ -118,6 +120,8 @@ class ScriptedAgent:
             return case_turn(episode, messages)
         if isinstance(p, Task):
             return task_turn(episode, messages, first_value)
+        if isinstance(p, LocomoItem):
+            return locomo_turn(episode, messages, tools)
         results = [m for m in messages if m["role"] == "tool"]
         n = len(results)
         if GRAPH_DIALECT in tools:
@@ -157,7 +161,7 @@ class ScriptedAgent:
         """The next turn in server-memory's dialect (see the module docstring)."""
         n = len(results)
         p = episode.protocol
-        assert not isinstance(p, Case | Task)  # decide() answers cases and tasks first
+        assert not isinstance(p, Case | Task | LocomoItem)  # decide() answers those first
         entity = dataset_name(p.entity_urn)
         if episode.stage == "teach":
             if n == 0:

@@ -26,6 +26,12 @@ def _provenance_reader() -> ReadSuite:
     return SUITE
 
 
+def _locomo_reader() -> ReadSuite:
+    from benchledger.projections.suites.locomo import SUITE
+
+    return SUITE
+
+
 def _tasks_reader() -> ReadSuite:
     from benchledger.projections.suites.tasks import SUITE
 
@@ -61,7 +67,18 @@ TASKS: Final = SuitePlugin(
     ),
     "the peer's tasks bench, live (docs/peer-studies.md)",
 )
+LOCOMO: Final = SuitePlugin(
+    "locomo",
+    _locomo_reader,
+    "benchledger.harness.suites.locomo:LocomoSuite",
+    ItemOption(
+        "--data",
+        "locomo: a LoCoMo file (locomo10.json's format; default: the shipped LoCoMo-shaped "
+        "set protocols/data/locomo/synthetic.json)",
+    ),
+    "LoCoMo's questions on conversations the platform ingested (docs/locomo.md)",
+)
 
 _HERE: Final = "benchledger.projections.suites.builtin"
-for _plugin in (LIFECYCLE, PROVENANCE, TASKS):
+for _plugin in (LIFECYCLE, LOCOMO, PROVENANCE, TASKS):
     register(_plugin, where=f"{_HERE}:{_plugin.name.upper()}")

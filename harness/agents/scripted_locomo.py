@@ -1,0 +1,37 @@
+"""The scripted agent on a LoCoMo question: one search, then the gold answer (plumbing only).
+
+Deterministic and model-free. It searches the session's memory with the question (the
+session's vocabulary, ``memory_tools.for_tools``; k = 10) so the retrieval metrics have a
+search to read, then answers the question's gold answer (for an open-domain question,
+category 3, its first ``;``-separated alternative, the one LoCoMo grades against), or, for
+an adversarial question (category 5), "no information available", the answer LoCoMo
+scores right. Its F1 checks the suite's recording and grading end to end, never memory:
+only its retrieval metrics measure the platform.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any, Final
+
+from benchledger.harness.agents.base import Episode, Turn
+from benchledger.harness.agents.memory_tools import for_tools
+from benchledger.projections.suites.locomo.grading import ABSTENTIONS, ADVERSARIAL, OPEN_DOMAIN
+from benchledger.projections.suites.locomo.items import LocomoItem
+
+SEARCH_K: Final = 10
+
+
+def locomo_turn(episode: Episode, messages: list[dict[str, Any]], tools: Collection[str]) -> Turn:
+    """The next turn of a LoCoMo question's episode: a search, then the gold answer (pure)."""
+    item = episode.protocol
+    assert isinstance(item, LocomoItem)  # ScriptedAgent.decide sends only LoCoMo items here
+    searched = any(m["role"] == "tool" for m in messages)
+    vocab = for_tools(tools)
+    if not searched and vocab is not None:
+        return Turn("", (vocab.search_call("call-1", item.question.question, SEARCH_K),))
+    q = item.question
+    said = q.answer.split(";")[0].strip() if q.category == OPEN_DOMAIN else q.answer
+    if q.category == ADVERSARIAL:
+        said = ABSTENTIONS[0]
+    return Turn(f"FINAL ANSWER: {said}")

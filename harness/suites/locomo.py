@@ -1,0 +1,214 @@
+"""The locomo suite: LoCoMo's questions asked of a platform that ingested the conversations.
+
+One unit is one question (``SAMPLE:qN``). The units of one sample in one pass share one
+pool identity, the identity of the sample's first unit in this process's plan
+(``group_units``): that unit ingests every turn of every session, in order, as its own
+episode ``ingest`` (one memory per turn, ``[D3:1 | DATE] Speaker: text``, written with the
+session's memory vocabulary, ``harness.agents.memory_tools``), and the ``ingested``
+decision records how many turns landed. The other units of the sample wait for it and
+ask under that identity. Each question is asked in a fresh session, episode ``ask``, by
+the run's agent; the one decision function (``projections.suites.locomo.decisions``)
+grades it as ``replay --level rederive`` will. docs/locomo.md, "Ingestion", says why.
+
+A unit's ``unit_started`` records the sample's identity as its teacher and its own as its
+learner, so a full replay knows, from the unit alone, whether it ingested (the two are
+the same) and under which identity it asked; a replay never waits for another unit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import Any, Final
+
+from benchledger import protocols
+from benchledger.harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
+from benchledger.harness.agents.memory_tools import for_tools
+from benchledger.harness.episode import ToolSets, run_episode
+from benchledger.harness.errors import InfraError
+from benchledger.harness.models.transport import ModelObserver
+from benchledger.harness.record import RunConfig, RunRefused
+from benchledger.harness.suites.base import Loaded, Outcome
+from benchledger.harness.unit import UnitContext, UnitFailed, UnitPlan, identity_label
+from benchledger.ledger.events import InfraErrorBody, RunRecord
+from benchledger.projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
+from benchledger.projections.suites.locomo.decisions import (
+    ASK,
+    F1,
+    INGEST,
+    ask_rulings,
+    ingest_ruling,
+)
+from benchledger.projections.suites.locomo.items import (
+    LocomoItem,
+    item_hash,
+    items_of,
+    memory_text,
+    run_config,
+)
+from benchledger.protocols import locomo
+from benchledger.protocols.locomo import Sample
+
+DEFAULT_DATA: Final = os.path.join(protocols.DATA_DIR, "locomo", "synthetic.json")
+ASK_BUDGET: Final = 6  # tool calls a question's episode may make
+SYSTEM_PROMPT: Final = (
+    "You are answering a question about a long conversation between two people, which is "
+    "stored in the platform's memory, one memory per dialogue turn. Search the memory, then "
+    "end your reply with a line 'FINAL ANSWER: <short answer>'. If the conversation does "
+    "not say, answer 'FINAL ANSWER: no information available'."
+)
+
+
+class Ingester:
+    """The harness's own writer of a sample's turns (no model): the ``ingest`` episode's
+    agent. One turn writes every memory; the next reports how many landed."""
+
+    name = "ingest"
+    model = ""
+    records_model_calls = False
+
+    def __init__(self, sample: Sample) -> None:
+        self.sample = sample
+
+    def for_unit(self, unit: UnitInfo) -> Agent:
+        return self
+
+    async def next_turn(
+        self,
+        episode: Episode,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        observer: ModelObserver | None = None,
+    ) -> Turn:
+        results = [m for m in messages if m["role"] == "tool"]
+        if len(messages) > 1:  # the writes were made: report them
+            landed = sum(not r.get("is_error") for r in results)
+            return Turn(f"ingested {landed} of {len(results)} turns")
+        vocab = for_tools([t["name"] for t in tools])
+        if vocab is None:
+            return Turn("ingested 0 of 0 turns: the session lists no memory tools to write with")
+        calls: list[ToolCall] = []
+        for session in self.sample.sessions:
+            for turn in session.turns:
+                text = memory_text(turn, session)
+                calls.append(vocab.write_call(f"w{len(calls) + 1}", text, turn.dia_id))
+        if not calls:
+            return Turn("ingested 0 of 0 turns: the sample has no turns")
+        return Turn("", tuple(calls))
+
+
+def turns(sample: Sample) -> int:
+    """How many turns ``sample`` has (the ingest episode's budget)."""
+    return sum(len(s.turns) for s in sample.sessions)
+
+
+class LocomoSuite:
+    name = "locomo"
+    identities_per_unit = 1  # a unit's own; its sample's first unit's is shared (module doc)
+    run_prefix = "lm"
+    item_noun = "question"
+    tools = ToolSets(search=SEARCH_TOOLS, capture=CAPTURE_TOOLS)
+
+    def __init__(self) -> None:
+        self.loaded: locomo.LocomoSet | None = None
+        # (sample, pass, the sample's identity) -> whether its ingestion landed: set by
+        # the ingesting unit, awaited by the others (only those this process planned).
+        self._expected: set[tuple[str, int, int]] = set()
+        self._ingested: dict[tuple[str, int, int], asyncio.Future[bool]] = {}
+
+    def default_path(self) -> str:
+        return DEFAULT_DATA
+
+    def load(self, path: str) -> Loaded:
+        self.loaded = locomo.load(path)
+        return Loaded(items_of(self.loaded.samples), self.loaded.sha256, path)
+
+    def entity(self, item: Any) -> str:
+        return f"sample:{item.sample.sample_id}"  # a sample's units share its memory
+
+    def item_hash(self, item: Any) -> str:
+        return item_hash(item)
+
+    def passed(self, outcome: Outcome) -> bool:
+        return outcome.get(F1) is True
+
+    def unit_status(self, outcome: Outcome) -> str:
+        return "right" if self.passed(outcome) else "not right"
+
+    def settle(self, config: RunConfig, external: bool) -> None:
+        """The units of a sample ask the memory its first unit ingested: one platform per
+        pass, never one per unit."""
+        if config.runtime_scope == "unit":
+            raise RunRefused(
+                "--suite locomo asks every question of a conversation the memory its first "
+                "unit ingested: use --platform-scope pass (a platform per unit would be empty)"
+            )
+
+    def configure(self, record: RunRecord) -> None:
+        pass  # nothing of its own to take from the record
+
+    def run_config(self) -> dict[str, Any]:
+        """``run_started.config``: the file's sha256 and every sample as loaded."""
+        return run_config(self.loaded) if self.loaded is not None else {}
+
+    def group_units(self, plans: Sequence[UnitPlan]) -> list[UnitPlan]:
+        """Each unit's identities as (its sample's identity, its own): the sample's is the
+        own identity of its first unit in ``plans``, per pass (that unit ingests)."""
+        first: dict[tuple[str, int], int] = {}
+        out = []
+        for p in plans:
+            own = p.identities[-1]
+            key = (p.item.sample.sample_id, p.attempt)
+            who = first.setdefault(key, own)
+            self._expected.add((*key, who))
+            out.append(dataclasses.replace(p, identities=(who, own)))
+        return out
+
+    def _future(self, key: tuple[str, int, int]) -> asyncio.Future[bool]:
+        found = self._ingested.get(key)
+        if found is None:
+            found = self._ingested[key] = asyncio.get_running_loop().create_future()
+        return found
+
+    async def _ingest(self, ctx: UnitContext, item: LocomoItem, who: int) -> None:
+        """Write every turn of the item's sample as identity ``who``, as the ``ingest`` episode.
+
+        Never retried whole: a retry would write the turns that landed twice. A failure
+        ends the unit (and the sample's other units) as an infrastructure failure."""
+        ctx.stage = INGEST
+        sample = item.sample
+        ep = Episode(INGEST, "", f"ingest {sample.sample_id}: {turns(sample)} turns", item,
+                     max(1, turns(sample)))  # fmt: skip
+        try:
+            await run_episode(Ingester(sample), ctx.platform, ctx.w, ep, who,
+                              identity_label(ctx.platform, who), tools=ctx.tools)  # fmt: skip
+        except InfraError as exc:
+            ctx.w.append(InfraErrorBody(stage=INGEST, error=exc.kind, message=exc.message,
+                                        retry=0, retryable=False))  # fmt: skip
+            await ctx.commit()
+            raise UnitFailed(f"{INGEST}: {exc}") from None
+        ctx.decisions(ingest_ruling(ctx.log))
+        await ctx.commit()
+
+    async def run_unit(self, ctx: UnitContext) -> None:
+        item: LocomoItem = ctx.plan.item
+        who, own = ctx.plan.identities[0], ctx.plan.identities[-1]
+        key = (item.sample.sample_id, ctx.plan.attempt, who)
+        if who == own:
+            waiting = self._future(key) if key in self._expected else None
+            done = False
+            try:
+                await self._ingest(ctx, item, who)
+                done = True
+            finally:  # the others ask even when some writes failed: ``ingested`` says so
+                if waiting is not None and not waiting.done():
+                    waiting.set_result(done)
+        elif key in self._expected and not await self._future(key):
+            raise UnitFailed(f"{INGEST}: the ingestion of {item.sample.sample_id} failed in "
+                             "the sample's first unit")  # fmt: skip
+        q = item.question
+        await ctx.episode(Episode(ASK, SYSTEM_PROMPT, q.question, item, ASK_BUDGET), who)
+        ctx.decisions(ask_rulings(item, ctx.log))
+        await ctx.commit()

@@ -1,0 +1,178 @@
+"""A locomo run's card rendered: a terminal table, Markdown, JSON (every question with its
+id, category, prediction, gold answer, F1, evidence recall and retrieved dialogue ids in
+rank order) and a plain HTML page; and two or more runs side by side (``compare``)."""
+
+from __future__ import annotations
+
+import html
+import json
+import statistics
+from collections.abc import Sequence
+from typing import Any, Final
+
+from benchledger.ledger.inert import inert
+from benchledger.projections.card import card_standing, fmt_num, render_card, standing_json
+from benchledger.projections.suites.locomo.scorecard import DESCRIPTIONS, METRIC_NAMES, Card
+from benchledger.projections.usage_view import usage_json
+
+ROWS_SHOWN: Final = 50  # the table and Markdown list this many questions (JSON lists all)
+
+
+def _value(card: Card, name: str) -> str:
+    m = card.metrics[name]
+    return "n/a" if m.rate is None else f"{m.rate:.3f}"
+
+
+def header(card: Card) -> list[tuple[str, str]]:
+    """What the run is: id, root, agent, platform, data, questions, ingestion."""
+    m = card.meta
+    config = m.started.config
+    landed = sum(1 for _, v, _ in card.ingests if v)
+    return [(k, inert(v)) for k, v in (
+        ("run", m.run_id),
+        ("run root", m.root or "(unsealed)"),
+        ("agent", m.agent or "-"),
+        ("platform", f"{m.platform or '-'} {m.platform_version}".strip()),
+        ("data sha256", str(config.get("file_sha256", "-"))),
+        ("questions", f"{len(card.rows)} graded of {len(card.units)} units"
+                      + (f" ({m.subset})" if m.subset else "")),
+        ("ingested", f"{landed} of {len(card.ingests)} sample ingestions landed whole"),
+        ("ask latency", _latency(card)),
+        ("tokens", _tokens(card)),
+        ("harness failures", str(card.harness_failures)),
+    )]  # fmt: skip
+
+
+def _latency(card: Card) -> str:
+    """The median and the slowest question's tool-call time, over the graded questions."""
+    times = sorted(r.asked.latency_ms for r in card.rows)
+    if not times:
+        return "-"
+    return f"median {statistics.median(times):.1f} ms, max {times[-1]:.1f} ms per question"
+
+
+def _tokens(card: Card) -> str:
+    """The model tokens the run's questions used (none for the model-free agents)."""
+    total: dict[str, int] = {}
+    for r in card.rows:
+        for key, n in r.unit.tokens.items():
+            total[key] = total.get(key, 0) + int(n)
+    return ", ".join(f"{k} {v}" for k, v in sorted(total.items()) if v) or "none recorded"
+
+
+def table(card: Card) -> str:
+    """The card as terminal text."""
+    lines = [*card_standing([card.meta])]
+    lines += [f"{k:<17} {v}" for k, v in header(card)]
+    lines.append("")
+    lines += [f"{n:<22} {_value(card, n):>6}  (n={card.metrics[n].den})" for n in METRIC_NAMES]
+    lines.append("")
+    for r in card.rows[:ROWS_SHOWN]:
+        j = r.as_json()
+        lines.append(f"{inert(j['id']):<16} c{j['category']} f1={j['f1']:.2f} "
+                     f"ev={fmt_num(j['evidence_recall'] or 0, 2)} "
+                     f"answer={inert(j['prediction'])[:60]!s}")  # fmt: skip
+    if len(card.rows) > ROWS_SHOWN:
+        lines.append(f"... {len(card.rows) - ROWS_SHOWN} more (report --format json lists all)")
+    lines += [f"note: {n}" for n in card.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    return inert(text).replace("|", "\\|")
+
+
+def markdown(card: Card) -> str:
+    """The card as Markdown."""
+    out = [f"# LoCoMo run {_md(card.meta.run_id)}", ""]
+    out += [f"- {k}: {_md(v)}" for k, v in header(card)]
+    out += ["", "| metric | value | n | what |", "|---|---|---|---|"]
+    out += [f"| {n} | {_value(card, n)} | {card.metrics[n].den} | {DESCRIPTIONS[n]} |"
+            for n in METRIC_NAMES]  # fmt: skip
+    out += ["", "| question | category | F1 | evidence recall | prediction | gold |",
+            "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in card.rows[:ROWS_SHOWN]:
+        j = r.as_json()
+        ev = "n/a" if j["evidence_recall"] is None else f"{j['evidence_recall']:.2f}"
+        out.append(f"| {_md(j['id'])} | {j['category_name']} | {j['f1']:.2f} | {ev} | "
+                   f"{_md(j['prediction'][:80])} | {_md(j['gold_answer'][:80])} |")  # fmt: skip
+    out += [f"\nnote: {_md(n)}" for n in card.notes]
+    return "\n".join(out) + "\n"
+
+
+def as_json(card: Card) -> dict[str, Any]:
+    """The card as JSON: the run, every metric, every question."""
+    m = card.meta
+    return {
+        "suite": "locomo",
+        "run_id": m.run_id,
+        "root": m.root,
+        "standing": standing_json([m]),
+        "agent": m.agent,
+        "platform": m.platform,
+        "file_sha256": m.started.config.get("file_sha256"),
+        "metrics": {
+            n: {**card.metrics[n].as_json(), "label": DESCRIPTIONS[n]} for n in METRIC_NAMES
+        },
+        "items": [r.as_json() for r in card.rows],
+        "ingestion": [{"stream": s, "verdict": v, "reason": why} for s, v, why in card.ingests],
+        "harness_failures": card.harness_failures,
+        "incomplete": card.incomplete,
+        "usage": usage_json(card.usage, None, 0) if card.usage is not None else None,
+        "ask_latency_ms": {
+            "median": statistics.median(t)
+            if (t := [r.asked.latency_ms for r in card.rows])
+            else None,
+            "max": max(t) if t else None,
+        },
+        "notes": list(card.notes),
+    }
+
+
+def page(card: Card) -> str:
+    """The card as a plain HTML page (every value escaped)."""
+    e = html.escape
+    rows = "".join(f"<tr><td>{e(n)}</td><td>{_value(card, n)}</td>"
+                   f"<td>{card.metrics[n].den}</td><td>{e(DESCRIPTIONS[n])}</td></tr>"
+                   for n in METRIC_NAMES)  # fmt: skip
+    items = "".join(
+        f"<tr><td>{e(j['id'])}</td><td>{e(j['category_name'])}</td><td>{j['f1']:.2f}</td>"
+        f"<td>{e(j['prediction'])}</td><td>{e(j['gold_answer'])}</td>"
+        f"<td>{e(' '.join(j['retrieved'][:10]))}</td></tr>"
+        for j in (r.as_json() for r in card.rows)
+    )
+    head = "".join(f"<li>{e(k)}: {e(v)}</li>" for k, v in header(card))
+    return (
+        f"<!doctype html><meta charset=utf-8><title>LoCoMo {e(card.meta.run_id)}</title>"
+        f"<ul>{head}</ul><table><tr><th>metric</th><th>value</th><th>n</th><th>what</th>"
+        f"</tr>{rows}</table><table><tr><th>question</th><th>category</th><th>F1</th>"
+        f"<th>prediction</th><th>gold</th><th>retrieved</th></tr>{items}</table>\n"
+    )
+
+
+def render(card: Card, fmt: str) -> str:
+    """``card`` in ``fmt`` (table, markdown, json, html)."""
+    return render_card(card, fmt, table=table, markdown=markdown, as_json=as_json, page=page)
+
+
+def compare(cards: Sequence[Card], ids: Sequence[str], fmt: str) -> str:
+    """Runs side by side, ``cards[0]`` the baseline: each metric and its difference, the
+    metrics on which they differ first."""
+    names = sorted(METRIC_NAMES, key=lambda n: len({_value(c, n) for c in cards}) == 1)
+    if fmt == "json":
+        body = {n: {i: c.metrics[n].rate for i, c in zip(ids, cards, strict=True)} for n in names}
+        return json.dumps({"suite": "locomo", "runs": list(ids), "metrics": body},
+                          indent=2, sort_keys=True) + "\n"  # fmt: skip
+    head = ["metric", *(inert(i) for i in ids)]
+    lines = [[n, *(_value(c, n) for c in cards)] for n in names]
+    if fmt == "markdown":
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        return "\n".join(out + ["| " + " | ".join(x) + " |" for x in lines]) + "\n"
+    if fmt == "html":
+        e = html.escape
+        cells = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in x) + "</tr>" for x in lines)
+        heads = "".join(f"<th>{e(h)}</th>" for h in head)
+        return f"<!doctype html><meta charset=utf-8><table><tr>{heads}</tr>{cells}</table>\n"
+    width = max(len(v) for v in [*head, *(v for x in lines for v in x)]) + 2
+    out = ["".join(h.ljust(width) for h in head)]
+    return "\n".join(out + ["".join(v.ljust(width) for v in x) for x in lines]) + "\n"

@@ -1,0 +1,206 @@
+"""The locomo suite's card as a fold over a run's events: LoCoMo's F1 and retrieval metrics.
+
+Every number is recomputed from the recorded run by the functions the decisions use
+(``decisions.graded``): the answer each ask episode recorded, graded by LoCoMo's rules,
+and the dialogue ids its tool calls returned. Means are over the questions that finished
+without a harness failure; a metric a question cannot have (retrieval of a question with
+no evidence) leaves it out of that mean. docs/locomo.md lists the metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
+
+from benchledger.ledger import UnusableInput
+from benchledger.ledger.events import (
+    Body,
+    EpisodeFinishedEvent,
+    Event,
+    InfraErrorEvent,
+    SessionCallEvent,
+)
+from benchledger.projections import retrieval
+from benchledger.projections.card import CI_WILSON, Metric, Ref, RunMeta
+from benchledger.projections.suites.lifecycle import scorecard as lc
+from benchledger.projections.suites.locomo import grading
+from benchledger.projections.suites.locomo.decisions import (
+    ASK,
+    CATEGORY_NAMES,
+    EVIDENCE,
+    F1,
+    INGESTED,
+    Asked,
+    graded,
+)
+from benchledger.projections.suites.locomo.items import LocomoItem, items
+
+SUITE: Final = "locomo"
+NOUN: Final = "questions"
+ADVERSARIAL_ACCURACY: Final = "adversarial_accuracy"
+MRR: Final = "mrr"
+RECALL_AT: Final = {k: f"recall_at_{k}" for k in retrieval.KS}
+PER_CATEGORY: Final = {c: f"f1_{n.replace('-', '_')}" for c, n in CATEGORY_NAMES.items()}
+METRIC_NAMES: Final = (F1, *PER_CATEGORY.values(), ADVERSARIAL_ACCURACY, EVIDENCE,
+                       *RECALL_AT.values(), MRR)  # fmt: skip
+DESCRIPTIONS: Final = {
+    F1: "mean LoCoMo score over every question (token F1 by its category's rule)",
+    **{
+        m: f"mean LoCoMo score over the {CATEGORY_NAMES[c]} questions (category {c})"
+        for c, m in PER_CATEGORY.items()
+    },
+    ADVERSARIAL_ACCURACY: "adversarial questions answered 'no information available' or "
+    "'not mentioned'",
+    EVIDENCE: "mean share of a question's evidence ids among the dialogue ids retrieved",
+    **{
+        m: f"mean share of a question's evidence ids among the first {k} retrieved"
+        for k, m in RECALL_AT.items()
+    },
+    MRR: "mean reciprocal rank of the first evidence id among those retrieved (0: none)",
+}
+CI_NONE: Final = CI_WILSON  # means carry no interval here (``Metric.ci`` None)
+
+
+class LocomoFold:
+    """Folds a run's events into units (the lifecycle fold's) and, per unit stream, the
+    events the grading reads (tool calls, finished episodes, infra errors)."""
+
+    def __init__(self) -> None:
+        self.base = lc.LifecycleFold(NOUN)
+        self.events: dict[str, list[tuple[int, Body]]] = {}
+
+    def apply(self, event: Event, link: str) -> None:
+        self.base.apply(event, link)
+        if isinstance(event, SessionCallEvent | EpisodeFinishedEvent | InfraErrorEvent):
+            self.events.setdefault(event.stream, []).append((event.seq, event.body))
+
+    def result(self) -> tuple[RunMeta, list[lc.Unit], dict[str, list[tuple[int, Body]]]]:
+        meta, units = self.base.result()
+        return meta, units, self.events
+
+
+@dataclass(frozen=True)
+class Row:
+    """One question as the card shows it."""
+
+    unit: lc.Unit
+    item: LocomoItem
+    asked: Asked
+
+    @property
+    def reciprocal_rank(self) -> float | None:
+        ranks = [r for r in self.asked.ranks if r is not None]
+        if not self.item.question.evidence:
+            return None
+        return 1.0 / min(ranks) if ranks else 0.0
+
+    def recall(self, k: int) -> float | None:
+        return retrieval.recall_at(self.asked.ranks, k)
+
+    def as_json(self) -> dict[str, Any]:
+        q = self.item.question
+        return {
+            "id": q.id,
+            "stream": self.unit.stream,
+            "attempt": self.unit.attempt,
+            "category": q.category,
+            "category_name": CATEGORY_NAMES[q.category],
+            "question": q.question,
+            "prediction": self.asked.prediction,
+            "gold_answer": q.answer,
+            "f1": self.asked.f1,
+            "evidence": list(q.evidence),
+            "evidence_recall": self.asked.evidence_recall,
+            "retrieved": list(self.asked.retrieved),
+            "evidence_ranks": list(self.asked.ranks),
+            **{RECALL_AT[k]: self.recall(k) for k in retrieval.KS},
+            "reciprocal_rank": self.reciprocal_rank,
+            "latency_ms": round(self.asked.latency_ms, 3),
+            "tokens": dict(self.unit.tokens),
+        }
+
+
+class Card(NamedTuple):
+    """One locomo run's metrics, the questions behind them and what the run is."""
+
+    meta: RunMeta
+    units: tuple[lc.Unit, ...]
+    rows: tuple[Row, ...]
+    metrics: dict[str, Metric]
+    harness_failures: int
+    incomplete: int
+    ingests: tuple[tuple[str, bool | None, str], ...]  # (stream, verdict, reason)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def usage(self) -> Any:
+        return self.meta.usage
+
+
+def _mean(name: str, scored: Sequence[tuple[Row, float | None, Ref]]) -> Metric:
+    kept = [(row, v, ref) for row, v, ref in scored if v is not None]
+    total = sum(v for _, v, _ in kept if v is not None)
+    num_refs = tuple(ref for _, v, ref in kept if v)
+    den_refs = tuple(ref for _, _, ref in kept)
+    return Metric(name, total, len(kept), None, num_refs, den_refs, DESCRIPTIONS[name],
+                  tuple(row.unit.stream for row, _, _ in kept), CI_NONE)  # fmt: skip
+
+
+def _ref(row: Row, check: str) -> Ref:
+    return row.unit.ref(check)[0] if row.unit.ref(check) else (row.unit.stream, row.asked.finished)
+
+
+def metrics(rows: Sequence[Row]) -> dict[str, Metric]:
+    """Every metric of ``METRIC_NAMES`` over ``rows``."""
+    out = {F1: _mean(F1, [(r, r.asked.f1, _ref(r, F1)) for r in rows])}
+    for c, name in PER_CATEGORY.items():
+        mine = [r for r in rows if r.item.question.category == c]
+        out[name] = _mean(name, [(r, r.asked.f1, _ref(r, F1)) for r in mine])
+    adv = [r for r in rows if r.item.question.category == grading.ADVERSARIAL]
+    abstained = [
+        (r, 1.0 if grading.abstains(r.asked.prediction) else 0.0, _ref(r, F1)) for r in adv
+    ]
+    out[ADVERSARIAL_ACCURACY] = _mean(ADVERSARIAL_ACCURACY, abstained)
+    recalled = [(r, r.asked.evidence_recall, _ref(r, EVIDENCE)) for r in rows]
+    out[EVIDENCE] = _mean(EVIDENCE, recalled)
+    for k, name in RECALL_AT.items():
+        out[name] = _mean(name, [(r, r.recall(k), _ref(r, EVIDENCE)) for r in rows])
+    out[MRR] = _mean(MRR, [(r, r.reciprocal_rank, _ref(r, EVIDENCE)) for r in rows])
+    return out
+
+
+def scorecard(folded: tuple[RunMeta, list[lc.Unit], Mapping[str, list[tuple[int, Body]]]]
+              ) -> Card:  # fmt: skip
+    """The run's card: every graded question's row and the metrics over them."""
+    meta, units, events = folded
+    notes: list[str] = []
+    try:
+        by_id = items(meta.started).by_id if meta.started.config else {}
+    except UnusableInput as exc:
+        by_id, notes = {}, [f"the run's questions cannot be read: {exc}"]
+    rows = []
+    for u in units:
+        item = by_id.get(u.protocol_id)
+        if item is None or not u.graded:
+            continue
+        asked = graded(item, events.get(u.stream, []))
+        if asked is not None:
+            rows.append(Row(u, item, asked))
+    order = {qid: i for i, qid in enumerate(by_id)}  # the data's order, not the streams'
+    rows.sort(key=lambda r: (order.get(r.item.id, len(order)), r.unit.attempt))
+    ingests = tuple((u.stream, d.verdict, d.reason) for u in units
+                    if (d := u.decisions.get(INGESTED)) is not None)  # fmt: skip
+    errored = sum(1 for u in units if u.counted and u.error)
+    incomplete = sum(1 for u in units if u.finished is None and not u.abandoned)
+    return Card(meta, tuple(units), tuple(rows), metrics(rows), errored, incomplete, ingests,
+                tuple(notes))  # fmt: skip
+
+
+def score(folded: Iterable[Any]) -> Card:
+    """The card of one folded run (a locomo run is reported on its own)."""
+    [one] = list(folded)
+    return scorecard(one)
+
+
+__all__ = ["ASK", "METRIC_NAMES", "Card", "LocomoFold", "Row", "score", "scorecard"]
