@@ -57,9 +57,11 @@ from benchledger.harness.platforms.base import (
     UnitRecorder,
     UpdateCheck,
 )
-from benchledger.harness.platforms.mem0_platform import CMD, PACKAGE, PYPI
 from benchledger.harness.platforms.platform import PlatformSpec, Provisioner
 from benchledger.harness.platforms.server_memory import dataset_name, entity_matches
+from benchledger.harness.platforms.servers import MEM0_CMD as CMD
+from benchledger.harness.platforms.servers import MEM0_PACKAGE as PACKAGE
+from benchledger.harness.platforms.servers import MEM0_PYPI as PYPI
 from benchledger.harness.platforms.session import notify
 from benchledger.harness.platforms.stdio import StdioSession, failure, open_session
 from benchledger.harness.record import redact_command

@@ -7,7 +7,6 @@ refused, before any server's code loads. The adapter is ``mem0.py``; docs/mem0.m
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Mapping
 from typing import ClassVar, Final
 
@@ -18,34 +17,19 @@ from benchledger.harness.platforms.platform import (
     Provision,
     Provisioner,
 )
-from benchledger.harness.platforms.servers import EXACT_VERSION
+from benchledger.harness.platforms.servers import (
+    MEM0_CMD,
+    MEM0_PACKAGE,
+    MEM0_PYPI,
+    MEM0_VERSION,
+    mem0_url,
+)
 
-PACKAGE: Final = "mem0ai"
-VERSION: Final = "2.2.1"  # the release `--platform mem0` runs
-PYPI: Final = "pypi:mem0ai=="  # how an installed platform is recorded
-CMD: Final = "mem0-cmd:"  # how a --mem0-cmd platform is recorded
+PACKAGE: Final = MEM0_PACKAGE  # named once, in harness.platforms.servers
+VERSION: Final = MEM0_VERSION
+PYPI: Final = MEM0_PYPI
+CMD: Final = MEM0_CMD
 KIND: Final = "mem0"
-
-
-def mem0_url(text: str) -> str:
-    """The platform url (``pypi:mem0ai==VERSION`` or ``mem0-cmd:CMD``) that ``mem0[@VERSION]``
-    or a recorded form names; "" when it is not mem0."""
-    if text == "mem0" or text.startswith(("mem0@", PYPI)):
-        version = text.rpartition("@")[2] if "@" in text else text.removeprefix(PYPI)
-        version = VERSION if version in ("mem0", "") else version
-        if not EXACT_VERSION.match(version):
-            raise ValueError(f"--platform {text!r}: pin an exact version, e.g. mem0@{VERSION}")
-        return PYPI + version
-    if text.startswith(CMD):
-        try:
-            argv = shlex.split(text.removeprefix(CMD))
-        except ValueError as exc:
-            raise ValueError(f"--mem0-cmd: {exc}") from None
-        if not argv or any("<redacted>" in a for a in argv):
-            raise ValueError("--mem0-cmd: give the command that serves mem0 (a recorded "
-                             "command with redacted secrets must be given again)")  # fmt: skip
-        return text
-    return ""
 
 
 class Mem0Platform(Platform):

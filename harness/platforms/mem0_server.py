@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import functools
+import importlib
 import json
 import os
 import re
@@ -80,16 +81,19 @@ class Mem0Store:
 
     def __init__(self, folder: str) -> None:
         import wordllama
-        from mem0 import Memory
-        from mem0.embeddings.base import EmbeddingBase
         from wordllama import WordLlama
+
+        # mem0 is imported by name: it exists only in mem0's own venv, where this script runs
+        # (docs/mem0.md), never in benchledger's, so it is no dependency of benchledger.
+        memory_class: Any = importlib.import_module("mem0").Memory
+        base: Any = importlib.import_module("mem0.embeddings.base").EmbeddingBase
 
         # The wheel ships its weights; loading from the package's own folder with downloads
         # disabled is what keeps it offline (the default looks elsewhere, then downloads).
         model = WordLlama.load(cache_dir=os.path.dirname(os.path.abspath(wordllama.__file__)),
                                disable_download=True, dim=WORDLLAMA_DIM)  # fmt: skip
 
-        class WordLlamaEmbedding(EmbeddingBase):
+        class WordLlamaEmbedding(base):
             def __init__(self) -> None:  # no config, no client: nothing to reach
                 self.config = None
 
@@ -114,7 +118,7 @@ class Mem0Store:
             "embedder": {"provider": "lmstudio", "config": {"embedding_dims": WORDLLAMA_DIM}},
             "llm": {"provider": "lmstudio", "config": {}},
         }
-        self.memory = Memory.from_config(config)
+        self.memory = memory_class.from_config(config)
         self.memory.embedding_model = WordLlamaEmbedding()
 
     def add(self, user_id: str, text: str) -> dict[str, Any]:
