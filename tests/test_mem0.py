@@ -374,3 +374,20 @@ def test_the_committed_suite_runs_on_mem0_offline_and_replays_in_full(mem0_argv,
     assert main(["replay", "real", "--level", "rederive", "--ledger", ledger]) == 0
     assert main(["replay", "real", "--level", "full", "--ledger", ledger]) == 0
     assert "all equal" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_the_plain_mem0_platform_installs_once_records_its_release_and_replays(
+    mem0_python, tmp_path, capsys
+):
+    ledger = str(tmp_path / "l.sqlite")
+    path = subset(tmp_path, SUBSET)
+    run = ["run", "--platform", "mem0", "--mem0-dir", _mem0_dir(), "--protocols", path,
+           "--ledger", ledger, "--run-id", "plain"]  # fmt: skip
+    assert main(run) == 0
+    platform = next(e for e in _events(ledger, "plain")
+                    if isinstance(e, RunStartedEvent)).body.record.platform  # fmt: skip
+    assert (platform.kind, platform.url) == ("mem0", f"pypi:mem0ai=={VERSION}")
+    assert platform.version == VERSION
+    assert main(["replay", "plain", "--level", "full", "--ledger", ledger]) == 0
+    assert "all equal" in capsys.readouterr().out
