@@ -87,7 +87,18 @@ BASIC_MEMORY: Final = Vocabulary(
     search_tool="search_notes",
 )
 
-_KNOWN: list[Vocabulary] = [REFPLATFORM, SERVER_MEMORY, BASIC_MEMORY]
+# mem0 behind benchledger's MCP server (harness/platforms/mem0_server.py): one memory is
+# one text; the user ids are the adapter's, never an agent's.
+MEM0: Final = Vocabulary(
+    name="mem0",
+    marker=frozenset({"add_memory", "search_memories"}),
+    write=lambda text, title: {"text": text},
+    search=lambda q, k: {"query": q, "limit": k},
+    write_tool="add_memory",
+    search_tool="search_memories",
+)
+
+_KNOWN: list[Vocabulary] = [REFPLATFORM, SERVER_MEMORY, BASIC_MEMORY, MEM0]
 
 
 def register(vocabulary: Vocabulary) -> Vocabulary:
@@ -102,4 +113,5 @@ def for_tools(tools: Collection[str]) -> Vocabulary | None:
     return next((v for v in _KNOWN if v.marker <= names), None)
 
 
-__all__ = ["BASIC_MEMORY", "REFPLATFORM", "SERVER_MEMORY", "Vocabulary", "for_tools", "register"]
+__all__ = ["BASIC_MEMORY", "MEM0", "REFPLATFORM", "SERVER_MEMORY", "Vocabulary", "for_tools",
+           "register"]  # fmt: skip

@@ -30,6 +30,7 @@ from benchledger.harness.agents.base import Agent, Episode, ToolCall, Turn, Unit
 from benchledger.harness.agents.scripted_basic_memory import NOTES_DIALECT, notes_turn
 from benchledger.harness.agents.scripted_cases import case_turn
 from benchledger.harness.agents.scripted_locomo import locomo_turn
+from benchledger.harness.agents.scripted_mem0 import MEM0_DIALECT, mem0_turn
 from benchledger.harness.agents.scripted_tasks import task_turn
 from benchledger.harness.models.transport import ModelObserver
 from benchledger.harness.platforms.server_memory import dataset_name
@@ -126,6 +127,10 @@ class ScriptedAgent:
         n = len(results)
         if GRAPH_DIALECT in tools:
             return self._graph_turn(episode, results)
+        if set(tools) >= MEM0_DIALECT:  # mem0's memories (scripted_mem0.py)
+            question, fact = _question(episode)
+            said = oracle(question.grading) if question is not None else ""
+            return mem0_turn(episode, results, fact=fact, answer=said)
         if set(tools) >= NOTES_DIALECT:  # basic-memory's Markdown notes
             question, fact = _question(episode)
             said = oracle(question.grading) if question is not None else ""

@@ -16,6 +16,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import ClassVar, Final
 
+from benchledger.harness.platforms.mem0_platform import MEM0 as MEM0  # docs/mem0.md
 from benchledger.harness.platforms.platform import (
     Platform,
     PlatformOption,

@@ -42,3 +42,31 @@ def basic_memory_url(text: str) -> str:
                              "command with redacted secrets must be given again)")  # fmt: skip
         return text
     return ""
+
+
+# mem0 (PyPI mem0ai, behind benchledger's MCP server: docs/mem0.md)
+MEM0_PACKAGE: Final = "mem0ai"
+MEM0_VERSION: Final = "2.2.1"  # the release `--platform mem0` runs
+MEM0_PYPI: Final = "pypi:mem0ai=="  # how an installed platform is recorded
+MEM0_CMD: Final = "mem0-cmd:"  # how a --mem0-cmd platform is recorded
+
+
+def mem0_url(text: str) -> str:
+    """The platform url (``pypi:mem0ai==VERSION`` or ``mem0-cmd:CMD``) that ``mem0[@VERSION]``
+    or a recorded form names; "" when it is not mem0."""
+    if text == "mem0" or text.startswith(("mem0@", MEM0_PYPI)):
+        version = text.rpartition("@")[2] if "@" in text else text.removeprefix(MEM0_PYPI)
+        version = MEM0_VERSION if version in ("mem0", "") else version
+        if not EXACT_VERSION.match(version):
+            raise ValueError(f"--platform {text!r}: pin an exact version, e.g. mem0@{MEM0_VERSION}")
+        return MEM0_PYPI + version
+    if text.startswith(MEM0_CMD):
+        try:
+            argv = shlex.split(text.removeprefix(MEM0_CMD))
+        except ValueError as exc:
+            raise ValueError(f"--mem0-cmd: {exc}") from None
+        if not argv or any("<redacted>" in a for a in argv):
+            raise ValueError("--mem0-cmd: give the command that serves mem0 (a recorded "
+                             "command with redacted secrets must be given again)")  # fmt: skip
+        return text
+    return ""
