@@ -202,6 +202,7 @@ BUILTINS: Final = (
     ("embedded:process", "PROCESS"),
     ("server-memory", "SERVER_MEMORY"),
     ("basic-memory", "BASIC_MEMORY"),
+    ("mcp", "MCP"),
     ("url", "URL"),
 )
 for _name, _attr in BUILTINS:
