@@ -277,7 +277,7 @@ class _Check:
             if required:
                 raise self.fail(key, "missing")
             return ""
-        if not isinstance(value, str) or not value.strip():
+        if not isinstance(value, str) or not value:  # a separator may be whitespace
             raise self.fail(key, "must be a non-empty string")
         return value
 
