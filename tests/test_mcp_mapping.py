@@ -10,6 +10,7 @@ hand-written adapter's on the same protocols. Both are slow (real servers).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -20,9 +21,8 @@ import pytest
 
 from benchledger import protocols
 from benchledger.cli import main
-from benchledger.harness.agents import ScriptedAgent
+from benchledger.harness.agents import ScriptedAgent, memory_tools
 from benchledger.harness.agents.base import Episode
-from benchledger.harness.agents import memory_tools
 from benchledger.harness.agents.memory_tools import for_tools
 from benchledger.harness.errors import PlatformStartFailed
 from benchledger.harness.platforms import generic_install
@@ -115,8 +115,10 @@ BROKEN = [
      "needs argument"),
     ("identities-tools-short", _swap('tools = ["put", "find", "list"]', 'tools = ["put"]'),
      "identities.tools", "write, search and read-back"),
-    ("no-write", _swap('[write]\ntool = "put"\narguments = { text = "{fact}", topic = "{title}" }\n',
-                       ""), "write", "missing"),
+    ("misspelt-write", _swap('[write]\ntool = "put"\n', "[writex]\n"), "writex", "unknown key"),
+    ("no-write", _swap('[write]\ntool = "put"\n'
+                       'arguments = { text = "{fact}", topic = "{title}" }\n', ""), "write",
+     "missing"),
     ("write-no-tool", _swap('tool = "put"\n', ""), "write.tool", "missing"),
     ("write-bad-tool", _swap('tool = "put"', 'tool = "put it"'), "write.tool", "tool name"),
     ("write-no-fact", _swap('text = "{fact}"', 'text = "x"'), "write.arguments", "{fact}"),
@@ -251,8 +253,8 @@ def test_the_scripted_agent_corrects_a_mapped_memory_by_reading_its_id_deleting_
     agent = ScriptedAgent()
     first = agent.decide(_episode(p.id, "update"), [], tools).tool_calls[0]
     assert first.name == "memory_list"
-    listing = ('{"memories": [{"content": "%s", "content_hash": "h1"}, '
-               '{"content": "else", "content_hash": "h2"}]}') % p.fact  # fmt: skip
+    listing = json.dumps({"memories": [{"content": p.fact, "content_hash": "h1"},
+                                        {"content": "else", "content_hash": "h2"}]})  # fmt: skip
     said = [{"role": "tool", "text": listing}]
     second = agent.decide(_episode(p.id, "update"), said, tools).tool_calls[0]
     assert (second.name, second.arguments) == ("memory_delete", {"content_hash": "h1"})
@@ -355,7 +357,8 @@ separate = "process"
 [write]
 tool = "create_entities"
 # One entity per memory: create_entities ignores a name that exists.
-arguments = {{ entities = [{{ name = "{{entity}} | {{fact}}", entityType = "dataset", observations = ["{{fact}}"] }}] }}
+arguments.entities = [{{ name = "{{entity}} | {{fact}}", entityType = "dataset", \
+observations = ["{{fact}}"] }}]
 [search]
 tool = "search_nodes"
 arguments = {{ query = "{{query}}" }}
