@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -398,3 +400,34 @@ def test_a_mapped_server_memory_gives_the_hand_written_adapters_verdicts(tmp_pat
     hand, mapped = _decisions(ledger, "hand"), _decisions(ledger, "mapped")
     assert hand and mapped == hand
     assert main(["replay", "mapped", "--level", "full", "--ledger", ledger]) == 0
+
+
+PLATFORMS_DOC = os.path.join("docs", "platforms.md")
+
+
+def _doc() -> str:
+    with open(PLATFORMS_DOC, encoding="utf-8") as f:
+        return f.read()
+
+
+def test_the_worked_example_in_the_platforms_doc_is_a_mapping_the_loader_takes():
+    block = re.search(r"### A worked example.*?```toml\n(.*?)```", _doc(), re.S)
+    assert block is not None
+    m = parse(block.group(1), "worked-example.toml")
+    assert (m.name, m.separate, m.items_at, m.needs_id) == ("toy-memory", "process", "results",
+                                                            True)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_generic_mcp_command_in_the_platforms_doc_runs_the_suite_to_a_replayable_run(
+    tmp_path, mcp_dir, monkeypatch, capsys
+):
+    block = re.search(r"<!-- generic-mcp -->\n```console\n(.*?)```", _doc(), re.S)
+    assert block is not None
+    argv = shlex.split(block.group(1).strip())
+    assert argv[:2] == ["benchledger", "run"] and "--ledger" not in argv
+    monkeypatch.setenv("BENCHLEDGER_MCP_DIR", mcp_dir)
+    ledger = str(tmp_path / "l.sqlite")
+    assert main([*argv[1:], "--ledger", ledger, "--run-id", "doc"]) == 0
+    assert "full_lifecycle                       30/30" in capsys.readouterr().out
+    assert main(["replay", "doc", "--level", "full", "--ledger", ledger]) == 0
