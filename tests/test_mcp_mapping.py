@@ -431,3 +431,63 @@ def test_the_generic_mcp_command_in_the_platforms_doc_runs_the_suite_to_a_replay
     assert main([*argv[1:], "--ledger", ledger, "--run-id", "doc"]) == 0
     assert "full_lifecycle                       30/30" in capsys.readouterr().out
     assert main(["replay", "doc", "--level", "full", "--ledger", ledger]) == 0
+
+
+ECHO_SERVER = """\
+import os
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("echo-memory")
+kept: list[str] = []
+
+
+@app.tool()
+def put(text: str) -> str:
+    kept.append(text)
+    return "kept with token " + os.environ["ECHO_TOKEN"]
+
+
+@app.tool()
+def find(q: str) -> str:
+    return "\\n".join(kept) + " token=" + os.environ["ECHO_TOKEN"]
+
+
+app.run()
+"""
+
+
+def test_a_secret_the_server_echoes_never_reaches_the_ledger(tmp_path, monkeypatch, capsys):
+    """A variable named secret reaches the server from the environment; its value, echoed
+    back in every answer, is scrubbed before the agent, the checks or the ledger see it."""
+    pytest.importorskip("mcp.server.mcpserver")
+    server = tmp_path / "echo_server.py"
+    server.write_text(ECHO_SERVER)
+    mapping = tmp_path / "echo.toml"
+    mapping.write_text(f"""\
+name = "echo"
+[server]
+command = "{sys.executable}"
+args = ["{server}"]
+secrets = ["ECHO_TOKEN"]
+[write]
+tool = "put"
+arguments = {{ text = "{{fact}}" }}
+[search]
+tool = "find"
+arguments = {{ q = "{{query}}" }}
+[readback]
+tool = "find"
+arguments = {{ q = "{{fact}}" }}
+""")
+    token = "tok-" + "9f3a" * 6
+    monkeypatch.setenv("ECHO_TOKEN", token)
+    ledger = tmp_path / "l.sqlite"
+    path = subset(tmp_path, ["bl-audit-channel"])  # taught, then corrected
+    argv = ["run", "--platform", f"mcp:{mapping}", "--protocols", path, "--ledger", str(ledger)]
+    assert main([*argv, "--run-id", "echo"]) == 0
+    out = capsys.readouterr()
+    assert "capture_rate                           1/1" in out.out
+    assert "update in 1 unit(s): the mapping names no correction" in out.out
+    stored = b"".join(f.read_bytes() for f in tmp_path.glob("l.sqlite*"))  # with its WAL
+    assert b"<redacted>" in stored and token.encode() not in stored
+    assert token not in out.out + out.err

@@ -59,8 +59,9 @@ from benchledger.harness.platforms.base import (
 from benchledger.harness.platforms.generic_install import command
 from benchledger.harness.platforms.mcp_mapping import McpMapping, fill
 from benchledger.harness.platforms.platform import PlatformSpec, Provisioner
-from benchledger.harness.platforms.session import notify
+from benchledger.harness.platforms.session import notify, scrubbed
 from benchledger.harness.platforms.stdio import StdioSession, failure, open_session
+from benchledger.harness.scrub import Scrubber, scrubber
 from benchledger.ledger.events import PlatformRecord
 from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
 from benchledger.protocols.grading import surfaced
@@ -98,20 +99,28 @@ def merged(own: CallResult, shared: CallResult) -> tuple[str, Any]:
 
 
 class Server:
-    """One long-lived server process: unrecorded calls, one at a time."""
+    """One long-lived server process: unrecorded calls, one at a time, answers scrubbed of
+    the mapping's secrets (a server may echo its token back) before anything reads them."""
 
-    def __init__(self, session: StdioSession, label: str) -> None:
+    def __init__(self, session: StdioSession, label: str, scrub: Scrubber | None = None) -> None:
         self.session = session
         self.label = label
         self.lock = asyncio.Lock()
+        self.scrub = scrub or scrubber()
 
     async def call(self, name: str, arguments: dict[str, Any]) -> CallResult:
         """One unrecorded ``tools/call``; InfraError when the server fails."""
         async with self.lock:
             try:
-                return await self.session.call(name, arguments)
+                got = await self.session.call(name, arguments)
             except Exception as exc:
-                raise failure(exc, f"tools/call {name} on {self.label}") from None
+                raise scrubbed(
+                    failure(exc, f"tools/call {name} on {self.label}"), self.scrub
+                ) from None
+        if not self.scrub:
+            return got
+        s = self.scrub.value
+        return CallResult(s(got.text), got.is_error, s(got.data), got.latency_ms, s(got.content))
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """The server's tools, unrecorded."""
@@ -199,6 +208,7 @@ class GenericMcp:
         self._stack = stack
         self._errlog = errlog
         self._servers: dict[str, Server] = {}
+        self._scrub = scrubber(*(env[k] for k in mapping.secrets if env.get(k)))
         self._starting: dict[str, asyncio.Lock] = {}
         self._identities: dict[int, asyncio.Lock] = {}
 
@@ -253,7 +263,7 @@ class GenericMcp:
         async def serve() -> None:
             try:
                 async with open_session(argv, env=env, errlog=errlog, label=label) as session:
-                    ready.set_result(Server(session, label))
+                    ready.set_result(Server(session, label, self._scrub))
                     await stop.wait()
             except BaseException as exc:
                 if not ready.done():
