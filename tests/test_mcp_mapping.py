@@ -103,7 +103,7 @@ BROKEN = [
     ("secret-with-value", _swap('TOY_HOME = "{data}"', 'TOY_TOKEN = "s3cr3t"'),
      "server.env.TOY_TOKEN", "secret"),
     ("secret-bad-name", _swap('"TOY_TOKEN"]', '"9X"]'), "server.secrets", "environment"),
-    ("server-unknown-key", _swap("[server.env]", "url = 1\n[server.env]"), "server.url",
+    ("server-unknown-key", _swap("[server.env]", "port = 1\n[server.env]"), "server.port",
      "unknown key"),
     ("install-no-pip", GOOD + "[install]\npython = []\n", "install.pip", "missing"),
     ("install-unpinned", GOOD + '[install]\npip = "toy"\n', "install.pip", "pin"),
@@ -148,6 +148,18 @@ BROKEN = [
      "correction.arguments", "{fact}"),
     ("shared-not-process", _swap('[shared]\nseparate = "process"', '[shared]\nseparate = "x"'),
      "shared.separate", "process"),
+    ("url-and-command", _swap("[server.env]", 'url = "http://127.0.0.1:1/mcp"\n[server.env]'),
+     "server.url", "not both"),
+    ("url-with-credentials", _swap('command = "toy-server"\nargs = ["serve", "--db", "{data}/db"]\n'
+                                   'secrets = ["TOY_TOKEN"]\n[server.env]\nTOY_HOME = "{data}"\n',
+                                   'url = "http://me:pw@host/mcp"\n'), "server.url", "credentials"),
+    ("url-with-args", _swap('command = "toy-server"', 'url = "http://127.0.0.1:1/mcp"'),
+     "server.url", "no args"),
+    ("shared-identity-missing", _swap('separate = "process"', 'separate = "argument"'),
+     "shared.identity", "missing"),
+    ("shared-identity-with-process", _swap('[shared]\nseparate = "process"',
+                                           '[shared]\nseparate = "process"\nidentity = "s"'),
+     "shared.identity", "only with"),
     ("shared-no-separate", _swap('separate = "process"', 'other = 1'), "shared.other",
      "unknown key"),
 ]  # fmt: skip
@@ -491,3 +503,97 @@ arguments = {{ q = "{{fact}}" }}
     stored = b"".join(f.read_bytes() for f in tmp_path.glob("l.sqlite*"))  # with its WAL
     assert b"<redacted>" in stored and token.encode() not in stored
     assert token not in out.out + out.err
+
+
+HTTP_SERVER = """\
+import itertools
+import json
+import sys
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("agents-memory")
+kept: dict[str, dict[str, str]] = {}
+made = itertools.count()
+
+
+@app.tool()
+def put(text: str, agent: str = "anyone") -> str:
+    kept.setdefault(agent, {})[f"m{next(made)}"] = text
+    return "kept"
+
+
+@app.tool()
+def find(q: str, agent: str = "anyone") -> str:
+    items = [{"id": k, "text": v} for k, v in kept.get(agent, {}).items()]
+    return json.dumps({"items": items})
+
+
+@app.tool()
+def drop(ref: str, agent: str = "anyone") -> str:
+    kept.get(agent, {}).pop(ref, None)
+    return "dropped"
+
+
+app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+"""
+
+
+def test_a_server_at_a_url_with_identities_and_shared_knowledge_as_arguments_runs_and_replays(
+    tmp_path, capsys
+):
+    """One streamable-HTTP server on loopback: each identity, and the shared knowledge,
+    is an ``agent`` argument the harness puts in; the run verifies and replays in full."""
+    pytest.importorskip("mcp.server.mcpserver")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = tmp_path / "http_server.py"
+    server.write_text(HTTP_SERVER)
+    proc = subprocess.Popen([sys.executable, str(server), str(port)], stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the server says when it listens
+            if "running on" in line.lower():
+                break
+        mapping = tmp_path / "agents.toml"
+        mapping.write_text(f"""\
+name = "agents-memory"
+[server]
+url = "http://127.0.0.1:{port}/mcp"
+[identities]
+separate = "argument"
+argument = "agent"
+tools = ["put", "find", "drop"]
+[write]
+tool = "put"
+arguments = {{ text = "{{fact}}" }}
+[search]
+tool = "find"
+arguments = {{ q = "{{query}}" }}
+[readback]
+tool = "find"
+arguments = {{ q = "" }}
+path = "items"
+id_field = "id"
+text_field = "text"
+[correction]
+mode = "delete"
+tool = "drop"
+arguments = {{ ref = "{{id}}" }}
+[shared]
+separate = "argument"
+identity = "shared-knowledge"
+""")
+        ledger = str(tmp_path / "l.sqlite")
+        path = subset(tmp_path, ["bl-audit-channel", "bl-whale-orders"])
+        argv = ["run", "--platform", f"mcp:{mapping}", "--protocols", path, "--ledger", ledger]
+        assert main([*argv, "--run-id", "url", "--concurrency", "1"]) == 0
+        assert "full_lifecycle                         2/2" in capsys.readouterr().out
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert main(["replay", "url", "--level", "full", "--ledger", ledger]) == 0
+    assert "all equal" in capsys.readouterr().out

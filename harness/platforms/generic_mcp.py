@@ -35,9 +35,10 @@ import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, Final, TextIO
 
+import httpx2
 import msgspec
 
 from benchledger.harness.errors import InfraError, PlatformStartFailed
@@ -57,10 +58,12 @@ from benchledger.harness.platforms.base import (
     UpdateCheck,
 )
 from benchledger.harness.platforms.generic_install import command
+from benchledger.harness.platforms.http import TRANSPORT as HTTP_TRANSPORT
+from benchledger.harness.platforms.http import ListedToolsSession, streams, translate
 from benchledger.harness.platforms.mcp_mapping import McpMapping, fill
 from benchledger.harness.platforms.platform import PlatformSpec, Provisioner
-from benchledger.harness.platforms.session import notify, scrubbed
-from benchledger.harness.platforms.stdio import StdioSession, failure, open_session
+from benchledger.harness.platforms.session import ObservedSession, notify, observed, scrubbed
+from benchledger.harness.platforms.stdio import failure, open_session
 from benchledger.harness.scrub import Scrubber, scrubber
 from benchledger.ledger.events import PlatformRecord
 from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
@@ -92,17 +95,24 @@ def identity_name(pool_index: int) -> str:
 
 
 def merged(own: CallResult, shared: CallResult) -> tuple[str, Any]:
-    """Two servers' answers to one read as one: ``[own, shared]``, each parsed or as text."""
-    both = [own.data if own.data is not None else own.text,
-            shared.data if shared.data is not None else shared.text]  # fmt: skip
+    """Two servers' answers to one read as one: ``[own, shared]``, each its text parsed as
+    JSON, else the text (what an agent reads, not a structured wrapper of it)."""
+    both = [_parsed(own.text), _parsed(shared.text)]
     return json.dumps(both, indent=1, ensure_ascii=False), both
+
+
+def _parsed(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 class Server:
     """One long-lived server process: unrecorded calls, one at a time, answers scrubbed of
     the mapping's secrets (a server may echo its token back) before anything reads them."""
 
-    def __init__(self, session: StdioSession, label: str, scrub: Scrubber | None = None) -> None:
+    def __init__(self, session: ObservedSession, label: str, scrub: Scrubber | None = None) -> None:
         self.session = session
         self.label = label
         self.lock = asyncio.Lock()
@@ -137,19 +147,24 @@ class MappedSession:
 
     def __init__(
         self, mapping: McpMapping, own: Server, shared: Server | None, observer: Observer | None,
-        email: str, inject: str = "",
+        email: str, inject: str = "", shared_inject: str = "",
     ) -> None:  # fmt: skip
         self.mapping = mapping
         self._own = own
         self._shared = shared
         self._observer = observer
         self._inject = inject
+        self._shared_inject = shared_inject
         self.email = email
 
-    def wire(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The arguments as sent: the identity put in where the mapping says."""
-        if self._inject and name in self.mapping.argument_tools:
-            return {**arguments, self.mapping.argument: self._inject}
+    def wire(
+        self, name: str, arguments: dict[str, Any], inject: str | None = None
+    ) -> dict[str, Any]:
+        """The arguments as sent: the identity (``inject``, else the session's) put in where
+        the mapping says."""
+        who = self._inject if inject is None else inject
+        if who and name in self.mapping.argument_tools:
+            return {**arguments, self.mapping.argument: who}
         return arguments
 
     async def list_tools(self) -> list[dict[str, Any]]:
@@ -176,7 +191,7 @@ class MappedSession:
         mine = await self._own.call(name, self.wire(name, arguments))
         got = mine
         if self._shared is not None and name in self.mapping.read_tools:
-            theirs = await self._shared.call(name, arguments)
+            theirs = await self._shared.call(name, self.wire(name, arguments, self._shared_inject))
             if mine.is_error or theirs.is_error:
                 got = mine if mine.is_error else theirs
             else:
@@ -233,11 +248,14 @@ class GenericMcp:
     def _key(self, who: int | None) -> str:
         """Which server serves identity ``who`` (None: the shared knowledge)."""
         if who is None:
-            return SHARED
+            return SHARED if self.mapping.shared_separate == "process" else POOL
         return POOL if self.mapping.separate == "argument" else identity_name(who)
 
     def _inject(self, who: int | None) -> str:
-        return identity_name(who) if who is not None and self.mapping.separate == "argument" else ""
+        """The identity put into the calls of ``who`` (None: the shared knowledge's)."""
+        if who is None:
+            return self.mapping.shared_identity
+        return identity_name(who) if self.mapping.separate == "argument" else ""
 
     async def _server(self, key: str) -> Server:
         """The server of data folder ``key``, started on first use."""
@@ -262,7 +280,7 @@ class GenericMcp:
 
         async def serve() -> None:
             try:
-                async with open_session(argv, env=env, errlog=errlog, label=label) as session:
+                async with self._open(argv, env, errlog, label) as session:
                     ready.set_result(Server(session, label, self._scrub))
                     await stop.wait()
             except BaseException as exc:
@@ -280,6 +298,23 @@ class GenericMcp:
         self._stack.push_async_callback(halt)
         return await ready
 
+    def _open(
+        self, argv: list[str], env: dict[str, str], errlog: TextIO, label: str
+    ) -> AbstractAsyncContextManager[ObservedSession]:
+        """An unrecorded session with one server: started over stdio, or reached at the URL."""
+        if not self.mapping.url:
+            return open_session(argv, env=env, errlog=errlog, label=label)
+        http = httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=120.0))
+        return observed(
+            streams(self.mapping.url, http),
+            ListedToolsSession,
+            lambda client: ObservedSession(client, None, fail=translate),
+            transport=HTTP_TRANSPORT,
+            fail=translate,
+            opening=f"opening an MCP session with {label} at {self.mapping.url}",
+            during=f"the MCP session with {label}",
+        )
+
     @asynccontextmanager
     async def session(
         self, pool_index: int | None, observer: Observer | None = None
@@ -295,9 +330,9 @@ class GenericMcp:
         lock = self._identities.setdefault(pool_index, asyncio.Lock())
         async with lock:
             own = await self._server(self._key(pool_index))
-            shared = await self._server(SHARED) if self.mapping.shared else None
+            shared = await self._server(self._key(None)) if self.mapping.shared else None
             yield MappedSession(self.mapping, own, shared, observer, self.email(pool_index),
-                                self._inject(pool_index))  # fmt: skip
+                                self._inject(pool_index), self._inject(None))  # fmt: skip
 
     async def describe(self) -> Description:
         """What the server says it is; every tool the mapping names must be listed."""
@@ -523,7 +558,7 @@ class GenericMcpProvisioner(Provisioner):
     async def argv(self) -> tuple[str, ...]:
         """The server's command line (installing it on first use)."""
         async with self._installing:
-            if not self._argv:
+            if not self._argv and not self.mapping.url:  # a server at a URL runs already
                 exe = await asyncio.to_thread(command, self.mapping, self.root, self.python)
                 self._argv = (exe, *self.mapping.args)
         return self._argv

@@ -34,6 +34,7 @@ _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _TOOL = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PIP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[0-9][0-9A-Za-z.+!-]*$")
+_URL = re.compile(r"^https?://[^/@\s]+(/\S*)?$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 REQUIREMENTS: Final = ("sqlite-extensions",)  # what install.python may ask of a Python
 _PY_MIN = re.compile(r"^>=3\.(\d{1,2})$")
@@ -56,7 +57,7 @@ _KEYS: Final[dict[str, frozenset[str]]] = {
             "shared",
         }
     ),
-    "server": frozenset({"command", "args", "env", "secrets"}),
+    "server": frozenset({"command", "args", "env", "secrets", "url"}),
     "install": frozenset({"pip", "python"}),
     "identities": frozenset({"separate", "argument", "tools"}),
     "write": frozenset({"tool", "arguments"}),
@@ -65,7 +66,7 @@ _KEYS: Final[dict[str, frozenset[str]]] = {
         {"tool", "arguments", "path", "id_field", "id_pattern", "text_field", "hit_separator"}
     ),
     "correction": frozenset({"mode", "tool", "arguments"}),
-    "shared": frozenset({"separate"}),
+    "shared": frozenset({"separate", "identity"}),
 }
 _ALLOWED: Final[dict[str, frozenset[str]]] = {
     "server.args": frozenset({"data"}),
@@ -95,7 +96,7 @@ class McpMapping:
     sha: str
     name: str
     version: str
-    command: str
+    command: str  # "" when the server is reached at ``url`` (streamable HTTP)
     args: tuple[str, ...]
     env: dict[str, str]
     secrets: tuple[str, ...]
@@ -115,6 +116,9 @@ class McpMapping:
     correction: ToolCallTemplate | None
     correction_mode: str
     shared: bool
+    shared_separate: str = ""  # "process": a server of its own; "argument": an identity
+    shared_identity: str = ""  # the shared knowledge's identity ("argument")
+    url: str = ""
 
     @property
     def read_tools(self) -> frozenset[str]:
@@ -333,7 +337,15 @@ def parse(text: str, path: str) -> McpMapping:
         raise c.fail("name", "use lower-case letters, digits, '.', '_' or '-' (at most 64)")
     version = c.text(data, "version")
     server = c.table(data, "server", required=True)
-    command = c.text(server, "server.command", required=True)
+    url = c.text(server, "server.url")
+    command = c.text(server, "server.command", required=not url)
+    if url and command:
+        raise c.fail("server.url", "give command (stdio) or url (streamable HTTP), not both")
+    if url and not _URL.match(url):
+        raise c.fail("server.url", "an http(s):// URL without credentials, e.g. "
+                     "http://127.0.0.1:8000/mcp")  # fmt: skip
+    if url and (server.get("args") or server.get("env") or server.get("secrets")):
+        raise c.fail("server.url", "a server at a URL runs already: no args, env or secrets")
     args = c.strings(server, "server.args")
     c.template(list(args), "server.args")
     env = server.get("env", {})
@@ -361,6 +373,8 @@ def parse(text: str, path: str) -> McpMapping:
         if need not in REQUIREMENTS and not _PY_MIN.match(need):
             raise c.fail("install.python", f"{need[:40]!r}: use >=3.N or "
                                            f"{', '.join(REQUIREMENTS)}")  # fmt: skip
+    if install and url:
+        raise c.fail("install", "a server at a URL is not installed: drop [install]")
     if install and "/" in command:
         raise c.fail("server.command", "with [install], name the installed command alone")
     ids = c.table(data, "identities", required=False)
@@ -408,8 +422,20 @@ def parse(text: str, path: str) -> McpMapping:
         if not (uses(correction.arguments, "id") or uses(correction.arguments, "old")):
             raise c.fail("correction.arguments", "must name the original: {id} or {old}")
     shared = c.table(data, "shared", required=False)
-    if shared and c.text(shared, "shared.separate", required=True) != "process":
-        raise c.fail("shared.separate", 'use "process" (a server with its own data folder)')
+    shared_separate = c.text(shared, "shared.separate", required=True) if shared else ""
+    if shared_separate not in ("", *SEPARATIONS):
+        raise c.fail("shared.separate", 'use "process" (a server with its own data folder) '
+                     'or "argument" (an identity of the pool server)')  # fmt: skip
+    shared_identity = c.text(shared, "shared.identity") if shared else ""
+    if shared_separate == "argument" and separate != "argument":
+        raise c.fail("shared.separate", 'a shared identity needs identities.separate = "argument"')
+    if shared_separate == "argument" and not shared_identity:
+        raise c.fail("shared.identity", "missing (the identity holding shared knowledge)")
+    if shared_separate == "process" and shared_identity:
+        raise c.fail("shared.identity", 'only with separate = "argument"')
+    if url and (separate != "argument" or shared_separate == "process"):
+        raise c.fail("identities.separate", 'a server at a URL is one server: separate = '
+                     '"argument" for identities and shared knowledge')  # fmt: skip
     if separate == "argument" and not uses_any(write, search, readback, argument_tools):
         raise c.fail("identities.tools", "must name the write, search and read-back tools")
     return McpMapping(
@@ -420,7 +446,8 @@ def parse(text: str, path: str) -> McpMapping:
         id_field=id_field,
         id_pattern=id_pattern, text_field=c.text(rb, "readback.text_field"),
         hit_separator=separator, correction=correction, correction_mode=mode,
-        shared=bool(shared),
+        shared=bool(shared), shared_separate=shared_separate,
+        shared_identity=shared_identity, url=url,
     )  # fmt: skip
 
 
