@@ -4,12 +4,13 @@ The lifecycle maps onto a mapped server like this (docs/platforms.md, "Any MCP m
 server"):
 
 - servers are long-lived stdio processes, one per data folder, started on first use and
-  stopped with the runtime; calls to one server go one at a time (a store may
-  read-modify-write its files). Pool identity N is ``bench-agent-NNN``: with ``separate =
+  stopped with the runtime (or one server at ``server.url``, reached over streamable
+  HTTP); calls to one server go one at a time (a store may read-modify-write its files). Pool identity N is ``bench-agent-NNN``: with ``separate =
   "process"`` a server (and data folder) of its own; with ``separate = "argument"`` one
   pool server, the identity put into the mapping's argument of the mapping's tools (and
   hidden from the tools' schemas, as a handle is);
-- shared knowledge (``[shared]``) is one more server with its own data folder; a pool
+- shared knowledge (``[shared]``) is one more server with its own data folder, or an
+  identity of the pool server (``separate = "argument"``); a pool
   session's reads (the search and read-back tools) are answered by its own server and
   the shared one, the answer being ``[own, shared]`` (each parsed JSON or text), and the
   reviewer's session is the shared server. Without ``[shared]`` promotion (and the
