@@ -5,16 +5,17 @@ server"):
 
 - servers are long-lived stdio processes, one per data folder, started on first use and
   stopped with the runtime (or one server at ``server.url``, reached over streamable
-  HTTP); calls to one server go one at a time (a store may read-modify-write its files). Pool identity N is ``bench-agent-NNN``: with ``separate =
-  "process"`` a server (and data folder) of its own; with ``separate = "argument"`` one
-  pool server, the identity put into the mapping's argument of the mapping's tools (and
-  hidden from the tools' schemas, as a handle is);
+  HTTP); calls to one server go one at a time (a store may read-modify-write its files).
+  Pool identity N is ``bench-agent-NNN``: with ``separate = "process"`` a server (and
+  data folder) of its own; with ``separate = "argument"`` one pool server, the identity
+  put into the mapping's argument of the mapping's tools (and hidden from the tools'
+  schemas, as a handle is);
 - shared knowledge (``[shared]``) is one more server with its own data folder, or an
-  identity of the pool server (``separate = "argument"``); a pool
-  session's reads (the search and read-back tools) are answered by its own server and
-  the shared one, the answer being ``[own, shared]`` (each parsed JSON or text), and the
-  reviewer's session is the shared server. Without ``[shared]`` promotion (and the
-  transfer after it) is not applicable, said with the reason;
+  identity of the pool server (``separate = "argument"``); a pool session's reads (the
+  search and read-back tools) are answered by its own server and the shared one, the
+  answer being ``[own, shared]`` (each parsed JSON or text), and the reviewer's session
+  is the shared knowledge's. Without ``[shared]`` promotion (and the transfer after it)
+  is not applicable, said with the reason;
 - capture = the identity's read-back holds a memory with the fact; promote = the harness
   reads the capture back, writes its text to the shared server with the mapping's write
   call and reads the shared server back (the datahub sink; a knowledge page cannot land:
