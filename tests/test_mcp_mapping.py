@@ -251,6 +251,9 @@ def test_a_python_without_loadable_sqlite_extensions_is_refused_in_one_line(tmp_
     assert "\n" not in str(caught.value)
     old = _fake_python(tmp_path, "old", '{"version": [3, 9], "sqlite_extensions": true}')
     assert "not >=3.10" in generic_install.lacks(generic_install.probe(old), (">=3.10",))
+    bare = _fake_python(tmp_path, "bare", '{"version": [3, 12], "sqlite_extensions": true, '
+                        '"venv": false}')  # fmt: skip
+    assert "virtual environments" in generic_install.lacks(generic_install.probe(bare), ())
     fits = _fake_python(tmp_path, "ok", '{"version": [3, 12], "sqlite_extensions": true}')
     assert generic_install.find_python((">=3.10", "sqlite-extensions"), fits) == fits
 

@@ -37,7 +37,13 @@ _PROBE: Final = (
     "    c = sqlite3.connect(':memory:'); c.enable_load_extension(True); ext = True\n"
     "except Exception:\n"
     "    pass\n"
-    "print(json.dumps({'version': list(sys.version_info[:2]), 'sqlite_extensions': ext}))\n"
+    "try:\n"
+    "    import ensurepip, venv\n"
+    "    envs = True\n"
+    "except ImportError:\n"
+    "    envs = False\n"
+    "print(json.dumps({'version': list(sys.version_info[:2]), 'sqlite_extensions': ext,\n"
+    "                  'venv': envs}))\n"
 )
 
 
@@ -60,6 +66,8 @@ def lacks(offered: dict[str, object] | None, needs: tuple[str, ...]) -> str:
     """What a Python offering ``offered`` lacks of ``needs`` ("" when it fits)."""
     if offered is None:
         return "does not run"
+    if offered.get("venv") is False:  # Debian splits venv's pip bootstrap into python3-venv
+        return "cannot make virtual environments (no ensurepip)"
     said = offered.get("version")
     version = tuple(int(v) for v in said) if isinstance(said, list) else ()
     for need in needs:
