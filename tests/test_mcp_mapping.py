@@ -471,14 +471,8 @@ app.run()
 """
 
 
-def test_a_secret_the_server_echoes_never_reaches_the_ledger(tmp_path, monkeypatch, capsys):
-    """A variable named secret reaches the server from the environment; its value, echoed
-    back in every answer, is scrubbed before the agent, the checks or the ledger see it."""
-    pytest.importorskip("mcp.server.mcpserver")
-    server = tmp_path / "echo_server.py"
-    server.write_text(ECHO_SERVER)
-    mapping = tmp_path / "echo.toml"
-    mapping.write_text(f"""\
+def _echo_mapping(server) -> str:
+    return f"""\
 name = "echo"
 [server]
 command = "{sys.executable}"
@@ -493,7 +487,17 @@ arguments = {{ q = "{{query}}" }}
 [readback]
 tool = "find"
 arguments = {{ q = "{{fact}}" }}
-""")
+"""
+
+
+def test_a_secret_the_server_echoes_never_reaches_the_ledger(tmp_path, monkeypatch, capsys):
+    """A variable named secret reaches the server from the environment; its value, echoed
+    back in every answer, is scrubbed before the agent, the checks or the ledger see it."""
+    pytest.importorskip("mcp.server.mcpserver")
+    server = tmp_path / "echo_server.py"
+    server.write_text(ECHO_SERVER)
+    mapping = tmp_path / "echo.toml"
+    mapping.write_text(_echo_mapping(server))
     token = "tok-" + "9f3a" * 6
     monkeypatch.setenv("ECHO_TOKEN", token)
     ledger = tmp_path / "l.sqlite"
@@ -600,3 +604,24 @@ identity = "shared-knowledge"
         proc.wait(timeout=30)
     assert main(["replay", "url", "--level", "full", "--ledger", ledger]) == 0
     assert "all equal" in capsys.readouterr().out
+
+
+def test_a_resume_after_the_mapping_changed_is_refused_naming_the_change(tmp_path, capsys):
+    """A run records its mapping's hash; resuming it with a changed file is refused (the
+    echo server run is interrupted by its shard limit, then the mapping is edited)."""
+    pytest.importorskip("mcp.server.mcpserver")
+    server = tmp_path / "echo_server.py"
+    server.write_text(ECHO_SERVER)
+    mapping = tmp_path / "echo.toml"
+    text = _echo_mapping(server)
+    mapping.write_text(text)
+    ledger = str(tmp_path / "l.sqlite")
+    path = subset(tmp_path, SUBSET[:2])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ECHO_TOKEN", "tok-" + "1b2c" * 6)
+        argv = ["run", "--platform", f"mcp:{mapping}", "--protocols", path, "--ledger", ledger]
+        assert main([*argv, "--run-id", "r", "--shard", "1/2"]) == 0
+        mapping.write_text(text.replace('name = "echo"', 'name = "echo-2"'))
+        code = main(["run", "--resume", "r", "--shard", "2/2", "--ledger", ledger])
+    err = capsys.readouterr().err
+    assert code == 2 and "the mapping changed since the run started" in err

@@ -35,6 +35,7 @@ from benchledger.harness.platforms.servers import (
     SERVER_MEMORY_VERSION,
     basic_memory_url,
 )
+from benchledger.ledger.events import PlatformRecord
 
 # A live replay re-drives units on the embedded mcp-data-platform.
 _LOG_ONLY = "a live replay re-drives units on the embedded mcp-data-platform: use --tools log"
@@ -320,6 +321,18 @@ class Mcp(Platform):
                              "mcp:harness/platforms/mappings/mcp-memory-service.toml")  # fmt: skip
         load(text.removeprefix("mcp:"))
         return PlatformSpec("mcp", text)
+
+    def check_record(self, record: PlatformRecord) -> None:
+        """A resume runs the mapping the run recorded: the file must not have changed."""
+        from benchledger.harness.platforms.mcp_mapping import load
+
+        now = load(record.url.removeprefix("mcp:")).sha
+        if record.mapping_hash and now != record.mapping_hash:
+            raise ValueError(
+                f"--platform {record.url}: the mapping changed since the run started "
+                f"(recorded blake3 {record.mapping_hash[:12]}, now {now[:12]}): restore it, "
+                "or start a new run"
+            )
 
     def provisioner(self, spec: PlatformSpec, provision: Provision) -> Provisioner:
         from benchledger.harness.platforms.generic_install import install_dir
