@@ -335,12 +335,11 @@ class Mcp(Platform):
             )
 
     def provisioner(self, spec: PlatformSpec, provision: Provision) -> Provisioner:
-        from benchledger.harness.platforms.generic_install import install_dir
         from benchledger.harness.platforms.generic_mcp import GenericMcpProvisioner
         from benchledger.harness.platforms.mcp_mapping import load
 
         return GenericMcpProvisioner(spec, load(spec.url.removeprefix("mcp:")),
-                                     pool_size=provision.pool_size, root=install_dir(),
+                                     pool_size=provision.pool_size, root=provision.settings.mcp_dir,
                                      python=provision.options.get("mcp_python", ""))  # fmt: skip
 
 

@@ -25,7 +25,6 @@ from typing import Final
 from benchledger.harness.errors import PlatformStartFailed
 from benchledger.harness.platforms.mcp_mapping import McpMapping
 
-DEFAULT_DIR: Final = os.path.join(".benchledger", "mcp")
 PIP_TIMEOUT_S: Final = 900.0
 INSTALLED: Final = ".benchledger-installed"  # written last: an interrupted install is redone
 # Run by each candidate: its version, and whether it can load SQLite extensions.
@@ -45,11 +44,6 @@ _PROBE: Final = (
     "print(json.dumps({'version': list(sys.version_info[:2]), 'sqlite_extensions': ext,\n"
     "                  'venv': envs}))\n"
 )
-
-
-def install_dir() -> str:
-    """Where mapped servers are installed (``$BENCHLEDGER_MCP_DIR``, else ``.benchledger/mcp``)."""
-    return os.environ.get("BENCHLEDGER_MCP_DIR") or DEFAULT_DIR
 
 
 def probe(python: str) -> dict[str, object] | None:
