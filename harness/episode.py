@@ -9,6 +9,7 @@ import blake3
 import msgspec
 
 from benchledger.harness.agents.base import Agent, Episode
+from benchledger.harness.agents.memory_tools import for_tools
 from benchledger.harness.platforms.base import PlatformClient
 from benchledger.harness.prompts import BUDGET_MESSAGE
 from benchledger.ledger.codec import canonical_json
@@ -35,6 +36,16 @@ class ToolSets(NamedTuple):
 
 
 NO_TOOLS: Final = ToolSets()
+
+
+def with_mapped(tools: ToolSets, listed: list[str]) -> ToolSets:
+    """``tools`` plus a mapped server's own write and search verbs (``--platform mcp:FILE``,
+    found by the tools its session lists), when the suite counts captures at all."""
+    vocab = for_tools(listed)
+    m = vocab.lifecycle if vocab is not None else None
+    if m is None or not tools.capture:
+        return tools
+    return ToolSets(tools.search | m.read_tools, tools.capture | m.write_tools)
 
 
 class Findings(NamedTuple):
@@ -144,6 +155,7 @@ async def run_episode(
     answer = ""
     async with platform.session(pool_index, rec) as session:
         listed = await session.list_tools()
+        tools = with_mapped(tools, [t["name"] for t in listed])
         for _ in range(episode.budget + EXTRA_COMPLETIONS + 2):
             turn = await agent.next_turn(episode, messages, listed, observer=rec)
             if agent.records_model_calls:

@@ -464,7 +464,8 @@ def _plan_resume(ledger: Ledger, cfg: RunConfig, given_agent: Agent | None) -> R
         raise RunRefused(f"the protocol set at {path} changed since run {run_id} started")
     items = _select(loaded.items, record.only, record.limit, suite.item_noun, path)
     try:
-        spec = resolve(platform_option(record))[1]
+        platform, spec = resolve(platform_option(record))
+        platform.check_record(record.platform)
     except ValueError as exc:
         raise RunRefused(f"run {run_id}: {exc}") from None
     external = _shared(spec)

@@ -15,6 +15,8 @@ DEFAULT_LEDGER = os.path.join(".benchledger", "ledger.sqlite")
 DEFAULT_NPM_DIR = os.path.join(".benchledger", "npm")
 # Where basic-memory is installed, one virtual environment per exact version.
 DEFAULT_BASIC_MEMORY_DIR = os.path.join(".benchledger", "basic-memory")
+# Where mapped servers (--platform mcp:FILE) are installed, one environment per package.
+DEFAULT_MCP_DIR = os.path.join(".benchledger", "mcp")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class Settings:
     # Seconds an external platform may take to answer any request (0: the client's defaults,
     # 30 s to connect and 60 s to read); the fault selftest lowers it to provoke timeouts.
     platform_timeout_s: float = 0.0
+    mcp_dir: str = DEFAULT_MCP_DIR
 
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:
@@ -55,6 +58,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         openai_api_key=env.get("OPENAI_API_KEY", ""),
         npm_dir=env.get("BENCHLEDGER_NPM_DIR") or DEFAULT_NPM_DIR,
         basic_memory_dir=env.get("BENCHLEDGER_BASIC_MEMORY_DIR") or DEFAULT_BASIC_MEMORY_DIR,
+        mcp_dir=env.get("BENCHLEDGER_MCP_DIR") or DEFAULT_MCP_DIR,
         signing_key=env.get("BENCHLEDGER_SIGNING_KEY", ""),
         platform_timeout_s=_seconds(env.get("BENCHLEDGER_PLATFORM_TIMEOUT_S", "")),
         key_dir=env.get("BENCHLEDGER_KEY_DIR")

@@ -44,6 +44,10 @@ class PlatformRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     version: str = ""
     stages: list[str] = []
     sinks: list[str] = []
+    # A mapped MCP server (``--platform mcp:FILE``): the mapping's text and blake3 hash, which
+    # full replay serves the run with (it names secret variables, never their values).
+    mapping: str = ""
+    mapping_hash: str = ""
 
 
 class RunRecord(msgspec.Struct, frozen=True, omit_defaults=True):

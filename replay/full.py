@@ -116,7 +116,9 @@ async def replay_full_async(
         twin = log_twin(platform, where)
         for unit in units:
             tape = Tape(unit.stream, unit.pairs)
-            logged = twin(tape, pool_size=pool)
+            # A twin that needs the run's platform record (a mapped server's mapping) says so.
+            given = {"record": record.platform} if getattr(twin, "wants_record", False) else {}
+            logged = twin(tape, pool_size=pool, **given)
             try:
                 replayed.append(await _unit(unit, protocols, suite, record, logged, tape, 0.0))
             finally:

@@ -318,6 +318,9 @@ ENVIRONMENT_READERS: dict[str, str] = {
     "itself a read this test refuses, so only the command line calls it",
     "refplatform/toolkits/sqlworker.py:_Worker.__init__": "copies the environment into the "
     "SQL worker child it starts (adding two variables); it reads no setting",
+    "harness/platforms/generic_mcp.py:GenericMcpProvisioner.env": "hands the variables a "
+    "mapping names secret (server.secrets) to the server it starts, as the mapping says; "
+    "their values are never recorded and it reads no setting",
 }
 _ENV_NAMES = frozenset({"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"})
 SETTINGS_MODULE = "harness.settings"

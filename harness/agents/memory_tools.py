@@ -33,6 +33,9 @@ class Vocabulary(NamedTuple):
     search: Callable[[str, int], dict[str, Any]]
     write_tool: str
     search_tool: str
+    # A mapped server's mapping (harness.platforms.mcp_mapping.McpMapping): the scripted
+    # agent speaks its lifecycle (correction, read-back) through it; None for the built-ins.
+    lifecycle: Any = None
 
     def write_call(self, call_id: str, text: str, title: str) -> ToolCall:
         """The tool call writing ``text`` as the memory ``title``."""

@@ -17,6 +17,9 @@ deletes the old observation and adds the corrected one, and the questions search
 keyword (``search_nodes`` matches a contiguous substring, so a whole question finds
 nothing): the fact's quoted term, else the entity's name. There is no SQL there, so a
 surfaced fact is answered with the oracle.
+
+A server known only by its mapping (``--platform mcp:FILE``) is spoken through the
+mapping (``scripted_mapped``), found by the tools its session lists.
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from collections.abc import Collection
 from typing import Any, Final
 
 from benchledger.harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
+from benchledger.harness.agents.memory_tools import for_tools
 from benchledger.harness.agents.scripted_basic_memory import NOTES_DIALECT, notes_turn
 from benchledger.harness.agents.scripted_cases import case_turn
 from benchledger.harness.agents.scripted_locomo import locomo_turn
+from benchledger.harness.agents.scripted_mapped import mapped_turn
 from benchledger.harness.agents.scripted_mem0 import MEM0_DIALECT, mem0_turn
 from benchledger.harness.agents.scripted_tasks import task_turn
 from benchledger.harness.models.transport import ModelObserver
@@ -125,6 +130,13 @@ class ScriptedAgent:
             return locomo_turn(episode, messages, tools)
         results = [m for m in messages if m["role"] == "tool"]
         n = len(results)
+        mapped = for_tools(tools)
+        if mapped is not None and mapped.lifecycle is not None:  # a server known by its mapping
+            question, fact = _question(episode)
+            said = oracle(question.grading) if question is not None else ""
+            entity, query = dataset_name(p.entity_urn), keyword(fact, p.entity_urn)
+            return mapped_turn(mapped, episode, results, entity=entity, fact=fact, query=query,
+                               answer=said)  # fmt: skip
         if GRAPH_DIALECT in tools:
             return self._graph_turn(episode, results)
         if set(tools) >= MEM0_DIALECT:  # mem0's memories (scripted_mem0.py)

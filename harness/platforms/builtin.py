@@ -4,8 +4,10 @@
 ``embedded:process`` serves it as a child process; an ``http(s)://`` URL (``url``) is a
 running mcp-data-platform shared by every pass; ``server-memory[@VERSION]`` runs
 @modelcontextprotocol/server-memory over stdio; ``basic-memory[@VERSION]`` runs PyPI
-basic-memory over streamable HTTP. Their provisioners live in ``provision.py``, their
-log twins in ``replay/log_*.py``.
+basic-memory over streamable HTTP; ``mcp:FILE`` runs any MCP memory server its mapping
+file describes (harness/platforms/mcp_mapping.py). Their provisioners live in
+``provision.py`` (a mapped server's in ``generic_mcp.py``), their log twins in
+``replay/log_*.py``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from benchledger.harness.platforms.servers import (
     SERVER_MEMORY_VERSION,
     basic_memory_url,
 )
+from benchledger.ledger.events import PlatformRecord
 
 # A live replay re-drives units on the embedded mcp-data-platform.
 _LOG_ONLY = "a live replay re-drives units on the embedded mcp-data-platform: use --tools log"
@@ -287,8 +290,63 @@ class BasicMemory(Platform):
                                       python=python)  # fmt: skip
 
 
+class Mcp(Platform):
+    """Any MCP memory server, driven by a mapping file (``mcp:FILE``, docs/platforms.md)."""
+
+    name = "mcp"
+    summary = "any MCP memory server, driven by a TOML mapping file (mcp:FILE)"
+    kinds = ("mcp",)
+    replay = "benchledger.replay.log_generic_mcp:LogGenericMcp"
+    options: ClassVar[tuple[PlatformOption, ...]] = (
+        PlatformOption(
+            "--mcp-python",
+            "mcp:FILE: the Python to install the mapped server with (default: the first "
+            "found that the mapping's install.python fits)",
+            "PATH",
+            purpose="names the Python a mapped server is installed with",
+        ),
+    )
+
+    def usage(self) -> str:
+        return "mcp:FILE"
+
+    def parse(self, text: str) -> PlatformSpec | None:
+        """``mcp:FILE``; the mapping is loaded and checked now, before anything starts
+        (UnusableInput naming the file, the key and the problem)."""
+        if not text.startswith("mcp:"):
+            return None
+        from benchledger.harness.platforms.mcp_mapping import load
+
+        if not text.removeprefix("mcp:"):
+            raise ValueError("--platform 'mcp:': name the mapping file, e.g. "
+                             "mcp:harness/platforms/mappings/mcp-memory-service.toml")  # fmt: skip
+        load(text.removeprefix("mcp:"))
+        return PlatformSpec("mcp", text)
+
+    def check_record(self, record: PlatformRecord) -> None:
+        """A resume runs the mapping the run recorded: the file must not have changed."""
+        from benchledger.harness.platforms.mcp_mapping import load
+
+        now = load(record.url.removeprefix("mcp:")).sha
+        if record.mapping_hash and now != record.mapping_hash:
+            raise ValueError(
+                f"--platform {record.url}: the mapping changed since the run started "
+                f"(recorded blake3 {record.mapping_hash[:12]}, now {now[:12]}): restore it, "
+                "or start a new run"
+            )
+
+    def provisioner(self, spec: PlatformSpec, provision: Provision) -> Provisioner:
+        from benchledger.harness.platforms.generic_mcp import GenericMcpProvisioner
+        from benchledger.harness.platforms.mcp_mapping import load
+
+        return GenericMcpProvisioner(spec, load(spec.url.removeprefix("mcp:")),
+                                     pool_size=provision.pool_size, root=provision.settings.mcp_dir,
+                                     python=provision.options.get("mcp_python", ""))  # fmt: skip
+
+
 EMBEDDED: Final = Embedded()
 PROCESS: Final = EmbeddedProcess()
 URL: Final = Url()
 SERVER_MEMORY: Final = ServerMemory()
 BASIC_MEMORY: Final = BasicMemory()
+MCP: Final = Mcp()

@@ -166,6 +166,10 @@ class Platform(ABC):
         it); ValueError naming the option when they do not go together. Default: as is."""
         return spec
 
+    def check_record(self, record: PlatformRecord) -> None:  # noqa: B027 - a hook
+        """Whether a resume reaches the platform a run recorded: ValueError saying how it
+        differs now (default: nothing to check beyond the spec)."""
+
     @abstractmethod
     def provisioner(self, spec: PlatformSpec, provision: Provision) -> Provisioner:
         """What starts or reaches the platform for a run; ValueError on an unusable option."""
@@ -203,6 +207,7 @@ BUILTINS: Final = (
     ("server-memory", "SERVER_MEMORY"),
     ("basic-memory", "BASIC_MEMORY"),
     ("mem0", "MEM0"),
+    ("mcp", "MCP"),
     ("url", "URL"),
 )
 for _name, _attr in BUILTINS:

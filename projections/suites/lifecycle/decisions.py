@@ -138,7 +138,9 @@ def _capture_said(attempted: bool, tools: tuple[list[str], list[str]]) -> str:
     """Which capture tool was (not) called, in the platform's own dialect."""
     listed, called = tools
     if attempted:
-        tool = next((t for t in called if t in CAPTURE_TOOLS), "memory_capture")
+        # A mapped server's write tool is its own (--platform mcp:FILE): the first called.
+        tool = next((t for t in called if t in CAPTURE_TOOLS), called[0] if called else "")
+        tool = tool or "memory_capture"
         return f"{tool} was called"
     offered = [t for t in listed if t in CAPTURE_TOOLS]
     if not offered or offered == ["memory_capture"]:

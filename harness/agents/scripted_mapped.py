@@ -1,0 +1,83 @@
+"""The scripted agent on a server known only by its mapping (``--platform mcp:FILE``).
+
+When a session's tools carry a mapped server's vocabulary (``memory_tools.for_tools``
+finds one with a ``lifecycle`` mapping), the scripted agent speaks the server through the
+mapping, with no dialect of its own: teach writes the fact with the mapping's write
+call; update makes the mapping's correction (finding the original's id with the
+read-back first when the correction names it by id; a ``delete`` correction then writes
+the corrected fact); the questions search with the mapping's search call for a keyword
+(the fact's quoted term, else the dataset name: a substring search finds nothing for a
+whole question, a semantic one finds the fact either way) and, only when the fact
+surfaced, answer with the protocol's expected answer (the oracle: there is no SQL).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchledger.harness.agents.base import Episode, ToolCall, Turn
+from benchledger.harness.agents.memory_tools import Vocabulary
+from benchledger.protocols.cases import Case
+from benchledger.protocols.grading import ABSTAIN_ANSWER, surfaced
+from benchledger.protocols.tasks import Task
+
+K = 10  # results asked of a search
+
+
+def _done(results: list[dict[str, Any]], ok: str, failed: str) -> Turn:
+    return Turn(failed if any(r.get("is_error") for r in results) else ok)
+
+
+def mapped_turn(
+    vocab: Vocabulary, episode: Episode, results: list[dict[str, Any]], *,
+    entity: str, fact: str, query: str, answer: str,
+) -> Turn:  # fmt: skip
+    """The next turn on a mapped server (see the module docstring): ``fact`` must surface
+    in the search for ``query`` before ``answer`` is given ("": no question, abstain)."""
+    m = vocab.lifecycle
+    n = len(results)
+    p = episode.protocol
+    assert not isinstance(p, Case | Task)  # the scripted agent answers cases and tasks first
+    if episode.stage == "teach":
+        if n == 0:
+            return Turn("", (vocab.write_call("call-1", p.fact, entity),))
+        return _done(results, "Saved the definition.", "I could not save the definition.")
+    if episode.stage == "update" and p.update is not None:
+        return _update(vocab, results, entity=entity, old=p.fact, new=p.update.fact)
+    if n == 0:
+        return Turn("", (vocab.search_call("call-1", query, K),))
+    found = not results[0].get("is_error") and surfaced(fact, results[0]["text"])
+    if not answer or not found or m is None:
+        return Turn(f"FINAL ANSWER: {ABSTAIN_ANSWER}")
+    return Turn(f"FINAL ANSWER: {answer}")
+
+
+def _update(
+    vocab: Vocabulary, results: list[dict[str, Any]], *, entity: str, old: str, new: str
+) -> Turn:
+    """The correction: [read back to find the original's id,] correct, [write the new fact]."""
+    m = vocab.lifecycle
+    if m is None or m.correction is None:  # the platform reports update not applicable
+        return Turn("This memory cannot be corrected here.")
+    steps: list[str] = (["find"] if m.needs_id else []) + ["correct"]
+    steps += ["write"] if m.correction_mode == "delete" else []
+    n = len(results)
+    if n and results[-1].get("is_error"):
+        return Turn("I could not update it.")
+    if n >= len(steps):
+        return Turn("Updated the definition.")
+    step = steps[n]
+    call = f"call-{n + 1}"
+    if step == "find":
+        args = m.fill_readback(fact=old, entity=entity)
+        return Turn("", (ToolCall(call, m.readback.tool, args),))
+    if step == "correct":
+        ident = ""
+        if m.needs_id:
+            ids = [i for i, said in m.memories(results[0]["text"]) if surfaced(old, said)]
+            if not ids:
+                return Turn("I could not find the definition to correct.")
+            ident = ids[0]
+        args = m.fill_correction(id=ident, old=old, fact=new, entity=entity)
+        return Turn("", (ToolCall(call, m.correction.tool, args),))
+    return Turn("", (vocab.write_call(call, new, entity),))

@@ -1,0 +1,476 @@
+"""A generic MCP memory server's mapping: a TOML file saying how benchledger speaks it.
+
+``--platform mcp:FILE`` runs any MCP memory server from such a file, no Python written
+for it (docs/platforms.md, "Any MCP memory server"). This module is the pure half: it
+reads and checks a mapping (``load``, ``parse``), refusing a broken or incomplete one
+before anything starts with one line naming the file, the key and the problem
+(``UnusableInput``, exit 2), and says what the mapping means: the arguments of a write,
+a search, a read-back and a correction (``fill``), the memories and their ids in an
+answer (``memories``), the model-free agents' ``Vocabulary`` for the server.
+
+Templates are TOML values whose strings may hold placeholders: ``{fact}``, ``{title}``,
+``{entity}`` (write), ``{query}``, ``{k}`` (search), ``{id}``, ``{old}`` (correction),
+``{data}`` (the server's data folder, in ``server.args``/``server.env``). A string that is
+one placeholder alone (``"{k}"``) takes the value's own type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import tomllib
+from collections.abc import Mapping as AnyMapping
+from typing import Any, Final
+
+import blake3
+
+from benchledger.harness.agents.memory_tools import Vocabulary, register
+from benchledger.ledger.errors import UnusableInput
+from benchledger.projections.retrieval import hits
+
+PREFIX: Final = "mcp:"  # how --platform names a mapping file
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+_TOOL = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
+_ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PIP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[0-9][0-9A-Za-z.+!-]*$")
+_URL = re.compile(r"^https?://[^/@\s]+(/\S*)?$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+REQUIREMENTS: Final = ("sqlite-extensions",)  # what install.python may ask of a Python
+_PY_MIN = re.compile(r"^>=3\.(\d{1,2})$")
+SEPARATIONS: Final = ("process", "argument")
+CORRECTIONS: Final = ("update", "delete")
+
+# Each table's keys, and the placeholders each template may use.
+_KEYS: Final[dict[str, frozenset[str]]] = {
+    "": frozenset(
+        {
+            "name",
+            "version",
+            "server",
+            "install",
+            "identities",
+            "write",
+            "search",
+            "readback",
+            "correction",
+            "shared",
+        }
+    ),
+    "server": frozenset({"command", "args", "env", "secrets", "url"}),
+    "install": frozenset({"pip", "python"}),
+    "identities": frozenset({"separate", "argument", "tools"}),
+    "write": frozenset({"tool", "arguments"}),
+    "search": frozenset({"tool", "arguments"}),
+    "readback": frozenset(
+        {"tool", "arguments", "path", "id_field", "id_pattern", "text_field", "hit_separator"}
+    ),
+    "correction": frozenset({"mode", "tool", "arguments"}),
+    "shared": frozenset({"separate", "identity"}),
+}
+_ALLOWED: Final[dict[str, frozenset[str]]] = {
+    "server.args": frozenset({"data"}),
+    "server.env": frozenset({"data"}),
+    "write.arguments": frozenset({"fact", "title", "entity"}),
+    "search.arguments": frozenset({"query", "k"}),
+    "readback.arguments": frozenset({"fact", "entity"}),
+    "correction.arguments": frozenset({"id", "old", "fact", "entity", "title"}),
+}
+_REQUIRED: Final = ("name", "server", "write", "search", "readback")
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolCallTemplate:
+    """One tool and its argument template."""
+
+    tool: str
+    arguments: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class McpMapping:
+    """A checked mapping (see the module docstring); ``text`` and ``sha`` are what runs record."""
+
+    path: str
+    text: str
+    sha: str
+    name: str
+    version: str
+    command: str  # "" when the server is reached at ``url`` (streamable HTTP)
+    args: tuple[str, ...]
+    env: dict[str, str]
+    secrets: tuple[str, ...]
+    pip: str
+    python: tuple[str, ...]
+    separate: str  # how pool identities are kept apart: "process" or "argument"
+    argument: str  # the argument carrying the identity ("argument" separation)
+    argument_tools: frozenset[str]
+    write: ToolCallTemplate
+    search: ToolCallTemplate
+    readback: ToolCallTemplate
+    items_at: str  # readback.path
+    id_field: str
+    id_pattern: str
+    text_field: str
+    hit_separator: str
+    correction: ToolCallTemplate | None
+    correction_mode: str
+    shared: bool
+    shared_separate: str = ""  # "process": a server of its own; "argument": an identity
+    shared_identity: str = ""  # the shared knowledge's identity ("argument")
+    url: str = ""
+
+    @property
+    def read_tools(self) -> frozenset[str]:
+        """The tools that read memory (a pool session's calls of them see shared knowledge too)."""
+        return frozenset({self.search.tool, self.readback.tool})
+
+    @property
+    def write_tools(self) -> frozenset[str]:
+        """The tools that write memory (counted as a capture attempt)."""
+        fix = self.correction.tool if self.correction and self.correction_mode == "update" else ""
+        return frozenset({self.write.tool, *([fix] if fix else [])})
+
+    @property
+    def tools(self) -> frozenset[str]:
+        """Every tool the mapping names (the server must list them all)."""
+        named = {self.write.tool, self.search.tool, self.readback.tool}
+        return frozenset(named | ({self.correction.tool} if self.correction else set()))
+
+    @property
+    def needs_id(self) -> bool:
+        """Whether a correction names the original memory by its id."""
+        return self.correction is not None and uses(self.correction.arguments, "id")
+
+    def vocabulary(self) -> Vocabulary:
+        """The model-free agents' vocabulary for this server (its write and search calls)."""
+        return Vocabulary(
+            name=f"{PREFIX}{self.name}",
+            marker=frozenset({self.write.tool, self.search.tool}),
+            write=lambda text, title: fill(
+                self.write.arguments, fact=text, title=title, entity=title
+            ),
+            search=lambda q, k: fill(self.search.arguments, query=q, k=k),
+            write_tool=self.write.tool,
+            search_tool=self.search.tool,
+            lifecycle=self,
+        )
+
+    def fill_readback(self, **values: Any) -> dict[str, Any]:
+        """The read-back call's arguments."""
+        return dict(fill(self.readback.arguments, **values))
+
+    def fill_correction(self, **values: Any) -> dict[str, Any]:
+        """The correction call's arguments (``{}`` when the mapping has none)."""
+        return dict(fill(self.correction.arguments, **values)) if self.correction else {}
+
+    def memories(self, text: str) -> list[tuple[str, str]]:
+        """The memories in a read-back or search answer, as ``(id, text)`` in answer order.
+
+        A JSON answer's memories are the items of the array at ``path`` (dot-separated keys;
+        in each part of a fanned-out ``[own, shared]`` answer), else its hits
+        (``projections.retrieval.hits``); a text answer's are its parts between
+        ``hit_separator`` matches (all of it without one). A memory's id is its
+        ``id_field`` (an object), else the first group of ``id_pattern`` in its text, else
+        a hash of its text; its text is its ``text_field`` when it has one.
+        """
+        parsed = _json(text)
+        items: list[Any]
+        if parsed is not None and self.items_at:
+            items = _at(parsed, self.items_at)
+        elif parsed is not None:
+            items = [_json(h) if h.startswith("{") else h for h in hits(text)]
+        elif self.hit_separator:
+            items = [p for p in re.split(self.hit_separator, text) if p.strip()]
+        else:
+            items = [text] if text.strip() else []
+        found: list[tuple[str, str]] = []
+        for item in items:
+            ident = ""
+            said = item if isinstance(item, str) else json.dumps(item, sort_keys=True,
+                                                                 ensure_ascii=False)  # fmt: skip
+            if isinstance(item, dict):
+                if self.id_field and item.get(self.id_field) is not None:
+                    ident = str(item[self.id_field])
+                if self.text_field and isinstance(item.get(self.text_field), str):
+                    said = item[self.text_field]
+            if not ident and self.id_pattern:
+                m = re.search(self.id_pattern, item if isinstance(item, str) else said)
+                ident = m.group(1) if m else ""
+            found.append((ident or blake3.blake3(said.encode()).hexdigest()[:16], said))
+        return found
+
+
+def _at(value: Any, path: str) -> list[Any]:
+    """The items of the array at ``path`` under ``value`` (in each element of a list)."""
+    if isinstance(value, list):
+        return [item for v in value for item in _at(v, path)]
+    if not isinstance(value, dict):
+        return [value] if isinstance(value, str) else []  # a text part of a fanned-out answer
+    head, _, rest = path.partition(".")
+    got = value.get(head)
+    if rest:
+        return _at(got, rest)
+    return list(got) if isinstance(got, list) else []
+
+
+def _json(text: str) -> Any:
+    stripped = text.lstrip()
+    if not stripped or stripped[0] not in "[{":
+        return None
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        return None
+
+
+def uses(template: Any, name: str) -> bool:
+    """Whether the template holds the placeholder ``{name}`` anywhere."""
+    if isinstance(template, str):
+        return name in _PLACEHOLDER.findall(template)
+    if isinstance(template, dict):
+        return any(uses(v, name) for v in template.values())
+    if isinstance(template, list):
+        return any(uses(v, name) for v in template)
+    return False
+
+
+def fill(template: Any, **values: Any) -> Any:
+    """The template with its placeholders replaced (a lone placeholder keeps its value's type)."""
+    if isinstance(template, str):
+        whole = _PLACEHOLDER.fullmatch(template)
+        if whole and whole.group(1) in values:
+            return values[whole.group(1)]
+        return _PLACEHOLDER.sub(
+            lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template
+        )
+    if isinstance(template, dict):
+        return {k: fill(v, **values) for k, v in template.items()}
+    if isinstance(template, list):
+        return [fill(v, **values) for v in template]
+    return template
+
+
+class _Check:
+    """The loader's one way to refuse: the file, the key, the problem."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, key: str, problem: str) -> UnusableInput:
+        return UnusableInput(self.path, f"{key}: {problem}")
+
+    def table(self, data: AnyMapping[str, Any], key: str, *, required: bool) -> dict[str, Any]:
+        value = data.get(key.rpartition(".")[2])
+        if value is None:
+            if required:
+                raise self.fail(key, "missing (a table is required)")
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail(key, f"must be a table, not {type(value).__name__}")
+        allowed = _KEYS[key]
+        for k in value:
+            if k not in allowed:
+                raise self.fail(f"{key}.{k}", f"unknown key (known: {', '.join(sorted(allowed))})")
+        return value
+
+    def text(self, table: dict[str, Any], key: str, *, required: bool = False) -> str:
+        name = key.rpartition(".")[2]
+        value = table.get(name)
+        if value is None:
+            if required:
+                raise self.fail(key, "missing")
+            return ""
+        if not isinstance(value, str) or not value:  # a separator may be whitespace
+            raise self.fail(key, "must be a non-empty string")
+        return value
+
+    def strings(self, table: dict[str, Any], key: str) -> tuple[str, ...]:
+        value = table.get(key.rpartition(".")[2], [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(key, "must be a list of non-empty strings")
+        return tuple(value)
+
+    def template(self, value: Any, key: str) -> None:
+        allowed = _ALLOWED[key.rsplit(".", 1)[0] if key.count(".") > 1 else key]
+        if isinstance(value, str):
+            for name in _PLACEHOLDER.findall(value):
+                if name not in allowed:
+                    here = ", ".join("{" + a + "}" for a in sorted(allowed))
+                    raise self.fail(key, f"unknown placeholder {{{name}}} (here: {here})")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                self.template(v, f"{key}.{k}" if key.count(".") < 2 else key)
+        elif isinstance(value, list):
+            for v in value:
+                self.template(v, key)
+
+    def call(self, data: dict[str, Any], key: str, *, required: bool) -> ToolCallTemplate | None:
+        table = self.table(data, key, required=required)
+        if not table:
+            return None
+        tool = self.text(table, f"{key}.tool", required=True)
+        if not _TOOL.match(tool):
+            raise self.fail(f"{key}.tool", f"{tool[:60]!r} is not a tool name")
+        arguments = table.get("arguments", {})
+        if not isinstance(arguments, dict):
+            raise self.fail(f"{key}.arguments", "must be a table of the tool's arguments")
+        self.template(arguments, f"{key}.arguments")
+        return ToolCallTemplate(tool, arguments)
+
+
+def parse(text: str, path: str) -> McpMapping:
+    """The mapping in ``text`` (read from ``path``), checked; UnusableInput naming the key."""
+    c = _Check(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UnusableInput(path, f"not TOML: {exc}") from None
+    for k in data:
+        if k not in _KEYS[""]:
+            raise c.fail(k, f"unknown key (known: {', '.join(sorted(_KEYS['']))})")
+    for k in _REQUIRED:
+        if k not in data:
+            raise c.fail(k, "missing (required: " + ", ".join(_REQUIRED) + ")")
+    name = c.text(data, "name", required=True)
+    if not _NAME.match(name):
+        raise c.fail("name", "use lower-case letters, digits, '.', '_' or '-' (at most 64)")
+    version = c.text(data, "version")
+    server = c.table(data, "server", required=True)
+    url = c.text(server, "server.url")
+    command = c.text(server, "server.command", required=not url)
+    if url and command:
+        raise c.fail("server.url", "give command (stdio) or url (streamable HTTP), not both")
+    if url and not _URL.match(url):
+        raise c.fail("server.url", "an http(s):// URL without credentials, e.g. "
+                     "http://127.0.0.1:8000/mcp")  # fmt: skip
+    if url and (server.get("args") or server.get("env") or server.get("secrets")):
+        raise c.fail("server.url", "a server at a URL runs already: no args, env or secrets")
+    args = c.strings(server, "server.args")
+    c.template(list(args), "server.args")
+    env = server.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise c.fail("server.env", "must be a table of strings")
+    for k, v in env.items():
+        if not _ENV.match(k):
+            raise c.fail(f"server.env.{k}", "not an environment variable name")
+        c.template(v, "server.env")
+    secrets = c.strings(server, "server.secrets")
+    for s in secrets:
+        if not _ENV.match(s):
+            raise c.fail("server.secrets", f"{s[:40]!r} is not an environment variable name")
+        if s in env:
+            raise c.fail(f"server.env.{s}", "is named secret: its value comes from the "
+                                            "environment, never from the mapping")  # fmt: skip
+    install = c.table(data, "install", required=False)
+    pip = c.text(install, "install.pip") if install else ""
+    if install and not pip:
+        raise c.fail("install.pip", "missing (the package to install, pinned: NAME==VERSION)")
+    if pip and not _PIP.match(pip):
+        raise c.fail("install.pip", f"{pip[:60]!r}: pin one package exactly, NAME==VERSION")
+    python = c.strings(install, "install.python") if install else ()
+    for need in python:
+        if need not in REQUIREMENTS and not _PY_MIN.match(need):
+            raise c.fail("install.python", f"{need[:40]!r}: use >=3.N or "
+                                           f"{', '.join(REQUIREMENTS)}")  # fmt: skip
+    if install and url:
+        raise c.fail("install", "a server at a URL is not installed: drop [install]")
+    if install and "/" in command:
+        raise c.fail("server.command", "with [install], name the installed command alone")
+    ids = c.table(data, "identities", required=False)
+    separate = c.text(ids, "identities.separate") or ("argument" if ids.get("argument")
+                                                       else "process")  # fmt: skip
+    if separate not in SEPARATIONS:
+        raise c.fail("identities.separate", f"{separate[:40]!r}: use {' or '.join(SEPARATIONS)}")
+    argument = c.text(ids, "identities.argument")
+    argument_tools = frozenset(c.strings(ids, "identities.tools"))
+    if separate == "argument" and not (argument and argument_tools):
+        raise c.fail("identities.argument", "argument separation needs argument and tools "
+                     "(the tools the identity's argument goes to)")  # fmt: skip
+    if separate == "process" and (argument or argument_tools):
+        raise c.fail("identities.argument", 'only with separate = "argument"')
+    write = c.call(data, "write", required=True)
+    search = c.call(data, "search", required=True)
+    readback = c.call(data, "readback", required=True)
+    assert write is not None and search is not None and readback is not None
+    if not uses(write.arguments, "fact"):
+        raise c.fail("write.arguments", "must place the fact: put {fact} in an argument")
+    if not uses(search.arguments, "query"):
+        raise c.fail("search.arguments", "must place the query: put {query} in an argument")
+    rb = data["readback"]
+    id_field = c.text(rb, "readback.id_field")
+    id_pattern = c.text(rb, "readback.id_pattern")
+    separator = c.text(rb, "readback.hit_separator")
+    for key, pattern in (("readback.id_pattern", id_pattern),
+                         ("readback.hit_separator", separator)):  # fmt: skip
+        if pattern:
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise c.fail(key, f"not a regular expression: {exc}") from None
+            if key == "readback.id_pattern" and compiled.groups != 1:
+                raise c.fail(key, "must have exactly one group (the id)")
+    correction = c.call(data, "correction", required=False)
+    mode = ""
+    if correction is not None:
+        mode = c.text(data["correction"], "correction.mode", required=True)
+        if mode not in CORRECTIONS:
+            raise c.fail("correction.mode", f"{mode[:40]!r}: use update (the tool writes the "
+                                            "correction) or delete (then the write)")  # fmt: skip
+        if mode == "update" and not uses(correction.arguments, "fact"):
+            raise c.fail("correction.arguments", "an update must place the correction: {fact}")
+        if not (uses(correction.arguments, "id") or uses(correction.arguments, "old")):
+            raise c.fail("correction.arguments", "must name the original: {id} or {old}")
+    shared = c.table(data, "shared", required=False)
+    shared_separate = c.text(shared, "shared.separate", required=True) if shared else ""
+    if shared_separate not in ("", *SEPARATIONS):
+        raise c.fail("shared.separate", 'use "process" (a server with its own data folder) '
+                     'or "argument" (an identity of the pool server)')  # fmt: skip
+    shared_identity = c.text(shared, "shared.identity") if shared else ""
+    if shared_separate == "argument" and separate != "argument":
+        raise c.fail("shared.separate", 'a shared identity needs identities.separate = "argument"')
+    if shared_separate == "argument" and not shared_identity:
+        raise c.fail("shared.identity", "missing (the identity holding shared knowledge)")
+    if shared_separate == "process" and shared_identity:
+        raise c.fail("shared.identity", 'only with separate = "argument"')
+    if url and (separate != "argument" or shared_separate == "process"):
+        raise c.fail("identities.separate", 'a server at a URL is one server: separate = '
+                     '"argument" for identities and shared knowledge')  # fmt: skip
+    if separate == "argument" and not uses_any(write, search, readback, argument_tools):
+        raise c.fail("identities.tools", "must name the write, search and read-back tools")
+    return McpMapping(
+        path=path, text=text, sha=blake3.blake3(text.encode()).hexdigest(), name=name,
+        version=version, command=command, args=args, env=dict(env), secrets=secrets, pip=pip,
+        python=python, separate=separate, argument=argument, argument_tools=argument_tools,
+        write=write, search=search, readback=readback, items_at=c.text(rb, "readback.path"),
+        id_field=id_field,
+        id_pattern=id_pattern, text_field=c.text(rb, "readback.text_field"),
+        hit_separator=separator, correction=correction, correction_mode=mode,
+        shared=bool(shared), shared_separate=shared_separate,
+        shared_identity=shared_identity, url=url,
+    )  # fmt: skip
+
+
+def uses_any(
+    write: ToolCallTemplate, search: ToolCallTemplate, readback: ToolCallTemplate,
+    tools: frozenset[str],
+) -> bool:  # fmt: skip
+    """Whether ``tools`` covers the write, search and read-back tools."""
+    return {write.tool, search.tool, readback.tool} <= tools
+
+
+def load(path: str) -> McpMapping:
+    """The mapping file at ``path``, checked, its vocabulary registered for the agents."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UnusableInput(path, f"cannot read the mapping: {exc}") from None
+    return loaded(text, path)
+
+
+def loaded(text: str, path: str) -> McpMapping:
+    """``parse``, and the mapping's vocabulary registered (``memory_tools.register``)."""
+    mapping = parse(text, path)
+    register(mapping.vocabulary())
+    return mapping
