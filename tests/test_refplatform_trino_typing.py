@@ -157,6 +157,34 @@ def test_the_coercions_trino_makes_still_answer(engine, sql, rows):
     assert out["row_count"] == rows, out
 
 
+CASTS = [
+    ("timestamp-column-to-varchar-keeps-its-fraction",
+     f"SELECT CAST(order_ts AS varchar) AS t {ORDERS} WHERE order_id = 1000",
+     {"t": "2025-11-11 09:05:00.000"}),
+    ("timestamp-literal-to-varchar-keeps-its-digits",
+     "SELECT CAST(TIMESTAMP '2025-01-01 00:00:00' AS varchar) AS t",
+     {"t": "2025-01-01 00:00:00"}),
+    ("format-is-printf-style", "SELECT format('%.2f', 317090.5e0) AS f", {"f": "317090.50"}),
+    ("iso-t-cast-no-row-reaches-it",
+     f"SELECT count(*) AS n {ORDERS} WHERE status = 'COMPLETED' "
+     "AND order_ts <= CAST('2025-12-31T23:59:59' AS TIMESTAMP)", {"n": 0}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("sql", "row"), [r[1:] for r in CASTS], ids=[r[0] for r in CASTS])
+def test_casts_and_format_answer_as_trino_computes_them(engine, sql, row):
+    assert engine.query(sql)["rows"] == [row]
+
+
+def test_a_select_item_neither_aggregated_nor_grouped_is_named_as_trino_names_it(engine):
+    with pytest.raises(ToolError) as caught:
+        engine.query(f"SELECT typeof(order_ts) AS t, count(*) AS n {ORDERS}")
+    assert caught.value.message == (
+        f"{PREFIX}line 1:8: 'typeof(order_ts)' must be an aggregate expression or appear in "
+        'GROUP BY clause"'
+    )
+
+
 # ---------------------------------------------------------------------------- the transcripts
 
 _REACHED_TRINO = "Query failed: "  # the peer's trino_query handler's prefix for every SQL failure

@@ -518,6 +518,17 @@ class _Checker:
             child = node.get("child") or {}
             source = sub(child)
             target = cast_type(node.get("type_expr") or {})
+            literal = child.get("literal") or {}
+            if (
+                target == "timestamp(3)"
+                and child.get("query_location") == _NO_LOCATION
+                and literal.get("kind") == "STRING"
+            ):
+                # TIMESTAMP '...' (DuckDB's tree: a cast of a placeless string): Trino's
+                # literal has as many fractional digits as it is written with
+                _, _, fraction = str(literal.get("text", "")).partition(".")
+                digits = len(fraction) - len(fraction.lstrip("0123456789"))
+                target = f"timestamp({len(fraction) if digits == len(fraction) else digits})"
             if (
                 source is not None
                 and source.startswith("timestamp(")
