@@ -48,6 +48,7 @@ from benchledger.refplatform.toolkits.sql_trino import (
     trino_type,
     user_error,
 )
+from benchledger.refplatform.toolkits.sql_types import check_types
 
 if TYPE_CHECKING:  # annotations only, as in sql_database.py
     from benchledger.refplatform.packs import Pack
@@ -256,8 +257,13 @@ class SqlEngine:
             tree = parse(cur, sql)
             check_relations(sql, tree, self)
             check_trino_syntax(sql, tree)
+            timestamp_text = check_types(sql, tree, self)
             rewriter = Rewriter(
-                cur, tree, self._has_decimals, lambda q: self._describe(q, budget, owner)
+                cur,
+                tree,
+                self._has_decimals,
+                lambda q: self._describe(q, budget, owner),
+                timestamp_text,
             )
             run_sql = rewriter.rewrite(sql) or sql
             result = self._run(run_sql, limit, budget, owner, sql, tree)
@@ -278,6 +284,7 @@ class SqlEngine:
             tree = parse(cur, inner)
             check_relations(inner, tree, self)
             check_trino_syntax(inner, tree)
+            check_types(inner, tree, self)
             prefix = "EXPLAIN ANALYZE " if m and m.group(1) else "EXPLAIN "
             result = self._run(prefix + inner, limit, budget, owner, inner, tree)
         finally:

@@ -67,6 +67,41 @@ _MISSING_FUNCTION = re.compile(
     r'(?:Scalar|Aggregate|Table|Pragma) Function with name "?([^ "!]+)"? does'
 )
 _DUCK_PREFIX = re.compile(r"^[A-Za-z ]+ Error: ")
+_NOT_GROUPED = re.compile(r'column "([^"]+)" must appear in the GROUP BY clause')
+_AGGREGATES: Final = frozenset(
+    {"count", "count_star", "sum", "avg", "min", "max", "array_agg", "any_value", "arbitrary",
+     "stddev", "variance", "approx_distinct", "bool_and", "bool_or", "string_agg", "listagg"}
+)  # fmt: skip
+
+
+def _not_grouped(sql: str, tree: dict[str, Any], column: str) -> ToolError:
+    """Trino's error for a select item that is neither aggregated nor grouped: it names the
+    whole item as written, at the item's position."""
+    name = column.lower()
+
+    def bare(node: Any) -> bool:  # the column, outside every aggregate call
+        if isinstance(node, list):
+            return any(bare(n) for n in node)
+        if not isinstance(node, dict):
+            return False
+        if node.get("class") == "FUNCTION" and _function_name(node) in _AGGREGATES:
+            return False
+        if node.get("class") == "WINDOW":
+            return False
+        if node.get("class") == "COLUMN_REF":
+            return str((node.get("column_names") or [""])[-1]).lower() == name
+        return any(bare(v) for v in node.values())
+
+    raw = sql.encode()
+    for item in (tree.get("node") or {}).get("select_list") or []:
+        at, length = item.get("query_location"), item.get("query_location_length")
+        if bare(item) and isinstance(at, int) and isinstance(length, int) and length > 0:
+            text = raw[at : at + length].decode(errors="replace")
+            message = f"'{text}' must be an aggregate expression or appear in GROUP BY clause"
+            return user_error(sql, at, message)
+    return user_error(
+        sql, None, f"'{name}' must be an aggregate expression or appear in GROUP BY clause"
+    )
 
 
 def translate(sql: str, tree: dict[str, Any], exc: duckdb.Error) -> ToolError:
@@ -86,6 +121,8 @@ def translate(sql: str, tree: dict[str, Any], exc: duckdb.Error) -> ToolError:
         loc = _find_column(tree, [m.group(1), None])
         name = _column_text(tree, loc) or m.group(1)
         return user_error(sql, loc, f"Column '{name.lower()}' cannot be resolved")
+    if m := _NOT_GROUPED.search(first):
+        return _not_grouped(sql, tree, m.group(1))
     if m := _MISSING_FUNCTION.search(first):
         name = m.group(1).lower()
         return user_error(sql, _find_function(tree, name), f"Function '{name}' not registered")
@@ -198,7 +235,13 @@ def check_relations(sql: str, tree: dict[str, Any], engine: Tables) -> None:
 
 def check_trino_syntax(sql: str, tree: dict[str, Any]) -> None:
     """Refuse DuckDB-only syntax the agent's queries have been seen to use."""
+    raw = sql.encode()
     for node in _nodes(tree):
+        if node.get("class") == "CAST":
+            at = node.get("query_location")
+            if isinstance(at, int) and raw[at : at + 2] == b"::":
+                # Trino's parser stops at the first ':' (its "Expecting:" list is not kept)
+                raise user_error(sql, at, "mismatched input ':'")
         if node.get("class") != "FUNCTION":
             continue
         for arg in node.get("arguments", []):
@@ -290,6 +333,10 @@ class Rewriter:
         r"(?<![\w.])\d*+\.\d|\b\d++\.(?![\w.])|\b(?:decimal|numeric)\b", re.I
     )
     _TYPEOF = re.compile(r"\btypeof\s*+\(", re.I)
+    _FORMAT = re.compile(r"\bformat\s*+\(", re.I)
+    # Trino's varchar-to-timestamp cast reads 'yyyy-MM-dd[ HH:mm[:ss[.f...]]]' (a space, not
+    # ISO 8601's 'T', between date and time); DuckDB reads both.
+    _ISO_T = re.compile(r"\d{4}-\d\d?-\d\d?T\d")
 
     def __init__(
         self,
@@ -297,6 +344,7 @@ class Rewriter:
         tree: dict[str, Any],
         has_decimals: bool,
         describe: Callable[[str], list[str]],
+        timestamp_text: dict[int, int] | None = None,
     ) -> None:
         self.cur = cur
         self.tree = tree
@@ -306,13 +354,20 @@ class Rewriter:
         self.decimals = False
         self.typeof = False
         self.information_schema = False
+        self.format = False
+        self.iso_t = False
+        # CASTs of a timestamp(p) to varchar (location -> p), from ``sql_types.check_types``
+        self.timestamp_text = timestamp_text or {}
 
     def rewrite(self, sql: str) -> str | None:
         """The rewritten SQL, or None when ``sql`` needs no rewrite (the common case)."""
         self.decimals = self.has_decimals or bool(self._DECIMAL_TEXT.search(sql))
         self.typeof = bool(self._TYPEOF.search(sql))
         self.information_schema = "information_schema" in sql.lower()
-        if not (self.decimals or self.typeof or self.information_schema):
+        self.format = bool(self._FORMAT.search(sql))
+        self.iso_t = bool(self._ISO_T.search(sql))
+        wanted = (self.decimals, self.typeof, self.information_schema, self.format, self.iso_t)
+        if not (any(wanted) or self.timestamp_text):
             return None
         work = copy.deepcopy(self.tree)
         self._walk(work, [])
@@ -338,12 +393,43 @@ class Rewriter:
             self._walk(obj[key], scopes)
         if obj.get("class") == "FUNCTION":
             self._function(obj, scopes)
+        elif obj.get("class") == "CAST":
+            self._cast(obj)
+
+    def _cast(self, node: dict[str, Any]) -> None:
+        """Trino's casts where DuckDB's differ: timestamp to text, ISO 8601 text to timestamp."""
+        child = node.get("child") or {}
+        target = str((node.get("type_expr") or {}).get("type_name") or "").upper()
+        precision = self.timestamp_text.get(node.get("query_location", -1))
+        if precision is not None:
+            fraction = {0: "", 3: ".%g", 6: ".%f"}.get(precision)
+            if fraction is not None:
+                self._replace(node, f"strftime(__a, '%Y-%m-%d %H:%M:%S{fraction}')", {"__a": child})
+            return
+        text = str((child.get("literal") or {}).get("text", ""))
+        if (
+            self.iso_t
+            and target.startswith("TIMESTAMP")
+            and child.get("class") == "CONSTANT"
+            and (child.get("literal") or {}).get("kind") == "STRING"
+            and self._ISO_T.match(text.strip())
+        ):
+            # A failure when evaluated, not when analysed: Trino folds the constant only
+            # where rows reach it (a filter that passes none never fails).
+            message = f"Value cannot be cast to timestamp: {text}".replace("'", "''")
+            self._replace(node, f"CAST(error('{message}') AS TIMESTAMP)", {})
 
     def _function(self, node: dict[str, Any], scopes: list[dict[str, Any]]) -> None:
         name = _function_name(node)
         args = [a.get("expression") for a in node.get("arguments", [])]
         if name == "typeof" and self.typeof and len(args) == 1:
             self._replace(node, "__bl_trino_type(typeof(__a))", {"__a": args[0]})
+        elif name == "format" and self.format and args:
+            # Trino's format is Java's printf-style String.format; DuckDB's is fmt-style.
+            node["function_name"] = "printf"
+            if isinstance(node.get("qualified_name"), dict):
+                node["qualified_name"] = {"path": ["printf"]}
+            self.changed = True
         elif not self.decimals:
             return
         elif name in ("/", "//") and node.get("is_operator") and len(args) == 2:

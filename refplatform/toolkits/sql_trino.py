@@ -88,7 +88,10 @@ def _split_top(text: str) -> list[str]:
 
 
 def client_type(trino: str) -> str:
-    """The column type trino-go-client reports (``DatabaseTypeName``): base name, upper case."""
+    """The column type trino-go-client reports (``DatabaseTypeName``): base name, upper case;
+    an array keeps its element type (``ARRAY(VARCHAR)``, as the live platform reported)."""
+    if trino.startswith("array(") and trino.endswith(")"):
+        return f"ARRAY({client_type(trino[6:-1])})"
     out, depth = [], 0
     for ch in trino:
         depth += ch == "("
