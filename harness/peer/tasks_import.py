@@ -25,6 +25,7 @@ each episode and unit records its trace hash as a live one does.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
 import itertools
@@ -38,6 +39,7 @@ from typing import Any, Final
 import msgspec
 import yaml
 
+from benchledger.harness.peer import evidence
 from benchledger.harness.peer.arms import (
     ARM_CONFIG,
     README,
@@ -417,6 +419,37 @@ def _readme_planted(family_dir: str, arm: str) -> dict[str, Any] | None:
     }
 
 
+def _evidence(
+    results: str,
+    planted: dict[str, Any] | None,
+    snapshots: tuple[ReadBackBody, ...],
+    units: list[_Unit],
+) -> dict[str, Any]:
+    """What the arm's diagnostics look for, from its own files (``harness.peer.evidence``):
+    the claim's correct source among the pages its snapshots name (else the seeded pages
+    beside ``results/``) and the planted insight's reviewer note as its episodes were
+    returned it; each None, with where it was looked for, when not found."""
+    pages = evidence.snapshot_pages(s.body for s in snapshots)
+    where = "the arm's store snapshots" if pages else None
+    if not pages:
+        pages, seeded = evidence.seeded_pages(results)
+        if seeded is not None:
+            check_path(seeded)
+            where = os.path.relpath(seeded, os.path.dirname(os.path.abspath(results)))
+    text = planted.get("text") if planted else None
+    source = evidence.correct_source(text, pages) if isinstance(text, str) else None
+    insight = planted.get("insight_id") if planted else None
+    note = evidence.review_note(
+        insight if isinstance(insight, str) else "",
+        (call.text() for unit in units for call in unit.calls),
+    )
+    return {
+        "pages_from": where,  # None: the arm names no pages and none is beside results/
+        "correct_source": source,
+        "review_note": note,
+    }
+
+
 def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan:
     """Every file of the arm checked and built into bodies: all refusals happen here.
 
@@ -466,6 +499,7 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
     refs = _references(path, loaded.tasks, planted, where)
     needle = planted_needle(planted, where, "needle")
     items = {t.id: TaskItem(t, refs.get(t.id), needle) for t in loaded.tasks}
+    snapshots = () if flat else _snapshots(arm_dir)
     folder = path + ".transcripts"
     units: list[_Unit] = []
     seen: dict[str, int] = {}
@@ -481,6 +515,14 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         seen[unit.stream] = i
         units.append(unit)
     _check_summaries(f, data, attempts)
+    found = _evidence(path, planted, snapshots, units)
+    source, note = found["correct_source"], found["review_note"]
+    units = [
+        dataclasses.replace(
+            u, item=u.item._replace(source=source["needle"] if source else None, note=note)
+        )
+        for u in units
+    ]
     provider = f.text(manifest, "llm_provider", "manifest")
     model = f.text(manifest, "model", "manifest")
     config: dict[str, Any] = {
@@ -496,6 +538,7 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         "planted": planted,
         "tasks": tasks,
         **({"references": references_config(refs)} if refs else {}),
+        "evidence": found,
         "arm_config": None if flat else _arm_config(os.path.join(arm_dir, ARM_CONFIG)),
     }
     if flat:  # where what an arm folder holds was found instead
@@ -515,7 +558,7 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         tool_version="import-peer",
         config=config,
     )
-    return _Plan(run, name, start, header, () if flat else _snapshots(arm_dir), tuple(units))
+    return _Plan(run, name, start, header, snapshots, tuple(units))
 
 
 def _write_unit(w: StreamWriter, unit: _Unit) -> None:
