@@ -44,7 +44,10 @@ from benchledger.harness.peer.arms import (
     ARM_CONFIG,
     README,
     RESULTS,
+    RESULTS_DIR,
+    TRANSCRIPTS,
     ArmName,
+    arm_files,
     arm_folders,
     flat_arms,
     is_arm,
@@ -235,7 +238,7 @@ def _unit(
     got = _number(f, record, "got_value", where)
     answer = f.text(record, "final_answer", where)
     error = f.text(record, "error", where).strip()
-    calls = _transcript(f, folder, record, where, arm)
+    calls = _transcript(f, folder, record, where, arm) if items[pid].traffic else ()
     finished = EpisodeFinishedBody(
         episode=EPISODE,
         final_answer=answer,
@@ -419,6 +422,18 @@ def _readme_planted(family_dir: str, arm: str) -> dict[str, Any] | None:
     }
 
 
+def _lacks(arm_dir: str, transcripts: str, flat: bool) -> list[str]:
+    """What the arm did not keep, stated in its run (``config["lacks"]``) rather than
+    guessed: its transcript folder, its arm config, its store snapshots, its planted claim
+    file (an absent arm's plants nothing, so that one says no more than that)."""
+    out = [] if os.path.isdir(transcripts) else ["transcripts"]
+    if flat or not os.path.isfile(os.path.join(arm_dir, ARM_CONFIG)):
+        out.append(ARM_CONFIG)
+    if flat or not any(os.path.isfile(os.path.join(arm_dir, n)) for n in SNAPSHOTS):
+        out.append("store snapshots")
+    return out
+
+
 def _evidence(
     results: str,
     planted: dict[str, Any] | None,
@@ -458,7 +473,11 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
     has no arm config or snapshots.
     """
     flat = arm_dir.endswith(".json") and os.path.isfile(arm_dir)
-    path = arm_dir if flat else os.path.join(arm_dir, RESULTS)
+    files = None if flat else arm_files(arm_dir)
+    if not flat and files is None:
+        raise UnusableInput(arm_dir, f"holds no {RESULTS} (nor {RESULTS_DIR}/{RESULTS})")
+    path, folder = (arm_dir, arm_dir + TRANSCRIPTS) if files is None else files
+    lacks = _lacks(arm_dir, folder, flat)
     data = _read_json(path, MAX_JSON, RESULTS)
     f = Fields(path, "tasks results file")
     if not isinstance(data, dict):
@@ -498,9 +517,9 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
     where = os.path.join(family_dir, README) if flat else os.path.join(arm_dir, PLANTED)
     refs = _references(path, loaded.tasks, planted, where)
     needle = planted_needle(planted, where, "needle")
-    items = {t.id: TaskItem(t, refs.get(t.id), needle) for t in loaded.tasks}
+    traffic = "transcripts" not in lacks
+    items = {t.id: TaskItem(t, refs.get(t.id), needle, traffic=traffic) for t in loaded.tasks}
     snapshots = () if flat else _snapshots(arm_dir)
-    folder = path + ".transcripts"
     units: list[_Unit] = []
     seen: dict[str, int] = {}
     for i, record in enumerate(attempts):
@@ -539,7 +558,10 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         "tasks": tasks,
         **({"references": references_config(refs)} if refs else {}),
         "evidence": found,
-        "arm_config": None if flat else _arm_config(os.path.join(arm_dir, ARM_CONFIG)),
+        "arm_config": None
+        if ARM_CONFIG in lacks
+        else _arm_config(os.path.join(arm_dir, ARM_CONFIG)),
+        "lacks": lacks,
     }
     if flat:  # where what an arm folder holds was found instead
         config["results_file"] = os.path.basename(path)

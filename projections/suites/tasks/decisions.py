@@ -105,6 +105,7 @@ class TaskItem(NamedTuple):
     needle: str | None = None  # the arm's planted claim's needle (None: nothing planted)
     source: str | None = None  # the seeded correct source's needle (None: it is the world)
     note: str | None = None  # the planted insight's reviewer note (None: never returned)
+    traffic: bool = True  # False: the arm kept no transcripts (its tool traffic is unknown)
 
     @property
     def id(self) -> str:
@@ -177,6 +178,13 @@ def decide_unit(item: TaskItem, events: Events) -> list[Ruling]:
     traps = [[r.name, r.value] for r in refs.readings if r.name not in (CORRECT, ADOPTED)]
     out.append(_ruling(TRAP, cls.startswith(f"{TRAP}:"), why, answer, traps, seq))
     out.append(_ruling(OTHER, cls in (OTHER, NO_NUMBER), why, answer, _readings(refs), seq))
+    if not item.traffic:  # what the tool calls would show is unknown, not absent
+        why = "the arm kept no transcripts: its tool calls were not recorded"
+        unknown = (QUERIED, OBSERVED, CLAIM_SEEN, COPRESENT, EXPOSED, CORRECTIVE)
+        budget = finished.budget_exhausted
+        out.append(_ruling(BUDGET, budget, f"budget_exhausted={json.dumps(budget)} at seq {seq}",
+                           "", None, seq))  # fmt: skip
+        return out + [_ruling(c, None, why, "", None, seq) for c in unknown]
     return out + _refutation(item, events, seq) + _delivery(item, events, seq, finished)
 
 

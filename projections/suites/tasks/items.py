@@ -106,6 +106,8 @@ def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
     warehouse = read_warehouse(given) if given is not None else None
     needle = planted_needle(config.get("planted"), run, "config.planted.needle")
     source, note = evidence(config)
+    lacks = config.get("lacks")
+    traffic = not (isinstance(lacks, list) and "transcripts" in lacks)
     for tid, task in loaded.items():
         refs: References | None = None
         if warehouse is not None:
@@ -115,7 +117,7 @@ def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
                 raise UnusableInput(given or run, str(exc)) from None
         elif isinstance(recorded, dict) and tid in recorded:
             refs = _recorded(run, tid, recorded[tid])
-        by_id[tid] = TaskItem(task, refs, needle, source, note)
+        by_id[tid] = TaskItem(task, refs, needle, source, note, traffic)
     if warehouse is None and not isinstance(recorded, dict):
         notes.append(
             "the run recorded no reference values: only `correct` is re-derived (give the "
