@@ -193,3 +193,53 @@ def test_an_arm_without_transcripts_states_it_and_rules_its_traffic_unknown(tmp_
     assert _count(rulings, "adopted") == script.adopted("fam-three", "cell-z") == 2
     assert _header(ledger, run_id).config["lacks"][0] == "transcripts"
     assert {v for (_, c), v in rulings.items() if c in ("queried", "exposed")} == {None}
+
+
+# -- no ruling depends on a family's or an arm's name ---------------------------------
+
+
+def _shared_arms() -> list[str]:
+    study = os.path.join(peer_dir(), "bench", "results", "knowledge-pollution")
+    return sorted(
+        os.path.join(study, family, arm)
+        for family in sorted(os.listdir(study))
+        if os.path.isdir(os.path.join(study, family))
+        for arm in sorted(os.listdir(os.path.join(study, family)))
+        if os.path.isfile(os.path.join(study, family, arm, "results.json"))
+    )
+
+
+def _all_rulings(ledger: Ledger, run_id: str) -> dict[tuple[str, str], tuple[Any, ...]]:
+    out = {}
+    for event, _ in from_ledger(ledger, run_id).events:
+        body = event.body
+        if isinstance(body, GraderDecisionBody):
+            key = (event.stream.split("/", 1)[1], f"{body.origin}:{body.check}")
+            out[key] = (body.verdict, body.reason, json.dumps(body.expected), event.refs)
+    return out
+
+
+@pytest.mark.slow  # 33 arms imported twice: about 50 s on a 2-core machine
+def test_every_shared_arm_rules_the_same_under_names_the_study_never_used(tmp_path) -> None:
+    arms = _shared_arms()
+    if not arms:
+        pytest.skip("no knowledge-pollution arms in the peer's data here")
+    bench = _bench(str(tmp_path / "renamed"))
+    ledger = Ledger(open_store(str(tmp_path / "l.sqlite")))
+    compared = 0
+    for n, arm in enumerate(arms):
+        folder = os.path.basename(arm)
+        label = folder[len(folder.rstrip("-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")) :]
+        label = label if any(ch.isupper() for ch in label) else ""
+        renamed = os.path.join(bench, "results", "knowledge-pollution", "family-q",
+                               f"cell{n}{label}")  # fmt: skip
+        shutil.copytree(arm, renamed)
+        there, _, _ = import_arm(ledger, arm, run_id=f"there-{n}")
+        here, _, _ = import_arm(ledger, renamed, run_id=f"here-{n}")
+        a, b = _all_rulings(ledger, there), _all_rulings(ledger, here)
+        assert a == b, folder
+        ea = _header(ledger, there).config["evidence"]
+        assert ea == _header(ledger, here).config["evidence"], folder
+        compared += len(a)
+    print(f"{len(arms)} arms, {compared} rulings: the same under a renamed family and arm")
+    assert compared > 0
