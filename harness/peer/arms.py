@@ -37,12 +37,13 @@ _LABEL: Final = re.compile(
 # "`-DRIFTED-n` (an evaluator write ...)": the placeholder n stands for a number.
 _MEANING: Final = re.compile(r"`-(?P<label>[A-Z][A-Za-z0-9-]*)`\s*\((?P<meaning>[^()]*)\)")
 _README_LIMIT: Final = 1 << 20  # a README is prose; a larger file is not one
-# The probe README's claim: a "> " blockquote right under a heading naming the treatment string.
+# A flat family README's claim: a "> " blockquote right under a heading naming the treatment
+# string.
 _CLAIM: Final = re.compile(
     r"^#+[^\n]*treatment string[^\n]*\n\s*(?P<quote>(?:>[^\n]*(?:\n|$))+)",
     re.IGNORECASE | re.MULTILINE,
 )
-# "1. **polluted** — after ... plants the poison fact ...": one design-list entry per arm.
+# "1. **<arm>** — after ... plants the ... fact ...": one design-list entry per arm.
 _DESIGN: Final = re.compile(
     r"^\d+\.\s+\*\*(?P<arm>[^*\n]+)\*\*\s*[—–-]+\s*(?P<what>.*?)(?=^\d+\.\s|^\S|\Z)",
     re.MULTILINE | re.DOTALL,

@@ -13,7 +13,7 @@ objects the header carries are the ones the arm ran.
 and the persona tool allow lists reach the ledger. An attempt whose ``error`` is set is a
 harness failure the peer did not grade: it records an infra error and no verdict.
 
-A flat family (the premise probe: ``<arm>.json`` files, ``arms.flat_arms``) goes through
+A flat family (``<arm>.json`` files beside their transcripts, ``arms.flat_arms``) goes through
 the same plan: its tasks are the peer's ``bench/tasks`` files by id (they must hash to the
 manifest's claim too), its plant the README's treatment string, and it has no arm config.
 

@@ -273,7 +273,7 @@ def _delivery(item: TaskItem, events: Events, seq: int, finished: EpisodeFinishe
 
 
 def _planted_value(item: TaskItem) -> str | None:
-    """The planted wrong value of the task as text (``1140``), None where none was planted."""
+    """The planted wrong value of the task as text, None where none was planted."""
     refs = item.references
     value = next((r.value for r in refs.readings if r.name == ADOPTED), None) if refs else None
     return None if value is None else _value(value)
