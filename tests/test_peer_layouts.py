@@ -243,3 +243,44 @@ def test_every_shared_arm_rules_the_same_under_names_the_study_never_used(tmp_pa
         compared += len(a)
     print(f"{len(arms)} arms, {compared} rulings: the same under a renamed family and arm")
     assert compared > 0
+
+
+# -- a second fixture: a task the seeded warehouse's attribution table does not read --------
+
+
+def test_an_arm_of_another_fixture_reads_its_planted_value_from_its_own_planted_json(
+    tmp_path,
+) -> None:
+    bench = _bench(str(tmp_path))
+    folder = os.path.join(bench, "results", "knowledge-pollution", "fam-four", "cell-w")
+    task = {"id": "monitor-count", "suite": "api", "prompt": "How many monitors fire?",
+            "arms": ["a3"], "budget_tool_calls": 20,
+            "grading": {"kind": "numeric", "value": 3, "abs_tolerance": 0.5}}  # fmt: skip
+    os.makedirs(os.path.join(folder, "tasks"))
+    with open(os.path.join(folder, "tasks", "monitor-count.yaml"), "w") as fh:
+        json.dump(task, fh)  # JSON is YAML
+    loaded = task_files.load(os.path.join(folder, "tasks"))
+    values = ["3", "5", "5", "6", "no idea"]  # correct, adopted twice, the pool trap, none
+    attempts = [{"task_id": "monitor-count", "attempt": n, "correct": v == "3",
+                 "final_answer": f"FINAL ANSWER: {v}",
+                 "got_value": float(v) if v[0].isdigit() else None}
+                for n, v in enumerate(values, 1)]  # fmt: skip
+    manifest = {"started_at": "2026-08-06T10:00:00Z", "arm": "a3", "model": "m", "k": 5,
+                "task_set_hash": task_files.task_set_hash(loaded.tasks)}  # fmt: skip
+    _write(os.path.join(folder, "results", "results.json"),
+           {"manifest": manifest, "attempts": attempts})  # fmt: skip
+    _write(os.path.join(folder, "planted.json"),
+           {**PLANT, "treatment_id": "a-treatment-no-table-reads",
+            "text": "Five monitors fire on the coverage check.",
+            "needle": "coverage check fires 5 monitors"})  # fmt: skip
+    script = _script()
+    script.RESULTS = os.path.join(bench, "results", "knowledge-pollution")
+    ledger = Ledger(open_store(str(tmp_path / "l.sqlite")))
+    run_id, _, _ = import_arm(ledger, folder)
+    rulings = _rulings(ledger, run_id)
+    print(f"adopted: the peer's script {script.adopted('fam-four', 'cell-w')}, benchledger "
+          f"{_count(rulings, 'adopted')}")  # fmt: skip
+    assert _count(rulings, "adopted") == script.adopted("fam-four", "cell-w") == 2
+    config = _header(ledger, run_id).config
+    assert config["references_from"]["monitor-count"].startswith("the task's graded value")
+    assert config["lacks"][0] == "transcripts"

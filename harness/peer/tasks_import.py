@@ -32,6 +32,7 @@ import itertools
 import json
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -78,7 +79,14 @@ from benchledger.projections.suites.tasks.items import planted_needle, reference
 from benchledger.projections.trace import traced, unit_trace_hash
 from benchledger.protocols import tasks as task_files
 from benchledger.protocols.document import read
-from benchledger.protocols.task_grading import References, read_warehouse, references
+from benchledger.protocols.task_grading import (
+    ADOPTED,
+    CORRECT,
+    Reference,
+    References,
+    read_warehouse,
+    references,
+)
 from benchledger.protocols.tasks import TASK_SUFFIX, Task, TaskSet
 
 ORIGIN: Final = "mcp-data-platform"
@@ -345,27 +353,63 @@ def _planted(arm_dir: str) -> dict[str, Any] | None:
     return data
 
 
+_NUMBER: Final = re.compile(r"(?<![\w.-])[0-9][0-9,]*(?:\.[0-9]+)?(?![\w-])")
+
+
+def _stated_value(planted: dict[str, Any] | None) -> float | None:
+    """The one number the planted claim's needle states (None: none, or more than one)."""
+    needle = planted.get("needle") if planted else None
+    found = _NUMBER.findall(needle) if isinstance(needle, str) else []
+    return float(found[0].replace(",", "")) if len(found) == 1 else None
+
+
+def _from_the_arm(task: Task, planted: dict[str, Any] | None) -> References | None:
+    """A task the seed's attribution table does not read: its readings from the arm's own
+    files: the task's graded value, and the planted value the claim's needle states (when
+    it differs from the graded one: a claim stating the truth plants no wrong value). No
+    trap is known this way. None for a task graded by no number."""
+    grading = task.grading
+    if grading.kind != "numeric" or grading.value is None:
+        return None
+    readings = [Reference(CORRECT, float(grading.value))]
+    stated = _stated_value(planted)
+    if stated is not None and abs(stated - grading.value) > grading.abs_tolerance:
+        readings.append(Reference(ADOPTED, stated))
+    return References(grading.abs_tolerance, tuple(readings))
+
+
 def _references(
-    results: str, tasks: tuple[Task, ...], planted: dict[str, Any] | None, where: str
-) -> dict[str, References]:
-    """Each study task's readings (correct, the planted value, the traps), computed from the
-    peer's seeded warehouse beside its ``results``; {} when the seed is not there."""
+    results: str, tasks: tuple[Task, ...], planted: dict[str, Any] | None
+) -> tuple[dict[str, References], dict[str, str]]:
+    """Each task's readings (correct, the planted value, the traps) and where they came
+    from: computed from the peer's seeded warehouse beside its ``results`` for a task and
+    treatment its attribution table reads, else from the arm's task and planted claim
+    (``_from_the_arm``); a task neither gives is left without readings, and said."""
     seed = find_seed(results)
-    if seed is None:
-        return {}
-    check_path(seed)
-    warehouse = read_warehouse(seed)
+    if seed is not None:
+        check_path(seed)
+    warehouse = read_warehouse(seed) if seed is not None else None
     treatment = planted.get("treatment_id") if planted else None
-    out = {}
+    out: dict[str, References] = {}
+    said: dict[str, str] = {}
     for task in tasks:
-        try:
-            out[task.id] = references(
-                warehouse, task.id, treatment if isinstance(treatment, str) else None,
-                task.grading.abs_tolerance,
-            )  # fmt: skip
-        except ValueError as exc:  # not a study task, or a treatment the study never planted
-            raise UnusableInput(where, str(exc)) from None
-    return out
+        if warehouse is not None:
+            try:
+                out[task.id] = references(
+                    warehouse, task.id, treatment if isinstance(treatment, str) else None,
+                    task.grading.abs_tolerance,
+                )  # fmt: skip
+                said[task.id] = "the seeded warehouse"
+                continue
+            except ValueError:  # a task or treatment the attribution table does not read
+                pass
+        found = _from_the_arm(task, planted)
+        if found is not None:
+            out[task.id] = found
+            said[task.id] = "the task's graded value and the planted needle's number"
+        else:
+            said[task.id] = "none: the task is graded by no number"
+    return out, said
 
 
 def _layout_tasks(f: Fields, data: dict[str, Any], attempts: list[dict[str, Any]]) -> TaskSet:
@@ -515,7 +559,7 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
     family_dir = os.path.dirname(path)
     planted = _readme_planted(family_dir, name.arm) if flat else _planted(arm_dir)
     where = os.path.join(family_dir, README) if flat else os.path.join(arm_dir, PLANTED)
-    refs = _references(path, loaded.tasks, planted, where)
+    refs, refs_from = _references(path, loaded.tasks, planted)
     needle = planted_needle(planted, where, "needle")
     traffic = "transcripts" not in lacks
     items = {t.id: TaskItem(t, refs.get(t.id), needle, traffic=traffic) for t in loaded.tasks}
@@ -557,6 +601,7 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         "planted": planted,
         "tasks": tasks,
         **({"references": references_config(refs)} if refs else {}),
+        "references_from": refs_from,
         "evidence": found,
         "arm_config": None
         if ARM_CONFIG in lacks
