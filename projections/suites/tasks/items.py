@@ -118,6 +118,12 @@ def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
         elif isinstance(recorded, dict) and tid in recorded:
             refs = _recorded(run, tid, recorded[tid])
         by_id[tid] = TaskItem(task, refs, needle, source, note, traffic)
+    if config.get("origin") and needle is not None and "evidence" not in config:
+        notes.append(
+            "the run was imported before its correct source and reviewer note were recorded "
+            "(config.evidence): copresent and exposed re-derive without them; import the arm "
+            "again"
+        )
     if warehouse is None and not isinstance(recorded, dict):
         notes.append(
             "the run recorded no reference values: only `correct` is re-derived (give the "
