@@ -183,8 +183,8 @@ def _import_arms(args: argparse.Namespace) -> int:
                          "--transcripts and --protocols")  # fmt: skip
     arm = is_arm(path)
     if not arm and not is_family(path):
-        raise UsageError(f"{path}: neither a results file, an arm folder (results.json and "
-                         "arm-config.yaml) nor a family of arm folders")  # fmt: skip
+        raise UsageError(f"{path}: neither a results file, an arm folder (results.json or "
+                         "results/results.json) nor a family of arm folders")  # fmt: skip
     if not arm and args.run_id:
         raise UsageError(f"{path}: --run-id names one run; a family imports one run per arm")
     with new_or_existing_ledger(args) as ledger:  # a refused arm leaves no new ledger

@@ -40,6 +40,10 @@ FIELDS: Final = ("stage", "verdict", "reason", "answer", "expected")
 
 
 NOT_REDERIVABLE: Final = "decisions not re-derivable (imported)"
+# A check whose field the imported results shape never recorded (``config["unrecorded"]``,
+# harness.peer.importer.unrecorded): its re-derived decisions are counted under this name
+# with the fields named, never compared with a verdict that was never recorded.
+UNRECORDED: Final = "decisions not re-derivable (not recorded by the results shape: {})"
 NOT_RECORDED: Final = "trace hashes not recorded"
 ABANDONED: Final = "abandoned units"
 
@@ -63,19 +67,36 @@ def rederive(
     report = Report("rederive", target or run.run_id, run.run_id)
     report.compared = dict.fromkeys(("decisions", "metrics", "trace hashes"), 0)
     report.skipped = dict.fromkeys((NOT_REDERIVABLE, NOT_RECORDED, ABANDONED), 0)
+    imported = _imported(run)
     rederived: list[Event] = []  # every unit's events, its decisions re-derived
     for unit in run.units:
         if unit.abandoned:  # interrupted and re-run under another stream: not a result
             report.skipped[ABANDONED] += 1
             rederived += unit.events
             continue
-        replaced = _decisions(report, unit, _protocol(unit, protocols), decide, suite.answer_checks)
+        protocol = _protocol(unit, protocols)
+        replaced = _decisions(report, unit, protocol, decide, suite.answer_checks, imported)
         rederived += _with_decisions(unit, replaced)
         _trace_hashes(report, unit)
     found, compared = _metrics(run, rederived)
     report.compared["metrics"] = compared
     report.mismatches += found
     return report
+
+
+def _imported(run: Run) -> frozenset[str] | None:
+    """None for a run of ours; for an import (``config["origin"]`` names the peer), the
+    checks its results shape never recorded (``config["unrecorded"]``)."""
+    config = run.header.config
+    origin = config.get("origin")
+    if not isinstance(origin, str) or not origin or origin == OURS:
+        return None
+    missing = config.get("unrecorded")
+    return (
+        frozenset(c for c in missing if isinstance(c, str))
+        if isinstance(missing, list)
+        else frozenset()
+    )
 
 
 def _protocol(unit: ReplayUnit, protocols: Mapping[str, Protocol]) -> Protocol:
@@ -93,17 +114,29 @@ def _protocol(unit: ReplayUnit, protocols: Mapping[str, Protocol]) -> Protocol:
 
 
 def _decisions(
-    report: Report, unit: ReplayUnit, protocol: Protocol, decide: Decider, answers: frozenset[str]
+    report: Report,
+    unit: ReplayUnit,
+    protocol: Protocol,
+    decide: Decider,
+    answers: frozenset[str],
+    imported: frozenset[str] | None = None,
 ) -> Replaced:
     """Compare the unit's recorded decisions with re-derived ones; return the re-derived.
 
     ``answers``: the suite's checks graded from an answer alone, the only ones an imported
     peer run can re-derive (its other verdicts were recorded without the read-backs that
-    decided them)."""
+    decided them). ``imported``: None for a run of ours, else the checks the import's
+    results shape never recorded; an imported unit is compared as one whatever it recorded
+    (a unit with no peer verdict at all is not therefore ours)."""
     derived = decide(protocol, unit.pairs)
     recorded = [e for e in unit.events if isinstance(e, GraderDecisionEvent)]
     skip = 0
-    if any(e.body.origin != OURS for e in recorded):
+    if imported is not None or any(e.body.origin != OURS for e in recorded):
+        missing = imported or frozenset()
+        never = [d for d in derived if d.body.check in missing]
+        if never:
+            named = UNRECORDED.format(", ".join(sorted(missing)))
+            report.skipped[named] = report.skipped.get(named, 0) + len(never)
         found, replaced, skip = _compare_imported(unit.stream, recorded, derived, answers)
         report.skipped[NOT_REDERIVABLE] += skip
     else:

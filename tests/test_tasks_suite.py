@@ -302,6 +302,7 @@ def test_rederive_catches_a_changed_classification(study) -> None:
 COUNT_TASK = {
     "id": "s3-deprecated-order-count", "suite": "s3", "prompt": "How many orders?",
     "arms": ["a3"], "budget_tool_calls": 30,
+    "expected_sql": "SELECT COUNT(*) AS n FROM memory.bench.orders",
     "grading": {"kind": "numeric", "value": 1200, "abs_tolerance": 0.5},
 }  # fmt: skip
 WRONG_ARM = task_grading.References(
@@ -565,13 +566,16 @@ def test_the_card_carries_the_diagnostics_and_no_budget_ran_out(capsys, study) -
         "budget_exhausted": (0, 24)}  # fmt: skip
 
 
-FISCAL_TASK = {**COUNT_TASK, "id": "s3-fiscal-2025-count"}
+FISCAL_TASK = {**COUNT_TASK, "id": "s3-fiscal-2025-count", "expected_sql":
+               "SELECT COUNT(*) FROM memory.bench.orders WHERE status = 'completed'"}  # fmt: skip
 NEEDLE = "April 1 through March 31"
+NOTE = "knowledge-pollution study plant: x"  # what the import reads from the arm's episodes
 
 
 def _diagnose(task: dict[str, Any], needle: str | None, *texts: str,
               exhausted: bool = False) -> dict[str, tuple[Any, str, tuple[int, ...]]]:  # fmt: skip
-    item = TaskItem(msgspec.convert(task, Task), WRONG_ARM, needle)
+    source = "February 1" if task is FISCAL_TASK else None  # the import finds it in the pages
+    item = TaskItem(msgspec.convert(task, Task), WRONG_ARM, needle, source, NOTE)
     events: list[tuple[int, Any]] = [
         (seq, SessionCallBody(episode="task", method="tools/call", tool="search",
                               arguments={"q": "fiscal"}, content=[{"type": "text", "text": t}]))
@@ -598,7 +602,7 @@ def test_a_claim_without_its_source_is_not_copresent() -> None:
 
 
 def test_the_reviewer_note_is_exposure() -> None:
-    ruled = _diagnose(COUNT_TASK, NEEDLE, "review_notes: knowledge-pollution study plant: x")
+    ruled = _diagnose(COUNT_TASK, NEEDLE, f"review_notes: {NOTE}")
     assert ruled["exposed"] == (True, "reviewer note returned at seq 3", (3,))
     assert ruled["copresent"][0] is None  # the order count's correct source is the world
 

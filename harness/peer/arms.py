@@ -1,18 +1,19 @@
 """The arm folders of a peer study family and what each folder's name says.
 
-A family (``knowledge-pollution/rq1-warehouse``) is a folder of arm folders; an arm
-folder holds ``results.json`` and ``arm-config.yaml``. The peer keeps attempts it did
-not analyse beside the analysed arm under a labelled name (``convention-absent-haiku-
+A family is a folder of arm folders; an arm folder holds ``results.json`` (or
+``results/results.json``, ``arm_files``), and may hold ``arm-config.yaml``, ``tasks/``,
+``planted.json`` and store snapshots (what it lacks is stated in its run). The peer keeps
+attempts it did not analyse beside the analysed arm under a labelled name (``<arm>-
 DRIFTED-1``): the label is the trailing run of dash-separated parts that starts with an
 upper-case word (``DRIFTED-1``, ``AUDIT-TIMEOUT-0``, ``INTERRUPTED-bells``), so a
-lower-case level such as ``checkable-wrong-haiku-bare`` is an arm of its own. What a
-label means is read from the family README's backquoted ``-LABEL-n`` (meaning) list.
+lower-case suffix (a directive level) names an arm of its own. What a label means is read
+from the family README's backquoted ``-LABEL-n`` (meaning) list.
 
-The premise probe (``knowledge-pollution/probe``) is a flat family: each arm is a results
-file ``<arm>.json`` beside its ``<arm>.json.transcripts`` folder, with no tasks, planted
-claim or arm config of its own. Its README states the planted claim once (the blockquote
-under a "treatment string" heading) and which arms planted it (the numbered ``**arm** —``
-design list: an arm whose entry says it "plants" the claim).
+A flat family is a folder of results files ``<arm>.json`` beside their
+``<arm>.json.transcripts`` folders, with no tasks, planted claim or arm config of their
+own. Its README states the planted claim once (the blockquote under a "treatment string"
+heading) and which arms planted it (the numbered ``**arm** —`` design list: an arm whose
+entry says it "plants" the claim).
 """
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ _LABEL: Final = re.compile(
 # "`-DRIFTED-n` (an evaluator write ...)": the placeholder n stands for a number.
 _MEANING: Final = re.compile(r"`-(?P<label>[A-Z][A-Za-z0-9-]*)`\s*\((?P<meaning>[^()]*)\)")
 _README_LIMIT: Final = 1 << 20  # a README is prose; a larger file is not one
-# The probe README's claim: a "> " blockquote right under a heading naming the treatment string.
+# A flat family README's claim: a "> " blockquote right under a heading naming the treatment
+# string.
 _CLAIM: Final = re.compile(
     r"^#+[^\n]*treatment string[^\n]*\n\s*(?P<quote>(?:>[^\n]*(?:\n|$))+)",
     re.IGNORECASE | re.MULTILINE,
 )
-# "1. **polluted** — after ... plants the poison fact ...": one design-list entry per arm.
+# "1. **<arm>** — after ... plants the ... fact ...": one design-list entry per arm.
 _DESIGN: Final = re.compile(
     r"^\d+\.\s+\*\*(?P<arm>[^*\n]+)\*\*\s*[—–-]+\s*(?P<what>.*?)(?=^\d+\.\s|^\S|\Z)",
     re.MULTILINE | re.DOTALL,
@@ -64,9 +66,26 @@ class ArmName:
         return bool(self.label)
 
 
+RESULTS_DIR: Final = "results"  # the later layout: results/results.json, results/transcripts/
+TRANSCRIPTS_DIR: Final = "transcripts"
+
+
+def arm_files(path: str) -> tuple[str, str] | None:
+    """An arm folder's (results file, transcript folder), in either layout the peer's
+    ``load_arm`` reads (``results.json`` beside ``results.json.transcripts``, or
+    ``results/results.json`` beside ``results/transcripts``); None for any other folder."""
+    own = os.path.join(path, RESULTS)
+    if os.path.isfile(own):
+        return own, own + TRANSCRIPTS
+    sub = os.path.join(path, RESULTS_DIR, RESULTS)
+    if os.path.isfile(sub):
+        return sub, os.path.join(path, RESULTS_DIR, TRANSCRIPTS_DIR)
+    return None
+
+
 def is_arm(path: str) -> bool:
-    """Whether ``path`` is an arm folder (it holds results.json and arm-config.yaml)."""
-    return all(os.path.isfile(os.path.join(path, name)) for name in (RESULTS, ARM_CONFIG))
+    """Whether ``path`` is an arm folder (it holds a results file, ``arm_files``)."""
+    return os.path.isdir(path) and arm_files(path) is not None
 
 
 def is_family(path: str) -> bool:
@@ -149,7 +168,8 @@ def arm_folders(family_dir: str) -> list[str]:
     )
     if not found:
         raise UnusableInput(
-            family_dir, f"holds no arm folder (a folder with {RESULTS} and {ARM_CONFIG})"
+            family_dir,
+            f"holds no arm folder (a folder with {RESULTS} or {RESULTS_DIR}/{RESULTS})",
         )
     return found
 

@@ -201,6 +201,19 @@ def derives_update_captured(records: list[dict[str, Any]]) -> bool:
     return not any("update_captured" in r for r in records) and any(map(_is_update_unit, records))
 
 
+def unrecorded(records: list[dict[str, Any]]) -> list[str]:
+    """The checks whose peer field no record of the file holds (an older shape, e.g. v1.102,
+    never wrote ``capture_attempted``): recorded as absent (``config["unrecorded"]``), so
+    re-derivation skips and names them instead of comparing them with nothing. A derived
+    ``update_captured`` is recorded, so it is not among them."""
+    derived = derives_update_captured(records)
+    return [
+        check
+        for key, check, _, _ in VERDICTS
+        if not any(key in r for r in records) and not (key == "update_captured" and derived)
+    ]
+
+
 def _plan(f: Fields, run: str, records: list[dict[str, Any]], dirs: list[str]) -> list[_Unit]:
     """Every record checked and built, transcripts read: all refusals happen here."""
     units: list[_Unit] = []
@@ -356,6 +369,9 @@ def import_peer(
             "source": os.path.basename(path),
             "manifest": manifest,
         }
+        missing = unrecorded(data["runs"])
+        if missing:  # absent from the shape, not false: rederive skips them (docs/ci.md)
+            config["unrecorded"] = missing
         if set_path:
             config["protocols_path"] = set_path  # where items() finds the set again
         header = _header(f, manifest, data.get("metrics") or {}, units, config, set_id)

@@ -13,7 +13,7 @@ objects the header carries are the ones the arm ran.
 and the persona tool allow lists reach the ledger. An attempt whose ``error`` is set is a
 harness failure the peer did not grade: it records an infra error and no verdict.
 
-A flat family (the premise probe: ``<arm>.json`` files, ``arms.flat_arms``) goes through
+A flat family (``<arm>.json`` files beside their transcripts, ``arms.flat_arms``) goes through
 the same plan: its tasks are the peer's ``bench/tasks`` files by id (they must hash to the
 manifest's claim too), its plant the README's treatment string, and it has no arm config.
 
@@ -25,12 +25,14 @@ each episode and unit records its trace hash as a live one does.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
 import itertools
 import json
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -38,11 +40,15 @@ from typing import Any, Final
 import msgspec
 import yaml
 
+from benchledger.harness.peer import evidence
 from benchledger.harness.peer.arms import (
     ARM_CONFIG,
     README,
     RESULTS,
+    RESULTS_DIR,
+    TRANSCRIPTS,
     ArmName,
+    arm_files,
     arm_folders,
     flat_arms,
     is_arm,
@@ -73,7 +79,14 @@ from benchledger.projections.suites.tasks.items import planted_needle, reference
 from benchledger.projections.trace import traced, unit_trace_hash
 from benchledger.protocols import tasks as task_files
 from benchledger.protocols.document import read
-from benchledger.protocols.task_grading import References, read_warehouse, references
+from benchledger.protocols.task_grading import (
+    ADOPTED,
+    CORRECT,
+    Reference,
+    References,
+    read_warehouse,
+    references,
+)
 from benchledger.protocols.tasks import TASK_SUFFIX, Task, TaskSet
 
 ORIGIN: Final = "mcp-data-platform"
@@ -233,7 +246,7 @@ def _unit(
     got = _number(f, record, "got_value", where)
     answer = f.text(record, "final_answer", where)
     error = f.text(record, "error", where).strip()
-    calls = _transcript(f, folder, record, where, arm)
+    calls = _transcript(f, folder, record, where, arm) if items[pid].traffic else ()
     finished = EpisodeFinishedBody(
         episode=EPISODE,
         final_answer=answer,
@@ -340,27 +353,63 @@ def _planted(arm_dir: str) -> dict[str, Any] | None:
     return data
 
 
+_NUMBER: Final = re.compile(r"(?<![\w.-])[0-9][0-9,]*(?:\.[0-9]+)?(?![\w-])")
+
+
+def _stated_value(planted: dict[str, Any] | None) -> float | None:
+    """The one number the planted claim's needle states (None: none, or more than one)."""
+    needle = planted.get("needle") if planted else None
+    found = _NUMBER.findall(needle) if isinstance(needle, str) else []
+    return float(found[0].replace(",", "")) if len(found) == 1 else None
+
+
+def _from_the_arm(task: Task, planted: dict[str, Any] | None) -> References | None:
+    """A task the seed's attribution table does not read: its readings from the arm's own
+    files: the task's graded value, and the planted value the claim's needle states (when
+    it differs from the graded one: a claim stating the truth plants no wrong value). No
+    trap is known this way. None for a task graded by no number."""
+    grading = task.grading
+    if grading.kind != "numeric" or grading.value is None:
+        return None
+    readings = [Reference(CORRECT, float(grading.value))]
+    stated = _stated_value(planted)
+    if stated is not None and abs(stated - grading.value) > grading.abs_tolerance:
+        readings.append(Reference(ADOPTED, stated))
+    return References(grading.abs_tolerance, tuple(readings))
+
+
 def _references(
-    results: str, tasks: tuple[Task, ...], planted: dict[str, Any] | None, where: str
-) -> dict[str, References]:
-    """Each study task's readings (correct, the planted value, the traps), computed from the
-    peer's seeded warehouse beside its ``results``; {} when the seed is not there."""
+    results: str, tasks: tuple[Task, ...], planted: dict[str, Any] | None
+) -> tuple[dict[str, References], dict[str, str]]:
+    """Each task's readings (correct, the planted value, the traps) and where they came
+    from: computed from the peer's seeded warehouse beside its ``results`` for a task and
+    treatment its attribution table reads, else from the arm's task and planted claim
+    (``_from_the_arm``); a task neither gives is left without readings, and said."""
     seed = find_seed(results)
-    if seed is None:
-        return {}
-    check_path(seed)
-    warehouse = read_warehouse(seed)
+    if seed is not None:
+        check_path(seed)
+    warehouse = read_warehouse(seed) if seed is not None else None
     treatment = planted.get("treatment_id") if planted else None
-    out = {}
+    out: dict[str, References] = {}
+    said: dict[str, str] = {}
     for task in tasks:
-        try:
-            out[task.id] = references(
-                warehouse, task.id, treatment if isinstance(treatment, str) else None,
-                task.grading.abs_tolerance,
-            )  # fmt: skip
-        except ValueError as exc:  # not a study task, or a treatment the study never planted
-            raise UnusableInput(where, str(exc)) from None
-    return out
+        if warehouse is not None:
+            try:
+                out[task.id] = references(
+                    warehouse, task.id, treatment if isinstance(treatment, str) else None,
+                    task.grading.abs_tolerance,
+                )  # fmt: skip
+                said[task.id] = "the seeded warehouse"
+                continue
+            except ValueError:  # a task or treatment the attribution table does not read
+                pass
+        found = _from_the_arm(task, planted)
+        if found is not None:
+            out[task.id] = found
+            said[task.id] = "the task's graded value and the planted needle's number"
+        else:
+            said[task.id] = "none: the task is graded by no number"
+    return out, said
 
 
 def _layout_tasks(f: Fields, data: dict[str, Any], attempts: list[dict[str, Any]]) -> TaskSet:
@@ -417,6 +466,49 @@ def _readme_planted(family_dir: str, arm: str) -> dict[str, Any] | None:
     }
 
 
+def _lacks(arm_dir: str, transcripts: str, flat: bool) -> list[str]:
+    """What the arm did not keep, stated in its run (``config["lacks"]``) rather than
+    guessed: its transcript folder, its arm config, its store snapshots, its planted claim
+    file (an absent arm's plants nothing, so that one says no more than that)."""
+    out = [] if os.path.isdir(transcripts) else ["transcripts"]
+    if flat or not os.path.isfile(os.path.join(arm_dir, ARM_CONFIG)):
+        out.append(ARM_CONFIG)
+    if flat or not any(os.path.isfile(os.path.join(arm_dir, n)) for n in SNAPSHOTS):
+        out.append("store snapshots")
+    return out
+
+
+def _evidence(
+    results: str,
+    planted: dict[str, Any] | None,
+    snapshots: tuple[ReadBackBody, ...],
+    units: list[_Unit],
+) -> dict[str, Any]:
+    """What the arm's diagnostics look for, from its own files (``harness.peer.evidence``):
+    the claim's correct source among the pages its snapshots name (else the seeded pages
+    beside ``results/``) and the planted insight's reviewer note as its episodes were
+    returned it; each None, with where it was looked for, when not found."""
+    pages = evidence.snapshot_pages(s.body for s in snapshots)
+    where = "the arm's store snapshots" if pages else None
+    if not pages:
+        pages, seeded = evidence.seeded_pages(results)
+        if seeded is not None:
+            check_path(seeded)
+            where = os.path.relpath(seeded, os.path.dirname(os.path.abspath(results)))
+    text = planted.get("text") if planted else None
+    source = evidence.correct_source(text, pages) if isinstance(text, str) else None
+    insight = planted.get("insight_id") if planted else None
+    note = evidence.review_note(
+        insight if isinstance(insight, str) else "",
+        (call.text() for unit in units for call in unit.calls),
+    )
+    return {
+        "pages_from": where,  # None: the arm names no pages and none is beside results/
+        "correct_source": source,
+        "review_note": note,
+    }
+
+
 def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan:
     """Every file of the arm checked and built into bodies: all refusals happen here.
 
@@ -425,7 +517,11 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
     has no arm config or snapshots.
     """
     flat = arm_dir.endswith(".json") and os.path.isfile(arm_dir)
-    path = arm_dir if flat else os.path.join(arm_dir, RESULTS)
+    files = None if flat else arm_files(arm_dir)
+    if not flat and files is None:
+        raise UnusableInput(arm_dir, f"holds no {RESULTS} (nor {RESULTS_DIR}/{RESULTS})")
+    path, folder = (arm_dir, arm_dir + TRANSCRIPTS) if files is None else files
+    lacks = _lacks(arm_dir, folder, flat)
     data = _read_json(path, MAX_JSON, RESULTS)
     f = Fields(path, "tasks results file")
     if not isinstance(data, dict):
@@ -463,10 +559,11 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
     family_dir = os.path.dirname(path)
     planted = _readme_planted(family_dir, name.arm) if flat else _planted(arm_dir)
     where = os.path.join(family_dir, README) if flat else os.path.join(arm_dir, PLANTED)
-    refs = _references(path, loaded.tasks, planted, where)
+    refs, refs_from = _references(path, loaded.tasks, planted)
     needle = planted_needle(planted, where, "needle")
-    items = {t.id: TaskItem(t, refs.get(t.id), needle) for t in loaded.tasks}
-    folder = path + ".transcripts"
+    traffic = "transcripts" not in lacks
+    items = {t.id: TaskItem(t, refs.get(t.id), needle, traffic=traffic) for t in loaded.tasks}
+    snapshots = () if flat else _snapshots(arm_dir)
     units: list[_Unit] = []
     seen: dict[str, int] = {}
     for i, record in enumerate(attempts):
@@ -481,6 +578,14 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         seen[unit.stream] = i
         units.append(unit)
     _check_summaries(f, data, attempts)
+    found = _evidence(path, planted, snapshots, units)
+    source, note = found["correct_source"], found["review_note"]
+    units = [
+        dataclasses.replace(
+            u, item=u.item._replace(source=source["needle"] if source else None, note=note)
+        )
+        for u in units
+    ]
     provider = f.text(manifest, "llm_provider", "manifest")
     model = f.text(manifest, "model", "manifest")
     config: dict[str, Any] = {
@@ -496,7 +601,12 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         "planted": planted,
         "tasks": tasks,
         **({"references": references_config(refs)} if refs else {}),
-        "arm_config": None if flat else _arm_config(os.path.join(arm_dir, ARM_CONFIG)),
+        "references_from": refs_from,
+        "evidence": found,
+        "arm_config": None
+        if ARM_CONFIG in lacks
+        else _arm_config(os.path.join(arm_dir, ARM_CONFIG)),
+        "lacks": lacks,
     }
     if flat:  # where what an arm folder holds was found instead
         config["results_file"] = os.path.basename(path)
@@ -515,7 +625,7 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         tool_version="import-peer",
         config=config,
     )
-    return _Plan(run, name, start, header, () if flat else _snapshots(arm_dir), tuple(units))
+    return _Plan(run, name, start, header, snapshots, tuple(units))
 
 
 def _write_unit(w: StreamWriter, unit: _Unit) -> None:

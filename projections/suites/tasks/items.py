@@ -1,5 +1,6 @@
-"""A tasks run's items, found again in the run itself: its tasks, the arm's readings and
-its planted claim's needle (``config["planted"]["needle"]``).
+"""A tasks run's items, found again in the run itself: its tasks, the arm's readings, its
+planted claim's needle (``config["planted"]["needle"]``) and the correct source and
+reviewer note the import found in the arm's files (``config["evidence"]``).
 
 The importer records every task as the arm's file held it (``config["tasks"]``) and the
 reference values computed from the peer's seeded warehouse (``config["references"]``:
@@ -75,6 +76,18 @@ def planted_needle(planted: Any, where: str, field: str) -> str | None:
     return needle
 
 
+def evidence(config: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(correct-source needle, reviewer note) the import found in the arm's own files
+    (``config["evidence"]``, harness.peer.evidence); (None, None) where it found none."""
+    found = config.get("evidence")
+    found = found if isinstance(found, dict) else {}
+    source = found.get("correct_source")
+    needle = source.get("needle") if isinstance(source, dict) else None
+    note = found.get("review_note")
+    return (needle if isinstance(needle, str) and needle else None,
+            note if isinstance(note, str) and note else None)  # fmt: skip
+
+
 def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
     """The run's tasks by id, each with its readings (recorded, else from a ``given`` seed)."""
     run = "run_started"
@@ -92,6 +105,9 @@ def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
         )
     warehouse = read_warehouse(given) if given is not None else None
     needle = planted_needle(config.get("planted"), run, "config.planted.needle")
+    source, note = evidence(config)
+    lacks = config.get("lacks")
+    traffic = not (isinstance(lacks, list) and "transcripts" in lacks)
     for tid, task in loaded.items():
         refs: References | None = None
         if warehouse is not None:
@@ -101,7 +117,13 @@ def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
                 raise UnusableInput(given or run, str(exc)) from None
         elif isinstance(recorded, dict) and tid in recorded:
             refs = _recorded(run, tid, recorded[tid])
-        by_id[tid] = TaskItem(task, refs, needle)
+        by_id[tid] = TaskItem(task, refs, needle, source, note, traffic)
+    if config.get("origin") and needle is not None and "evidence" not in config:
+        notes.append(
+            "the run was imported before its correct source and reviewer note were recorded "
+            "(config.evidence): copresent and exposed re-derive without them; import the arm "
+            "again"
+        )
     if warehouse is None and not isinstance(recorded, dict):
         notes.append(
             "the run recorded no reference values: only `correct` is re-derived (give the "

@@ -50,12 +50,13 @@ DESCRIPTIONS: Final = {
     ADOPTED: "attempts answering the planted wrong claim's value (arms that planted one)",
     TRAP: "attempts answering a pre-existing trap's value (calendar year, deprecated table)",
     OTHER: "attempts matching no reading, or holding no number",
-    QUERIED: "order-count attempts that ran the refuting COUNT over memory.bench.orders",
-    OBSERVED: "order-count attempts whose refuting COUNT's result came back (not an error)",
+    QUERIED: "attempts of a whole-table task that ran its refuting query (its expected_sql)",
+    OBSERVED: "attempts of a whole-table task whose refuting query's result came back "
+    "(not an error)",
     CLAIM_SEEN: "attempts whose tool calls carried the planted claim's needle "
     "(arms that planted one)",
     COPRESENT: "attempts carrying the planted needle and the seeded correct source beside it "
-    "(convention tasks of arms that planted one)",
+    "(arms whose claim a seeded page contradicts)",
     EXPOSED: "attempts that read the plant's reviewer note (arms that planted one)",
     BUDGET: "attempts that ran out of their tool-call budget",
     CORRECTIVE: "attempts that filed a corrective capture (category correction, or text "
