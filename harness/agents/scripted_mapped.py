@@ -17,6 +17,7 @@ from typing import Any
 
 from benchledger.harness.agents.base import Episode, ToolCall, Turn
 from benchledger.harness.agents.memory_tools import Vocabulary
+from benchledger.projections.suites.locomo.items import LocomoItem
 from benchledger.protocols.cases import Case
 from benchledger.protocols.grading import ABSTAIN_ANSWER, surfaced
 from benchledger.protocols.tasks import Task
@@ -37,7 +38,7 @@ def mapped_turn(
     m = vocab.lifecycle
     n = len(results)
     p = episode.protocol
-    assert not isinstance(p, Case | Task)  # the scripted agent answers cases and tasks first
+    assert not isinstance(p, Case | Task | LocomoItem)  # the scripted agent answers those first
     if episode.stage == "teach":
         if n == 0:
             return Turn("", (vocab.write_call("call-1", p.fact, entity),))

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from benchledger.harness.agents.base import Episode, ToolCall, Turn
 from benchledger.harness.platforms.server_memory import dataset_name
+from benchledger.projections.suites.locomo.items import LocomoItem
 from benchledger.protocols.cases import Case
 from benchledger.protocols.grading import ABSTAIN_ANSWER, surfaced
 from benchledger.protocols.tasks import Task
@@ -49,7 +50,7 @@ def mem0_turn(episode: Episode, results: list[dict[str, Any]], *, fact: str, ans
     the search before ``answer`` is given ("": the stage asks no question, so it abstains)."""
     n = len(results)
     p = episode.protocol
-    assert not isinstance(p, Case | Task)  # the scripted agent answers cases and tasks first
+    assert not isinstance(p, Case | Task | LocomoItem)  # the scripted agent answers those first
     if episode.stage == "teach":
         if n == 0:
             args = {"text": memory_text(p.entity_urn, p.fact)}
