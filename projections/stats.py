@@ -350,6 +350,11 @@ def plug_in_pass_k(counts: Sequence[tuple[int, int]], k: int) -> float:
 # -- the bootstrap -----------------------------------------------------------------------
 
 
+# Fewer paired episodes than this get no bootstrap interval of a retrieval difference
+# (docs/metrics.md, "Retrieval").
+MIN_BOOTSTRAP_GROUPS: Final = 10
+
+
 def draw(rng: random.Random, n: int) -> int:
     """A uniform index below ``n`` from ``random()`` alone (``randrange`` may change)."""
     return min(n - 1, int(rng.random() * n))
@@ -362,14 +367,17 @@ def bootstrap(
     seed: int = BOOTSTRAP_SEED,
     reps: int = BOOTSTRAP_REPS,
     level: float = 0.95,
+    min_groups: int = 1,
 ) -> Interval | None:
     """Percentile bootstrap: resample ``groups`` with replacement, ``reps`` times.
 
     A resample whose ``statistic`` is None (an empty denominator) is drawn again, so
     every kept resample estimates the same thing. None when the statistic is undefined
-    on the data itself, or when valid resamples are too rare to collect.
+    on the data itself, when valid resamples are too rare to collect, or when there are
+    fewer than ``min_groups`` groups (resampling two or three values gives an interval as
+    narrow as their spread, none at all when they agree, never a 95% one).
     """
-    if not groups or statistic(groups) is None:
+    if len(groups) < max(1, min_groups) or statistic(groups) is None:
         return None
     rng = random.Random(seed)
     n = len(groups)

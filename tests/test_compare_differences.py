@@ -34,7 +34,10 @@ from tests.test_tasks_suite import family_dir
 
 # Two protocols with an update (where duplicate detection decides) and one without.
 PROTOCOLS = ("bl-audit-channel", "bl-benchmark-tier", "bl-anchor-tier")
-DIFFERING = ["full_lifecycle", "pass_k", "duplicate_rate"]
+# The correction lands beside the original instead of replacing it, so the corrected fact
+# also ranks lower after the update (the lifecycle's retrieval metrics, update_recall).
+DIFFERING = ["full_lifecycle", "pass_k", "duplicate_rate", "recall_at_1", "mrr",
+             "recall_at_1.update_recall", "mrr.update_recall"]  # fmt: skip
 # A model name carrying terminal control (clear screen, a bidi override) and HTML.
 HOSTILE = "bro\x1b[2J\u202eken<b>x</b>"
 ESCAPED = "bro\\u001b[2J\\u202eken"
@@ -83,10 +86,11 @@ def section(out: str, fmt: str) -> str:
 def test_the_lead_names_exactly_the_metrics_that_differ(runs, capsys, fmt):
     lead = section(compare(capsys, runs, fmt), fmt)
     named = [m for m in (*DIFFERING, "capture_rate", "personal_recall", "update_correctness",
-                         "transfer_rate", "abstention_rate") if f"{m}: A = " in lead]  # fmt: skip
+                         "transfer_rate", "abstention_rate", "recall_at_10",
+                         "recall_at_5.recall") if f"{m}: A = " in lead]  # fmt: skip
     assert named == DIFFERING, lead
     assert "duplicate_rate: A = 0/2 0.0%, B = 2/2 100.0%" in lead
-    assert "the other 13 of 16 metrics agree" in lead
+    assert "the other 25 of 32 metrics agree" in lead
     assert "platform options: A = none (defaults), B = embedder=ollama:" in lead
     assert "wall: A = " in lead  # timing is shown beside the metrics
 
@@ -96,6 +100,10 @@ def test_a_difference_says_whether_its_interval_resolves_it(runs, capsys):
     full = next(x for x in lead.splitlines() if x.strip().startswith("full_lifecycle:"))
     assert "A = 3/3 100.0%, B = 1/3 33.3%" in full and "(B: Δ -0.667 [" in full
     assert full.endswith("not resolved at 95%)")  # three pairs resolve nothing smaller
+    # Two paired episodes that moved alike once gave a zero-width bootstrap, "resolved".
+    mrr = next(x for x in lead.splitlines() if x.strip().startswith("mrr.update_recall:"))
+    assert "2 paired episodes: too few for a bootstrap interval" in mrr
+    assert mrr.endswith("not resolved at 95%)")
 
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "html"])
@@ -120,7 +128,7 @@ def test_runs_that_agree_say_so_in_one_line(runs, capsys):
     out = compare(capsys, runs, "table", "lexical", "lexical")
     lines = [x for x in out.splitlines() if x.startswith("what differs")]
     assert lines == [
-        "what differs: all 16 metrics and every recorded run fact agree"
+        "what differs: all 32 metrics and every recorded run fact agree"
     ]  # the same run twice: even its timing is the same
 
 

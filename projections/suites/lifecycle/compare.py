@@ -24,6 +24,7 @@ from benchledger.projections.source import completeness
 from benchledger.projections.stats import (
     BOOTSTRAP_REPS,
     BOOTSTRAP_SEED,
+    MIN_BOOTSTRAP_GROUPS,
     Interval,
     Size,
     bootstrap,
@@ -244,7 +245,11 @@ def _retrieval_row(name: str, a: Scorecard, b: Scorecard, shared: list[str]) -> 
     if all(x in (0.0, 1.0) and y in (0.0, 1.0) for x, y in values):
         paired = _paired_row(sides, [(x == 1.0, y == 1.0) for x, y in values], note)
         return paired._replace(method=TANGO_EPISODES) if paired.method else paired
-    return sides.row(mean_gain(values), bootstrap(values, mean_gain), method=EPISODES,
+    interval = bootstrap(values, mean_gain, min_groups=MIN_BOOTSTRAP_GROUPS)
+    if interval is None and len(values) < MIN_BOOTSTRAP_GROUPS:
+        few = f"{len(values)} paired episodes: too few for a bootstrap interval"
+        note = f"{note}; {few}" if note else few
+    return sides.row(mean_gain(values), interval, method=EPISODES,
                      pairs=len(values), resolution=resolution(len(values)), note=note,
                      protocols=len({p for p, _ in common}), k=a.k)  # fmt: skip
 
