@@ -164,8 +164,11 @@ def test_compare_sets_two_runs_side_by_side_the_metrics_they_differ_on_first(shi
     assert code == 0, err
     code, out, _ = cli(capsys, "compare", RUN, "lm2", "--ledger", ledger)
     assert code == 0
+    lead, table = out.split("\n\n", 1)  # the shared what-differs lead, then every metric
+    assert lead.startswith("what differs:") and "  locomo_f1: " in lead
+    assert "recall_at_5:" not in lead and "wall: " in lead
     rows = [
-        line.split() for line in out.splitlines() if line.split()[:1] and "_" in line.split()[0]
+        line.split() for line in table.splitlines() if line.split()[:1] and "_" in line.split()[0]
     ]
     names = [r[0] for r in rows]
     assert names[0] == "locomo_f1" and rows[0][2] == "1.000"

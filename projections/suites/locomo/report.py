@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from benchledger.ledger.inert import inert
+from benchledger.projections import differences
 from benchledger.projections.card import card_standing, fmt_num, render_card, standing_json
 from benchledger.projections.suites.locomo.scorecard import DESCRIPTIONS, METRIC_NAMES, Card
 from benchledger.projections.usage_view import usage_json
@@ -159,20 +160,31 @@ def compare(cards: Sequence[Card], ids: Sequence[str], fmt: str) -> str:
     """Runs side by side, ``cards[0]`` the baseline: each metric and its difference, the
     metrics on which they differ first."""
     names = sorted(METRIC_NAMES, key=lambda n: len({_value(c, n) for c in cards}) == 1)
+    # The shared lead (projections.differences): the metrics and run facts (wall, latency,
+    # cost, tokens, platform options) on which the runs disagree, before the full table.
+    letters = [inert(i) for i in ids]
+    lead = differences.what_differs(
+        letters,
+        metrics=[(n, [_value(c, n) for c in cards]) for n in names],
+        facts=differences.run_facts(cards),
+    )
     if fmt == "json":
         body = {n: {i: c.metrics[n].rate for i, c in zip(ids, cards, strict=True)} for n in names}
-        return json.dumps({"suite": "locomo", "runs": list(ids), "metrics": body},
+        return json.dumps({"suite": "locomo", "runs": list(ids), "metrics": body,
+                           "what_differs": differences.as_json(lead)},
                           indent=2, sort_keys=True) + "\n"  # fmt: skip
-    head = ["metric", *(inert(i) for i in ids)]
+    head = ["metric", *letters]
     lines = [[n, *(_value(c, n) for c in cards)] for n in names]
     if fmt == "markdown":
-        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out = [*differences.markdown_lines(lead), "| " + " | ".join(head) + " |",
+               "|" + "---|" * len(head)]  # fmt: skip
         return "\n".join(out + ["| " + " | ".join(x) + " |" for x in lines]) + "\n"
     if fmt == "html":
         e = html.escape
         cells = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in x) + "</tr>" for x in lines)
         heads = "".join(f"<th>{e(h)}</th>" for h in head)
-        return f"<!doctype html><meta charset=utf-8><table><tr>{heads}</tr>{cells}</table>\n"
+        box = f'<div class="differs"><ul>{differences.html_items(lead)}</ul></div>'
+        return f"<!doctype html><meta charset=utf-8>{box}<table><tr>{heads}</tr>{cells}</table>\n"
     width = max(len(v) for v in [*head, *(v for x in lines for v in x)]) + 2
-    out = ["".join(h.ljust(width) for h in head)]
+    out = [*differences.text_lines(lead), "", "".join(h.ljust(width) for h in head)]
     return "\n".join(out + ["".join(v.ljust(width) for v in x) for x in lines]) + "\n"

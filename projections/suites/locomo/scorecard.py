@@ -23,6 +23,8 @@ from benchledger.ledger.events import (
 )
 from benchledger.projections import retrieval
 from benchledger.projections.card import CI_WILSON, Metric, Ref, RunMeta
+from benchledger.projections.prices import Cost, Unpriced
+from benchledger.projections.prices import priced as price_usage
 from benchledger.projections.suites.lifecycle import scorecard as lc
 from benchledger.projections.suites.locomo import grading
 from benchledger.projections.suites.locomo.decisions import (
@@ -136,6 +138,15 @@ class Card(NamedTuple):
     @property
     def usage(self) -> Any:
         return self.meta.usage
+
+    def priced(self) -> Cost | Unpriced | None:
+        """The run's cost at the packaged price table (what compare's facts show)."""
+        return price_usage(self.usage, None)
+
+    @property
+    def passed_units(self) -> int:
+        """Questions answered with F1 1 (what cost per passed unit divides by)."""
+        return sum(1 for r in self.rows if r.asked.f1 == 1.0)
 
 
 def _mean(name: str, scored: Sequence[tuple[Row, float | None, Ref]]) -> Metric:
