@@ -604,6 +604,13 @@ identity = "shared-knowledge"
         proc.wait(timeout=30)
     assert main(["replay", "url", "--level", "full", "--ledger", ledger]) == 0
     assert "all equal" in capsys.readouterr().out
+    # Its search tool and hits are the mapping's: the lifecycle's ranking says it did not
+    # measure them (a 0 here read as "the server never found the fact").
+    assert main(["report", "url", "--format", "json", "--ledger", ledger]) == 0
+    metrics = json.loads(capsys.readouterr().out)["metrics"]
+    assert (metrics["recall_at_5"]["num"], metrics["recall_at_5"]["den"]) == (0, 0)
+    assert main(["report", "url", "--ledger", ledger]) == 0
+    assert "its retrieval is not measured" in capsys.readouterr().out
 
 
 def test_a_resume_after_the_mapping_changed_is_refused_naming_the_change(tmp_path, capsys):

@@ -132,6 +132,14 @@ def known_facts(metas: Sequence[RunMeta]) -> tuple[dict[str, dict[str, str]] | N
     protocols (``items.items``); (None, why) when they are not on this machine."""
     out: dict[str, dict[str, str]] = {}
     for meta in metas:
+        record = meta.started.record
+        if record is not None and record.platform.mapping:
+            # Its search tool and how its answer splits into hits are the mapping's, which
+            # this ranking does not read yet: not measured, rather than a 0 that looks like one.
+            return None, (
+                f"run {meta.run_id} is on a mapped MCP server (mcp:FILE): the ranking does "
+                "not read a mapping's search tool and hits yet, so its retrieval is not measured"
+            )
         try:
             found = items.items(meta.started)
         except UnusableInput as exc:
