@@ -64,9 +64,9 @@ from benchledger.harness.platforms.http import TRANSPORT as HTTP_TRANSPORT
 from benchledger.harness.platforms.http import ListedToolsSession, streams, translate
 from benchledger.harness.platforms.mcp_mapping import McpMapping, fill
 from benchledger.harness.platforms.platform import PlatformSpec, Provisioner
-from benchledger.harness.platforms.session import ObservedSession, notify, observed, scrubbed
-from benchledger.harness.platforms.stdio import failure, open_session
-from benchledger.harness.scrub import Scrubber, scrubber
+from benchledger.harness.platforms.session import ObservedSession, notify, observed
+from benchledger.harness.platforms.stdio import SerialServer, open_session
+from benchledger.harness.scrub import scrubber
 from benchledger.ledger.events import PlatformRecord
 from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
 from benchledger.protocols.grading import surfaced
@@ -110,46 +110,13 @@ def _parsed(text: str) -> Any:
         return text
 
 
-class Server:
-    """One long-lived server process: unrecorded calls, one at a time, answers scrubbed of
-    the mapping's secrets (a server may echo its token back) before anything reads them."""
-
-    def __init__(self, session: ObservedSession, label: str, scrub: Scrubber | None = None) -> None:
-        self.session = session
-        self.label = label
-        self.lock = asyncio.Lock()
-        self.scrub = scrub or scrubber()
-
-    async def call(self, name: str, arguments: dict[str, Any]) -> CallResult:
-        """One unrecorded ``tools/call``; InfraError when the server fails."""
-        async with self.lock:
-            try:
-                got = await self.session.call(name, arguments)
-            except Exception as exc:
-                raise scrubbed(
-                    failure(exc, f"tools/call {name} on {self.label}"), self.scrub
-                ) from None
-        if not self.scrub:
-            return got
-        s = self.scrub.value
-        return CallResult(s(got.text), got.is_error, s(got.data), got.latency_ms, s(got.content))
-
-    async def list_tools(self) -> list[dict[str, Any]]:
-        """The server's tools, unrecorded."""
-        async with self.lock:
-            try:
-                return await self.session.list_tools()
-            except Exception as exc:
-                raise failure(exc, f"tools/list on {self.label}") from None
-
-
 class MappedSession:
     """A session as one identity (or the reviewer: ``shared`` is None, ``who`` the shared
     server): calls recorded, the identity put in, reads of a pool identity fanned out."""
 
     def __init__(
-        self, mapping: McpMapping, own: Server, shared: Server | None, observer: Observer | None,
-        email: str, inject: str = "", shared_inject: str = "",
+        self, mapping: McpMapping, own: SerialServer, shared: SerialServer | None,
+        observer: Observer | None, email: str, inject: str = "", shared_inject: str = "",
     ) -> None:  # fmt: skip
         self.mapping = mapping
         self._own = own
@@ -224,7 +191,7 @@ class GenericMcp:
         self.pool_size = pool_size
         self._stack = stack
         self._errlog = errlog
-        self._servers: dict[str, Server] = {}
+        self._servers: dict[str, SerialServer] = {}
         self._scrub = scrubber(*(env[k] for k in mapping.secrets if env.get(k)))
         self._starting: dict[str, asyncio.Lock] = {}
         self._identities: dict[int, asyncio.Lock] = {}
@@ -259,7 +226,7 @@ class GenericMcp:
             return self.mapping.shared_identity
         return identity_name(who) if self.mapping.separate == "argument" else ""
 
-    async def _server(self, key: str) -> Server:
+    async def _server(self, key: str) -> SerialServer:
         """The server of data folder ``key``, started on first use."""
         lock = self._starting.setdefault(key, asyncio.Lock())
         async with lock:
@@ -267,7 +234,7 @@ class GenericMcp:
                 self._servers[key] = await self._start(key)
             return self._servers[key]
 
-    async def _start(self, key: str) -> Server:
+    async def _start(self, key: str) -> SerialServer:
         """Start a server in a task of its own: the SDK's session must close in the task
         that opened it, and a server outlives the unit that first needed it."""
         assert self._stack is not None and self._errlog is not None
@@ -276,14 +243,14 @@ class GenericMcp:
         argv = [fill(a, data=data) for a in self.argv]
         env = {k: fill(v, data=data) for k, v in self.env.items()}
         label = f"{self.mapping.name} ({key})"
-        ready: asyncio.Future[Server] = asyncio.get_running_loop().create_future()
+        ready: asyncio.Future[SerialServer] = asyncio.get_running_loop().create_future()
         stop = asyncio.Event()
         errlog = self._errlog
 
         async def serve() -> None:
             try:
                 async with self._open(argv, env, errlog, label) as session:
-                    ready.set_result(Server(session, label, self._scrub))
+                    ready.set_result(SerialServer(session, label, self._scrub))
                     await stop.wait()
             except BaseException as exc:
                 if not ready.done():

@@ -63,7 +63,7 @@ from benchledger.harness.platforms.servers import MEM0_CMD as CMD
 from benchledger.harness.platforms.servers import MEM0_PACKAGE as PACKAGE
 from benchledger.harness.platforms.servers import MEM0_PYPI as PYPI
 from benchledger.harness.platforms.session import notify
-from benchledger.harness.platforms.stdio import StdioSession, failure, open_session
+from benchledger.harness.platforms.stdio import SerialServer, open_session
 from benchledger.harness.record import redact_command
 from benchledger.ledger.events import PlatformRecord
 from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
@@ -169,36 +169,13 @@ def listed_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class Server:
-    """The runtime's one server process; calls go one at a time (mem0 and its local Qdrant
-    are not made for concurrent writers)."""
-
-    def __init__(self, session: StdioSession) -> None:
-        self.session = session
-        self.lock = asyncio.Lock()
-
-    async def call(self, name: str, arguments: dict[str, Any]) -> CallResult:
-        """One unrecorded ``tools/call``."""
-        async with self.lock:
-            try:
-                return await self.session.call(name, arguments)
-            except Exception as exc:
-                raise failure(exc, f"tools/call {name} on {NAME}") from None
-
-    async def list_tools(self) -> list[dict[str, Any]]:
-        """The server's tools, unrecorded."""
-        async with self.lock:
-            try:
-                return await self.session.list_tools()
-            except Exception as exc:
-                raise failure(exc, f"tools/list on {NAME}") from None
-
-
 class Mem0Session:
     """A session as one identity (or the harness) on the runtime's server, held to its
     ``Scope``; every call recorded as the agent made it."""
 
-    def __init__(self, server: Server, observer: Observer | None, scope: Scope, email: str) -> None:
+    def __init__(
+        self, server: SerialServer, observer: Observer | None, scope: Scope, email: str
+    ) -> None:
         self._server = server
         self._observer = observer
         self.scope = scope
@@ -233,7 +210,7 @@ class Mem0Session:
 class Mem0:
     """The lifecycle on one mem0 server process (see the module docstring)."""
 
-    def __init__(self, server: Server | None, *, pool_size: int, version: str = "") -> None:
+    def __init__(self, server: SerialServer | None, *, pool_size: int, version: str = "") -> None:
         self._server = server
         self.pool_size = pool_size
         self.version = version
@@ -248,7 +225,7 @@ class Mem0:
         with open(os.path.join(folder, "mem0-server.stderr"), "a", encoding="utf-8") as errlog:
             async with open_session([*argv, "--folder", folder], env=server_env(folder, env),
                                     errlog=errlog, label=NAME) as session:  # fmt: skip
-                server = Server(session)
+                server = SerialServer(session, NAME)  # mem0 and its local Qdrant take one writer
                 yield cls(server, pool_size=pool_size, version=session.server.get("version", ""))
 
     def email(self, pool_index: int) -> str:

@@ -57,7 +57,7 @@ from benchledger.harness.platforms.servers import (
     SERVER_MEMORY_VERSION,
 )
 from benchledger.harness.platforms.session import notify
-from benchledger.harness.platforms.stdio import StdioSession, failure, open_session
+from benchledger.harness.platforms.stdio import SerialServer, StdioSession, failure, open_session
 from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
 from benchledger.protocols.grading import normalize, surfaced
 
@@ -172,34 +172,6 @@ def merge(own: Any, shared: Any) -> dict[str, Any]:
     return {"entities": list(by_name.values()), "relations": relations}
 
 
-class SharedServer:
-    """The shared graph's one long-lived session; calls go one at a time.
-
-    The server reads, changes and rewrites its file per write, with awaits in between,
-    so two writes in flight in one process can lose one; serializing calls prevents it.
-    """
-
-    def __init__(self, session: StdioSession) -> None:
-        self.session = session
-        self.lock = asyncio.Lock()
-
-    async def call(self, name: str, arguments: dict[str, Any]) -> CallResult:
-        """One unrecorded ``tools/call`` on the shared graph."""
-        async with self.lock:
-            try:
-                return await self.session.call(name, arguments)
-            except Exception as exc:
-                raise failure(exc, f"tools/call {name} on {SHARED_FILE}") from None
-
-    async def list_tools(self) -> list[dict[str, Any]]:
-        """The shared server's tools, unrecorded."""
-        async with self.lock:
-            try:
-                return await self.session.list_tools()
-            except Exception as exc:
-                raise failure(exc, f"tools/list on {SHARED_FILE}") from None
-
-
 def _report(observer: Observer | None, tool: str, args: dict[str, Any], got: CallResult) -> None:
     structured = got.data if isinstance(got.data, dict) else None
     notify(observer, "tools/call", tool, args, is_error=got.is_error, latency_ms=got.latency_ms,
@@ -209,7 +181,7 @@ def _report(observer: Observer | None, tool: str, args: dict[str, Any], got: Cal
 class SharedSession:
     """The reviewer's session: the shared graph itself, every call recorded."""
 
-    def __init__(self, shared: SharedServer, observer: Observer | None) -> None:
+    def __init__(self, shared: SerialServer, observer: Observer | None) -> None:
         self._shared = shared
         self._observer = observer
         self.email = f"reviewer ({SHARED_FILE})"
@@ -239,7 +211,7 @@ class PoolSession:
     Writes go to the identity's own file only.
     """
 
-    def __init__(self, own: StdioSession, shared: SharedServer, email: str) -> None:
+    def __init__(self, own: StdioSession, shared: SerialServer, email: str) -> None:
         self._own = own
         self._shared = shared
         self.email = email
@@ -288,7 +260,7 @@ class ServerMemory:
     """
 
     def __init__(
-        self, argv: Sequence[str], folder: str, shared: SharedServer, errlog: TextIO, *,
+        self, argv: Sequence[str], folder: str, shared: SerialServer, errlog: TextIO, *,
         pool_size: int,
     ) -> None:  # fmt: skip
         self.argv = tuple(argv)
@@ -308,7 +280,9 @@ class ServerMemory:
         with open(os.path.join(folder, "server-memory.stderr"), "a", encoding="utf-8") as errlog:
             env = {"MEMORY_FILE_PATH": os.path.join(folder, SHARED_FILE)}
             async with open_session(argv, env=env, errlog=errlog, label=SHARED_FILE) as session:
-                yield cls(argv, folder, SharedServer(session), errlog, pool_size=pool_size)
+                yield cls(
+                    argv, folder, SerialServer(session, SHARED_FILE), errlog, pool_size=pool_size
+                )
 
     def email(self, pool_index: int) -> str:
         """An identity is a file: pool index N is ``bench-agent-NNN.jsonl``."""

@@ -9,6 +9,7 @@ process (the SDK caches it), so a fresh session means a fresh process.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -21,7 +22,8 @@ from mcp.shared.exceptions import MCPError
 
 from benchledger.harness.errors import InfraError
 from benchledger.harness.platforms.base import CallResult, Observer
-from benchledger.harness.platforms.session import ObservedSession, leaves, observed
+from benchledger.harness.platforms.session import ObservedSession, leaves, observed, scrubbed
+from benchledger.harness.scrub import Scrubber
 
 READ_TIMEOUT_S = 30.0
 STDERR_TAIL = 300  # characters of the server's stderr quoted when it fails
@@ -107,3 +109,39 @@ async def open_session(
         during=f"the MCP session with {label}",
     ) as session:
         yield session
+
+
+class SerialServer:
+    """One long-lived server session the harness calls itself, unrecorded and one call at a
+    time (servers that rewrite a file or a store per write lose writes to interleaving);
+    failures name ``label``; with ``scrub``, answers and errors are scrubbed of its secrets
+    before anything reads them (a server may echo its token back)."""
+
+    def __init__(self, session: ObservedSession, label: str, scrub: Scrubber | None = None) -> None:
+        self.session = session
+        self.label = label
+        self.lock = asyncio.Lock()
+        self.scrub = scrub
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> CallResult:
+        """One unrecorded ``tools/call``; InfraError when the server fails."""
+        async with self.lock:
+            try:
+                got = await self.session.call(name, arguments)
+            except Exception as exc:
+                raise self._scrubbed(failure(exc, f"tools/call {name} on {self.label}")) from None
+        if not self.scrub:
+            return got
+        s = self.scrub.value
+        return CallResult(s(got.text), got.is_error, s(got.data), got.latency_ms, s(got.content))
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """The server's tools, unrecorded."""
+        async with self.lock:
+            try:
+                return await self.session.list_tools()
+            except Exception as exc:
+                raise self._scrubbed(failure(exc, f"tools/list on {self.label}")) from None
+
+    def _scrubbed(self, exc: InfraError) -> BaseException:
+        return scrubbed(exc, self.scrub) if self.scrub else exc
