@@ -20,7 +20,7 @@ import html
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final, NamedTuple, Protocol
 
-from benchledger.ledger.inert import inert
+from benchledger.ledger.inert import inert, inert_md
 from benchledger.projections.card import RunMeta, fmt_num, fmt_pct, options_text
 from benchledger.projections.prices import Cost, Unpriced
 from benchledger.projections.usage import Usage
@@ -151,14 +151,9 @@ def text_lines(d: Differences) -> list[str]:
     return [f"{TITLE.lower()}:", *(f"  {x}" for x in found)]
 
 
-def _md(text: str) -> str:
-    """A value that cannot start Markdown of its own: its markup characters escaped."""
-    return "".join("\\" + c if c in "\\`[]<>|" else c for c in text)
-
-
 def markdown_lines(d: Differences) -> list[str]:
     """The section as Markdown: a bold heading and a bullet per row."""
-    return [f"**{TITLE}**", "", *(f"- {_md(x)}" for x in items(d)), ""]
+    return [f"**{TITLE}**", "", *(f"- {inert_md(x)}" for x in items(d)), ""]
 
 
 def html_items(d: Differences) -> str:
