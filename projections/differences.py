@@ -111,10 +111,17 @@ def run_facts(cards: Sequence[Card]) -> list[Row]:
     return [*usage, (OPTIONS, [options_text(c.meta.platform_options) for c in cards])]
 
 
-def rate_fact(name: str, rates: Sequence[tuple[float, int]], note: str = "") -> Fact:
+def rate_fact(
+    name: str, rates: Sequence[tuple[float, int]], note: str = "", *, mean: bool = False
+) -> Fact:
     """A rate metric as a row: each run's ``num/den rate``, judged equal by the rate alone
-    (``3/3`` and ``6/6`` agree; ``0/0`` agrees only with ``0/0``)."""
-    values = tuple(f"{fmt_num(n)}/{d} {fmt_pct(n / d) if d else 'n/a'}" for n, d in rates)
+    (``3/3`` and ``6/6`` agree; ``0/0`` agrees only with ``0/0``). ``mean``: a mean of
+    scores that are not shares (MRR's reciprocal ranks), shown ``0.516 (43 episodes)``."""
+    if mean:
+        values = tuple(f"{n / d:.3f} ({d} episodes)" if d else "n/a (0 episodes)"
+                       for n, d in rates)  # fmt: skip
+    else:
+        values = tuple(f"{fmt_num(n)}/{d} {fmt_pct(n / d) if d else 'n/a'}" for n, d in rates)
     return Fact(name, values, note, tuple(n / d if d else None for n, d in rates))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 from starlette.applications import Starlette
@@ -92,6 +93,8 @@ def test_the_lead_names_exactly_the_metrics_that_differ(runs, capsys, fmt):
                          "recall_at_5.recall") if f"{m}: A = " in lead]  # fmt: skip
     assert named == DIFFERING, lead
     assert "duplicate_rate: A = 0/2 0.0%, B = 2/2 100.0%" in lead
+    # MRR is a mean of reciprocal ranks, not a share: a number over its episodes
+    assert re.search(r"mrr: A = 1\.000 \(\d+ episodes\), B = 0\.\d{3} \(\d+ episodes\)", lead)
     assert "the other 25 of 32 metrics agree" in lead
     assert "platform options: A = none (defaults), B = embedder=ollama:" in lead
     # Timing is shown beside the metrics when it differs as displayed; two runs this small
