@@ -56,6 +56,7 @@ from benchledger.harness.platforms.base import (
     Target,
     UnitRecorder,
     UpdateCheck,
+    declare_not_applicable,
 )
 from benchledger.harness.platforms.platform import PlatformSpec, Provisioner
 from benchledger.harness.platforms.server_memory import dataset_name, entity_matches
@@ -66,7 +67,6 @@ from benchledger.harness.platforms.session import notify
 from benchledger.harness.platforms.stdio import SerialServer, open_session
 from benchledger.harness.record import redact_command
 from benchledger.ledger.events import PlatformRecord
-from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
 from benchledger.protocols.grading import normalize, surfaced
 
 NAME: Final = "mem0"  # what the server calls itself in its MCP handshake
@@ -279,14 +279,6 @@ class Mem0:
     def _list(self, rec: Observer, user: str) -> Any:
         return lambda: self._read(rec, "list_memories", {USERS_ARG: [user]})
 
-    async def _not_applicable(self, ev: UnitRecorder, what: str, why: str) -> int | None:
-        async def declared() -> ReadBack:
-            return ReadBack("DESCRIBE", f"{NAME} capabilities", 200,
-                            {"what": what, "why": why}, 0.0)  # fmt: skip
-
-        _, seq = await ev.read(NOT_APPLICABLE, declared, lambda rb: dict(rb.body))
-        return seq
-
     async def _captures(
         self, ev: UnitRecorder, stage: str, rec: Observer, user: str, target: Target, fact: str
     ) -> tuple[list[str], int | None]:
@@ -370,7 +362,7 @@ class Mem0:
             "insight_status", lambda: self._read(rec, "get_memory", shared_read), status
         )
         note(seq)
-        note(await self._not_applicable(ev, "changeset", NO_CHANGESETS))
+        note(await declare_not_applicable(ev, NAME, "changeset", NO_CHANGESETS))
 
         def shows(rb: ReadBack) -> dict[str, Any]:
             said = " ".join(str(r.get("memory") or "") for r in rows(rb.body))
