@@ -382,26 +382,23 @@ def _references(
     results: str, tasks: tuple[Task, ...], planted: dict[str, Any] | None
 ) -> tuple[dict[str, References], dict[str, str]]:
     """Each task's readings (correct, the planted value, the traps) and where they came
-    from: computed from the peer's seeded warehouse beside its ``results`` for a task and
-    treatment its attribution table reads, else from the arm's task and planted claim
+    from: computed from the peer's seeded warehouse beside its ``results`` for a task whose
+    expected_sql it evaluates (the planted reading from the claim's own words,
+    ``task_grading.references``), else from the arm's task and planted claim
     (``_from_the_arm``); a task neither gives is left without readings, and said."""
     seed = find_seed(results)
     if seed is not None:
         check_path(seed)
     warehouse = read_warehouse(seed) if seed is not None else None
-    treatment = planted.get("treatment_id") if planted else None
     out: dict[str, References] = {}
     said: dict[str, str] = {}
     for task in tasks:
         if warehouse is not None:
             try:
-                out[task.id] = references(
-                    warehouse, task.id, treatment if isinstance(treatment, str) else None,
-                    task.grading.abs_tolerance,
-                )  # fmt: skip
+                out[task.id] = references(warehouse, task, planted)
                 said[task.id] = "the seeded warehouse"
                 continue
-            except ValueError:  # a task or treatment the attribution table does not read
+            except ValueError:  # an expected_sql the warehouse model does not evaluate
                 pass
         found = _from_the_arm(task, planted)
         if found is not None:
