@@ -33,7 +33,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -676,13 +676,43 @@ def _refuse_existing(ledger: Ledger, plans: list[_Plan]) -> None:
         raise LedgerError(f"run {clash[0]!r} already exists; nothing was imported")
 
 
+INVALID_LABEL: Final = "INVALID"  # an arm declared invalid at import (``--invalid``)
+
+
+def _declared(name: ArmName, invalid: Mapping[str, str]) -> ArmName:
+    """The arm's name, excluded when the import was told it is invalid (``--invalid
+    FOLDER=REASON``): an arm the peer declared invalid only in prose, under no label."""
+    reason = invalid.get(name.folder)
+    if reason is None:
+        return name
+    said = f"{reason} (declared invalid at import: --invalid)"
+    exclusion = "; ".join(x for x in (name.exclusion, said) if x)
+    return dataclasses.replace(name, label=name.label or INVALID_LABEL, exclusion=exclusion)
+
+
+def _check_invalid(where: str, invalid: Mapping[str, str], folders: set[str]) -> None:
+    """Every --invalid names one of the arm folders imported, with a reason."""
+    for folder, reason in sorted(invalid.items()):
+        if folder not in folders:
+            raise UnusableInput(where, f"--invalid names {folder!r}, which is not an arm folder "
+                                f"imported here ({', '.join(sorted(folders))})")  # fmt: skip
+        if not reason.strip():
+            raise UnusableInput(where, f"--invalid {folder}: give the reason (FOLDER=REASON)")
+
+
 def import_arm(
-    ledger: Ledger, arm_dir: str, *, family: str = "", run_id: str | None = None
+    ledger: Ledger,
+    arm_dir: str,
+    *,
+    family: str = "",
+    run_id: str | None = None,
+    invalid: Mapping[str, str] | None = None,
 ) -> tuple[str, str, str]:
     """Import one arm folder as a sealed run; return (run id, root, exclusion label).
 
     ``family`` defaults to the name of the folder holding the arm; the run id to
-    ``peer-<family>-<folder>``. Refused input (UnusableInput; InvalidInput for a task
+    ``peer-<family>-<folder>``. ``invalid``: folder -> reason, arms to mark excluded
+    (``_declared``). Refused input (UnusableInput; InvalidInput for a task
     file) and an existing run id (LedgerError) write nothing. An arm folder inside another
     arm folder is refused: its unlabelled name would pass an attempt set aside as analysed.
     """
@@ -697,13 +727,18 @@ def import_arm(
                 "name)",
             )
         fam = family or os.path.basename(family_dir)
-        plan = _plan(here, name_of(here, label_meanings(family_dir)), fam, run_id)
+        name = name_of(here, label_meanings(family_dir))
+        _check_invalid(arm_dir, invalid or {}, {name.folder})
+        plan = _plan(here, _declared(name, invalid or {}), fam, run_id)
         _refuse_existing(ledger, [plan])
         return plan.run_id, _write(ledger, plan), plan.name.label
 
 
 def import_family(
-    ledger: Ledger, family_dir: str, progress: Callable[[int, int], None] | None = None
+    ledger: Ledger,
+    family_dir: str,
+    progress: Callable[[int, int], None] | None = None,
+    invalid: Mapping[str, str] | None = None,
 ) -> list[tuple[str, str, str]]:
     """Import every arm folder of a family, sorted, each as its own sealed run; return
     (run id, root, label) per arm. Every arm is checked first: one unusable arm, or one
@@ -713,7 +748,10 @@ def import_family(
         family = os.path.basename(os.path.abspath(here))
         meanings = label_meanings(here)
         arms = flat_arms(here) or arm_folders(here)
-        plans = [_plan(d, name_of(d, meanings), family, None) for d in arms]
+        names = [name_of(d, meanings) for d in arms]
+        _check_invalid(family_dir, invalid or {}, {n.folder for n in names})
+        plans = [_plan(d, _declared(n, invalid or {}), family, None)
+                 for d, n in zip(arms, names, strict=True)]  # fmt: skip
         _refuse_existing(ledger, plans)
         out = []
         for n, plan in enumerate(plans, 1):
