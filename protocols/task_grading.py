@@ -89,12 +89,40 @@ def entity_match(final: str, aliases: tuple[str, ...], wrong: tuple[str, ...]) -
     return next((a for a in aliases if a and contains_word(line, a.lower())), None)
 
 
+# The cross-fixture runner's (pkrun's) answer rule, as the peer's pollution_tables.py
+# ``pk_value`` reads an attempt: the first "FINAL ANSWER:" (bold marks allowed) followed by a
+# run of digits, commas, points and minus signs, read as a number once the commas are gone;
+# UNAVAILABLE, no such marker, or a run that is no number: no number.
+FINAL_NUMBER: Final = "final_number"
+NUMERIC_KINDS: Final = ("numeric", FINAL_NUMBER)  # gradings read as one number
+_FINAL_NUMBER: Final = re.compile(r"FINAL ANSWER:\s*\**\s*([-\d,.]+|UNAVAILABLE)", re.IGNORECASE)
+
+
+def final_number(final_answer: str) -> float | None:
+    """The number pkrun's rule reads from a whole final answer (``FINAL_NUMBER``), or None."""
+    found = _FINAL_NUMBER.search(final_answer)
+    if found is None or found.group(1).upper() == "UNAVAILABLE":
+        return None
+    try:
+        value = float(found.group(1).replace(",", ""))
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 def grade(final_answer: str, grading: TaskGrading) -> Graded:
-    """Grade a final answer by a numeric or entity grading, as the peer's grade package does.
+    """Grade a final answer by a numeric or entity grading, as the peer's grade package does
+    (or by pkrun's ``FINAL_NUMBER`` rule, as its recompute script does).
 
     exec_sql, state and refusal gradings need the episode (a database to run the query,
     the fixture's state dump, the episode's calls), not just the answer: ValueError.
     """
+    if grading.kind == FINAL_NUMBER:
+        value = final_number(final_answer)
+        if value is None:
+            return Graded(False, None)
+        expected = grading.value if grading.value is not None else 0.0
+        return Graded(abs(value - expected) <= grading.abs_tolerance, value)
     final = extract_final(final_answer)
     if grading.kind == "numeric":
         got = answer_number(final)
