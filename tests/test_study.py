@@ -110,13 +110,26 @@ def ours(study: dict[str, Any], table_id: str) -> dict[str, dict[str, Any]]:
     return {row["key"]: row["cells"] for row in t["rows"]}
 
 
+# The report's words for a claim's class, and the class the study reads from the data.
+CLASS = {"convention": "stated by a seeded page", "checkable": "settled by one query"}
+
+
+def row(study: dict[str, Any], table_id: str, **coords: str) -> dict[str, Any]:
+    """The one row of our table ``table_id`` whose coordinates include ``coords``."""
+    [t] = [t for t in study["tables"] if t["id"] == table_id]
+    found = [r["cells"] for r in t["rows"]
+             if all(r["coords"].get(k) == v for k, v in coords.items())]  # fmt: skip
+    assert len(found) == 1, (table_id, coords, len(found))
+    return found[0]
+
+
 # -- Section 1 and the data availability table -------------------------------------------
 
 
 def test_the_premise_probe_equals_the_published_one(study) -> None:
     m = re.search(r"\((\d+)/(\d+) adoption of a wrong fiscal convention", prose())
     assert m, "the published sentence on the premise probe moved"
-    probe = ours(study, "probe")
+    probe = ours(study, "arms")
     polluted = probe["probe/polluted"]["adopted"]
     assert (polluted["k"], polluted["n"]) == (int(m[1]), int(m[2]))
     [row] = [r for r in table(["Run family", "Directory under `bench/results/knowledge-pollution/`",
@@ -131,11 +144,11 @@ def test_the_premise_probe_equals_the_published_one(study) -> None:
 
 def test_the_rq1_matrix_equals_the_published_one_with_its_intervals(study) -> None:
     rows = table(["Cell", "haiku", "sonnet", "opus"])
-    mine = ours(study, "adoption")
     assert [r[0].split(" ")[0] for r in rows] == ["convention", "checkable"]
     for label, *cells in rows:
+        mine = row(study, "adoption", family="rq1-warehouse", **{"class": CLASS[label.split()[0]]})
         for tier, cell in zip(("haiku", "sonnet", "opus"), cells, strict=True):
-            got = mine[label.split(" ")[0]][tier]
+            got = mine[tier]
             assert (got["k"], got["n"]) == count(cell), (label, tier)
             assert ours_interval(got) == interval(cell), (label, tier)
 
@@ -163,9 +176,11 @@ def test_the_separation_is_exact_on_every_checkable_wrong_arm_as_published(study
     text = prose()
     assert "every episode that observed the count answered correctly" in text
     assert "in the 72 directive-contrast episodes" in text
-    arms = {**ours(study, "mechanism"), **ours(study, "directive")}
-    assert {key: cells["exceptions"] for key, cells in arms.items()} == dict.fromkeys(arms, 0)
-    assert sum(cells["adopted"]["n"] for key, cells in ours(study, "directive").items()) == 72
+    [t] = [t for t in study["tables"] if t["id"] == "mechanism"]
+    wrong = {r["key"]: r["cells"] for r in t["rows"] if r["coords"]["plant"] == "wrong"}
+    assert len(wrong) == 6  # three RQ1 tiers, three directive levels
+    assert {key: cells["exceptions"] for key, cells in wrong.items()} == dict.fromkeys(wrong, 0)
+    assert sum(cells["adopted"]["n"] for key, cells in ours(study, "variants").items()) == 72
 
 
 def test_the_control_floors_equal_the_published_prose(study) -> None:
@@ -174,11 +189,13 @@ def test_the_control_floors_equal_the_published_prose(study) -> None:
         r"(\d+/\d+)\)", prose(),
     )  # fmt: skip
     assert m, "the published sentence on the convention floor moved"
-    floor = ours(study, "controls")["convention/absent"]
+    floor = row(study, "controls", family="rq1-warehouse", plant="absent",
+                **{"class": CLASS["convention"]})  # fmt: skip
     for tier, cell in zip(("haiku", "sonnet", "opus"), m.groups(), strict=True):
         assert f"{floor[tier]['k']}/{floor[tier]['n']}" == cell, tier
     assert "The checkable floor is clean at every tier" in prose()
-    clean = ours(study, "controls")["checkable/absent"]
+    clean = row(study, "controls", family="rq1-warehouse", plant="absent",
+                **{"class": CLASS["checkable"]})  # fmt: skip
     assert all(clean[t]["k"] == clean[t]["n"] == 24 for t in ("haiku", "sonnet", "opus"))
 
 
@@ -187,10 +204,12 @@ def test_delivery_and_co_presence_equal_the_published_prose(study) -> None:
     assert "confirmed the claim reachable in search and present at its sink" in text
     assert "the planted text appears in all 24 transcripts" in text
     assert "the seeded correct source appears beside it in all 24" in text
-    for key, cells in ours(study, "delivery").items():
+    rq1 = {k: v for k, v in ours(study, "delivery").items() if k.startswith("rq1-warehouse/")}
+    assert len(rq1) == 6
+    for key, cells in rq1.items():
         assert cells["in search"] is True and cells["in sink"] is True, key
         assert (cells["claim in transcript"]["k"], cells["claim in transcript"]["n"]) == (24, 24)
-        if key.startswith("convention"):
+        if key.startswith("rq1-warehouse/convention"):
             beside = cells["correct source beside it"]
             assert (beside["k"], beside["n"]) == (24, 24), key
 
@@ -206,7 +225,8 @@ LEVELS = {
 
 def test_the_directive_contrast_equals_the_published_one(study) -> None:
     rows = table(["Level", "Adopted", "Queried the count", "Correct"])
-    mine = ours(study, "directive")
+    mine = ours(study, "variants")
+    assert sorted(mine) == sorted(LEVELS.values())
     assert [r[0].split(" ")[0] for r in rows] == list(LEVELS)
     for label, adopted, queried, correct in rows:
         got = mine[LEVELS[label.split(" ")[0]]]
@@ -236,6 +256,8 @@ def test_the_entity_sink_rows_equal_the_published_ones_and_the_page_sink_is_miss
         assert (got["correct"]["k"], got["correct"]["n"]) == count(correct), label
     assert rows[2][0] == "knowledge-page sink"  # the generalization family: not published here
     assert not os.path.isdir(os.path.join(results(), "generalization"))
+    assert sorted(mine) == sorted(keys)  # one claim at one sink so far: the page arm is named
+    assert any("knowledge page sink" in m and "haiku" in m for m in study["missing"])
 
 
 # -- Sections 7, 8 and 9 -----------------------------------------------------------------
@@ -243,11 +265,12 @@ def test_the_entity_sink_rows_equal_the_published_ones_and_the_page_sink_is_miss
 
 def test_exposure_to_the_reviewer_note_equals_the_published_table(study) -> None:
     rows = table(["Wrong arm", "haiku", "sonnet", "opus"])
-    mine = ours(study, "exposure")
     cli_rows = [r for r in rows if r[0].endswith("claude-cli")]
     assert [r[0] for r in cli_rows] == ["convention, claude-cli", "checkable, claude-cli"]
     for label, *cells in cli_rows:
-        got = mine[label.replace(", ", "/")]
+        cls, client = label.split(", ")
+        got = row(study, "exposure", family="rq1-warehouse", client=client,
+                  **{"class": CLASS[cls]})  # fmt: skip
         for tier, cell in zip(("haiku", "sonnet", "opus"), cells, strict=True):
             assert (got[tier]["k"], got[tier]["n"]) == count(cell), (label, tier)
 
@@ -275,9 +298,10 @@ def test_evaluator_writes_equal_the_published_table(study) -> None:
     assert len(rows) == 5
     for label, captures, corrective in rows:
         keys = ["checkable/sonnet", "convention/sonnet"] if label == "both cells, sonnet" else [
-            label.removesuffix("")]  # fmt: skip
+            label]  # fmt: skip
         for key in keys:
-            got = mine[key]
+            cls, tier = key.split("/")
+            got = mine[f"rq1-warehouse/{cls}-wrong-{tier}"]
             assert got["evaluator captures"] == int(captures), key
             assert got["corrective"] == int(corrective), key
     text = prose()
@@ -289,15 +313,16 @@ def test_the_preregistered_contrasts_equal_the_published_ones(study) -> None:
     rows = {r[0]: r[1] for r in table(["Hypothesis", "Outcome"])}
     h1a = next(v for k, v in rows.items() if k.startswith("H1a"))
     h1b = next(v for k, v in rows.items() if k.startswith("H1b"))
-    mine = ours(study, "contrasts")
     low, high = interval(re.search(r"Newcombe (\[[^]]+\])", h1a)[1].replace("+", ""))
-    for tier in ("sonnet", "opus"):
-        got = mine[f"H1a/{tier}"]["difference"]
+    for tier in ("sonnet", "opus"):  # H1a: convention minus checkable, at each strong tier
+        got = row(study, "contrasts", family="rq1-warehouse", differs="cell", a_model=tier,
+                  b_model=tier)["difference"]  # fmt: skip
         assert ours_interval(got) == (low, high), tier
     m = re.search(r"difference \+([\d.]+) points, Newcombe \[\+([\d.]+), \+([\d.]+)\]", h1b)
     assert m, "the published H1b outcome moved"
-    for tier in ("sonnet", "opus"):
-        got = mine[f"H1b/{tier}"]["difference"]
+    for tier in ("sonnet", "opus"):  # H1b: haiku minus a strong tier, checkable
+        got = row(study, "contrasts", family="rq1-warehouse", differs="model", a_model="haiku",
+                  b_model=tier, a_class=CLASS["checkable"])["difference"]  # fmt: skip
         assert round(100 * got["diff"], 1) == float(m[1]), tier
         assert ours_interval(got) == (float(m[2]), float(m[3])), tier
 
@@ -329,12 +354,16 @@ def test_excluded_attempts_are_never_counted(study) -> None:
 
 
 def test_a_subset_of_arms_marks_what_is_missing(capsys, study) -> None:
-    run = study["runs"]["rq1-warehouse/checkable-wrong-haiku"]
-    assert main(["study", run, "--ledger", study["ledger"]]) == 0
+    """Two arms cross two claims and two models: the other two arms of the cross are named."""
+    runs = [study["runs"]["rq1-warehouse/checkable-wrong-haiku"],
+            study["runs"]["rq1-warehouse/convention-wrong-opus"]]  # fmt: skip
+    assert main(["study", *runs, "--ledger", study["ledger"]]) == 0
     out = capsys.readouterr().out
     assert "(not imported)" in out
-    assert "not imported: " in out.splitlines()[-1]
-    assert "rq1-warehouse/checkable-wrong-opus" in out.splitlines()[-1]
+    last = out.splitlines()[-1]
+    assert last.startswith("not imported: ")
+    assert f"{CLASS['checkable']} (" in last and "wrong, opus, claude-cli" in last
+    assert f"{CLASS['convention']} (" in last and "wrong, haiku, claude-cli" in last
 
 
 def test_a_ledger_with_no_study_arm_is_one_line_and_exit_2(capsys, tmp_path) -> None:
