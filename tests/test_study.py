@@ -13,14 +13,18 @@ import glob
 import json
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from benchledger.cli import main
-from benchledger.harness.peer.tasks_import import import_family
+from benchledger.harness.peer.arms import split_label
+from benchledger.harness.peer.tasks_import import import_arm, import_family
 from benchledger.ledger import Ledger, open_store
+from benchledger.protocols import tasks as task_files
+from tests import test_peer_layouts as layouts
 from tests.conftest import peer_dir
 
 FAMILIES = ("probe", "rq1-warehouse", "directive-contrast")
@@ -369,10 +373,242 @@ def test_a_subset_of_arms_marks_what_is_missing(capsys, study) -> None:
 def test_a_ledger_with_no_study_arm_is_one_line_and_exit_2(capsys, tmp_path) -> None:
     path = str(tmp_path / "ledger.sqlite")
     ledger = Ledger(open_store(path))
-    from benchledger.harness.peer.tasks_import import import_arm
-
     import_arm(ledger, os.path.join(results(), "rq1-warehouse", "checkable-wrong-sonnet-DRIFTED-1"))
     ledger.store.close()
     assert main(["study", "--ledger", path]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "none of the 1 runs is an analysed arm" in err[0]
+
+
+# -- no table depends on a family's or an arm's name -------------------------------------
+
+
+@pytest.mark.slow  # the three families imported again: about 10 s on a 2-core machine
+def test_every_table_is_the_same_under_family_and_arm_names_the_study_never_used(
+    study, tmp_path
+) -> None:
+    """The shared families copied under other names give the same tables, number for number
+    (before: ``arm_of`` kept only the families and arm names the report uses: no table)."""
+    bench = tmp_path / "bench"
+    peer = os.path.join(peer_dir(), "bench")
+    for part in ("seed", "tasks"):  # what the import reads beside results/
+        shutil.copytree(os.path.join(peer, part), bench / part)
+    names: dict[str, str] = {}  # the new name -> the one it stands for
+    ledger = Ledger(open_store(str(tmp_path / "l.sqlite")))
+    for n, family in enumerate(FAMILIES):
+        new_family = f"zq{n}famx"
+        names[new_family] = family
+        src, dst = os.path.join(results(), family), bench / "results" / "k" / new_family
+        if family == "probe":  # a flat family: its README names its arm files, kept
+            shutil.copytree(src, dst)
+        else:
+            os.makedirs(dst)
+            for m, folder in enumerate(sorted(os.listdir(src))):
+                if not os.path.isdir(os.path.join(src, folder)):
+                    continue
+                arm, label = split_label(folder)
+                new_arm = f"zq{n}arm{m:02d}x"
+                names[new_arm] = arm
+                shutil.copytree(os.path.join(src, folder),
+                                dst / (f"{new_arm}-{label}" if label else new_arm))  # fmt: skip
+    for new_family in names:  # all copied first: the flat family's plant is read beside it
+        if new_family.endswith("famx"):
+            import_family(ledger, str(bench / "results" / "k" / new_family))
+    ledger.store.close()
+    out = str(tmp_path / "study.json")
+    assert main(["study", "--ledger", str(tmp_path / "l.sqlite"), "--format", "json",
+                 "-o", out]) == 0  # fmt: skip
+    with open(out, encoding="utf-8") as fh:
+        text = fh.read()
+    for new in sorted(names, key=len, reverse=True):
+        text = text.replace(new, names[new])
+    renamed = json.loads(text)
+    original = {k: v for k, v in study.items() if k != "ledger"}
+    assert renamed["tables"] == original["tables"]
+    assert renamed == original
+    print(f"{len(names)} names replaced; {len(original['tables'])} tables the same")
+
+
+# -- the families shared/ lacks: built from the script's readers, checked against it ----
+
+
+def _patch(path: str, change: Any) -> None:
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    change(data)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+
+
+def _results(folder: str) -> str:
+    sub = os.path.join(folder, "results", "results.json")
+    return sub if os.path.exists(sub) else os.path.join(folder, "results.json")
+
+
+def _set_manifest(folder: str, **fields: Any) -> None:
+    _patch(_results(folder), lambda d: d["manifest"].update(fields))
+
+
+def _monitor_arm(bench: str, family: str, arm: str, planted: dict[str, Any] | None,
+                 model: str) -> str:  # fmt: skip
+    """An arm of the second fixture (the API world's monitor count), as the layout test."""
+    folder = os.path.join(bench, "results", "knowledge-pollution", family, arm)
+    task = {"id": "monitor-count", "suite": "api", "prompt": "How many monitors fire?",
+            "arms": ["a3"], "budget_tool_calls": 20,
+            "grading": {"kind": "numeric", "value": 3, "abs_tolerance": 0.5}}  # fmt: skip
+    os.makedirs(os.path.join(folder, "tasks"))
+    with open(os.path.join(folder, "tasks", "monitor-count.yaml"), "w") as fh:
+        json.dump(task, fh)  # JSON is YAML
+    loaded = task_files.load(os.path.join(folder, "tasks"))
+    values = ["3", "3", "5", "6", "5", "3"] if planted and "5" in planted["needle"] else [
+        "3", "3", "3", "6", "3", "3"]  # fmt: skip
+    attempts = [{"task_id": "monitor-count", "attempt": n, "correct": v == "3",
+                 "final_answer": f"FINAL ANSWER: {v}", "got_value": float(v)}
+                for n, v in enumerate(values, 1)]  # fmt: skip
+    manifest = {"started_at": "2026-08-07T10:00:00Z", "arm": "a3", "model": model, "k": 6,
+                "llm_provider": "claude-cli",
+                "task_set_hash": task_files.task_set_hash(loaded.tasks)}  # fmt: skip
+    layouts._write(os.path.join(folder, "results", "results.json"),
+                   {"manifest": manifest, "attempts": attempts})  # fmt: skip
+    if planted:
+        layouts._write(os.path.join(folder, "planted.json"), planted)
+    return folder
+
+
+USAGE = {"input_tokens": 1200, "output_tokens": 300, "cache_read_tokens": 5000,
+         "cache_creation_tokens": 700}  # fmt: skip
+
+
+def _built(tmp: str) -> tuple[str, str]:
+    """A bench of arms the shared folder lacks: one claim at two sinks, metered raw-API arms
+    (one excluded), a second fixture's absent, correct and wrong arms; and a ledger of them."""
+    bench = layouts._bench(tmp)
+    arms = []
+    # one claim at two sinks: the plant's changeset on an entity, or a page with its needle
+    entity = layouts._arm(bench, "fam-s", "one", sub=False)
+    _patch(os.path.join(entity, "planted.json"), lambda d: d.update(changeset_id="cs1"))
+    for snap in ("store-before-eval.json", "store-after-eval.json"):
+        _patch(
+            os.path.join(entity, snap),
+            lambda d: d.update(
+                changesets=[{"id": "cs1", "target_urn": "urn:li:dataset:(x,orders,PROD)"}]
+            ),
+        )
+    page = layouts._arm(bench, "fam-s", "two", sub=False)
+    note = {"slug": "a-note", "title": "Order count", "summary": layouts.PLANT["needle"]}
+    for snap in ("store-before-eval.json", "store-after-eval.json"):
+        _patch(os.path.join(page, snap), lambda d: d["pages"].append(note))
+    for folder in (entity, page):
+        _set_manifest(folder, model="haiku", llm_provider="claude-cli")
+    arms += [entity, page]
+    # metered raw-API arms: per-attempt tokens, full model ids; one excluded attempt
+    for name, model in (("three", "claude-haiku-4-5-20251001"), ("four", "claude-sonnet-5"),
+                        ("five-DRIFTED-0", "claude-sonnet-5")):  # fmt: skip
+        folder = layouts._arm(bench, "fam-m", name, sub=True, snapshots=False, usage=USAGE)
+        _set_manifest(folder, model=model, llm_provider="anthropic")
+        arms.append(folder)
+    # a second fixture: absent, correct and wrong at one model, wrong at a second
+    wrong = {**layouts.PLANT, "treatment_id": "w", "text": "The account has 5 monitors.",
+             "needle": "account has 5 listening monitors provisioned"}  # fmt: skip
+    right = {**wrong, "treatment_id": "r", "text": "The account has 3 monitors.",
+             "needle": "account has 3 listening monitors provisioned"}  # fmt: skip
+    for name, planted, model in (("six", None, "haiku"), ("seven", right, "haiku"),
+                                 ("eight", wrong, "haiku"), ("nine", wrong, "sonnet")):  # fmt: skip
+        arms.append(_monitor_arm(bench, "fam-f", name, planted, model))
+    path = os.path.join(tmp, "built.sqlite")
+    ledger = Ledger(open_store(path))
+    for arm in arms:
+        import_arm(ledger, arm)
+    ledger.store.close()
+    out = os.path.join(tmp, "built.json")
+    assert main(["study", "--ledger", path, "--format", "json", "-o", out]) == 0
+    return bench, out
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any]]:
+    bench, out = _built(str(tmp_path_factory.mktemp("built")))
+    script = layouts._script()
+    script.RESULTS = os.path.join(bench, "results", "knowledge-pollution")
+    with open(out, encoding="utf-8") as fh:
+        return script, json.load(fh)
+
+
+def test_one_claim_at_two_sinks_reads_as_the_peers_script_reads_it(built) -> None:
+    """(before: no sink was read from the data; the page-sink row was never printed)"""
+    script, doc = built
+    rows = {r["coords"]["arm"]: r for t in doc["tables"] if t["id"] == "sink" for r in t["rows"]}
+    assert {a: r["coords"]["sink"] for a, r in rows.items()} == {
+        "one": "entity description", "two": "knowledge page"}  # fmt: skip
+    for arm, r in rows.items():
+        _, attempts, dirpath = script.load_arm("fam-s", arm)
+        t = script.tally(attempts)
+        queried, observed = script.count_mechanism(dirpath)
+        cells = r["cells"]
+        assert (cells["adopted"]["k"], cells["adopted"]["n"]) == (t.get("adopted", 0), t["n"])
+        assert cells["correct"]["k"] == t.get("correct", 0)
+        assert cells["queried the count"]["k"] == queried
+        assert cells["observed it"]["k"] == observed
+        assert cells["exceptions"] == script.separation_exceptions("fam-s", arm)
+    assert not [m for m in doc["missing"] if "sink" in m]  # both sinks are here
+
+
+def test_metered_spend_equals_the_peers_arm_cost_analysed_and_excluded_apart(built) -> None:
+    """(before: no spend table; the raw-API arms' tokens were priced nowhere in study)"""
+    script, doc = built
+    [t] = [t for t in doc["tables"] if t["id"] == "spend"]
+    rows = {r["key"]: r["cells"] for r in t["rows"]}
+    theirs = {}
+    for arm in ("three", "four", "five-DRIFTED-0"):
+        manifest, attempts, _ = script.load_arm("fam-m", arm)
+        theirs[arm] = script.arm_cost(manifest, attempts)
+        ours = rows[f"fam-m/{split_label(arm)[0]}" if "DRIFTED" not in arm else "fam-m/five"]
+        assert ours["spend"]["usd"] == pytest.approx(theirs[arm], abs=1e-9), arm
+        assert ours["cache_read tokens"] == USAGE["cache_read_tokens"] * len(attempts)
+    assert rows["fam-m/five"]["status"].startswith("excluded")
+    analysed = theirs["three"] + theirs["four"]
+    assert rows["total/analysed arms"]["spend"]["usd"] == pytest.approx(analysed, abs=1e-9)
+    assert rows["total/excluded attempts"]["spend"]["usd"] == pytest.approx(
+        theirs["five-DRIFTED-0"], abs=1e-9)  # fmt: skip
+    assert not any(k.startswith("fam-s/") for k in rows)  # a subscription alias: unpriced
+    # the excluded attempt is counted in no rate
+    assert "fam-m/five" not in {r["key"] for t in doc["tables"] if t["id"] == "adoption"
+                                for r in t["rows"]}  # fmt: skip
+
+
+def test_the_client_contrast_pairs_an_alias_with_its_full_model_id(built) -> None:
+    """(before: no client contrast; 'haiku' and 'claude-haiku-4-5-20251001' were two models)"""
+    script, doc = built
+    [t] = [t for t in doc["tables"] if t["id"] == "clients"]
+    assert t["columns"] == ["anthropic", "claude-cli"]
+    [r] = [r for r in t["rows"] if r["coords"]["model"] == "haiku"]
+    for client, (family, arm) in (("claude-cli", ("fam-s", "one")),
+                                  ("anthropic", ("fam-m", "three"))):  # fmt: skip
+        theirs = script.tally(script.load_arm(family, arm)[1])
+        assert (r["cells"][client]["k"], r["cells"][client]["n"]) == (
+            theirs.get("adopted", 0), theirs["n"])  # fmt: skip
+
+
+def test_the_cross_fixture_arms_and_wrong_minus_absent_equal_the_peers_h5b(built) -> None:
+    """(before: no cross-fixture table)"""
+    script, doc = built
+    [t] = [t for t in doc["tables"] if t["id"] == "fixtures"]
+    rows = {r["key"]: r["cells"] for r in t["rows"]}
+    tallies = {}
+    for arm in ("six", "seven", "eight", "nine"):
+        tallies[arm] = theirs = script.tally(script.load_arm("fam-f", arm)[1])
+        ours = rows[f"fam-f/{arm}"]
+        assert ours["episodes"] == theirs["n"]
+        assert ours["correct"]["k"] == theirs.get("correct", 0), arm
+        assert ours["adopted"]["k"] == theirs.get("adopted", 0), arm
+    plants = {r["coords"]["arm"]: r["coords"]["plant"] for r in t["rows"]}
+    assert plants == {"six": "absent", "seven": "correct", "eight": "wrong", "nine": "wrong"}
+    w, a = tallies["eight"], tallies["six"]
+    low, high = script.newcombe(w.get("adopted", 0), w["n"], a.get("adopted", 0), a["n"])
+    diff = rows["fam-f/eight-minus-absent"]["wrong minus absent"]
+    # the script's z is 1.96, ours the exact quantile: equal at the report's 0.1 point
+    assert ours_interval(diff) == (round(100 * low, 1), round(100 * high, 1))
+    assert diff["diff"] == pytest.approx(w.get("adopted", 0) / w["n"])
+    # the sonnet wrong arm has no absent arm at sonnet: the family's cross names it
+    assert rows["fam-f/nine-minus-absent"]["wrong minus absent"] is None
+    assert any(m.startswith("fam-f: ") and "absent, sonnet" in m for m in doc["missing"])
