@@ -503,7 +503,7 @@ def _built(tmp: str) -> tuple[str, str]:
     arms += [entity, page]
     # metered raw-API arms: per-attempt tokens, full model ids; one excluded attempt
     for name, model in (("three", "claude-haiku-4-5-20251001"), ("four", "claude-sonnet-5"),
-                        ("five-DRIFTED-0", "claude-sonnet-5")):  # fmt: skip
+                        ("five-DRIFTED-0", "claude-opus-5")):  # fmt: skip
         folder = layouts._arm(bench, "fam-m", name, sub=True, snapshots=False, usage=USAGE)
         _set_manifest(folder, model=model, llm_provider="anthropic")
         arms.append(folder)
@@ -612,3 +612,13 @@ def test_the_cross_fixture_arms_and_wrong_minus_absent_equal_the_peers_h5b(built
     # the sonnet wrong arm has no absent arm at sonnet: the family's cross names it
     assert rows["fam-f/nine-minus-absent"]["wrong minus absent"] is None
     assert any(m.startswith("fam-f: ") and "absent, sonnet" in m for m in doc["missing"])
+
+
+def test_a_cell_with_only_an_excluded_attempt_says_so_and_is_named(built) -> None:
+    """(before: no metered arm was read; the excluded attempt's cell read '(not imported)')"""
+    _, doc = built
+    [t] = [t for t in doc["tables"] if t["id"] == "adoption"]
+    [r] = [r for r in t["rows"] if r["coords"]["family"] == "fam-m"]
+    assert r["cells"]["claude-opus-5"] == "excluded (DRIFTED-0)"  # its one attempt set aside
+    assert any(m.startswith("fam-m: ") and "(only excluded attempts: DRIFTED-0)" in m
+               for m in doc["missing"])  # fmt: skip

@@ -450,11 +450,16 @@ class Study:
         cells, plants, models = self.designed().get(design, (set(), set(), set()))
         if cell not in cells or plant not in plants or model not in models:
             return "-"
+        set_aside = sorted(a.card.setting("label") for a in self.excluded
+                           if self._design(a) == design and a.coords.cell == cell
+                           and a.coords.plant == plant and self.model(a) == model)  # fmt: skip
         where = (f"{design[0]}: {self._classes.get(cell, UNKNOWN)} ({' '.join(cell)}), "
                  f"{plant}, {model}, {design[2]}")  # fmt: skip
+        if set_aside:
+            where += f" (only excluded attempts: {', '.join(set_aside)})"
         if where not in self.missing:
             self.missing.append(where)
-        return None
+        return f"excluded ({', '.join(set_aside)})" if set_aside else None
 
     def _matrix(
         self,
@@ -468,7 +473,7 @@ class Study:
     ) -> Table | None:
         """Rows: a family's cell (and variant) at a plant; columns: models."""
         arms = self.analysed(lambda a: a.coords.plant in plants)
-        models = self.models(arms)
+        models = self.models([*arms, *(a for a in self.excluded if a.coords.plant in plants)])
         rows: list[Row] = []
         seen: set[tuple[Any, ...]] = set()
         for arm in arms:
