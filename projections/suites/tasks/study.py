@@ -473,7 +473,9 @@ class Study:
     ) -> Table | None:
         """Rows: a family's cell (and variant) at a plant; columns: models."""
         arms = self.analysed(lambda a: a.coords.plant in plants)
-        models = self.models([*arms, *(a for a in self.excluded if a.coords.plant in plants)])
+        designs = {self._design(a) for a in arms}  # columns: every model the designs cross
+        models = self.models([a for a in (*self.arms.values(), *self.excluded)
+                              if self._design(a) in designs])  # fmt: skip
         rows: list[Row] = []
         seen: set[tuple[Any, ...]] = set()
         for arm in arms:
