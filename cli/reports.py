@@ -187,11 +187,18 @@ def _import_arms(args: argparse.Namespace) -> int:
                          "results/results.json) nor a family of arm folders")  # fmt: skip
     if not arm and args.run_id:
         raise UsageError(f"{path}: --run-id names one run; a family imports one run per arm")
+    invalid: dict[str, str] = {}
+    for given in args.invalid or ():
+        folder, _, reason = given.partition("=")
+        if not folder.strip() or not reason.strip():
+            raise UsageError(f"--invalid {given!r}: give ARM_FOLDER=REASON (the reason is "
+                             "recorded as the arm's exclusion)")  # fmt: skip
+        invalid[folder.strip().rstrip("/")] = reason.strip()
     with new_or_existing_ledger(args) as ledger:  # a refused arm leaves no new ledger
         if arm:
-            done = [import_arm(ledger, path, run_id=args.run_id)]
+            done = [import_arm(ledger, path, run_id=args.run_id, invalid=invalid)]
         else:
-            done = import_family(ledger, path, progress=_arm_progress)
+            done = import_family(ledger, path, progress=_arm_progress, invalid=invalid)
     for run_id, root, label in done:
         excluded = f" (EXCLUDED: {label})" if label else ""
         print(f"imported run {run_id}{excluded}, root {root}")
@@ -206,6 +213,8 @@ def cmd_import_peer(args: argparse.Namespace) -> int:
 
     if os.path.isdir(args.results):
         return _import_arms(args)
+    if args.invalid:
+        raise UsageError(f"{args.results}: --invalid marks a tasks arm folder, not a results file")
     transcripts = args.transcripts
     if transcripts is None:
         transcripts = find_transcripts(args.results)
@@ -361,5 +370,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default: the peer's bench/protocols beside bench/results, when it matches)",
     )
     p.add_argument("--run-id", metavar="ID")
+    p.add_argument(
+        "--invalid",
+        action="append",
+        metavar="ARM_FOLDER=REASON",
+        help="import that arm folder as excluded, REASON recorded as its exclusion: an arm "
+        "the peer declared invalid only in prose, under no -LABEL (repeatable)",
+    )
     ledger_arg(p)
     p.set_defaults(func=cmd_import_peer)

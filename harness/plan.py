@@ -59,8 +59,8 @@ from benchledger.ledger.events import (
 )
 from benchledger.ledger.ledger import check_run_id
 from benchledger.protocols.errors import InvalidInput, Problem
+from benchledger.refplatform.auth import MAX_POOL
 
-MAX_POOL: Final = 999
 INTERRUPTED: Final = "interrupted; re-run on resume"
 RETRIED: Final = "infra-failed; re-run by --retry-infra"
 

@@ -38,6 +38,19 @@ def inert_html(text: str) -> str:
     return html.escape(_VALUE.sub(_escape, text))
 
 
+# What starts Markdown of its own: code spans, links and images, HTML, table cells, '*'
+# emphasis. An underscore is left: '_x_' changes only how a value looks, and identifiers
+# (metric names, run ids) are full of them; a heading or a list needs a line start, and
+# every value is shown after our own prefix on one line.
+_MD = re.compile(r"([\\`*\[\]<>|])")
+
+
+def inert_md(text: str) -> str:
+    """``text`` inert on one line, each character that could start Markdown markup (or the
+    HTML Markdown passes through) backslash-escaped: shown as written, not rendered."""
+    return _MD.sub(r"\\\1", inert(text, value=True))
+
+
 def inert_rows(
     rows: Callable[_P, list[tuple[str, str]]],
 ) -> Callable[_P, list[tuple[str, str]]]:

@@ -80,10 +80,16 @@ CI_CLUSTER: Final = "protocol-cluster bootstrap"
 CI_WILSON_PROTOCOLS: Final = "wilson over protocols"
 
 
+# A mean of scores in [0, 1] that are not shares (MRR): a percentile bootstrap over the
+# episodes, none below MIN_BOOTSTRAP_GROUPS of them (Wilson's interval is for a proportion).
+CI_EPISODES: Final = "episode bootstrap"
+
+
 CI_LABELS: Final = {
     CI_WILSON: "Wilson (attempts treated as independent)",
     CI_CLUSTER: f"protocol-cluster bootstrap ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})",
     CI_WILSON_PROTOCOLS: "Wilson over protocols",
+    CI_EPISODES: f"bootstrap over episodes ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})",
 }
 
 

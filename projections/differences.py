@@ -20,7 +20,7 @@ import html
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final, NamedTuple, Protocol
 
-from benchledger.ledger.inert import inert
+from benchledger.ledger.inert import inert, inert_md
 from benchledger.projections.card import RunMeta, fmt_num, fmt_pct, options_text
 from benchledger.projections.prices import Cost, Unpriced
 from benchledger.projections.usage import Usage
@@ -111,10 +111,17 @@ def run_facts(cards: Sequence[Card]) -> list[Row]:
     return [*usage, (OPTIONS, [options_text(c.meta.platform_options) for c in cards])]
 
 
-def rate_fact(name: str, rates: Sequence[tuple[float, int]], note: str = "") -> Fact:
+def rate_fact(
+    name: str, rates: Sequence[tuple[float, int]], note: str = "", *, mean: bool = False
+) -> Fact:
     """A rate metric as a row: each run's ``num/den rate``, judged equal by the rate alone
-    (``3/3`` and ``6/6`` agree; ``0/0`` agrees only with ``0/0``)."""
-    values = tuple(f"{fmt_num(n)}/{d} {fmt_pct(n / d) if d else 'n/a'}" for n, d in rates)
+    (``3/3`` and ``6/6`` agree; ``0/0`` agrees only with ``0/0``). ``mean``: a mean of
+    scores that are not shares (MRR's reciprocal ranks), shown ``0.516 (43 episodes)``."""
+    if mean:
+        values = tuple(f"{n / d:.3f} ({d} episodes)" if d else "n/a (0 episodes)"
+                       for n, d in rates)  # fmt: skip
+    else:
+        values = tuple(f"{fmt_num(n)}/{d} {fmt_pct(n / d) if d else 'n/a'}" for n, d in rates)
     return Fact(name, values, note, tuple(n / d if d else None for n, d in rates))
 
 
@@ -151,14 +158,9 @@ def text_lines(d: Differences) -> list[str]:
     return [f"{TITLE.lower()}:", *(f"  {x}" for x in found)]
 
 
-def _md(text: str) -> str:
-    """A value that cannot start Markdown of its own: its markup characters escaped."""
-    return "".join("\\" + c if c in "\\`[]<>|" else c for c in text)
-
-
 def markdown_lines(d: Differences) -> list[str]:
     """The section as Markdown: a bold heading and a bullet per row."""
-    return [f"**{TITLE}**", "", *(f"- {_md(x)}" for x in items(d)), ""]
+    return [f"**{TITLE}**", "", *(f"- {inert_md(x)}" for x in items(d)), ""]
 
 
 def html_items(d: Differences) -> str:

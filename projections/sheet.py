@@ -13,6 +13,8 @@ import string
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from benchledger.ledger.inert import inert_md
+
 Rows = Mapping[str, Sequence["Cell"]]  # metric -> one cell per column, the baseline first
 Extra = Sequence[tuple[str, Sequence[str]]]  # (row name, one value per column)
 
@@ -53,8 +55,20 @@ def markdown_lines(heads: Sequence[str], rows: Rows, extra: Extra) -> list[str]:
     for name, cells in rows.items():
         joined = [f"{c.own}<br>{c.diff}" if c.diff else c.own for c in cells]
         lines.append(f"| {name} | " + " | ".join(joined) + " |")
-    lines += [f"| {name} | " + " | ".join(values) + " |" for name, values in extra]
+    lines += [f"| {name} | " + " | ".join(map(inert_md, values)) + " |" for name, values in extra]
     return lines
+
+
+# Header values of our own grammar (run ids, hex roots and hashes: docs/ledger-format.md,
+# "Names"), shown as code; they hold no backtick to end the span early.
+CODE_KEYS = frozenset({"run", "runs", "run root", "run roots", "protocol set", "case set"})
+
+
+def markdown_items(rows: Sequence[tuple[str, str]]) -> list[str]:
+    """A card's header rows as Markdown bullets: our ids and hashes as code, every other
+    value escaped (``inert_md``), so a recorded name shows as written and renders nothing."""
+    return [f"- **{k}**: `{v}`" if k in CODE_KEYS else f"- **{k}**: {inert_md(v)}"
+            for k, v in rows]  # fmt: skip
 
 
 def extra_json(keys: Sequence[str], extra: Extra) -> dict[str, Any]:

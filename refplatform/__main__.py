@@ -16,13 +16,13 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from benchledger.refplatform.auth import MAX_POOL
 from benchledger.refplatform.errors import PlatformError
 
 if TYPE_CHECKING:  # imported at serve time: --help and option errors stay fast
     from benchledger.refplatform.server import RunningPlatform
 
 EXIT_OK, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 2, 130
-MAX_POOL = 999
 # Pool identities served by default: the committed suite at k=1 needs 66 (30 protocols x 2,
 # plus a retry margin); this leaves room for a larger set (tests/test_refplatform_main.py).
 DEFAULT_POOL = 128

@@ -17,7 +17,9 @@ ADMIN_NAME: Final = "bench-admin"
 ADMIN_ROLE: Final = "admin"
 ADMIN_PERSONA: Final = "admin"
 DEFAULT_PERSONA: Final = "default"
-MAX_POOL: Final = 999
+# Four digits: a LoCoMo file asks one identity per question (locomo10.json: 1,986). The
+# peer's own pools are three-digit (``-001``); ``pool_key`` pads to three, so both read.
+MAX_POOL: Final = 9999
 
 
 class Identity(NamedTuple):
@@ -100,8 +102,8 @@ class Keyring:
         # The suffix picks the one key the whole key is then compared with, in constant
         # time. ASCII digits only: ``str.isdigit`` also takes superscripts (``int`` raises)
         # and other scripts' digits (``int`` reads "٠٠١" as 1, another identity's key).
-        suffix = key[-3:]
-        if len(suffix) == 3 and suffix.isascii() and suffix.isdigit():
+        suffix = key.rpartition("-")[2]
+        if 3 <= len(suffix) <= 4 and suffix.isascii() and suffix.isdigit():
             index = int(suffix)
             if 1 <= index <= self.pool_size:
                 expected = pool_key(self.pool_base, index)

@@ -893,6 +893,24 @@ def test_a_pool_key_with_a_foreign_suffix_is_refused_over_http_like_any_bad_key(
     assert answered == status
 
 
+def test_a_pool_past_999_serves_four_digit_keys_each_as_its_own_identity():
+    """A LoCoMo file asks one identity per question (1,986 in locomo10.json): identity 1050
+    is ``bench-agent-1050``, its key ``-1050``; ``-001`` is still identity 1, not ``-0001``."""
+    keyring = Keyring("bl-admin-attack", BASE, 2000)
+    found = keyring.identify_key(pool_key(BASE, 1050))
+    assert found is not None and (found.name, found.pool_index) == ("bench-agent-1050", 1050)
+    assert keyring.identify_key(f"{BASE}-2001") is None  # past the pool
+    assert keyring.identify_key(f"{BASE}-0001") is None and keyring.identify_key(f"{BASE}-001")
+    with RunningPlatform(pool_base=BASE, pool_size=1100) as platform:
+        conn = http.client.HTTPConnection("127.0.0.1", platform.port, timeout=30)
+        try:
+            conn.request("GET", "/api/v1/portal/knowledge-pages",
+                         headers={"X-API-Key": pool_key(BASE, 1050)})  # fmt: skip
+            assert conn.getresponse().status == 200
+        finally:
+            conn.close()
+
+
 # -- displays a hostile bundle cannot rewrite (issue 39, item 5) --------------------------------
 
 # Cursor home, erase line, a line of its own with a fake verdict, a bell, a C1 CSI and a

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 from starlette.applications import Starlette
@@ -41,6 +42,8 @@ DIFFERING = ["full_lifecycle", "pass_k", "duplicate_rate", "recall_at_1", "mrr",
 # A model name carrying terminal control (clear screen, a bidi override) and HTML.
 HOSTILE = "bro\x1b[2J\u202eken<b>x</b>"
 ESCAPED = "bro\\u001b[2J\\u202eken"
+# ... and in Markdown, its backslashes and bracket escaped too, so it renders as ESCAPED.
+MD_ESCAPED = ESCAPED.replace("\\", "\\\\").replace("[", "\\[")
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +93,8 @@ def test_the_lead_names_exactly_the_metrics_that_differ(runs, capsys, fmt):
                          "recall_at_5.recall") if f"{m}: A = " in lead]  # fmt: skip
     assert named == DIFFERING, lead
     assert "duplicate_rate: A = 0/2 0.0%, B = 2/2 100.0%" in lead
+    # MRR is a mean of reciprocal ranks, not a share: a number over its episodes
+    assert re.search(r"mrr: A = 1\.000 \(\d+ episodes\), B = 0\.\d{3} \(\d+ episodes\)", lead)
     assert "the other 25 of 32 metrics agree" in lead
     assert "platform options: A = none (defaults), B = embedder=ollama:" in lead
     # Timing is shown beside the metrics when it differs as displayed; two runs this small
@@ -145,8 +150,8 @@ def test_a_hostile_recorded_option_is_inert_in_every_format(runs, capsys, fmt):
         shown = next(f for f in facts if f["name"] == differences.OPTIONS)["values"]["b"]
         assert ESCAPED in shown
         return
-    shown = ESCAPED.replace("\\", "\\\\").replace("[", "\\[") if fmt == "markdown" else ESCAPED
-    assert shown in section(out, fmt)  # Markdown escapes the backslash and the bracket too
+    shown = MD_ESCAPED if fmt == "markdown" else ESCAPED
+    assert shown in section(out, fmt)
     if fmt == "html":
         assert "<b>x</b>" not in out and "&lt;b&gt;x&lt;/b&gt;" in section(out, fmt)
     if fmt == "markdown":
@@ -267,9 +272,24 @@ def test_a_report_names_the_embedder_its_run_recorded(runs, capsys, fmt):
         (run,) = json.loads(out)["runs"]
         assert run["platform_options"]["embedder"].startswith(f"ollama:{HOSTILE}@http://127.0.0.1:")
         return
-    assert "platform options" in out and f"embedder=ollama:{ESCAPED}" in out
+    shown = MD_ESCAPED if fmt == "markdown" else ESCAPED
+    assert "platform options" in out and f"embedder=ollama:{shown}" in out
     assert main(["report", "lexical", "--format", fmt, "--ledger", runs]) == 0
     assert "none (defaults)" in capsys.readouterr().out  # lexical, the default: none recorded
+
+
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_markdown_shows_recorded_markup_as_written_and_renders_none_of_it(runs, capsys, command):
+    """A recorded name's HTML, brackets and code ticks are escaped wherever Markdown shows
+    it (the header bullets, the lead, the matrix): pasted in a pull request, it renders as
+    the text it is."""
+    capsys.readouterr()
+    runs_named = ["broken"] if command == "report" else ["lexical", "broken"]
+    assert main([command, *runs_named, "--format", "markdown", "--ledger", runs]) == 0
+    out = capsys.readouterr().out
+    assert "<b>" not in out and "</b>" not in out, out
+    assert "\\<b\\>x\\</b\\>" in out
+    assert f"embedder=ollama:{MD_ESCAPED}" in out
 
 
 def test_the_platforms_tool_call_latency_is_on_the_card_and_in_the_lead(runs, capsys):

@@ -20,7 +20,9 @@ from benchledger.ledger.events import (
     UnitStartedBody,
     make_event,
 )
+from benchledger.projections.card import CI_EPISODES, CI_WILSON
 from benchledger.projections.fold import fold
+from benchledger.projections.stats import wilson
 from benchledger.projections.suites.lifecycle import ranks
 from benchledger.projections.suites.lifecycle.scorecard import LifecycleFold, scorecard
 from tests.conftest import protocol_subset
@@ -126,6 +128,22 @@ def test_ranks_are_the_facts_place_in_each_episodes_first_search_call_by_the_sur
 def test_recall_at_k_and_mrr_have_their_hand_computed_values(name, num, den):
     m = _card().metrics[name]
     assert (m.num, m.den) == (pytest.approx(num), den)
+
+
+def test_mrr_is_a_mean_whose_interval_is_a_bootstrap_over_episodes_never_wilsons():
+    """Wilson's interval is for a share; reciprocal ranks (1/2, 1/4) are not 0/1 outcomes.
+    Below MIN_BOOTSTRAP_GROUPS episodes MRR has no interval; recall@k keeps Wilson's."""
+    card = _card()  # one attempt per protocol: episodes are not clustered
+    assert card.metrics["mrr"].ci is None and card.metrics["mrr"].ci_method == CI_EPISODES
+    assert card.metrics["recall_at_5"].ci_method == CI_WILSON and card.metrics["recall_at_5"].ci
+    ranked = [
+        ranks.Ranked(f"r/p{i}/1", f"p{i}", 1, "recall", (1, 2, 4, None)[i % 4], ranks.Searched(1))
+        for i in range(12)
+    ]  # reciprocal ranks 1, 1/2, 1/4, 0 three times each: MRR 0.4375
+    m = ranks.metrics(ranked, clustered=False)["mrr"]
+    assert m.rate == pytest.approx(0.4375) and m.ci_method == CI_EPISODES and m.ci is not None
+    assert 0 < m.ci.low < m.rate < m.ci.high < 1
+    assert (m.ci.low, m.ci.high) != pytest.approx(tuple(wilson(m.num, m.den)))
 
 
 def test_without_the_runs_facts_no_episode_is_ranked_and_the_card_says_why():

@@ -103,8 +103,8 @@ def test_ctrl_c_after_a_run_stops_the_server_without_a_traceback_or_error_lines(
     [
         (["--port", "-1"], "--port must be 0..65535"),
         (["--port", "70000"], "--port must be 0..65535"),
-        (["--pool", "0"], "--pool must be 1..999"),
-        (["--pool", "1000"], "--pool must be 1..999"),
+        (["--pool", "0"], "--pool must be 1..9999"),
+        (["--pool", "10000"], "--pool must be 1..9999"),
         (["--embedder", "magic"], "--embedder"),
         (["--db", "/proc/nope/state.sqlite"], "state.sqlite"),
         (

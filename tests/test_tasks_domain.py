@@ -17,10 +17,9 @@ import pytest
 
 from benchledger.protocols.errors import InvalidInput
 from benchledger.protocols.task_grading import (
-    ORDER_COUNT,
-    TREATMENTS,
+    ADOPTED,
     Warehouse,
-    attribution,
+    claim_reading,
     classify,
     grade,
     read_warehouse,
@@ -30,6 +29,11 @@ from benchledger.protocols.tasks import Task, TaskGrading, load, task_set_hash
 from tests.conftest import peer_dir
 
 STUDY = ("bench", "results", "knowledge-pollution")
+ORDER_COUNT = "s3-deprecated-order-count"  # the study's checkable task (its tasks/ file)
+# One wrong arm's planted claim per class: what the probe's README and the controls'
+# counterparts planted or would have (a test may name the study's arms; code may not).
+FISCAL_WRONG = ("rq1-warehouse", "convention-wrong-haiku")
+COUNT_WRONG = ("rq1-warehouse", "checkable-wrong-haiku")
 RESULT_FILES = ("results.json", "control.json", "polluted.json")
 
 
@@ -159,54 +163,91 @@ def _discriminants() -> dict[str, dict[str, float]]:
     raise AssertionError("pollution_tables.py has no DISCRIMINANTS table")
 
 
+def _bench_tasks() -> dict[str, Task]:
+    return load(os.path.join(peer_dir(), "bench", "tasks")).by_id()
+
+
+def _plants() -> list[tuple[str, dict[str, Any]]]:
+    return sorted(
+        (os.path.join(root, "planted.json"), _read(os.path.join(root, "planted.json")))
+        for root, _d, files in os.walk(_study())
+        if "planted.json" in files
+    )
+
+
+def _plant(family_arm: tuple[str, str]) -> dict[str, Any]:
+    return _read(os.path.join(_study(), *family_arm, "planted.json"))
+
+
 def test_the_reference_table_computed_from_the_seed_is_the_peers_table(warehouse):
-    ours = attribution(warehouse)
+    # Each task's readings under every planted claim of the study: the claims that plant a
+    # wrong value on it give the peer's row exactly, read from the claim's words alone.
+    tasks = _bench_tasks()
+    plants = _plants()
+    compared = 0
     for task_id, theirs in _discriminants().items():
-        if task_id == "monitor-count":
-            continue  # the API fixture's task; its fixture is not among the peer's files
-        planted = {r for r in TREATMENTS.values() if r}
-        mine = {("adopted" if k in planted else k): v for k, v in ours[task_id].items()}
-        assert mine == {k: v for k, v in theirs.items() if k != "tol"}, task_id
+        if task_id not in tasks:
+            continue  # the API fixture's question: its fixture is not among the peer's files
+        want = {k: v for k, v in theirs.items() if k != "tol"}
+        found = set()
+        for _, plant in plants:
+            refs = references(warehouse, tasks[task_id], plant)
+            assert refs.tolerance == theirs["tol"], task_id
+            got = {r.name: r.value for r in refs.readings}
+            if ADOPTED in got:
+                found.add(tuple(sorted(got.items())))
+        assert found == {tuple(sorted(want.items()))}, task_id
+        compared += 1
+    assert compared == 4
 
 
 def test_the_correct_reference_is_what_every_task_file_grades_against(warehouse):
-    table = attribution(warehouse)
-    for task_id, task in load(os.path.join(peer_dir(), "bench", "tasks")).by_id().items():
-        if task_id in table:
-            assert task.grading.value == table[task_id]["correct"], task_id
+    checked = 0
+    for task_id, task in _bench_tasks().items():
+        try:
+            refs = references(warehouse, task, None)
+        except ValueError:
+            continue  # an expected_sql the warehouse model does not evaluate
+        assert refs.readings[0].value == task.grading.value, task_id
+        checked += 1
+    assert checked >= 4
 
 
-def test_every_planted_claim_states_the_value_its_treatment_is_scored_by(warehouse):
-    table = attribution(warehouse)
-    planted = [
-        os.path.join(root, "planted.json")
-        for root, _d, files in os.walk(_study())
-        if "planted.json" in files
-    ]
-    assert len(planted) >= 20
-    for path in planted:
-        p = _read(path)
-        reading = TREATMENTS[p["treatment_id"]]
-        if p["treatment_id"].startswith("order-count"):
-            count = table[ORDER_COUNT][reading or "correct"]
-            assert f"holds {count:.0f} order records" in p["needle"], path
-        else:
-            month = "April" if reading else "February"
-            assert p["needle"].startswith(f"{month} 1 through"), path
+def test_every_planted_claim_plants_a_value_exactly_when_it_is_wrong(warehouse):
+    # A wrong arm's claim reads as another value on its arm's tasks; a correct arm's reads
+    # as the correct value itself (nothing to adopt). Read from the words, not the id.
+    plants = _plants()
+    assert len(plants) >= 20
+    for path, p in plants:
+        assert claim_reading(p) is not None, path
+        tasks = load(os.path.join(os.path.dirname(path), "tasks")).by_id().values()
+        adopted = [any(r.name == ADOPTED for r in references(warehouse, t, p).readings)
+                   for t in tasks]  # fmt: skip
+        assert set(adopted) == {"-wrong" in p["treatment_id"]}, path
 
 
-def _tally(family: str, arm: str, warehouse: Warehouse, treatment: str | None = None) -> Counter:
+def test_a_claim_reads_the_same_under_a_treatment_id_the_study_never_used(warehouse):
+    # The planted reading is the claim's words: its treatment id decides nothing.
+    tasks = _bench_tasks()
+    for path, plant in _plants():
+        renamed = {**plant, "treatment_id": "t-never-used"}
+        for task in load(os.path.join(os.path.dirname(path), "tasks")).tasks:
+            assert references(warehouse, task, renamed) == references(
+                warehouse, tasks[task.id], plant), path  # fmt: skip
+
+
+def _tally(family: str, arm: str, warehouse: Warehouse,
+           plant: dict[str, Any] | None = None) -> Counter:  # fmt: skip
     base = os.path.join(_study(), family, arm)
     run = base + ".json" if os.path.isfile(base + ".json") else os.path.join(base, "results.json")
     planted = os.path.join(base, "planted.json")
-    if treatment is None and os.path.isfile(planted):
-        treatment = _read(planted)["treatment_id"]
+    if plant is None and os.path.isfile(planted):
+        plant = _read(planted)
     tasks = _tasks_of(run)
     out: Counter = Counter()
     for a in _read(run)["attempts"]:
-        tol = tasks[a["task_id"]].grading.abs_tolerance
         value = grade(a["final_answer"], tasks[a["task_id"]].grading).got_value
-        out[classify(value, references(warehouse, a["task_id"], treatment, tol))] += 1
+        out[classify(value, references(warehouse, tasks[a["task_id"]], plant))] += 1
     out["n"] = sum(out.values())
     return out
 
@@ -268,7 +309,7 @@ def test_the_checkable_haiku_arm_splits_into_adopters_and_counters(warehouse):
 
 def test_the_probe_polluted_arm_adopted_twice_and_fell_into_no_trap(warehouse):
     # probe/SUMMARY.md: 2/24 exact adoption of 724, zero calendar-trap answers, zero other.
-    polluted = _tally("probe", "polluted", warehouse, treatment="fiscal-boundary-wrong")
+    polluted = _tally("probe", "polluted", warehouse, plant=_plant(FISCAL_WRONG))
     assert polluted == Counter({"n": 24, "correct": 22, "adopted": 2})
     assert _tally("probe", "control", warehouse) == Counter({"n": 24, "correct": 24})
 
@@ -282,9 +323,8 @@ def test_no_control_arm_answer_is_a_planted_value(warehouse):
             continue
         tasks = _tasks_of(run)
         for a in _read(run)["attempts"]:
-            wrong = "order-count-wrong" if a["task_id"] == ORDER_COUNT else "fiscal-boundary-wrong"
-            tol = tasks[a["task_id"]].grading.abs_tolerance
-            refs = references(warehouse, a["task_id"], wrong, tol)
+            wrong = _plant(COUNT_WRONG if a["task_id"] == ORDER_COUNT else FISCAL_WRONG)
+            refs = references(warehouse, tasks[a["task_id"]], wrong)
             assert classify(a.get("got_value"), refs) != "adopted", (_label(run), a["attempt"])
 
 
@@ -300,12 +340,12 @@ def test_no_control_arm_answer_is_a_planted_value(warehouse):
     ids=["correct", "adopted-within-tolerance", "calendar-trap", "other", "no-number"],
 )
 def test_classification_names_the_reading_an_answer_came_from(value, expected, warehouse):
-    refs = references(warehouse, "s3-fiscal-2025-count", "fiscal-boundary-wrong", 0.5)
+    refs = references(warehouse, _bench_tasks()["s3-fiscal-2025-count"], _plant(FISCAL_WRONG))
     assert classify(value, refs) == expected
 
 
 def test_an_absent_arm_has_no_adopted_reading_but_keeps_its_traps(warehouse):
-    refs = references(warehouse, ORDER_COUNT, None, 0.5)
+    refs = references(warehouse, _bench_tasks()[ORDER_COUNT], None)
     assert classify(1140.0, refs) == "other"
     assert classify(60.0, refs) == "trap:deprecated_table"
 

@@ -25,7 +25,7 @@ from benchledger.ledger.verified import open_run
 from benchledger.protocols.errors import InvalidInput
 from benchledger.replay.levels import replay
 from benchledger.replay.rederive import NOT_RECORDED
-from tests.conftest import peer_dir
+from tests.conftest import cli, one_line_exit_2, peer_dir
 from tests.test_replay import rechain
 
 FAMILIES = ("rq1-warehouse", "directive-contrast")
@@ -623,3 +623,35 @@ def test_a_flat_family_is_results_files_with_transcripts_and_a_lifecycle_pass_is
     )
     assert flat_arms(one) == [] and not is_family(one)  # its results file holds runs
     assert flat_arms(family_dir("rq1-warehouse")) == []  # a family of arm folders
+
+
+# -- an arm the peer declared invalid only in prose (pollution_tables.py INVALID_DIRS) ----
+
+
+def test_an_arm_declared_invalid_at_import_is_excluded_with_its_reason(tmp_path, capsys):
+    # The peer declared one arm invalid only in its family README, under no -LABEL: it is
+    # excluded by naming it, and the reason is recorded as its exclusion.
+    family = tmp_path / "fam"
+    src = family_dir("rq1-warehouse")
+    _copy(os.path.join(src, SMALL), family / "cell-api")
+    _copy(os.path.join(src, SMALL), family / "cell-other")
+    ledger = str(tmp_path / "l.sqlite")
+    code, _, err = cli(capsys, "import-peer", "mcp-data-platform", str(family), "--ledger",
+                       ledger, "--invalid", "no-such-arm=drifted")  # fmt: skip
+    one_line_exit_2(code, err, "--invalid names 'no-such-arm'", "cell-api")
+    assert not os.path.exists(ledger) or Ledger(open_store(ledger)).store.run_ids() == []
+    code, _, err = cli(capsys, "import-peer", "mcp-data-platform", str(family), "--ledger",
+                       ledger, "--invalid", "cell-api")  # fmt: skip
+    one_line_exit_2(code, err, "ARM_FOLDER=REASON")
+    reason = "drifted; the block stopped (README, The invalidated arm)"
+    code, out, err = cli(capsys, "import-peer", "mcp-data-platform", str(family), "--ledger",
+                         ledger, "--invalid", f"cell-api={reason}")  # fmt: skip
+    assert code == 0, err
+    assert "peer-fam-cell-api (EXCLUDED: INVALID)" in out
+    opened = Ledger(open_store(ledger))
+    declared, other = _header(opened, "peer-fam-cell-api"), _header(opened, "peer-fam-cell-other")
+    assert declared.config["excluded"] is True and declared.config["label"] == "INVALID"
+    assert declared.config["exclusion"].startswith(reason)
+    assert other.config["excluded"] is False  # only the one named
+    code, out, _ = cli(capsys, "report", "peer-fam-cell-api", "--ledger", ledger)
+    assert code == 0 and out.startswith(f"EXCLUDED: INVALID: {reason}")

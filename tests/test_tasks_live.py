@@ -28,12 +28,13 @@ from benchledger.ledger.events import (
 )
 from benchledger.projections.suites.tasks.items import items
 from benchledger.protocols import tasks as task_files
-from benchledger.protocols.task_grading import FISCAL_TASKS, ORDER_COUNT
+from benchledger.protocols.task_grading import read_query
 from benchledger.protocols.tasks import Task, TaskGrading
 from benchledger.replay.levels import replay
 from tests.conftest import cli, one_line_exit_2, peer_dir
 
 SQL = "SELECT COUNT(*) AS n FROM memory.bench.orders"
+ORDER_COUNT = "s3-deprecated-order-count"
 # The s2/s3 tasks the script cannot answer, and why: no query (entity tasks answered by
 # reading the catalog), an entity grading (its query returns a name, not a number), an
 # exec_sql grading (graded by running the agent's SQL, which decide_unit does not rule).
@@ -174,10 +175,19 @@ def test_the_run_records_its_tasks_and_the_study_readings_so_readers_need_no_fil
     config = header.config
     assert set(config["tasks"]) == {t.id for t in live["set"]}  # the whole set: it hashes so
     assert config["planted"] is None
-    assert sorted(config["references"]) == sorted((*FISCAL_TASKS, ORDER_COUNT))
+    # readings for every task whose expected_sql the seeded warehouse model evaluates
+    evaluable = set()
+    for t in live["set"]:
+        try:
+            read_query(t.expected_sql)
+            evaluable.add(t.id)
+        except ValueError:
+            pass
+    assert {ORDER_COUNT, "s3-fiscal-2025-count", "s3-fiscal-q1-net"} <= evaluable
+    assert set(config["references"]) == evaluable
     found = items(header)
     assert found.notes == [] and found.by_id[ORDER_COUNT].references is not None
-    assert found.by_id["s2-total-orders"].references is None
+    assert found.by_id["s3-net-top-region"].references is None  # an entity task
 
 
 def test_the_live_run_is_sealed_verifies_and_rederives_with_zero_divergences(live, capsys):
@@ -199,8 +209,9 @@ def test_the_report_renders_the_tasks_card_with_the_study_tasks_classified(live,
     assert code == 0
     metrics = json.loads(out)["metrics"]
     assert (metrics["correct"]["num"], metrics["correct"]["den"]) == (62, 66)
-    # the four study tasks have readings: classified, none a trap, none planted
-    assert (metrics["trap"]["num"], metrics["trap"]["den"]) == (0, 4)
+    # the tasks whose expected_sql the seed's model evaluates have readings (the study's
+    # four and seven more aggregates over the orders): classified, none a trap, none planted
+    assert (metrics["trap"]["num"], metrics["trap"]["den"]) == (0, 11)
     assert metrics["adopted"]["den"] == 0
     code, text, _ = cli(capsys, "report", "tk1", "--ledger", live["ledger"])
     assert code == 0 and "planted   none planted" in text and "correct        62/66" in text

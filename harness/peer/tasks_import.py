@@ -33,7 +33,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -82,12 +82,13 @@ from benchledger.protocols.document import read
 from benchledger.protocols.task_grading import (
     ADOPTED,
     CORRECT,
+    FINAL_NUMBER,
     Reference,
     References,
     read_warehouse,
     references,
 )
-from benchledger.protocols.tasks import TASK_SUFFIX, Task, TaskSet
+from benchledger.protocols.tasks import TASK_SUFFIX, Task, TaskGrading, TaskSet
 
 ORIGIN: Final = "mcp-data-platform"
 SHAPE: Final = "tasks"
@@ -382,26 +383,23 @@ def _references(
     results: str, tasks: tuple[Task, ...], planted: dict[str, Any] | None
 ) -> tuple[dict[str, References], dict[str, str]]:
     """Each task's readings (correct, the planted value, the traps) and where they came
-    from: computed from the peer's seeded warehouse beside its ``results`` for a task and
-    treatment its attribution table reads, else from the arm's task and planted claim
+    from: computed from the peer's seeded warehouse beside its ``results`` for a task whose
+    expected_sql it evaluates (the planted reading from the claim's own words,
+    ``task_grading.references``), else from the arm's task and planted claim
     (``_from_the_arm``); a task neither gives is left without readings, and said."""
     seed = find_seed(results)
     if seed is not None:
         check_path(seed)
     warehouse = read_warehouse(seed) if seed is not None else None
-    treatment = planted.get("treatment_id") if planted else None
     out: dict[str, References] = {}
     said: dict[str, str] = {}
     for task in tasks:
         if warehouse is not None:
             try:
-                out[task.id] = references(
-                    warehouse, task.id, treatment if isinstance(treatment, str) else None,
-                    task.grading.abs_tolerance,
-                )  # fmt: skip
+                out[task.id] = references(warehouse, task, planted)
                 said[task.id] = "the seeded warehouse"
                 continue
-            except ValueError:  # a task or treatment the attribution table does not read
+            except ValueError:  # an expected_sql the warehouse model does not evaluate
                 pass
         found = _from_the_arm(task, planted)
         if found is not None:
@@ -483,6 +481,7 @@ def _evidence(
     planted: dict[str, Any] | None,
     snapshots: tuple[ReadBackBody, ...],
     units: list[_Unit],
+    seeded: bool = True,
 ) -> dict[str, Any]:
     """What the arm's diagnostics look for, from its own files (``harness.peer.evidence``):
     the claim's correct source among the pages its snapshots name (else the seeded pages
@@ -490,11 +489,11 @@ def _evidence(
     returned it; each None, with where it was looked for, when not found."""
     pages = evidence.snapshot_pages(s.body for s in snapshots)
     where = "the arm's store snapshots" if pages else None
-    if not pages:
-        pages, seeded = evidence.seeded_pages(results)
-        if seeded is not None:
-            check_path(seeded)
-            where = os.path.relpath(seeded, os.path.dirname(os.path.abspath(results)))
+    if not pages and seeded:  # a pkrun arm's world is not the seeded warehouse's
+        pages, found = evidence.seeded_pages(results)
+        if found is not None:
+            check_path(found)
+            where = os.path.relpath(found, os.path.dirname(os.path.abspath(results)))
     text = planted.get("text") if planted else None
     source = evidence.correct_source(text, pages) if isinstance(text, str) else None
     insight = planted.get("insight_id") if planted else None
@@ -507,6 +506,262 @@ def _evidence(
         "correct_source": source,
         "review_note": note,
     }
+
+
+# --- the pkrun results shape: the cross-fixture arms ----------------------------------------
+
+WORLD: Final = "fixture-world.json"
+PK_SHAPE: Final = "pkrun"
+# A pkrun transcript's name: <question>_<seed>_<world>-r<replicate>.json (pollution_tables.py
+# ``exposure``); the question ends at the first underscore, the seed at the next.
+_PK_TRANSCRIPT: Final = re.compile(
+    r"^(?P<q>[^_]+)_(?P<seed>[^_]+)_(?P<world>.+)-r(?P<rep>[0-9]+)\.json$"
+)
+# A count question (``<thing>-count``) asks how many <thing>s the world provisions.
+_COUNT_QUESTION: Final = re.compile(r"^(?P<thing>[a-z][a-z0-9_]*)-count$")
+COUNT_TOLERANCE: Final = 0.5  # whole counts: half a unit apart (the peer's count tolerances)
+
+
+def is_pkrun(attempts: list[dict[str, Any]]) -> bool:
+    """Whether a results file's attempts are pkrun's (``question_id``, no ``task_id``)."""
+    return all("task_id" not in a for a in attempts) and any("question_id" in a for a in attempts)
+
+
+def _count_of(world: str, data: dict[str, Any], key: str) -> int | None:
+    """A world file field as a count: a whole number, or a list's length; None if absent."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return len(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    shown = json.dumps(value)[:40]
+    raise UnusableInput(world, f"field {key!r} must be a whole number or a list, not {shown}")
+
+
+def _world(arm_dir: str) -> tuple[str, dict[str, Any]]:
+    """The arm's ``fixture-world.json``: refused when missing or not an object with a name."""
+    path = os.path.join(arm_dir, WORLD)
+    if not os.path.isfile(path):
+        raise UnusableInput(arm_dir, f"a pkrun arm holds no {WORLD}: the world its question was "
+                            "asked in, and so its reference values, are unknown")  # fmt: skip
+    data = _read_json(path, MAX_SNAPSHOT, "fixture world")
+    if not isinstance(data, dict):
+        raise UnusableInput(path, "not a fixture world: the top level must be an object")
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise UnusableInput(path, "field 'name' must be the world's name (non-empty text)")
+    return path, data
+
+
+def _pk_references(
+    world: str, data: dict[str, Any], question: str, planted: dict[str, Any] | None
+) -> tuple[References, str]:
+    """A count question's readings from the world file: correct (the count it provisions),
+    adopted (the planted needle's one number, when it differs), the pool (its trap)."""
+    asked = _COUNT_QUESTION.match(question)
+    if asked is None:
+        raise UnusableInput(world, f"question {question!r} is not a count question "
+                            "(<thing>-count): its answer in this world is unknown")  # fmt: skip
+    field, pool_field = asked["thing"] + "s", asked["thing"] + "_pool"
+    correct = _count_of(world, data, field)
+    if correct is None:
+        raise UnusableInput(world, f"no field {field!r} (a whole number or a list): question "
+                            f"{question!r} asks how many the world provisions")  # fmt: skip
+    readings = [Reference(CORRECT, float(correct))]
+    stated = _stated_value(planted)
+    if stated is not None and abs(stated - correct) > COUNT_TOLERANCE:
+        readings.append(Reference(ADOPTED, stated))
+    pool = _count_of(world, data, pool_field)
+    if pool is not None:
+        readings.append(Reference("pool", float(pool)))
+    for i, a in enumerate(readings):
+        for b in readings[i + 1 :]:
+            if abs(a.value - b.value) <= COUNT_TOLERANCE:
+                raise UnusableInput(world, f"readings {a.name} ({a.value:g}) and {b.name} "
+                                    f"({b.value:g}) cannot be told apart at tolerance "
+                                    f"{COUNT_TOLERANCE}")  # fmt: skip
+    said = f"{WORLD} ({field}" + (f", {pool_field}" if pool is not None else "") + ")"
+    if len(readings) > 1 and readings[1].name == ADOPTED:
+        said += " and the planted needle's number"
+    return References(COUNT_TOLERANCE, tuple(readings)), said
+
+
+def _pk_transcripts(folder: str, world_name: str) -> dict[tuple[str, int], str]:
+    """The transcript folder's files by (question, replicate); refused when a name is not
+    pkrun's, names another world, or two files are one attempt's."""
+    out: dict[tuple[str, int], str] = {}
+    if not os.path.isdir(folder):
+        return out
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".json"):
+            continue
+        path = os.path.join(folder, name)
+        m = _PK_TRANSCRIPT.match(name)
+        if m is None:
+            raise UnusableInput(path, "not a pkrun transcript name "
+                                "(<question>_<seed>_<world>-r<replicate>.json)")  # fmt: skip
+        if m["world"] != world_name:
+            raise UnusableInput(path, f"names world {m['world']!r} but {WORLD} is "
+                                f"{world_name!r}: another world's episode")  # fmt: skip
+        key = (m["q"], int(m["rep"]))
+        if key in out:
+            raise UnusableInput(path, f"is {key[0]} replicate {key[1]} as "
+                                f"{os.path.basename(out[key])} is")  # fmt: skip
+        out[key] = path
+    return out
+
+
+def _pk_unit(
+    f: Fields, run: str, i: int, record: dict[str, Any], items: dict[str, TaskItem],
+    files: dict[tuple[str, int], str] | None,
+) -> _Unit:  # fmt: skip
+    where = f"attempts[{i}]"
+    qid = f.text(record, "question_id", where)
+    if not is_name(qid):  # it names a stream, and files of the run's exports
+        raise f.refuse(f"{where}.question_id {qid!r} {RULE}")
+    if qid not in items:
+        raise f.refuse(f"{where}.question_id {qid!r} is not the arm's question")
+    replicate = _required(f, record, "replicate", where)
+    answer = f.text(record, "final_answer", where)
+    error = f.text(record, "error", where).strip()
+    correct = f.flag(record, "correct", where)  # the peer's verdict, when it recorded one
+    calls: tuple[SessionCallBody, ...] = ()
+    prompt = ""
+    if files is not None:
+        path = files.get((qid, replicate))
+        if path is None:
+            raise f.refuse(f"{where} has no transcript {qid}_<seed>_<world>-r{replicate}.json")
+        data = _read_json(path, MAX_JSON, "transcript")
+        t = Fields(path, "pkrun transcript")
+        if not isinstance(data, list):
+            raise t.refuse("the top level must be a list of turns")
+        turns, calls = walk(t, {"transcript": data}, EPISODE, client_names=True, as_content=True)
+        prompt = next((str(x["text"]) for x in turns if x.get("role") == "user"
+                       and isinstance(x.get("text"), str)), "")  # fmt: skip
+    finished = EpisodeFinishedBody(
+        episode=EPISODE,
+        final_answer=answer,
+        tool_calls=f.count(record, "tool_calls", where),
+        tool_errors=f.count(record, "tool_errors", where),
+        budget_exhausted=bool(f.flag(record, "budget_exhausted", where)),
+        input_tokens=f.count(record, "input_tokens", where),
+        output_tokens=f.count(record, "output_tokens", where),
+        cache_read_tokens=f.count(record, "cache_read_tokens", where),
+        cache_creation_tokens=f.count(record, "cache_creation_tokens", where),
+    )
+    grading = items[qid].task.grading
+    decision = None
+    if not error and correct is not None:
+        decision = GraderDecisionBody(
+            stage=EPISODE, check="correct", verdict=correct,
+            reason=f"recorded by {ORIGIN}: correct={json.dumps(correct)}", answer=answer,
+            expected=[grading.value], origin=ORIGIN,
+        )  # fmt: skip
+    infra = None
+    if error:
+        stage = error.split(":", 1)[0] if ":" in error else "attempt"
+        infra = InfraErrorBody(stage=stage, error="harness", message=error)
+    outcome: dict[str, Any] = {"correct": None} if error else {}
+    return _Unit(
+        item=items[qid],
+        stream=f"{run}/{qid}/{replicate}",
+        started=UnitStartedBody(protocol_id=qid, attempt=replicate),
+        episode=EpisodeStartedBody(
+            episode=EPISODE, identity=f.text(record, "identity", where), user_prompt=prompt
+        ),
+        calls=calls,
+        finished=finished,
+        decision=decision,
+        infra=infra,
+        outcome=UnitFinishedBody(outcome=outcome, error=error.split("\n", 1)[0]),
+    )
+
+
+def _plan_pkrun(
+    arm_dir: str, name: ArmName, family: str, run: str, path: str, folder: str,
+    data: dict[str, Any],
+) -> _Plan:  # fmt: skip
+    """A pkrun arm (``question_id``, ``replicate``; transcripts a bare list of turns): its
+    question and reference values from its ``fixture-world.json`` and ``planted.json``."""
+    f = Fields(path, "pkrun results file")
+    manifest, attempts = data["manifest"], f.items(data, "attempts", "")
+    lacks = _lacks(arm_dir, folder, False)
+    start = start_ns(f, manifest)
+    world_path, world = _world(arm_dir)
+    planted = _planted(arm_dir)
+    needle = planted_needle(planted, os.path.join(arm_dir, PLANTED), "needle")
+    questions = sorted({f.text(a, "question_id", f"attempts[{i}]")
+                        for i, a in enumerate(attempts)})  # fmt: skip
+    refs: dict[str, References] = {}
+    refs_from: dict[str, str] = {}
+    items: dict[str, TaskItem] = {}
+    traffic = "transcripts" not in lacks
+    for qid in questions:
+        refs[qid], refs_from[qid] = _pk_references(world_path, world, qid, planted)
+        grading = TaskGrading(FINAL_NUMBER, value=refs[qid].readings[0].value,
+                              abs_tolerance=COUNT_TOLERANCE)  # fmt: skip
+        task = Task(id=qid, suite=PK_SHAPE, prompt="", arms=(), budget_tool_calls=0,
+                    grading=grading)  # fmt: skip
+        items[qid] = TaskItem(task, refs[qid], needle, traffic=traffic)
+    files = _pk_transcripts(folder, world["name"]) if traffic else None
+    snapshots = _snapshots(arm_dir)
+    units: list[_Unit] = []
+    seen: dict[str, int] = {}
+    for i, record in enumerate(attempts):
+        unit = _pk_unit(f, run, i, record, items, files)
+        if unit.stream in seen:
+            both = f"{unit.started.protocol_id} replicate {unit.started.attempt}"
+            raise f.refuse(f"attempts[{seen[unit.stream]}] and attempts[{i}] are both {both}")
+        seen[unit.stream] = i
+        units.append(unit)
+    k = max(u.started.attempt for u in units)
+    said_k = f.positive(manifest, "k", "manifest")
+    if said_k is not None and said_k < k:
+        raise f.refuse(f"attempts hold replicate {k} but manifest.k is {said_k}")
+    found = _evidence(path, planted, snapshots, units, seeded=False)
+    source, note = found["correct_source"], found["review_note"]
+    units = [dataclasses.replace(u, item=u.item._replace(
+        source=source["needle"] if source else None, note=note)) for u in units]  # fmt: skip
+    tasks = {qid: msgspec.to_builtins(item.task) for qid, item in items.items()}
+    provider = f.text(manifest, "llm_provider", "manifest")
+    model = f.text(manifest, "model", "manifest")
+    config: dict[str, Any] = {
+        "origin": ORIGIN,
+        "shape": SHAPE,
+        "results_shape": PK_SHAPE,
+        "family": family,
+        "arm": name.arm,
+        "folder": name.folder,
+        "label": name.label,
+        "excluded": name.excluded,
+        "exclusion": name.exclusion,
+        "manifest": manifest,
+        "planted": planted,
+        "world": world,
+        "tasks": tasks,
+        "references": references_config(refs),
+        "references_from": refs_from,
+        "evidence": found,
+        "arm_config": None
+        if ARM_CONFIG in lacks
+        else _arm_config(os.path.join(arm_dir, ARM_CONFIG)),
+        "lacks": lacks,
+    }
+    header = RunStartedBody(
+        suite=SHAPE,
+        protocol_set_hash=task_files.task_set_hash(i.task for i in items.values()),
+        protocols=len(tasks),
+        k=said_k or k,
+        agent=f"{provider}:{model}".strip(":"),
+        model=model,
+        platform=ORIGIN,
+        platform_version=f.text(manifest, "platform_version", "manifest"),
+        tool_version="import-peer",
+        config=config,
+    )
+    return _Plan(run, name, start, header, snapshots, tuple(units))
 
 
 def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan:
@@ -537,6 +792,11 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         check_run_id(run)
     except ValueError as exc:
         raise UnusableInput(arm_dir if run_id is None else "--run-id", str(exc)) from None
+    if is_pkrun(attempts):
+        if flat:
+            raise f.refuse("pkrun attempts (question_id) in a flat family: an arm folder holds "
+                           f"its {WORLD}")  # fmt: skip
+        return _plan_pkrun(arm_dir, name, family, run, path, folder, data)
     start = start_ns(f, manifest, required=True)
     k = _required(f, manifest, "k", "manifest")
     claimed = f.text(manifest, "task_set_hash", "manifest")
@@ -679,13 +939,43 @@ def _refuse_existing(ledger: Ledger, plans: list[_Plan]) -> None:
         raise LedgerError(f"run {clash[0]!r} already exists; nothing was imported")
 
 
+INVALID_LABEL: Final = "INVALID"  # an arm declared invalid at import (``--invalid``)
+
+
+def _declared(name: ArmName, invalid: Mapping[str, str]) -> ArmName:
+    """The arm's name, excluded when the import was told it is invalid (``--invalid
+    FOLDER=REASON``): an arm the peer declared invalid only in prose, under no label."""
+    reason = invalid.get(name.folder)
+    if reason is None:
+        return name
+    said = f"{reason} (declared invalid at import: --invalid)"
+    exclusion = "; ".join(x for x in (name.exclusion, said) if x)
+    return dataclasses.replace(name, label=name.label or INVALID_LABEL, exclusion=exclusion)
+
+
+def _check_invalid(where: str, invalid: Mapping[str, str], folders: set[str]) -> None:
+    """Every --invalid names one of the arm folders imported, with a reason."""
+    for folder, reason in sorted(invalid.items()):
+        if folder not in folders:
+            raise UnusableInput(where, f"--invalid names {folder!r}, which is not an arm folder "
+                                f"imported here ({', '.join(sorted(folders))})")  # fmt: skip
+        if not reason.strip():
+            raise UnusableInput(where, f"--invalid {folder}: give the reason (FOLDER=REASON)")
+
+
 def import_arm(
-    ledger: Ledger, arm_dir: str, *, family: str = "", run_id: str | None = None
+    ledger: Ledger,
+    arm_dir: str,
+    *,
+    family: str = "",
+    run_id: str | None = None,
+    invalid: Mapping[str, str] | None = None,
 ) -> tuple[str, str, str]:
     """Import one arm folder as a sealed run; return (run id, root, exclusion label).
 
     ``family`` defaults to the name of the folder holding the arm; the run id to
-    ``peer-<family>-<folder>``. Refused input (UnusableInput; InvalidInput for a task
+    ``peer-<family>-<folder>``. ``invalid``: folder -> reason, arms to mark excluded
+    (``_declared``). Refused input (UnusableInput; InvalidInput for a task
     file) and an existing run id (LedgerError) write nothing. An arm folder inside another
     arm folder is refused: its unlabelled name would pass an attempt set aside as analysed.
     """
@@ -700,13 +990,18 @@ def import_arm(
                 "name)",
             )
         fam = family or os.path.basename(family_dir)
-        plan = _plan(here, name_of(here, label_meanings(family_dir)), fam, run_id)
+        name = name_of(here, label_meanings(family_dir))
+        _check_invalid(arm_dir, invalid or {}, {name.folder})
+        plan = _plan(here, _declared(name, invalid or {}), fam, run_id)
         _refuse_existing(ledger, [plan])
         return plan.run_id, _write(ledger, plan), plan.name.label
 
 
 def import_family(
-    ledger: Ledger, family_dir: str, progress: Callable[[int, int], None] | None = None
+    ledger: Ledger,
+    family_dir: str,
+    progress: Callable[[int, int], None] | None = None,
+    invalid: Mapping[str, str] | None = None,
 ) -> list[tuple[str, str, str]]:
     """Import every arm folder of a family, sorted, each as its own sealed run; return
     (run id, root, label) per arm. Every arm is checked first: one unusable arm, or one
@@ -716,7 +1011,10 @@ def import_family(
         family = os.path.basename(os.path.abspath(here))
         meanings = label_meanings(here)
         arms = flat_arms(here) or arm_folders(here)
-        plans = [_plan(d, name_of(d, meanings), family, None) for d in arms]
+        names = [name_of(d, meanings) for d in arms]
+        _check_invalid(family_dir, invalid or {}, {n.folder for n in names})
+        plans = [_plan(d, _declared(n, invalid or {}), family, None)
+                 for d, n in zip(arms, names, strict=True)]  # fmt: skip
         _refuse_existing(ledger, plans)
         out = []
         for n, plan in enumerate(plans, 1):

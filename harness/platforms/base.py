@@ -18,6 +18,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from benchledger.ledger.events import SessionCallBody
+from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
 
 T = TypeVar("T")
 
@@ -106,6 +107,20 @@ class UnitRecorder(Protocol):
     async def retrying(self, purpose: str, action: Callable[[], Awaitable[T]]) -> T:
         """Run ``action``, recording and retrying retryable infra errors."""
         ...
+
+
+async def declare_not_applicable(
+    ev: UnitRecorder, platform: str, what: str, why: str
+) -> int | None:
+    """Record, as a read-back of ``platform``'s capabilities, that ``what`` does not apply on
+    it and why; the seq, which the stage's decision cites (None: not recorded)."""
+
+    async def declared() -> ReadBack:
+        return ReadBack("DESCRIBE", f"{platform} capabilities", 200, {"what": what, "why": why},
+                        0.0)  # fmt: skip
+
+    _, seq = await ev.read(NOT_APPLICABLE, declared, lambda rb: dict(rb.body))
+    return seq
 
 
 class KnowledgePageTarget(NamedTuple):

@@ -56,11 +56,11 @@ from benchledger.harness.platforms.base import (
     Target,
     UnitRecorder,
     UpdateCheck,
+    declare_not_applicable,
 )
 from benchledger.harness.platforms.http import TRANSPORT, ListedToolsSession, streams, translate
 from benchledger.harness.platforms.server_memory import dataset_name, entity_matches
 from benchledger.harness.platforms.session import ObservedSession, observed
-from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
 from benchledger.protocols.grading import normalize, surfaced
 
 PACKAGE: Final = "basic-memory"
@@ -462,14 +462,6 @@ class BasicMemory:
                 return seen["ids"], seq
             await ev.clock.sleep(poll.interval_s)
 
-    async def _not_applicable(self, ev: UnitRecorder, what: str, why: str) -> int | None:
-        async def declared() -> ReadBack:
-            return ReadBack("DESCRIBE", f"{NAME} capabilities", 200,
-                            {"what": what, "why": why}, 0.0)  # fmt: skip
-
-        _, seq = await ev.read(NOT_APPLICABLE, declared, lambda rb: dict(rb.body))
-        return seq
-
     # -- the lifecycle steps (PlatformClient) ------------------------------------------------
 
     async def check_capture(
@@ -553,7 +545,7 @@ class BasicMemory:
                 break
             await ev.clock.sleep(poll.interval_s)
         note(seq)
-        note(await self._not_applicable(ev, "changeset", NO_CHANGESETS))
+        note(await declare_not_applicable(ev, NAME, "changeset", NO_CHANGESETS))
 
         def shows(rb: ReadBack) -> dict[str, Any]:
             said = " ".join(str((n.get("note") or {}).get("content") or "")

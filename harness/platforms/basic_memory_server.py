@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import glob
 import os
 import re
@@ -24,8 +23,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Final
@@ -34,6 +31,7 @@ from mcp.client.stdio import get_default_environment
 
 from benchledger.harness.errors import PlatformStartFailed
 from benchledger.harness.platforms.basic_memory import PACKAGE
+from benchledger.harness.platforms.pinned_venv import PinnedVenv, ensure
 from benchledger.harness.platforms.servers import (
     BASIC_MEMORY_CMD,
     BASIC_MEMORY_PYPI,
@@ -44,10 +42,8 @@ VERSION: Final = BASIC_MEMORY_VERSION  # named once, in harness.platforms.server
 PYPI: Final = BASIC_MEMORY_PYPI
 CMD: Final = BASIC_MEMORY_CMD
 MIN_PYTHON: Final = (3, 12)
-PIP_TIMEOUT_S: Final = 900.0
 START_TIMEOUT_S: Final = 90.0
 READY: Final = "Uvicorn running on"
-INSTALLED: Final = ".benchledger-installed"  # written last: an interrupted install is redone
 # Offline and quiet: without text search every search tries to download an embedding
 # model (41 s, then fails); the rest keep promotions, update checks and banners off.
 OFFLINE_ENV: Final = {
@@ -97,67 +93,20 @@ def find_python(given: str = "", home: str = "") -> str:
     )
 
 
-def _installed(home: str, version: str) -> str:
-    """The venv's ``basic-memory`` when ``home`` holds a finished install of ``version``."""
-    exe = os.path.join(home, "bin", "basic-memory")
-    try:
-        with open(os.path.join(home, INSTALLED), encoding="utf-8") as f:
-            done = f.read().strip() == version
-    except OSError:
-        return ""
-    return exe if done and os.access(exe, os.X_OK) else ""
-
-
 def install(version: str, root: str, python: str = "") -> str:
-    """The ``basic-memory`` command of ``root/basic-memory-VERSION``, installed on first use.
-
-    A lock file serialises installs; an install that did not finish (no marker) is removed
-    and done again. A virtual environment cannot be moved, so it is built in place.
-    """
+    """The ``basic-memory`` command of ``root/basic-memory-VERSION``, installed on first use
+    (``harness.platforms.pinned_venv``), checked to say the pinned version."""
     home = os.path.join(os.path.abspath(root), f"basic-memory-{version}")
-    found = _installed(home, version)
-    if found:
-        return found
-    os.makedirs(os.path.dirname(home), exist_ok=True)
-    with open(home + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        found = _installed(home, version)  # another run may have installed it meanwhile
-        if found:
-            return found
-        interpreter = find_python(python)
-        shutil.rmtree(home, ignore_errors=True)
-        # Minutes of silence would look like a hang: say what is happening, once.
-        print(f"installing {PACKAGE}=={version} with {interpreter} into {home} (first use: "
-              "about 1-2 minutes, 650 MB)", file=sys.stderr, flush=True)  # fmt: skip
-        began = time.monotonic()
-        steps = [
-            [interpreter, "-m", "venv", home],
-            [os.path.join(home, "bin", "python"), "-m", "pip", "install", "--quiet",
-             "--disable-pip-version-check", f"{PACKAGE}=={version}"],
-        ]  # fmt: skip
-        for cmd in steps:
-            try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                raise PlatformStartFailed(
-                    f"installing {PACKAGE}=={version} took over {PIP_TIMEOUT_S:g}s: check the "
-                    "package index is reachable (pip config list), or give --basic-memory-cmd"
-                ) from None
-            if done.returncode != 0:
-                said = " ".join((done.stderr or done.stdout).split())[-300:]
-                raise PlatformStartFailed(
-                    f"{' '.join(cmd[-3:])} exited {done.returncode} ({said!r}): fix the "
-                    "install or give --basic-memory-cmd CMD"
-                )
-        exe = os.path.join(home, "bin", "basic-memory")
+    venv = PinnedVenv(home, version, [f"{PACKAGE}=={version}"], os.path.join("bin", "basic-memory"),
+                      f"{PACKAGE}=={version}", "first use: about 1-2 minutes, 650 MB",
+                      " or give --basic-memory-cmd CMD")  # fmt: skip
+
+    def says_version(exe: str) -> None:
         said = installed_version([exe])
         if said != version:
             raise PlatformStartFailed(f"{exe} --version says {said!r}, not {version}")
-        with open(os.path.join(home, INSTALLED), "w", encoding="utf-8") as f:
-            f.write(version)
-        print(f"installed {PACKAGE}=={version} in {time.monotonic() - began:.0f} s",
-              file=sys.stderr, flush=True)  # fmt: skip
-    return exe
+
+    return ensure(venv, lambda: find_python(python), says_version)
 
 
 def installed_version(argv: list[str]) -> str:

@@ -12,21 +12,17 @@ loadable SQLite extensions. None fitting is a one-line refusal naming what is mi
 
 from __future__ import annotations
 
-import fcntl
 import glob
 import json
 import os
 import shutil
 import subprocess
-import sys
-import time
 from typing import Final
 
 from benchledger.harness.errors import PlatformStartFailed
 from benchledger.harness.platforms.mcp_mapping import McpMapping
+from benchledger.harness.platforms.pinned_venv import PinnedVenv, ensure
 
-PIP_TIMEOUT_S: Final = 900.0
-INSTALLED: Final = ".benchledger-installed"  # written last: an interrupted install is redone
 # Run by each candidate: its version, and whether it can load SQLite extensions.
 _PROBE: Final = (
     "import json, sys\n"
@@ -101,63 +97,15 @@ def find_python(needs: tuple[str, ...], given: str = "", home: str = "") -> str:
     )
 
 
-def _installed(home: str, pip: str, command: str) -> str:
-    exe = os.path.join(home, "bin", command)
-    try:
-        with open(os.path.join(home, INSTALLED), encoding="utf-8") as f:
-            done = f.read().strip() == pip
-    except OSError:
-        return ""
-    return exe if done and os.access(exe, os.X_OK) else ""
-
-
 def install(mapping: McpMapping, root: str, python: str = "") -> str:
-    """The mapping's command in its installed environment, installing it on first use.
-
-    A lock file serialises installs; one that did not finish (no marker) is redone. A
-    virtual environment cannot be moved, so it is built in place.
-    """
+    """The mapping's command in its installed environment, installing it on first use
+    (``harness.platforms.pinned_venv``)."""
     package, _, version = mapping.pip.partition("==")
     home = os.path.join(os.path.abspath(root), f"{package}-{version}")
-    found = _installed(home, mapping.pip, mapping.command)
-    if found:
-        return found
-    os.makedirs(os.path.dirname(home), exist_ok=True)
-    with open(home + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        found = _installed(home, mapping.pip, mapping.command)
-        if found:
-            return found
-        interpreter = find_python(mapping.python, python)
-        shutil.rmtree(home, ignore_errors=True)
-        print(f"installing {mapping.pip} with {interpreter} into {home} (first use)",
-              file=sys.stderr, flush=True)  # fmt: skip
-        began = time.monotonic()
-        steps = [
-            [interpreter, "-m", "venv", home],
-            [os.path.join(home, "bin", "python"), "-m", "pip", "install", "--quiet",
-             "--disable-pip-version-check", mapping.pip],
-        ]  # fmt: skip
-        for cmd in steps:
-            try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                raise PlatformStartFailed(f"installing {mapping.pip} took over "
-                                          f"{PIP_TIMEOUT_S:g}s: is the package index "
-                                          "reachable (pip config list)?") from None  # fmt: skip
-            if done.returncode != 0:
-                said = " ".join((done.stderr or done.stdout).split())[-300:]
-                raise PlatformStartFailed(f"{' '.join(cmd[-3:])} exited {done.returncode} "
-                                          f"({said!r})")  # fmt: skip
-        exe = os.path.join(home, "bin", mapping.command)
-        if not os.access(exe, os.X_OK):
-            raise PlatformStartFailed(f"{mapping.pip} installed no command {mapping.command!r} "
-                                      f"(server.command in {mapping.path})")  # fmt: skip
-        with open(os.path.join(home, INSTALLED), "w", encoding="utf-8") as f:
-            f.write(mapping.pip)
-        print(f"installed {mapping.pip} in {time.monotonic() - began:.0f} s",
-              file=sys.stderr, flush=True)  # fmt: skip
-    return exe
+    remedy = f"; see {mapping.path} ([install], server.command)"
+    venv = PinnedVenv(home, mapping.pip, [mapping.pip], os.path.join("bin", mapping.command),
+                      mapping.pip, remedy=remedy)  # fmt: skip
+    return ensure(venv, lambda: find_python(mapping.python, python))
 
 
 def command(mapping: McpMapping, root: str, python: str = "") -> str:

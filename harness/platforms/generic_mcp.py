@@ -58,6 +58,7 @@ from benchledger.harness.platforms.base import (
     Target,
     UnitRecorder,
     UpdateCheck,
+    declare_not_applicable,
 )
 from benchledger.harness.platforms.generic_install import command
 from benchledger.harness.platforms.http import TRANSPORT as HTTP_TRANSPORT
@@ -68,7 +69,6 @@ from benchledger.harness.platforms.session import ObservedSession, notify, obser
 from benchledger.harness.platforms.stdio import SerialServer, open_session
 from benchledger.harness.scrub import scrubber
 from benchledger.ledger.events import PlatformRecord
-from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
 from benchledger.protocols.grading import surfaced
 
 SHARED: Final = "shared"
@@ -356,16 +356,6 @@ class GenericMcp:
         text = str(rb.body.get("text", "")) if rb.status == 200 else ""
         return [(i, s) for i, s in self.mapping.memories(text) if not fact or surfaced(fact, s)]
 
-    async def _not_applicable(self, ev: UnitRecorder, what: str, why: str) -> int | None:
-        """Record that ``what`` does not apply on this platform, and why (decisions cite it)."""
-
-        async def declared() -> ReadBack:
-            return ReadBack("DESCRIBE", f"{self.mapping.name} capabilities", 200,
-                            {"what": what, "why": why}, 0.0)  # fmt: skip
-
-        _, seq = await ev.read(NOT_APPLICABLE, declared, lambda rb: dict(rb.body))
-        return seq
-
     async def _captures(
         self, ev: UnitRecorder, stage: str, rec: Observer, identity: int, target: Target, fact: str
     ) -> tuple[list[str], int | None]:
@@ -403,7 +393,7 @@ class GenericMcp:
 
         if not self.mapping.shared or target.sink not in SINKS:
             why = NO_SHARED if not self.mapping.shared else NO_PAGES
-            note(await self._not_applicable(ev, "promote", why))
+            note(await declare_not_applicable(ev, self.mapping.name, "promote", why))
             return Promotion(False, f"not applicable: {why}", refs)
         m = _CAPTURE_ID.match(capture)
         if m is None:
@@ -443,7 +433,7 @@ class GenericMcp:
             lambda rb: {"status": "applied" if self._held(rb, text) else None},
         )  # fmt: skip
         note(seq)
-        note(await self._not_applicable(ev, "changeset", NO_CHANGESETS))
+        note(await declare_not_applicable(ev, self.mapping.name, "changeset", NO_CHANGESETS))
         sink, seq = await ev.read(
             "sink", self._readback(None, rec, target.fact, entity),
             lambda rb: {"shows": bool(self._held(rb, target.fact)), "sink": "shared server"},
@@ -461,7 +451,7 @@ class GenericMcp:
     ) -> UpdateCheck:
         """A memory with the correction; the original must be gone (still there: a duplicate)."""
         if self.mapping.correction is None:
-            seq = await self._not_applicable(ev, "update", NO_CORRECTION)
+            seq = await declare_not_applicable(ev, self.mapping.name, "update", NO_CORRECTION)
             return UpdateCheck(None, f"not applicable: {NO_CORRECTION}",
                                [seq] if seq is not None else [])  # fmt: skip
         rec = ev.observer("update")

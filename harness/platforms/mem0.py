@@ -24,14 +24,12 @@ digits of the sha256 of its text, so a memory edited in place is a new version.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import hashlib
 import importlib.metadata
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,7 +39,7 @@ from typing import Any, Final
 
 import msgspec
 
-from benchledger.harness.errors import InfraError, PlatformStartFailed
+from benchledger.harness.errors import InfraError
 from benchledger.harness.platforms import mem0_server
 from benchledger.harness.platforms.base import (
     STAGES,
@@ -56,7 +54,9 @@ from benchledger.harness.platforms.base import (
     Target,
     UnitRecorder,
     UpdateCheck,
+    declare_not_applicable,
 )
+from benchledger.harness.platforms.pinned_venv import PinnedVenv, ensure
 from benchledger.harness.platforms.platform import PlatformSpec, Provisioner
 from benchledger.harness.platforms.server_memory import dataset_name, entity_matches
 from benchledger.harness.platforms.servers import MEM0_CMD as CMD
@@ -66,7 +66,6 @@ from benchledger.harness.platforms.session import notify
 from benchledger.harness.platforms.stdio import SerialServer, open_session
 from benchledger.harness.record import redact_command
 from benchledger.ledger.events import PlatformRecord
-from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
 from benchledger.protocols.grading import normalize, surfaced
 
 NAME: Final = "mem0"  # what the server calls itself in its MCP handshake
@@ -84,8 +83,6 @@ NO_CHANGESETS: Final = (
 # The offline settings (docs/mem0.md says why each is there).
 OFFLINE_ENV: Final = {"MEM0_TELEMETRY": "False", "HF_HUB_OFFLINE": "1",
                       "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
-PIP_TIMEOUT_S: Final = 900.0
-INSTALLED: Final = ".benchledger-installed"  # written last: an interrupted install is redone
 WORDLLAMA_PIN: Final = "wordllama==0.4.0.post1"
 _MEMORY_ID = re.compile(
     r"^(?P<user>bench-agent-\d{3,}|shared):(?P<id>[^@\s]+)@(?P<v>[0-9a-f]{16})$"
@@ -279,14 +276,6 @@ class Mem0:
     def _list(self, rec: Observer, user: str) -> Any:
         return lambda: self._read(rec, "list_memories", {USERS_ARG: [user]})
 
-    async def _not_applicable(self, ev: UnitRecorder, what: str, why: str) -> int | None:
-        async def declared() -> ReadBack:
-            return ReadBack("DESCRIBE", f"{NAME} capabilities", 200,
-                            {"what": what, "why": why}, 0.0)  # fmt: skip
-
-        _, seq = await ev.read(NOT_APPLICABLE, declared, lambda rb: dict(rb.body))
-        return seq
-
     async def _captures(
         self, ev: UnitRecorder, stage: str, rec: Observer, user: str, target: Target, fact: str
     ) -> tuple[list[str], int | None]:
@@ -370,7 +359,7 @@ class Mem0:
             "insight_status", lambda: self._read(rec, "get_memory", shared_read), status
         )
         note(seq)
-        note(await self._not_applicable(ev, "changeset", NO_CHANGESETS))
+        note(await declare_not_applicable(ev, NAME, "changeset", NO_CHANGESETS))
 
         def shows(rb: ReadBack) -> dict[str, Any]:
             said = " ".join(str(r.get("memory") or "") for r in rows(rb.body))
@@ -458,57 +447,14 @@ def pins(version: str) -> list[str]:
     return [f"{PACKAGE}=={version}", WORDLLAMA_PIN, f"mcp=={importlib.metadata.version('mcp')}"]
 
 
-def _installed(home: str, version: str) -> str:
-    """The venv's python when ``home`` holds a finished install of ``version``."""
-    python = os.path.join(home, "bin", "python")
-    try:
-        with open(os.path.join(home, INSTALLED), encoding="utf-8") as f:
-            done = f.read().strip() == version
-    except OSError:
-        return ""
-    return python if done and os.access(python, os.X_OK) else ""
-
-
 def install(version: str, root: str, python: str = "") -> str:
-    """The python of ``root/mem0-VERSION``, a venv holding mem0 (installed on first use;
-    a lock serialises installs; one that did not finish is removed and done again)."""
+    """The python of ``root/mem0-VERSION``, a venv holding mem0 (installed on first use,
+    ``harness.platforms.pinned_venv``)."""
     home = os.path.join(os.path.abspath(root), f"mem0-{version}")
-    found = _installed(home, version)
-    if found:
-        return found
-    os.makedirs(os.path.dirname(home), exist_ok=True)
-    with open(home + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        found = _installed(home, version)
-        if found:
-            return found
-        shutil.rmtree(home, ignore_errors=True)
-        interpreter = python or sys.executable
-        print(f"installing {PACKAGE}=={version} with {interpreter} into {home} (first use: "
-              "about 1-2 minutes)", file=sys.stderr, flush=True)  # fmt: skip
-        began = time.monotonic()
-        steps = [
-            [interpreter, "-m", "venv", home],
-            [os.path.join(home, "bin", "python"), "-m", "pip", "install", "--quiet",
-             "--disable-pip-version-check", *pins(version)],
-        ]  # fmt: skip
-        for cmd in steps:
-            try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                raise PlatformStartFailed(
-                    f"installing {PACKAGE}=={version} took over {PIP_TIMEOUT_S:g}s: check the "
-                    "package index is reachable (pip config list), or give --mem0-python"
-                ) from None
-            if done.returncode != 0:
-                said = " ".join((done.stderr or done.stdout).split())[-300:]
-                raise PlatformStartFailed(f"{' '.join(cmd[-3:])} exited {done.returncode} "
-                                          f"({said!r}): fix the install")  # fmt: skip
-        with open(os.path.join(home, INSTALLED), "w", encoding="utf-8") as f:
-            f.write(version)
-        print(f"installed {PACKAGE}=={version} in {time.monotonic() - began:.0f} s",
-              file=sys.stderr, flush=True)  # fmt: skip
-    return os.path.join(home, "bin", "python")
+    venv = PinnedVenv(home, version, pins(version), os.path.join("bin", "python"),
+                      f"{PACKAGE}=={version}", "first use: about 1-2 minutes",
+                      ", or give --mem0-python")  # fmt: skip
+    return ensure(venv, lambda: python or sys.executable)
 
 
 class Mem0Provisioner(Provisioner):

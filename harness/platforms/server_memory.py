@@ -50,6 +50,7 @@ from benchledger.harness.platforms.base import (
     Target,
     UnitRecorder,
     UpdateCheck,
+    declare_not_applicable,
 )
 from benchledger.harness.platforms.servers import (
     SERVER_MEMORY_CMD,
@@ -58,7 +59,6 @@ from benchledger.harness.platforms.servers import (
 )
 from benchledger.harness.platforms.session import notify
 from benchledger.harness.platforms.stdio import SerialServer, StdioSession, failure, open_session
-from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
 from benchledger.protocols.grading import normalize, surfaced
 
 PACKAGE: Final = SERVER_MEMORY_PACKAGE  # named once, in harness.platforms.servers
@@ -361,17 +361,6 @@ class ServerMemory:
         return ReadBack("MCP", f"tools/call {tool} @ {where}", 422 if got.is_error else 200,
                         body, ms)  # fmt: skip
 
-    async def _not_applicable(self, ev: UnitRecorder, what: str, why: str) -> int | None:
-        """Record that ``what`` does not apply on this platform, and why (decisions cite it)."""
-
-        async def declared() -> ReadBack:
-            return ReadBack(
-                "DESCRIBE", f"{NAME} capabilities", 200, {"what": what, "why": why}, 0.0
-            )
-
-        _, seq = await ev.read(NOT_APPLICABLE, declared, lambda rb: dict(rb.body))
-        return seq
-
     # -- the lifecycle steps (PlatformClient) ------------------------------------------------
 
     async def _observations(
@@ -410,7 +399,7 @@ class ServerMemory:
             refs.extend([seq] if seq is not None else [])
 
         if target.sink not in SINKS:
-            note(await self._not_applicable(ev, "promote", NO_PAGES))
+            note(await declare_not_applicable(ev, NAME, "promote", NO_PAGES))
             return Promotion(False, f"not applicable: {NO_PAGES}", refs)
         teacher = identity_of(capture)
         if teacher is None:
@@ -454,7 +443,7 @@ class ServerMemory:
             "insight_status", lambda: self._read(None, rec, "open_nodes", opened), status
         )
         note(seq)
-        note(await self._not_applicable(ev, "changeset", NO_CHANGESETS))
+        note(await declare_not_applicable(ev, NAME, "changeset", NO_CHANGESETS))
         sink, seq = await ev.read(
             "sink", lambda: self._read(None, rec, "open_nodes", opened), shows
         )

@@ -20,8 +20,8 @@ from benchledger.harness.platforms.base import (
     KnowledgePageTarget,
     LifecycleCapability,
     PollPolicy,
-    ReadBack,
     Target,
+    declare_not_applicable,
 )
 from benchledger.harness.prompts import SYSTEM
 from benchledger.harness.record import RunConfig
@@ -29,7 +29,7 @@ from benchledger.harness.suites.base import Loaded, Outcome
 from benchledger.harness.unit import UnitContext
 from benchledger.ledger.events import RunRecord
 from benchledger.projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
-from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE, decide_stage
+from benchledger.projections.suites.lifecycle.decisions import decide_stage
 from benchledger.projections.suites.lifecycle.scorecard import lifecycle_passed
 from benchledger.protocols.grading import surfaced
 from benchledger.protocols.hashing import benchledger_hash
@@ -56,11 +56,7 @@ async def not_applicable(ctx: UnitContext, stage: str, why: str) -> None:
     """Record, in ``stage``, that it does not apply on this platform and why (its decision
     is then ``None`` with that reason, never a silent pass or fail)."""
     ctx.stage = stage
-
-    async def declared() -> ReadBack:
-        return ReadBack("DESCRIBE", "platform capabilities", 200, {"what": stage, "why": why}, 0.0)
-
-    await ctx.read(NOT_APPLICABLE, declared, lambda rb: dict(rb.body))
+    await declare_not_applicable(ctx, "platform", stage, why)
 
 
 def surfacing(fact: str) -> Reading:

@@ -65,8 +65,8 @@ def readings(warehouse: Warehouse | None, task: Task) -> References | None:
     if warehouse is None:
         return None
     try:
-        return references(warehouse, task.id, None, task.grading.abs_tolerance)
-    except ValueError:  # not one of the study's tasks: only `correct` is ruled
+        return references(warehouse, task, None)
+    except ValueError:  # an expected_sql the warehouse model does not evaluate: `correct` only
         return None
 
 

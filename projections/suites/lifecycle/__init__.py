@@ -76,16 +76,6 @@ UNIT_SCORE = UnitScore("lifecycle_pass", _unit_passed, "every applicable stage p
 ANSWER_CHECKS = frozenset({scorecard.RECALL_CORRECT, scorecard.TRANSFER_CORRECT,
                            scorecard.UPDATE_CORRECT, scorecard.ABSTAIN_CORRECT})  # fmt: skip
 
-# The checks graded from an answer alone (an imported peer run re-derives only these).
-ANSWER_CHECKS = frozenset(
-    {
-        scorecard.RECALL_CORRECT,
-        scorecard.TRANSFER_CORRECT,
-        scorecard.UPDATE_CORRECT,
-        scorecard.ABSTAIN_CORRECT,
-    }
-)
-
 # What an exported eval log scores: the checks that decide a unit's pass and are true when
 # good; the diagnostics and `duplicated` (true is bad) go to its metadata (docs/inspect.md).
 SCORED_CHECKS = frozenset(page.DECIDES_PASS - set(page.GOOD_WHEN_FALSE))

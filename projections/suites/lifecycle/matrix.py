@@ -193,7 +193,8 @@ def _metric_fact(columns: Sequence[Column], name: str, rows: Sequence[Row]) -> d
         for c, m, r in zip(columns[1:], ms[1:], rows, strict=True)
         if m.rate != ms[0].rate
     ]
-    return diffs.rate_fact(name, [(m.num, m.den) for m in ms], "; ".join(notes))
+    rates = [(m.num, m.den) for m in ms]
+    return diffs.rate_fact(name, rates, "; ".join(notes), mean=name.startswith("mrr"))
 
 
 def _not_applicable_fact(cards: Sequence[Scorecard]) -> diffs.Fact:
@@ -216,8 +217,9 @@ def _own(m: Matrix, name: str, i: int) -> tuple[str, str]:
     """Column ``i``'s own rate and interval for ``name``."""
     metric = m.columns[i].card.metrics[name]
     ci = fmt_interval(metric.ci.low, metric.ci.high) if metric.ci is not None else ""
-    if name.startswith("mrr"):  # a mean, not a share: shown as a number
-        return f"{fmt_num(metric.num)}/{metric.den} {ranks.display(metric)}", ci
+    if name.startswith("mrr"):  # a mean, not a share: shown as numbers, its interval too
+        ci = f"[{metric.ci.low:.3f}, {metric.ci.high:.3f}]" if metric.ci is not None else ""
+        return f"{ranks.display(metric)} ({metric.den} episodes)", ci
     return _rate(metric.num, metric.den), ci
 
 

@@ -36,6 +36,7 @@ from benchledger.ledger.events import (
 )
 from benchledger.projections.card import (
     CI_CLUSTER,
+    CI_EPISODES,
     CI_WILSON,
     SEARCH_TOOLS,
     Decision,
@@ -44,7 +45,12 @@ from benchledger.projections.card import (
     RunMeta,
 )
 from benchledger.projections.retrieval import KS, hits, mrr, rank, recall_at
-from benchledger.projections.stats import cluster_rate_interval, wilson
+from benchledger.projections.stats import (
+    MIN_BOOTSTRAP_GROUPS,
+    bootstrap,
+    cluster_rate_interval,
+    wilson,
+)
 from benchledger.projections.suites.lifecycle import items
 from benchledger.protocols.grading import surfaced
 
@@ -176,9 +182,12 @@ class Ranked(NamedTuple):
 
 
 def _interval(values: Sequence[Ranked], score: Any, clustered: bool) -> tuple[Any, str]:
-    num = sum(score(r) for r in values)
-    if not clustered:
-        return wilson(num, len(values)), CI_WILSON
+    scores = [score(r) for r in values]
+    if not clustered and all(x in (0, 1) for x in scores):
+        return wilson(int(sum(scores)), len(values)), CI_WILSON
+    if not clustered:  # reciprocal ranks: a mean, not a share
+        interval = bootstrap(scores, _mean, min_groups=MIN_BOOTSTRAP_GROUPS)
+        return interval, CI_EPISODES
     clusters: dict[str, list[float]] = {}
     for r in values:
         cell = clusters.setdefault(r.protocol_id, [0.0, 0])
@@ -234,6 +243,10 @@ def metrics(ranked: Sequence[Ranked], clustered: bool, label: str = "") -> dict[
     assert not every or abs((mrr(every) or 0) - out["mrr"].num / out["mrr"].den) < 1e-9
     assert not every or recall_at(every, 5) == out["recall_at_5"].num / out["recall_at_5"].den
     return out
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs)
 
 
 def _reciprocal(r: Ranked) -> float:

@@ -24,6 +24,7 @@ from benchledger.projections.card import (
     render_card,
     standing_json,
 )
+from benchledger.projections.sheet import markdown_items
 from benchledger.projections.source import Completeness, completeness
 from benchledger.projections.suites.lifecycle import page as html_page
 from benchledger.projections.suites.lifecycle import ranks
@@ -255,12 +256,7 @@ def markdown(card: Scorecard) -> str:
     out = [f"**{b}**" for b in [*banners(card), *card_standing(card.runs)]]
     out += [""] if out else []
     out += ["### benchledger lifecycle scorecard", ""]
-    out += [
-        f"- **{k}**: `{v}`"
-        if k in ("run", "runs", "run root", "run roots", "protocol set")
-        else f"- **{k}**: {v}"
-        for k, v in header_lines(card)
-    ]
+    out += markdown_items(header_lines(card))
     out += ["", "| metric | num/den | rate | 95% CI | note |", "| --- | ---: | ---: | --- | --- |"]
     for m in _metrics(card):
         out.append(

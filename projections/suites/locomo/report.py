@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any, Final
 
-from benchledger.ledger.inert import inert
+from benchledger.ledger.inert import inert, inert_md
 from benchledger.projections import differences
 from benchledger.projections.card import card_standing, fmt_num, render_card, standing_json
 from benchledger.projections.suites.locomo.scorecard import DESCRIPTIONS, METRIC_NAMES, Card
@@ -79,14 +79,10 @@ def table(card: Card) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md(text: str) -> str:
-    return inert(text).replace("|", "\\|")
-
-
 def markdown(card: Card) -> str:
     """The card as Markdown."""
-    out = [f"# LoCoMo run {_md(card.meta.run_id)}", ""]
-    out += [f"- {k}: {_md(v)}" for k, v in header(card)]
+    out = [f"# LoCoMo run {inert_md(card.meta.run_id)}", ""]
+    out += [f"- {k}: {inert_md(v)}" for k, v in header(card)]
     out += ["", "| metric | value | n | what |", "|---|---|---|---|"]
     out += [f"| {n} | {_value(card, n)} | {card.metrics[n].den} | {DESCRIPTIONS[n]} |"
             for n in METRIC_NAMES]  # fmt: skip
@@ -95,9 +91,10 @@ def markdown(card: Card) -> str:
     for r in card.rows[:ROWS_SHOWN]:
         j = r.as_json()
         ev = "n/a" if j["evidence_recall"] is None else f"{j['evidence_recall']:.2f}"
-        out.append(f"| {_md(j['id'])} | {j['category_name']} | {j['f1']:.2f} | {ev} | "
-                   f"{_md(j['prediction'][:80])} | {_md(j['gold_answer'][:80])} |")  # fmt: skip
-    out += [f"\nnote: {_md(n)}" for n in card.notes]
+        said, gold = inert_md(j["prediction"][:80]), inert_md(j["gold_answer"][:80])
+        out.append(f"| {inert_md(j['id'])} | {j['category_name']} | {j['f1']:.2f} | {ev} | "
+                   f"{said} | {gold} |")  # fmt: skip
+    out += [f"\nnote: {inert_md(n)}" for n in card.notes]
     return "\n".join(out) + "\n"
 
 

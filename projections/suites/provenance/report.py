@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from typing import Any, Final
 
-from benchledger.ledger.inert import inert_rows
+from benchledger.ledger.inert import inert_md, inert_rows
 from benchledger.projections.card import (
     Metric,
     card_standing,
@@ -21,6 +21,7 @@ from benchledger.projections.card import (
     render_card,
     standing_json,
 )
+from benchledger.projections.sheet import markdown_items
 from benchledger.projections.source import Completeness, completeness
 from benchledger.projections.suites.provenance.decisions import ATTRIBUTION, CHECKS, VALIDITY
 from benchledger.projections.suites.provenance.scorecard import (
@@ -140,7 +141,7 @@ def markdown(card: Card) -> str:
     out = [f"**{b}**" for b in _top(card)]
     out += [""] if out else []
     out += ["### benchledger provenance lane", ""]
-    out += [f"- **{k}**: `{v}`" for k, v in header_lines(card)]
+    out += markdown_items(header_lines(card))
     out += ["", "| metric | num/den | rate | bar | verdict | 95% CI |",
             "| --- | ---: | ---: | --- | --- | --- |"]  # fmt: skip
     for m, sub in _shown(card):
@@ -153,8 +154,8 @@ def markdown(card: Card) -> str:
     if card.failures:
         out += ["", "| metric | case | why | streams |", "| --- | --- | --- | --- |"]
         for f in card.failures:
-            why = f.detail.replace("|", "\\|")
-            out.append(f"| {f.metric} | {f.case} | {why} | {', '.join(f.streams)} |")
+            out.append(f"| {f.metric} | {inert_md(f.case)} | {inert_md(f.detail)} | "
+                       f"{', '.join(f.streams)} |")  # fmt: skip
     return "\n".join(out) + "\n"
 
 

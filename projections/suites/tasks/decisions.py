@@ -55,6 +55,7 @@ from benchledger.protocols.task_grading import (
     ADOPTED,
     CORRECT,
     NO_NUMBER,
+    NUMERIC_KINDS,
     OTHER,
     References,
     classify,
@@ -160,7 +161,7 @@ def decide_unit(item: TaskItem, events: Events) -> list[Ruling]:
     expected = [grading.value] if grading.value is not None else list(grading.aliases)
     verdict = "correct" if graded.correct else "not correct"
     refs = item.references
-    if refs is None or grading.kind != "numeric":  # readings are numbers: nothing to classify
+    if refs is None or grading.kind not in NUMERIC_KINDS:  # readings are numbers: else none
         why = f"{verdict} by the task's grading: read {_value(graded.got_value)}"
         return [_ruling(CORRECT, graded.correct, why, answer, expected, seq)]
     cls = classify(graded.got_value, refs)

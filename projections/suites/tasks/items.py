@@ -7,7 +7,7 @@ reference values computed from the peer's seeded warehouse (``config["references
 task id -> ``{"tolerance", "readings": [[name, value], ...]}``), so no file is needed. A
 run recorded before the references were can be given the seed instead
 (``--protocols .../bench/seed/trino/setup.sql``): the readings are then computed from it
-for the arm's planted treatment.
+for the arm's planted claim (its words: ``task_grading.claim_reading``).
 """
 
 from __future__ import annotations
@@ -59,11 +59,10 @@ def references_config(refs: dict[str, References]) -> dict[str, Any]:
     }
 
 
-def treatment(config: dict[str, Any]) -> str | None:
-    """The arm's planted treatment id (None on an arm that planted nothing)."""
+def _planted(config: dict[str, Any]) -> dict[str, Any] | None:
+    """The arm's planted claim as recorded (None on an arm that planted nothing)."""
     planted = config.get("planted")
-    found = planted.get("treatment_id") if isinstance(planted, dict) else None
-    return found if isinstance(found, str) else None
+    return planted if isinstance(planted, dict) else None
 
 
 def planted_needle(planted: Any, where: str, field: str) -> str | None:
@@ -112,7 +111,7 @@ def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
         refs: References | None = None
         if warehouse is not None:
             try:
-                refs = references(warehouse, tid, treatment(config), task.grading.abs_tolerance)
+                refs = references(warehouse, task, _planted(config))
             except ValueError as exc:
                 raise UnusableInput(given or run, str(exc)) from None
         elif isinstance(recorded, dict) and tid in recorded:

@@ -23,6 +23,7 @@ from benchledger.projections.card import (
     render_card,
     standing_json,
 )
+from benchledger.projections.sheet import markdown_items
 from benchledger.projections.source import Completeness, completeness
 from benchledger.projections.suites.tasks.scorecard import PASSED_NOUN, SUITE, Card
 from benchledger.projections.usage_view import usage_json, usage_lines
@@ -111,7 +112,7 @@ def markdown(card: Card) -> str:
     out = [f"**{x}**" for x in top_lines(card)]
     out += [""] if out else []
     out += ["### benchledger tasks", ""]
-    out += [f"- **{k}**: `{v}`" for k, v in header_lines(card)]
+    out += markdown_items(header_lines(card))
     out += ["", f"{INTERVALS}.", "", "| metric | num/den | rate | 95% CI | definition |",
             "| --- | ---: | ---: | --- | --- |"]  # fmt: skip
     for m in card.metrics.values():
