@@ -515,6 +515,15 @@ def _built(tmp: str) -> tuple[str, str]:
     for name, planted, model in (("six", None, "haiku"), ("seven", right, "haiku"),
                                  ("eight", wrong, "haiku"), ("nine", wrong, "sonnet")):  # fmt: skip
         arms.append(_monitor_arm(bench, "fam-f", name, planted, model))
+    # the same world's pkrun-shaped arms (question_id, replicate, a world file): absent, wrong
+    for name in ("ten", "eleven"):
+        folder = layouts._pk_arm(bench, "fam-k", name, sub=name == "ten")
+        _set_manifest(folder, model="haiku")
+        if name == "ten":  # nothing planted: no answer states the planted value
+            os.remove(os.path.join(folder, "planted.json"))
+            _patch(_results(folder), lambda d: [a.update(final_answer=a["final_answer"].replace(
+                "5", "3")) for a in d["attempts"]])  # fmt: skip
+        arms.append(folder)
     path = os.path.join(tmp, "built.sqlite")
     ledger = Ledger(open_store(path))
     for arm in arms:
@@ -601,7 +610,8 @@ def test_the_cross_fixture_arms_and_wrong_minus_absent_equal_the_peers_h5b(built
         assert ours["episodes"] == theirs["n"]
         assert ours["correct"]["k"] == theirs.get("correct", 0), arm
         assert ours["adopted"]["k"] == theirs.get("adopted", 0), arm
-    plants = {r["coords"]["arm"]: r["coords"]["plant"] for r in t["rows"]}
+    plants = {r["coords"]["arm"]: r["coords"]["plant"] for r in t["rows"]
+              if r["coords"]["family"] == "fam-f"}  # fmt: skip
     assert plants == {"six": "absent", "seven": "correct", "eight": "wrong", "nine": "wrong"}
     w, a = tallies["eight"], tallies["six"]
     low, high = script.newcombe(w.get("adopted", 0), w["n"], a.get("adopted", 0), a["n"])
@@ -622,3 +632,25 @@ def test_a_cell_with_only_an_excluded_attempt_says_so_and_is_named(built) -> Non
     assert r["cells"]["claude-opus-5"] == "excluded (DRIFTED-0)"  # its one attempt set aside
     assert any(m.startswith("fam-m: ") and "(only excluded attempts: DRIFTED-0)" in m
                for m in doc["missing"])  # fmt: skip
+
+
+def test_pkrun_arms_of_a_recorded_world_are_cross_fixture_arms_as_the_script_tallies(
+    built,
+) -> None:
+    """(before: the pkrun shape did not import; study read no world's name)"""
+    script, doc = built
+    [t] = [t for t in doc["tables"] if t["id"] == "fixtures"]
+    rows = {r["key"]: r for r in t["rows"]}
+    assert rows["fam-k/eleven"]["coords"]["fixture"] == layouts.WORLD["name"]
+    assert rows["fam-k/ten"]["coords"]["plant"] == "absent"
+    tallies = {}
+    for arm in ("ten", "eleven"):
+        tallies[arm] = theirs = script.tally(script.load_arm("fam-k", arm)[1], benchrun=False)
+        ours = rows[f"fam-k/{arm}"]["cells"]
+        assert ours["episodes"] == theirs["n"], arm
+        assert ours["correct"]["k"] == theirs.get("correct", 0), arm
+        assert ours["adopted"]["k"] == theirs.get("adopted", 0), arm
+    w, a = tallies["eleven"], tallies["ten"]
+    low, high = script.newcombe(w.get("adopted", 0), w["n"], a.get("adopted", 0), a["n"])
+    diff = rows["fam-k/eleven-minus-absent"]["cells"]["wrong minus absent"]
+    assert ours_interval(diff) == (round(100 * low, 1), round(100 * high, 1))
