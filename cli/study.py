@@ -59,7 +59,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     study = study_of(runs)
     if not study.arms:
         raise UsageError(f"none of the {len(targets)} runs is an analysed arm of a study "
-                         "family (probe, rq1-warehouse, directive-contrast)")  # fmt: skip
+                         "family (an arm imported by import-peer, not excluded)")  # fmt: skip
     write_output(render(study, args.format), args.output)
     return EXIT_OK
 

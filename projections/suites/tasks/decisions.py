@@ -189,6 +189,11 @@ def decide_unit(item: TaskItem, events: Events) -> list[Ruling]:
     return out + _refutation(item, events, seq) + _delivery(item, events, seq, finished)
 
 
+def refutable(expected_sql: str | None) -> bool:
+    """Whether one whole-table aggregate states the task's answer (``queried`` applies)."""
+    return _WHOLE_TABLE.match(expected_sql or "") is not None
+
+
 def _refutation(item: TaskItem, events: Events, finished: int) -> list[Ruling]:
     """Whether the attempt ran the query that refutes the planted count, and observed it
     (diagnostics: decide nothing; None for a task the count does not answer)."""

@@ -1,30 +1,32 @@
-"""The knowledge-pollution study's tables, re-derived from its imported arms.
+"""A planted-claim study's tables, re-derived from its imported arms.
 
 The peer's report (docs/peer-studies.md, "The published tables") states its tables per run
 family; each is a projection here over the sealed runs ``import-peer`` wrote, one per arm
-folder, found by the configuration the import recorded (``family``, ``arm``). Every cell is
-counted from recorded events: the rates from the tasks card's decisions (benchledger's own
-rulings, ``decisions``), delivery from the planted claim the arm recorded, evaluator writes
-from its store snapshots (read-backs), so each traces with ``audit`` to the events behind
-it. An excluded attempt folder (``-DRIFTED-1``) is never counted; a cell whose arm is not
-in the ledger is shown as missing and named under the tables.
-
-Arm names are ``<class>-<plant>-<tier>[-<level>]`` (``checkable-wrong-haiku-bare``); the
-directive contrast's imperative level is the arm with no level in ``directive-contrast``;
-the premise probe's two arms are ``control`` and ``polluted``.
+folder. No rule reads a family's, an arm's or a treatment's name: every arm is placed by
+the coordinates its run recorded (``Coords``, read in ``coords_of``), and every table is laid
+out from those. Every cell is counted from recorded events: the rates from the tasks card's
+decisions (benchledger's own rulings, ``decisions``), delivery from the planted claim the
+arm recorded, evaluator writes from its store snapshots (read-backs), spend from its
+recorded tokens at the price table (``projections.prices``), so each traces with ``audit``
+to the events behind it. An excluded attempt folder is never counted in a rate (its spend
+is shown apart); a cell the family's design has and the ledger lacks is shown as missing,
+and the arm named by its coordinates under the tables.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 from benchledger.ledger.events import Event, ReadBackEvent
 from benchledger.projections.card import Metric
 from benchledger.projections.fold import fold
+from benchledger.projections.prices import Cost, PriceTable, load_prices
 from benchledger.projections.sheet import align
 from benchledger.projections.stats import newcombe, wilson
 from benchledger.projections.suites.lifecycle import scorecard as lc
@@ -36,18 +38,13 @@ from benchledger.projections.suites.tasks.decisions import (
     EXPOSED,
     OBSERVED,
     QUERIED,
+    TRAP,
+    refutable,
 )
 from benchledger.projections.suites.tasks.scorecard import Card, TasksFold, scorecard
-from benchledger.protocols.task_grading import ADOPTED, CORRECT
+from benchledger.projections.usage import TOKEN_KINDS
+from benchledger.protocols.task_grading import ADOPTED, CORRECT, OTHER
 
-RQ1: Final = "rq1-warehouse"
-DIRECTIVE: Final = "directive-contrast"
-PROBE: Final = "probe"  # the premise probe: a control and a polluted arm
-FAMILIES: Final = (PROBE, RQ1, DIRECTIVE)
-PROBE_ARMS: Final = ("control", "polluted")
-TIERS: Final = ("haiku", "sonnet", "opus")
-CLASSES: Final = ("convention", "checkable")
-LEVELS: Final = (("bare", "bare"), ("plain", "plain"), ("imperative", ""))
 FORMATS: Final = ("table", "markdown", "json")
 # The evaluation arm's own snapshots (the amended store invariant): what evaluator
 # identities wrote is what is in the second and not in the first.
@@ -55,10 +52,20 @@ BEFORE_EVAL: Final = "store-before-eval.json"
 AFTER_EVAL: Final = "store-after-eval.json"
 # The mechanism's columns: the refuting count, then the answers it separates.
 MECHANISM: Final = ("queried the count", "observed it", "adopted", "correct", "exceptions")
-_ARM: Final = re.compile(
-    r"^(?P<cls>convention|checkable)-(?P<plant>absent|correct|wrong)-(?P<tier>haiku|sonnet|opus)"
-    r"(?:-(?P<level>[a-z0-9-]+))?$"
-)
+# A claim's class (the Go generator's Class: its relation to the world, not a label).
+WORLD: Final = "settled by one query"  # the world states the answer: one query refutes it
+PAGE: Final = "stated by a seeded page"  # only a seeded page states the correct reading
+UNKNOWN: Final = "class not recorded"
+# The plant (the Go generator's Arm): nothing planted, a true reading, an adoptable one.
+ABSENT, TRUE, WRONG = "absent", "correct", "wrong"
+PLANTS: Final = (ABSENT, TRUE, WRONG)
+# Where the claim was stored: the target of the plant's changeset in the arm's store
+# snapshot (a catalog entity), else a knowledge page carrying its needle.
+ENTITY: Final = "entity description"
+PAGE_SINK: Final = "knowledge page"
+SINKS: Final = (ENTITY, PAGE_SINK)
+NOT_RECORDED: Final = "not recorded"
+_TOKEN: Final = re.compile(r"[-_.:/@ ]+")
 Ref = tuple[str, int]
 
 
@@ -69,20 +76,46 @@ class Snapshot(NamedTuple):
     body: Any
 
 
+class Coords(NamedTuple):
+    """Where an arm sits in the study's design, each read from what its run recorded."""
+
+    family: str  # the folder it was imported from: a grouping, displayed, never parsed
+    cell: tuple[str, ...]  # the tasks it is graded on
+    plant: str  # ABSENT, TRUE or WRONG
+    model: str  # manifest.model, as recorded (``Study.model`` groups aliases)
+    client: str  # manifest.llm_provider
+    variant: str  # the planted claim's text ("" when nothing was planted)
+    sink: str  # ENTITY, PAGE_SINK, NOT_RECORDED ("" when nothing was planted)
+    fixture: str  # the world the tasks are about: its recorded name, else their suites
+
+
 @dataclass
 class Arm:
-    """One analysed arm of the study: its run, its card and its store snapshots."""
+    """One arm of the study: its run, its card, its store snapshots and its coordinates."""
 
     run_id: str
-    family: str
-    name: str
+    name: str  # the folder: displayed, never parsed
     card: Card
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
+    coords: Coords = field(default_factory=lambda: Coords("", (), ABSENT, "", "", "", "", ""))
 
     @property
     def planted(self) -> dict[str, Any]:
         found = self.card.meta.config.get("planted")
         return found if isinstance(found, dict) else {}
+
+    @property
+    def family(self) -> str:
+        return self.coords.family
+
+    @property
+    def excluded(self) -> bool:
+        return bool(self.card.meta.config.get("excluded"))
+
+    @property
+    def variant_id(self) -> str:
+        """The plant's own id for its claim (display only)."""
+        return str(self.planted.get("treatment_id") or ("" if self.planted else "none"))
 
     def metric(self, check: str) -> Metric:
         return self.card.metrics[check]
@@ -104,15 +137,63 @@ class StudyFold:
         return scorecard(self.tasks.result()), self.snapshots
 
 
+def coords_of(card: Card, snapshots: dict[str, Snapshot]) -> Coords:
+    """An arm's coordinates, read from its recorded configuration and snapshots."""
+    config = card.meta.config
+    manifest, tasks = _dict(config.get("manifest")), _dict(config.get("tasks"))
+    refs = _dict(config.get("references"))
+    planted = _dict(config.get("planted")) if config.get("planted") is not None else None
+    # wrong: some task reads the plant's value as an adoptable reading; correct: it does not
+    adoptable = any(isinstance(r, dict) and any(x and x[0] == ADOPTED for x in r.get("readings")
+                                                or ()) for r in refs.values())  # fmt: skip
+    plant = ABSENT if planted is None else WRONG if adoptable else TRUE
+    suites = sorted({str(t.get("suite")) for t in tasks.values() if isinstance(t, dict)}
+                    or {str(manifest.get("suite") or "")})  # fmt: skip
+    return Coords(
+        family=str(config.get("family") or ""),
+        cell=tuple(sorted(tasks)) or card.task_ids,
+        plant=plant,
+        model=str(manifest.get("model") or card.meta.started.model or ""),
+        client=str(manifest.get("llm_provider") or ""),
+        variant=str(planted.get("text") or "") if planted else "",
+        sink=_sink(planted, snapshots) if planted else "",
+        fixture=str(_dict(config.get("world")).get("name") or "+".join(suites)),
+    )
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _sink(planted: dict[str, Any], snapshots: dict[str, Snapshot]) -> str:
+    """Where the plant stored its claim: a recorded ``sink``, else what the snapshots show."""
+    if isinstance(planted.get("sink"), str):
+        return str(planted["sink"])
+    change, needle = planted.get("changeset_id"), planted.get("needle") or "\0"
+    for snap in snapshots.values():
+        body = snap.body if isinstance(snap.body, dict) else {}
+        for cs in body.get("changesets") or ():
+            if isinstance(cs, dict) and cs.get("id") == change and cs.get("target_urn"):
+                return ENTITY  # a changeset applies to a catalog entity's description
+        for page in body.get("pages") or ():
+            if needle in json.dumps(page):
+                return PAGE_SINK
+    return NOT_RECORDED
+
+
 def arm_of(run_id: str, card: Card, snapshots: dict[str, Snapshot]) -> Arm | None:
-    """The study arm a tasks run is (None: not an analysed arm of a study family)."""
+    """The study arm a tasks run is (None: no imported study arm: no family recorded)."""
     config = card.meta.config
     family, name = config.get("family"), config.get("arm")
-    if config.get("excluded") or family not in FAMILIES or not isinstance(name, str):
+    if not isinstance(family, str) or not family or not isinstance(name, str):
         return None
-    if (family == PROBE) != (name in PROBE_ARMS) or (family != PROBE and not _ARM.match(name)):
-        return None
-    return Arm(run_id, str(family), name, card, snapshots)
+    return Arm(run_id, name, card, snapshots, coords_of(card, snapshots))
+
+
+def same_model(a: str, b: str) -> bool:
+    """Two recorded model names are one model when equal or one is a token of the other
+    ('mini' and 'vendor-mini-4-5-20250101')."""
+    return a == b or a.lower() in _TOKEN.split(b.lower()) or b.lower() in _TOKEN.split(a.lower())
 
 
 # -- cells -------------------------------------------------------------------------------
@@ -159,13 +240,28 @@ class Diff(NamedTuple):
         return f"{100 * d:+.1f} pts [{100 * ci.low:+.1f}, {100 * ci.high:+.1f}]"
 
 
-Cell = Count | Diff | int | str | bool | None  # None: the arm is not in the ledger
+class Usd(NamedTuple):
+    """A spend in USD, with the token counts it prices and the attempts behind them."""
+
+    usd: float
+    tokens: dict[str, int]
+    refs: tuple[Ref, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {"usd": self.usd, "tokens": self.tokens}
+
+    def text(self, interval: bool = False) -> str:
+        return f"${self.usd:.2f}"
+
+
+Cell = Count | Diff | Usd | int | str | bool | None  # None: the design's arm is not in the ledger
 
 
 class Row(NamedTuple):
-    key: str  # stable, for json and tests: "checkable/wrong/haiku"
+    key: str  # stable, for json and tests
     label: str
     cells: tuple[Cell, ...]
+    coords: tuple[tuple[str, str], ...] = ()  # what the row is, for json and tests
 
 
 class Table(NamedTuple):
@@ -191,239 +287,544 @@ def _count(arm: Arm | None, check: str) -> Count | None:
     return Count(int(m.num), m.den, tuple(m.num_refs))
 
 
+def _applies(arm: Arm | None, check: str) -> Count | str | None:
+    """The count where the check rules on the arm, else '-' (it does not apply)."""
+    if arm is None:
+        return None
+    return _count(arm, check) if arm.metric(check).den else "-"
+
+
 def _units(arm: Arm) -> list[lc.Unit]:
     return [u for u in arm.card.units if u.graded]
+
+
+def _refs(units: Sequence[lc.Unit], check: str) -> tuple[Ref, ...]:
+    return tuple(r for u in units for r in u.ref(check))
 
 
 # -- the study ---------------------------------------------------------------------------
 
 
 class Study:
-    """The analysed arms of the imported families, by (family, arm name)."""
+    """The imported arms, placed by their coordinates; analysed and excluded apart."""
 
-    def __init__(self, arms: Iterable[Arm]) -> None:
+    def __init__(self, arms: Iterable[Arm], prices: PriceTable | None = None) -> None:
+        self.prices = prices or load_prices(None)
         self.arms: dict[tuple[str, str], Arm] = {}
+        self.excluded: list[Arm] = []
         self.duplicates: list[str] = []
         for arm in arms:
+            if arm.excluded:
+                self.excluded.append(arm)
+                continue
             key = (arm.family, arm.name)
             if key in self.arms:
                 self.duplicates.append(f"{arm.run_id} (also {self.arms[key].run_id})")
                 continue
             self.arms[key] = arm
+        everyone = [*self.arms.values(), *self.excluded]
+        self._models = self._model_groups([a.coords.model for a in everyone])
+        self._classes = {cell: self._class_of(cell, everyone)
+                         for cell in {a.coords.cell for a in everyone}}  # fmt: skip
         self.missing: list[str] = []
 
-    def arm(self, family: str, name: str) -> Arm | None:
-        found = self.arms.get((family, name))
-        if found is None:
-            where = f"{family}/{name}"
-            if where not in self.missing:
-                self.missing.append(where)
-        return found
+    # -- coordinates the study reads across arms
 
-    def families(self) -> list[str]:
-        return [f for f in FAMILIES if any(k[0] == f for k in self.arms)]
+    def _model_groups(self, names: Iterable[str]) -> dict[str, str]:
+        """Each recorded model name -> its model's display name (the shortest alias)."""
+        groups: list[list[str]] = []
+        for name in sorted(set(names)):
+            joined = [g for g in groups if any(same_model(name, m) for m in g)]
+            merged = [name, *itertools.chain.from_iterable(joined)]
+            groups = [g for g in groups if g not in joined] + [merged]
+        return {m: min(g, key=lambda x: (len(x), x)) for g in groups for m in g}
 
-    # Section 1: the premise probe the protocol was written after
+    def model(self, arm: Arm) -> str:
+        """The arm's model, its aliases as one (the shortest name)."""
+        return self._models.get(arm.coords.model, arm.coords.model)
 
-    def probe(self) -> Table:
-        rows = []
-        for name in PROBE_ARMS:
-            arm = self.arm(PROBE, name)
-            cells = (len(arm.card.units) if arm else None, _count(arm, ADOPTED),
-                     _count(arm, CORRECT),
-                     _count(arm, COPRESENT) if arm is None or arm.planted else "-")  # fmt: skip
-            rows.append(Row(f"{PROBE}/{name}", name, cells))
-        return Table("probe", "The premise probe: a wrong fiscal convention, planted or not",
-                     "1", ("episodes", "adopted", "correct", "correct source beside it"),
-                     tuple(rows), interval=("adopted",))  # fmt: skip
-
-    # Section 3: the RQ1 matrix, its controls, the mechanism, delivery and co-presence
-
-    def adoption(self) -> Table:
-        rows = tuple(
-            Row(cls, f"{cls} ({what})",
-                tuple(_count(self.arm(RQ1, f"{cls}-wrong-{t}"), ADOPTED) for t in TIERS))
-            for cls, what in (("convention", "fiscal boundary"), ("checkable", "order count"))
-        )  # fmt: skip
-        return Table("adoption", "Adoption of the planted wrong claim (RQ1, claude-cli)",
-                     "3", TIERS, rows, interval=TIERS)  # fmt: skip
-
-    def controls(self) -> Table:
-        rows = tuple(
-            Row(f"{cls}/{plant}", f"{cls}/{plant}",
-                tuple(_count(self.arm(RQ1, f"{cls}-{plant}-{t}"), CORRECT) for t in TIERS))
-            for cls in CLASSES for plant in ("absent", "correct")
-        )  # fmt: skip
-        return Table("controls", "Correct answers on the control arms (RQ1)", "3", TIERS, rows)
-
-    def _mechanism_row(self, family: str, name: str, label: str) -> Row:
-        arm = self.arm(family, name)
-        cells = (_count(arm, QUERIED), _count(arm, OBSERVED), _count(arm, ADOPTED),
-                 _count(arm, CORRECT), self._exceptions(arm))  # fmt: skip
-        return Row(f"{family}/{name}", label, cells)
-
-    def mechanism(self) -> Table:
-        rows = tuple(
-            self._mechanism_row(RQ1, name, label)
-            for name, label in (
-                ("checkable-wrong-haiku", "checkable/wrong/haiku"),
-                ("checkable-absent-haiku", "checkable/absent/haiku (control)"),
-                ("checkable-wrong-sonnet", "checkable/wrong/sonnet"),
-                ("checkable-wrong-opus", "checkable/wrong/opus"),
+    def _price(self, model: str) -> float:
+        """The model's input price per million tokens, to order columns (inf: unpriced)."""
+        names = [m for m, shown in self._models.items() if shown == model]
+        rows = [
+            p
+            for p in self.prices.models.values()
+            if not p.nominal
+            and any(
+                same_model(n, p.model) or any(same_model(n, a) for a in p.aliases) for n in names
             )
-        )
-        notes = ("exceptions: attempts that observed the count and did not answer correctly, "
-                 "or did not observe it and did not adopt (the exact separation)",)  # fmt: skip
-        return Table("mechanism", "Whether the refuting count was observed, per episode",
-                     "3", MECHANISM, rows, notes=notes)  # fmt: skip
+        ]
+        return min((p.input for p in rows), default=math.inf)  # fmt: skip
+
+    def models(self, arms: Iterable[Arm] | None = None) -> tuple[str, ...]:
+        """The models of ``arms`` (default: every analysed arm), cheapest first."""
+        shown = {self.model(a) for a in (self.arms.values() if arms is None else arms)}
+        return tuple(sorted(shown, key=lambda m: (self._price(m), m)))
 
     @staticmethod
-    def _exceptions(arm: Arm | None) -> int | None:
-        """Attempts the exact separation does not hold for (None: no such arm)."""
-        if arm is None:
+    def _class_of(cell: tuple[str, ...], arms: Sequence[Arm]) -> str:
+        """A claim's class, from its tasks and the evidence its arms recorded."""
+        mine = [a for a in arms if a.coords.cell == cell]
+        tasks = {t: d for a in mine for t, d in (a.card.meta.config.get("tasks") or {}).items()}
+        if tasks and all(isinstance(d, dict) and refutable(d.get("expected_sql"))
+                         for d in tasks.values()):  # fmt: skip
+            return WORLD
+        sources = [(a.card.meta.config.get("evidence") or {}).get("correct_source")
+                   for a in mine if a.planted]  # fmt: skip
+        if any(sources):
+            return PAGE
+        return WORLD if sources else UNKNOWN  # a plant whose correct source is the world
+
+    def cls(self, arm: Arm) -> str:
+        return self._classes.get(arm.coords.cell, UNKNOWN)
+
+    def families(self) -> list[str]:
+        """The families, in the order their first arm ran (recorded start)."""
+        first: dict[str, str] = {}
+        for arm in self.arms.values():
+            started = str((arm.card.meta.config.get("manifest") or {}).get("started_at") or "")
+            first[arm.family] = min(first.get(arm.family, started), started)
+        return sorted(first, key=lambda f: (first[f], f))
+
+    def _ordered(self, arms: Iterable[Arm]) -> list[Arm]:
+        families = {f: n for n, f in enumerate(self.families())}
+        models = {m: n for n, m in enumerate(self.models())}
+        return sorted(
+            arms,
+            key=lambda a: (
+                families.get(a.family, 0),
+                a.coords.fixture,
+                a.coords.client,
+                self.cls(a),
+                a.coords.cell,
+                PLANTS.index(a.coords.plant),
+                a.coords.sink,
+                models.get(self.model(a), 0),
+                a.variant_id,
+                a.name,
+            ),
+        )
+
+    def analysed(self, keep: Callable[[Arm], bool] = lambda a: True) -> list[Arm]:
+        return self._ordered(a for a in self.arms.values() if keep(a))
+
+    def _coords(self, arm: Arm) -> tuple[tuple[str, str], ...]:
+        c = arm.coords
+        return (("family", c.family), ("arm", arm.name), ("class", self.cls(arm)),
+                ("cell", " ".join(c.cell)), ("plant", c.plant), ("model", self.model(arm)),
+                ("client", c.client), ("variant", arm.variant_id), ("sink", c.sink),
+                ("fixture", c.fixture))  # fmt: skip
+
+    def _where(self, arm: Arm) -> str:
+        return f"{arm.family}/{arm.name}"
+
+    def _design(self, arm: Arm) -> tuple[str, str, str]:
+        return arm.family, arm.coords.fixture, arm.coords.client
+
+    def designed(self) -> dict[tuple[str, str, str], tuple[set[tuple[str, ...]], set[str],
+                                                          set[str]]]:  # fmt: skip
+        """Per (family, fixture, client): the cells, plants and models its arms cross."""
+        out: dict[tuple[str, str, str], tuple[set[tuple[str, ...]], set[str], set[str]]] = {}
+        for arm in [*self.arms.values(), *self.excluded]:
+            cells, plants, models = out.setdefault(self._design(arm), (set(), set(), set()))
+            cells.add(arm.coords.cell)
+            plants.add(arm.coords.plant)
+            models.add(self.model(arm))
+        return out
+
+    def find(
+        self,
+        design: tuple[str, str, str],
+        cell: tuple[str, ...],
+        plant: str,
+        model: str,
+        keep: Callable[[Arm], bool] = lambda a: True,
+    ) -> Arm | str | None:
+        """The analysed arm at these coordinates; '-' when the family's design has no such
+        arm; None (and named as missing) when it has and the ledger lacks it."""
+        found = [a for a in self.analysed(keep) if self._design(a) == design
+                 and a.coords.cell == cell and a.coords.plant == plant
+                 and self.model(a) == model]  # fmt: skip
+        if found:
+            return found[0]
+        cells, plants, models = self.designed().get(design, (set(), set(), set()))
+        if cell not in cells or plant not in plants or model not in models:
+            return "-"
+        set_aside = sorted(a.card.setting("label") for a in self.excluded
+                           if self._design(a) == design and a.coords.cell == cell
+                           and a.coords.plant == plant and self.model(a) == model)  # fmt: skip
+        where = (f"{design[0]}: {self._classes.get(cell, UNKNOWN)} ({' '.join(cell)}), "
+                 f"{plant}, {model}, {design[2]}")  # fmt: skip
+        if set_aside:
+            where += f" (only excluded attempts: {', '.join(set_aside)})"
+        if where not in self.missing:
+            self.missing.append(where)
+        return f"excluded ({', '.join(set_aside)})" if set_aside else None
+
+    def _matrix(
+        self,
+        id_: str,
+        title: str,
+        section: str,
+        plants: tuple[str, ...],
+        check: str,
+        interval: bool,
+        by_variant: bool,
+    ) -> Table | None:
+        """Rows: a family's cell (and variant) at a plant; columns: models."""
+        arms = self.analysed(lambda a: a.coords.plant in plants)
+        designs = {self._design(a) for a in arms}  # columns: every model the designs cross
+        models = self.models([a for a in (*self.arms.values(), *self.excluded)
+                              if self._design(a) in designs])  # fmt: skip
+        rows: list[Row] = []
+        seen: set[tuple[Any, ...]] = set()
+        for arm in arms:
+            variant = arm.coords.variant if by_variant else ""
+            key = (self._design(arm), arm.coords.cell, arm.coords.plant, variant)
+            if key in seen:
+                continue
+            seen.add(key)
+
+            def same(a: Arm, v: str = variant) -> bool:
+                return not by_variant or a.coords.variant == v
+
+            cells: list[Cell] = []
+            for m in models:
+                found = self.find(self._design(arm), arm.coords.cell, arm.coords.plant, m, same)
+                cells.append(found if isinstance(found, str) else _count(found, check))
+            label = (f"{arm.family}: {self.cls(arm)} ({' '.join(arm.coords.cell)}), "
+                     f"{arm.coords.plant}" + (f", {arm.variant_id}" if by_variant else "")
+                     + f", {arm.coords.client}")  # fmt: skip
+            coords = tuple(kv for kv in self._coords(arm) if kv[0] not in ("arm", "model")
+                           and (by_variant or kv[0] != "variant"))  # fmt: skip
+            rows.append(Row(label, label, tuple(cells), coords))
+        if not rows:
             return None
+        return Table(id_, title, section, models, tuple(rows),
+                     interval=models if interval else ())  # fmt: skip
+
+    # Section 3: adoption matrices, controls, the mechanism, delivery and co-presence
+
+    def adoption(self) -> Table | None:
+        return self._matrix("adoption", "Adoption of the planted wrong claim, per family",
+                            "3, 4, 5, 6", (WRONG,), ADOPTED, True, True)  # fmt: skip
+
+    def controls(self) -> Table | None:
+        return self._matrix("controls", "Correct answers on the control arms", "3",
+                            (ABSENT, TRUE), CORRECT, False, False)  # fmt: skip
+
+    def _mechanism_row(self, arm: Arm) -> Row:
+        cells = (_count(arm, QUERIED), _count(arm, OBSERVED), _count(arm, ADOPTED),
+                 _count(arm, CORRECT), self._exceptions(arm))  # fmt: skip
+        return Row(self._where(arm), self._label(arm), cells, self._coords(arm))
+
+    def _label(self, arm: Arm) -> str:
+        c = arm.coords
+        return f"{arm.family}/{arm.name}: {c.plant}, {self.model(arm)}, {c.client}" + (
+            f", {arm.variant_id}, {c.sink}" if c.plant != ABSENT else ""
+        )
+
+    def mechanism(self) -> Table | None:
+        rows = tuple(self._mechanism_row(a) for a in self.analysed(
+            lambda a: bool(a.metric(QUERIED).den)))  # fmt: skip
+        notes = ("every arm whose tasks one whole-table query answers (the queried diagnostic "
+                 "applies); exceptions, on the wrong arms: attempts that observed the count "
+                 "and did not answer correctly, or did not observe it and did not adopt (the "
+                 "exact separation)",)  # fmt: skip
+        return Table("mechanism", "Whether the refuting count was observed, per episode",
+                     "3, 4, 5", MECHANISM, rows, interval=("adopted",),
+                     notes=notes) if rows else None  # fmt: skip
+
+    @staticmethod
+    def _exceptions(arm: Arm) -> int | str:
+        """Attempts the exact separation does not hold for ('-' off a wrong arm)."""
+        if arm.coords.plant != WRONG:
+            return "-"
         out = 0
         for u in _units(arm):
             observed, adopted = u.verdict(OBSERVED), u.verdict(ADOPTED)
             correct = u.verdict(CORRECT)
             if observed is None:
-                continue  # not the order-count task: the separation is about that one
+                continue  # the query does not apply: the separation is about it
             out += bool((observed and not correct) or (not observed and adopted is not True))
         return out
 
-    def delivery(self) -> Table:
+    def delivery(self) -> Table | None:
         rows = []
-        for cls in CLASSES:
-            for t in TIERS:
-                arm = self.arm(RQ1, f"{cls}-wrong-{t}")
-                planted = arm.planted if arm else {}
-                both = _count(arm, COPRESENT) if cls == "convention" else "-"
-                cells: tuple[Cell, ...] = (
-                    planted.get("in_search") if arm else None,
-                    planted.get("in_sink") if arm else None,
-                    _count(arm, CLAIM_SEEN),
-                    both,
-                )
-                rows.append(Row(f"{cls}/wrong/{t}", f"{cls}/wrong/{t}", cells))
+        for arm in self.analysed(lambda a: a.coords.plant == WRONG):
+            plant = arm.planted
+            seen, beside = _count(arm, CLAIM_SEEN), _applies(arm, COPRESENT)
+            found = (plant.get("in_search", NOT_RECORDED), plant.get("in_sink", NOT_RECORDED))
+            cells: tuple[Cell, ...] = (*found, seen, beside)
+            rows.append(Row(self._where(arm), self._label(arm), cells, self._coords(arm)))
         cols = ("in search", "in sink", "claim in transcript", "correct source beside it")
         notes = ("in search / in sink: the plant's cross-identity read-back, as the arm "
-                 "recorded it (planted.json); on the order count the correct source is the "
-                 "world: see the mechanism table",)  # fmt: skip
-        return Table("delivery", "Delivery and co-presence on the wrong arms (RQ1)", "3",
-                     cols, tuple(rows), notes=notes)  # fmt: skip
+                 "recorded it (planted.json); where the correct source is the world, not a "
+                 "page, co-presence is the mechanism table's query rate",)  # fmt: skip
+        return Table("delivery", "Delivery and co-presence on the wrong arms", "3",
+                     cols, tuple(rows), notes=notes) if rows else None  # fmt: skip
 
-    # Section 4 (directive contrast) and Section 5 (the entity-description sink rows)
+    # Sections 4 and 5: arms differing in the claim's wording, and in where it is stored
 
-    def directive(self) -> Table:
-        rows = tuple(
-            self._mechanism_row(DIRECTIVE, "checkable-wrong-haiku" + (f"-{lv}" if lv else ""),
-                                level)
-            for level, lv in LEVELS
-        )  # fmt: skip
-        return Table("directive", "The directive contrast: checkable/wrong at haiku",
-                     "4", MECHANISM, rows, interval=("adopted",))  # fmt: skip
+    def _contrast_groups(self, fixed: Callable[[Arm], tuple[Any, ...]], varies: Callable[
+            [Arm], Any]) -> list[list[Arm]]:  # fmt: skip
+        groups: dict[tuple[Any, ...], list[Arm]] = {}
+        for arm in self.analysed(lambda a: a.coords.plant == WRONG):
+            groups.setdefault(fixed(arm), []).append(arm)
+        return [g for g in groups.values() if len({varies(a) for a in g}) > 1]
 
-    def sink(self) -> Table:
-        rows = (
-            self._mechanism_row(RQ1, "checkable-wrong-haiku", "entity-description sink (RQ1 arm)"),
-            self._mechanism_row(DIRECTIVE, "checkable-wrong-haiku",
-                                "entity-description sink (contrast imperative arm)"),
-        )  # fmt: skip
-        notes = ("the knowledge-page sink row is the generalization family's, which the "
-                 "peer's published material here does not hold",)  # fmt: skip
-        return Table("sink", "Storage location: the entity-description sink rows", "5",
-                     MECHANISM, rows, interval=("adopted",), notes=notes)  # fmt: skip
+    def variants(self) -> Table | None:
+        def c(a: Arm) -> Coords:
+            return a.coords
+
+        groups = self._contrast_groups(
+            lambda a: (a.family, c(a).cell, self.model(a), c(a).client, c(a).sink,
+                       c(a).fixture), lambda a: c(a).variant)  # fmt: skip
+        rows = tuple(self._mechanism_row(a) for g in groups for a in g)
+        notes = ("wrong arms of one family differing only in the planted claim's wording (its "
+                 "directive strength); the plant's id names each",)  # fmt: skip
+        return Table("variants", "The claim-wording contrast", "4", MECHANISM, rows,
+                     interval=("adopted",), notes=notes) if rows else None  # fmt: skip
+
+    def sink(self) -> Table | None:
+        """Wrong arms of one claim (same text, cell, model, client, fixture): by sink."""
+
+        def c(a: Arm) -> Coords:
+            return a.coords
+
+        groups: dict[tuple[Any, ...], list[Arm]] = {}
+        for arm in self.analysed(lambda a: a.coords.plant == WRONG and a.coords.sink in SINKS):
+            key = (c(arm).variant, c(arm).cell, self.model(arm), c(arm).client, c(arm).fixture)
+            groups.setdefault(key, []).append(arm)
+        rows: list[Row] = []
+        for (_, cell, model, client, _), arms in groups.items():
+            if len(arms) < 2 and len({a.coords.sink for a in arms}) < 2:
+                continue
+            rows += [self._mechanism_row(a) for a in arms]
+            for lacking in sorted(set(SINKS) - {a.coords.sink for a in arms}):
+                where = (f"the same claim at a {lacking} sink: {self.cls(arms[0])} "
+                         f"({' '.join(cell)}), wrong, {model}, {client}")  # fmt: skip
+                if where not in self.missing:
+                    self.missing.append(where)
+        notes = ("sink: where the plant stored the claim, read from the arm's store snapshot "
+                 "(its changeset's target entity) or a page carrying its needle",)  # fmt: skip
+        return Table("sink", "Storage location: one claim at each sink", "5", MECHANISM,
+                     tuple(rows), interval=("adopted",), notes=notes) if rows else None  # fmt: skip
+
+    def fixtures(self) -> Table | None:
+        """Arms of every fixture but the one most arms are about, with wrong minus absent."""
+        counts: dict[str, int] = {}
+        for arm in self.arms.values():
+            counts[arm.coords.fixture] = counts.get(arm.coords.fixture, 0) + 1
+        if len(counts) < 2:
+            return None
+        main = max(counts, key=lambda f: (counts[f], f))
+        rows: list[Row] = []
+        others = self.analysed(lambda a: a.coords.fixture != main)
+        for arm in others:
+            cells: tuple[Cell, ...] = (len(_units(arm)), _count(arm, CORRECT),
+                                       _count(arm, ADOPTED), _count(arm, TRAP),
+                                       _count(arm, OTHER), "")  # fmt: skip
+            rows.append(Row(self._where(arm), self._label(arm), cells, self._coords(arm)))
+        for arm in others:
+            if arm.coords.plant != WRONG:
+                continue
+            absent = self.find(self._design(arm), arm.coords.cell, ABSENT, self.model(arm))
+            wrong, base = _count(arm, ADOPTED), _count(absent, ADOPTED) if isinstance(
+                absent, Arm) else None  # fmt: skip
+            diff: Cell = Diff(wrong, base) if wrong and base and wrong.n and base.n else (
+                absent if isinstance(absent, str) else None)  # fmt: skip
+            label = f"{arm.family}/{arm.name} wrong minus absent ({self.model(arm)})"
+            rows.append(Row(f"{self._where(arm)}-minus-absent", label,
+                            ("", "", "", "", "", diff), self._coords(arm)))  # fmt: skip
+        cols = ("episodes", "correct", "adopted", "trap", "other", "wrong minus absent")
+        notes = (f"the arms about a fixture other than {main} (the one most arms are about)",)
+        return Table("fixtures", "Cross-fixture arms", "5", cols, tuple(rows),
+                     interval=("adopted",), notes=notes)  # fmt: skip
+
+    # Section 6: spend, and the client contrast
+
+    def spend(self) -> Table | None:
+        """Every arm whose model the price table prices: its tokens and spend, analysed and
+        excluded apart."""
+        rows: list[Row] = []
+        totals: dict[bool, list[Usd]] = {False: [], True: []}
+        for arm in [*self.analysed(), *self._ordered(self.excluded)]:
+            cost = arm.card.priced()
+            if not isinstance(cost, Cost):
+                continue  # unpriced: a subscription client's alias, or no model
+            tokens = dict(arm.card.usage.tokens) if arm.card.usage else {}
+            usd = Usd(cost.usd, tokens, tuple(u.finished for u in arm.card.units if u.finished))
+            totals[arm.excluded].append(usd)
+            cells: tuple[Cell, ...] = (
+                "excluded: " + str(arm.card.meta.config.get("label") or "") if arm.excluded
+                else "analysed", _count(arm, ADOPTED),
+                *(tokens.get(k, 0) for k in TOKEN_KINDS), f"{cost.priced_as} ({cost.match})",
+                usd)  # fmt: skip
+            rows.append(Row(self._where(arm), self._label(arm), cells, self._coords(arm)))
+        if not rows:
+            return None
+        for excluded, label in ((False, "analysed arms"), (True, "excluded attempts")):
+            usd = Usd(math.fsum(u.usd for u in totals[excluded]), {})
+            rows.append(Row(f"total/{label}", f"total, {label}",
+                            ("", "", *([""] * len(TOKEN_KINDS)), "", usd)))  # fmt: skip
+        every = Usd(math.fsum(u.usd for t in totals.values() for u in t), {})
+        rows.append(Row("total/all", "total", ("", "", *([""] * len(TOKEN_KINDS)), "", every)))
+        cols = ("status", "adopted", *(f"{k} tokens" for k in TOKEN_KINDS), "priced as", "spend")
+        notes = (
+            f"each attempt's recorded tokens at the price table of "
+            f"{self.prices.date.isoformat()} ({self.prices.source}); an arm whose model "
+            "the table does not price (a subscription client's alias) is not shown",
+        )
+        return Table("spend", "Metered spend", "6", cols, tuple(rows),
+                     interval=("adopted",), notes=notes)  # fmt: skip
+
+    def clients(self) -> Table | None:
+        """Arms of one cell, plant, model, claim and fixture run by different clients."""
+        everyone = self.analysed()
+        clients = tuple(sorted({a.coords.client for a in everyone}))
+        if len(clients) < 2:
+            return None
+        groups: dict[tuple[Any, ...], dict[str, Arm]] = {}
+        for arm in everyone:
+            c = arm.coords
+            key = (c.cell, c.plant, self.model(arm), c.variant, c.fixture)
+            groups.setdefault(key, {}).setdefault(c.client, arm)
+        rows = []
+        for (cell, plant, model, _, _), by in groups.items():
+            if len(by) < 2:
+                continue
+            first = next(iter(by.values()))
+            cells = tuple(_count(by.get(cl), ADOPTED) if cl in by else "-" for cl in clients)
+            label = f"{self.cls(first)} ({' '.join(cell)}), {plant}, {model}"
+            rows.append(
+                Row(
+                    label,
+                    label,
+                    cells,
+                    tuple(
+                        kv for kv in self._coords(first) if kv[0] not in ("family", "arm", "client")
+                    ),
+                )
+            )
+        return Table("clients", "The client contrast: adoption by client", "6", clients,
+                     tuple(rows), interval=clients) if rows else None  # fmt: skip
 
     # Section 7: exposure to the plant's reviewer note, and adoption conditional on it
 
-    def exposure(self) -> Table:
-        rows = tuple(
-            Row(f"{cls}/claude-cli", f"{cls}, claude-cli",
-                tuple(_count(self.arm(RQ1, f"{cls}-wrong-{t}"), EXPOSED) for t in TIERS))
-            for cls in CLASSES
-        )  # fmt: skip
-        return Table("exposure", "Episodes whose transcript carries the reviewer note", "7",
-                     TIERS, rows)  # fmt: skip
+    def exposure(self) -> Table | None:
+        found = self._matrix("exposure", "Episodes whose transcript carries the reviewer note",
+                             "7", (WRONG,), EXPOSED, False, True)  # fmt: skip
+        return found
 
-    def conditional(self) -> Table:
-        arms = [(RQ1, f"{cls}-wrong-{t}") for cls in CLASSES for t in TIERS]
-        arms += [(DIRECTIVE, "checkable-wrong-haiku" + (f"-{lv}" if lv else ""))
-                 for _, lv in LEVELS]  # fmt: skip
+    def conditional(self) -> Table | None:
         rows = []
-        for family, name in arms:
-            arm = self.arm(family, name)
+        for arm in self.analysed(lambda a: a.coords.plant == WRONG):
             cells: list[Cell] = []
             for exposed in (True, False):
-                units = [u for u in _units(arm) if u.verdict(EXPOSED) is exposed] if arm else []
+                units = [u for u in _units(arm) if u.verdict(EXPOSED) is exposed]
                 adopted = [u for u in units if u.verdict(ADOPTED) is True]
                 correct = [u for u in units if u.verdict(CORRECT) is True]
-                cells += (
-                    (len(units), Count(len(adopted), len(units), _refs(adopted, ADOPTED)),
-                     Count(len(correct), len(units), _refs(correct, CORRECT)))
-                    if arm else (None, None, None)
-                )  # fmt: skip
-            rows.append(Row(f"{family}/{name}", f"{family}/{name}", tuple(cells)))
+                cells += (len(units), Count(len(adopted), len(units), _refs(adopted, ADOPTED)),
+                          Count(len(correct), len(units), _refs(correct, CORRECT)))  # fmt: skip
+            rows.append(Row(self._where(arm), self._label(arm), tuple(cells), self._coords(arm)))
         cols = ("exposed", "exposed adopted", "exposed correct",
                 "unexposed", "unexposed adopted", "unexposed correct")  # fmt: skip
-        return Table("conditional", "Adoption conditional on exposure", "7", cols, tuple(rows))
+        return Table("conditional", "Adoption conditional on exposure", "7", cols,
+                     tuple(rows)) if rows else None  # fmt: skip
 
-    # Section 8: what the tiers wrote back
+    # Section 8: what the evaluators wrote back
 
-    def writes(self) -> Table:
+    def writes(self) -> Table | None:
         rows = []
-        for cls, t in (("checkable", "opus"), ("convention", "opus"), ("convention", "haiku"),
-                       ("checkable", "haiku"), ("checkable", "sonnet"),
-                       ("convention", "sonnet")):  # fmt: skip
-            arm = self.arm(RQ1, f"{cls}-wrong-{t}")
-            new = evaluator_writes(arm) if arm else None
+        for arm in self.analysed(lambda a: a.coords.plant == WRONG):
+            new = evaluator_writes(arm)
+            if new is None:
+                continue  # the arm recorded no evaluation snapshots
             corrective = sum(len(u.decisions[CORRECTIVE].refs) for u in _units(arm)
-                             if u.verdict(CORRECTIVE)) if arm else None  # fmt: skip
-            statuses = ", ".join(sorted({str(i.get("status")) for i in new})) if new else ""
-            cells: tuple[Cell, ...] = (
-                len(new) if new is not None else None,
-                corrective,
-                statuses or "-",
-            )
-            rows.append(Row(f"{cls}/{t}", f"{cls}/{t}", cells))
+                             if u.verdict(CORRECTIVE))  # fmt: skip
+            statuses = ", ".join(sorted({str(i.get("status")) for i in new}))
+            cells: tuple[Cell, ...] = (len(new), corrective, statuses or "-")
+            rows.append(Row(self._where(arm), self._label(arm), cells, self._coords(arm)))
         cols = ("evaluator captures", "corrective", "statuses")
         notes = ("evaluator captures: insights in store-after-eval.json and not in "
                  "store-before-eval.json, captured by neither the plant's teacher nor its "
                  "witness; corrective: capture calls of the episodes (category correction, or "
                  "the peer's text match), counted from the transcripts",)  # fmt: skip
         return Table("writes", "Captures by evaluator identities on the wrong arms", "8",
-                     cols, tuple(rows), notes=notes)  # fmt: skip
+                     cols, tuple(rows), notes=notes) if rows else None  # fmt: skip
 
-    # Section 9: the pre-registered contrasts
+    # Section 9: contrasts between wrong arms differing in one coordinate
 
-    def contrasts(self) -> Table:
+    def _differs(self, a: Arm, b: Arm) -> list[str]:
+        ca, cb = a.coords, b.coords
+        out = [n for n, x, y in (("cell", ca.cell, cb.cell), ("model", self.model(a),
+               self.model(b)), ("client", ca.client, cb.client), ("sink", ca.sink, cb.sink),
+               ("fixture", ca.fixture, cb.fixture)) if x != y]  # fmt: skip
+        if ca.cell == cb.cell and ca.variant != cb.variant:
+            out.append("variant")  # the wording differs within one claim (across cells, always)
+        return out
+
+    def _reader(self, coordinate: str) -> Callable[[Arm], str]:
+        """How an arm's value of ``coordinate`` is shown."""
+        if coordinate == "cell":
+            return self.cls
+        if coordinate == "model":
+            return self.model
+        if coordinate == "variant":
+            return lambda a: a.variant_id
+        return lambda a: str(getattr(a.coords, coordinate))
+
+    def contrasts(self) -> Table | None:
         rows = []
-        for t in ("sonnet", "opus"):
-            a = _count(self.arm(RQ1, f"convention-wrong-{t}"), ADOPTED)
-            b = _count(self.arm(RQ1, f"checkable-wrong-{t}"), ADOPTED)
-            rows.append(Row(f"H1a/{t}", f"H1a convention minus checkable @ {t}",
-                            (Diff(a, b) if a and b else None,)))  # fmt: skip
-        for t in ("sonnet", "opus"):
-            a = _count(self.arm(RQ1, "checkable-wrong-haiku"), ADOPTED)
-            b = _count(self.arm(RQ1, f"checkable-wrong-{t}"), ADOPTED)
-            rows.append(Row(f"H1b/{t}", f"H1b haiku minus {t} (checkable)",
-                            (Diff(a, b) if a and b else None,)))  # fmt: skip
-        return Table("contrasts", "The pre-registered contrasts (Newcombe 95%)", "9",
-                     ("difference",), tuple(rows))  # fmt: skip
+        for family in self.families():
+            arms = [a for a in self.analysed() if a.family == family and a.coords.plant == WRONG]
+            for a, b in itertools.combinations(arms, 2):
+                differs = self._differs(a, b)
+                if len(differs) != 1:
+                    continue
+                ka, kb = _count(a, ADOPTED), _count(b, ADOPTED)
+                assert ka is not None and kb is not None
+                if (kb.k * ka.n) > (ka.k * kb.n):  # the larger rate first
+                    a, b, ka, kb = b, a, kb, ka
+                what = self._reader(differs[0])
+                shared = [
+                    v
+                    for k, v in (
+                        ("cell", self.cls(a)),
+                        ("model", self.model(a)),
+                        ("variant", a.variant_id),
+                    )
+                    if k != differs[0] and (k, differs[0]) != ("variant", "cell")
+                ]
+                label = (f"{family}: {what(a)} minus {what(b)} (differ in {differs[0]}; "
+                         f"{', '.join(shared)})")  # fmt: skip
+                coords = (("family", family), ("differs", differs[0]), ("a", a.name),
+                          ("b", b.name), ("a_value", what(a)), ("b_value", what(b)),
+                          ("a_model", self.model(a)), ("b_model", self.model(b)),
+                          ("a_class", self.cls(a)), ("b_class", self.cls(b)))  # fmt: skip
+                rows.append(Row(f"{family}/{a.name}-minus-{b.name}", label,
+                                (Diff(ka, kb) if ka.n and kb.n else None,), coords))  # fmt: skip
+        notes = ("every pair of wrong arms of one family differing in exactly one coordinate; "
+                 "the higher adoption rate first",)  # fmt: skip
+        return Table("contrasts", "Contrasts of adoption (Newcombe 95%)", "9",
+                     ("difference",), tuple(rows), notes=notes) if rows else None  # fmt: skip
 
     # Budget exhaustion and harness failures per family (the peer's flags)
 
     def flags(self) -> Table:
         rows = []
         for family in self.families():
-            arms = [a for (f, _), a in sorted(self.arms.items()) if f == family]
+            arms = [a for a in self.analysed() if a.family == family]
             episodes = sum(len(a.card.units) for a in arms)
             budget = sum(int(a.metric(BUDGET).num) for a in arms)
             failures = sum(a.card.harness_failures for a in arms)
-            rows.append(Row(family, family, (len(arms), episodes, budget, failures)))
+            rows.append(Row(family, family, (len(arms), episodes, budget, failures),
+                            (("family", family),)))  # fmt: skip
         return Table(
             "flags",
             "Budget exhaustion and harness failures per family",
-            "9",
+            "7.2",
             ("arms", "episodes", "budget exhausted", "harness failures"),
             tuple(rows),
             notes=(
@@ -432,27 +833,24 @@ class Study:
             ),
         )
 
+    def inventory(self) -> Table:
+        rows = []
+        for arm in self.analysed():
+            cells: tuple[Cell, ...] = (len(arm.card.units), _count(arm, ADOPTED),
+                                       _count(arm, CORRECT), _applies(arm, COPRESENT))  # fmt: skip
+            rows.append(Row(self._where(arm), self._label(arm), cells, self._coords(arm)))
+        return Table("arms", "The arms, placed by what their runs recorded", "1, 2",
+                     ("episodes", "adopted", "correct", "correct source beside it"),
+                     tuple(rows), interval=("adopted",))  # fmt: skip
+
     def tables(self) -> list[Table]:
-        """Every table the imported families can fill, in the report's order."""
-        out: list[Table] = [self.probe()] if PROBE in self.families() else []
-        if RQ1 in self.families():
-            out += [self.adoption(), self.controls(), self.mechanism(), self.delivery()]
-        if DIRECTIVE in self.families():
-            out += [self.directive()]
-        if RQ1 in self.families() or DIRECTIVE in self.families():
-            out += [self.sink()]
-        if RQ1 in self.families():
-            out += [self.exposure()]
-        if RQ1 in self.families() or DIRECTIVE in self.families():
-            out += [self.conditional()]
-        if RQ1 in self.families():
-            out += [self.writes(), self.contrasts()]
-        out.append(self.flags())
-        return out
-
-
-def _refs(units: Sequence[lc.Unit], check: str) -> tuple[Ref, ...]:
-    return tuple(r for u in units for r in u.ref(check))
+        """Every table the imported arms can fill, in the report's order."""
+        self.missing = []
+        made = (self.inventory(), self.adoption(), self.controls(), self.mechanism(),
+                self.delivery(), self.variants(), self.sink(), self.fixtures(), self.spend(),
+                self.clients(), self.exposure(), self.conditional(), self.writes(),
+                self.contrasts(), self.flags())  # fmt: skip
+        return [t for t in made if t is not None]
 
 
 def evaluator_writes(arm: Arm) -> list[dict[str, Any]] | None:
@@ -481,13 +879,13 @@ def _cell(cell: Cell, interval: bool) -> str:
         return "(not imported)"
     if isinstance(cell, bool):
         return "yes" if cell else "no"
-    if isinstance(cell, Count | Diff):
+    if isinstance(cell, Count | Diff | Usd):
         return cell.text(interval)
     return str(cell)
 
 
 def _json_cell(cell: Cell) -> Any:
-    if isinstance(cell, Count | Diff):
+    if isinstance(cell, Count | Diff | Usd):
         return cell.as_json()
     return cell
 
@@ -500,9 +898,10 @@ def render(study: Study, fmt: str) -> str:
         doc = {
             "families": study.families(),
             "runs": {f"{f}/{n}": a.run_id for (f, n), a in sorted(study.arms.items())},
+            "excluded": sorted(a.run_id for a in study.excluded),
             "tables": [
                 {"id": t.id, "title": t.title, "section": t.section, "columns": list(t.columns),
-                 "rows": [{"key": r.key, "label": r.label,
+                 "rows": [{"key": r.key, "label": r.label, "coords": dict(r.coords),
                            "cells": dict(zip(t.columns, map(_json_cell, r.cells), strict=True))}
                           for r in t.rows], "notes": list(t.notes)}
                 for t in tables
@@ -528,14 +927,14 @@ def render(study: Study, fmt: str) -> str:
             lines += [f"  {line}".rstrip() for line in align([head, *body])]
             lines += [f"  ({n})" for n in t.notes] + [""]
     if missing:
-        lines.append("not imported: " + ", ".join(missing))
+        lines.append("not imported: " + "; ".join(missing))
     if study.duplicates:
         lines.append("set aside (the same arm imported twice): " + ", ".join(study.duplicates))
     return "\n".join(lines).rstrip() + "\n"
 
 
 def study_of(runs: Iterable[tuple[str, Sequence[tuple[Event, str]]]]) -> Study:
-    """The study of every analysed arm among ``runs`` ((run id, events) pairs)."""
+    """The study of every imported arm among ``runs`` ((run id, events) pairs)."""
     arms = []
     for run_id, events in runs:
         card, snapshots = fold(StudyFold(), events)
@@ -548,10 +947,13 @@ def study_of(runs: Iterable[tuple[str, Sequence[tuple[Event, str]]]]) -> Study:
 __all__ = [
     "FORMATS",
     "Arm",
+    "Coords",
     "Study",
     "StudyFold",
     "Table",
+    "coords_of",
     "evaluator_writes",
     "render",
+    "same_model",
     "study_of",
 ]
