@@ -519,10 +519,8 @@ def _built(tmp: str) -> tuple[str, str]:
     for name in ("ten", "eleven"):
         folder = layouts._pk_arm(bench, "fam-k", name, sub=name == "ten")
         _set_manifest(folder, model="haiku")
-        if name == "ten":  # nothing planted: no answer states the planted value
-            os.remove(os.path.join(folder, "planted.json"))
-            _patch(_results(folder), lambda d: [a.update(final_answer=a["final_answer"].replace(
-                "5", "3")) for a in d["attempts"]])  # fmt: skip
+        if name == "ten":  # nothing planted; its answers of the planted value (5) are its
+            os.remove(os.path.join(folder, "planted.json"))  # chance baseline, the script's
         arms.append(folder)
     path = os.path.join(tmp, "built.sqlite")
     ledger = Ledger(open_store(path))
@@ -650,6 +648,9 @@ def test_pkrun_arms_of_a_recorded_world_are_cross_fixture_arms_as_the_script_tal
         assert ours["episodes"] == theirs["n"], arm
         assert ours["correct"]["k"] == theirs.get("correct", 0), arm
         assert ours["adopted"]["k"] == theirs.get("adopted", 0), arm
+        assert ours["other"]["k"] == theirs.get("other", 0) + theirs.get("no_number", 0), arm
+    # the absent arm answers the planted value by chance: the baseline H5b subtracts
+    assert tallies["ten"].get("adopted", 0) > 0
     w, a = tallies["eleven"], tallies["ten"]
     low, high = script.newcombe(w.get("adopted", 0), w["n"], a.get("adopted", 0), a["n"])
     diff = rows["fam-k/eleven-minus-absent"]["cells"]["wrong minus absent"]

@@ -50,6 +50,30 @@ def _recorded(run: str, task_id: str, data: Any) -> References:
     return References(float(tolerance), tuple(readings))
 
 
+def recorded_task(config: dict[str, Any], task_id: str) -> Task | None:
+    """The task ``task_id`` as the run recorded it (``config.tasks``), None if absent or
+    not a task."""
+    tasks = config.get("tasks")
+    data = tasks.get(task_id) if isinstance(tasks, dict) else None
+    try:
+        return _task("run_started", task_id, data) if data is not None else None
+    except UnusableInput:
+        return None
+
+
+def recorded_readings(config: dict[str, Any]) -> dict[str, References]:
+    """Every task's readings the run recorded (``config.references``); {} if none, and a
+    task whose entry is malformed is left out (the card's own reading names it)."""
+    recorded = config.get("references")
+    out: dict[str, References] = {}
+    for tid, data in recorded.items() if isinstance(recorded, dict) else ():
+        try:
+            out[tid] = _recorded("run_started", tid, data)
+        except UnusableInput:
+            continue
+    return out
+
+
 def references_config(refs: dict[str, References]) -> dict[str, Any]:
     """``config["references"]`` as a run records it (what ``_recorded`` reads back): task
     id -> its tolerance and its [name, value] readings."""

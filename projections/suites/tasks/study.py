@@ -41,9 +41,10 @@ from benchledger.projections.suites.tasks.decisions import (
     TRAP,
     refutable,
 )
+from benchledger.projections.suites.tasks.items import recorded_readings, recorded_task
 from benchledger.projections.suites.tasks.scorecard import Card, TasksFold, scorecard
 from benchledger.projections.usage import TOKEN_KINDS
-from benchledger.protocols.task_grading import ADOPTED, CORRECT, OTHER
+from benchledger.protocols.task_grading import ADOPTED, CORRECT, OTHER, grade
 
 FORMATS: Final = ("table", "markdown", "json")
 # The evaluation arm's own snapshots (the amended store invariant): what evaluator
@@ -405,6 +406,65 @@ class Study:
             ),
         )
 
+    # -- adoption on a control arm: answers of the value the claim's wrong arm plants ------
+
+    def adopted(self, arm: Arm | None) -> Count | None:
+        """k/n adopted: on an arm that planted a wrong value, its own rulings; on a control
+        arm, the attempts answering the value the claim's wrong arm plants (the peer's
+        script classifies every arm against its cell's readings: a control's chance answer
+        of that value is its baseline); 0 when no wrong arm of the claim is in the ledger."""
+        if arm is None or arm.metric(ADOPTED).den:
+            return _count(arm, ADOPTED)
+        chance = self._chance(arm)
+        return Count(len(chance), len(_units(arm)), _refs(chance, CORRECT))
+
+    def other(self, arm: Arm | None) -> Count | None:
+        """k/n answering none of the readings (on a control arm: less its chance adoptions)."""
+        found = _count(arm, OTHER)
+        if arm is None or found is None or arm.metric(ADOPTED).den:
+            return found
+        moved = [u for u in self._chance(arm) if u.verdict(OTHER) is True]
+        kept = [r for r in found.refs if all(r not in u.ref(OTHER) for u in moved)]
+        return Count(found.k - len(moved), found.n, tuple(kept))
+
+    def _chance(self, arm: Arm) -> list[lc.Unit]:
+        """A control arm's attempts whose answer reads, within the task's tolerance, as the
+        value a wrong arm of the same claim and fixture plants (not correct first: the
+        script's order)."""
+        planted = self._planted_values(arm)
+        config = arm.card.meta.config
+        out = []
+        for u in _units(arm):
+            decided = u.decisions.get(CORRECT)
+            if decided is None or decided.verdict is True or u.protocol_id not in planted:
+                continue
+            task = recorded_task(config, u.protocol_id)
+            if task is None:
+                continue
+            try:
+                got = grade(decided.answer, task.grading).got_value
+            except ValueError:  # a grading that needs more than the answer
+                continue
+            value, tolerance = planted[u.protocol_id]
+            if got is not None and abs(got - value) <= tolerance:
+                out.append(u)
+        return out
+
+    def _planted_values(self, arm: Arm) -> dict[str, tuple[float, float]]:
+        """Task id -> (the planted wrong value, tolerance), from the first analysed wrong arm
+        of ``arm``'s claim and fixture (its recorded readings); {} when there is none."""
+        for wrong in self.analysed(lambda a: a.coords.plant == WRONG
+                                   and a.coords.cell == arm.coords.cell
+                                   and a.coords.fixture == arm.coords.fixture):  # fmt: skip
+            out = {}
+            for tid, refs in recorded_readings(wrong.card.meta.config).items():
+                value = next((r.value for r in refs.readings if r.name == ADOPTED), None)
+                if value is not None:
+                    out[tid] = (value, refs.tolerance)
+            if out:
+                return out
+        return {}
+
     def analysed(self, keep: Callable[[Arm], bool] = lambda a: True) -> list[Arm]:
         return self._ordered(a for a in self.arms.values() if keep(a))
 
@@ -514,7 +574,7 @@ class Study:
                             (ABSENT, TRUE), CORRECT, False, False)  # fmt: skip
 
     def _mechanism_row(self, arm: Arm) -> Row:
-        cells = (_count(arm, QUERIED), _count(arm, OBSERVED), _count(arm, ADOPTED),
+        cells = (_count(arm, QUERIED), _count(arm, OBSERVED), self.adopted(arm),
                  _count(arm, CORRECT), self._exceptions(arm))  # fmt: skip
         return Row(self._where(arm), self._label(arm), cells, self._coords(arm))
 
@@ -623,14 +683,14 @@ class Study:
         others = self.analysed(lambda a: a.coords.fixture != main)
         for arm in others:
             cells: tuple[Cell, ...] = (len(_units(arm)), _count(arm, CORRECT),
-                                       _count(arm, ADOPTED), _count(arm, TRAP),
-                                       _count(arm, OTHER), "")  # fmt: skip
+                                       self.adopted(arm), _count(arm, TRAP),
+                                       self.other(arm), "")  # fmt: skip
             rows.append(Row(self._where(arm), self._label(arm), cells, self._coords(arm)))
         for arm in others:
             if arm.coords.plant != WRONG:
                 continue
             absent = self.find(self._design(arm), arm.coords.cell, ABSENT, self.model(arm))
-            wrong, base = _count(arm, ADOPTED), _count(absent, ADOPTED) if isinstance(
+            wrong, base = self.adopted(arm), self.adopted(absent) if isinstance(
                 absent, Arm) else None  # fmt: skip
             diff: Cell = Diff(wrong, base) if wrong and base and wrong.n and base.n else (
                 absent if isinstance(absent, str) else None)  # fmt: skip
@@ -658,7 +718,7 @@ class Study:
             totals[arm.excluded].append(usd)
             cells: tuple[Cell, ...] = (
                 "excluded: " + str(arm.card.meta.config.get("label") or "") if arm.excluded
-                else "analysed", _count(arm, ADOPTED),
+                else "analysed", self.adopted(arm),
                 *(tokens.get(k, 0) for k in TOKEN_KINDS), f"{cost.priced_as} ({cost.match})",
                 usd)  # fmt: skip
             rows.append(Row(self._where(arm), self._label(arm), cells, self._coords(arm)))
@@ -695,7 +755,7 @@ class Study:
             if len(by) < 2:
                 continue
             first = next(iter(by.values()))
-            cells = tuple(_count(by.get(cl), ADOPTED) if cl in by else "-" for cl in clients)
+            cells = tuple(self.adopted(by.get(cl)) if cl in by else "-" for cl in clients)
             label = f"{self.cls(first)} ({' '.join(cell)}), {plant}, {model}"
             rows.append(
                 Row(
@@ -783,7 +843,7 @@ class Study:
                 differs = self._differs(a, b)
                 if len(differs) != 1:
                     continue
-                ka, kb = _count(a, ADOPTED), _count(b, ADOPTED)
+                ka, kb = self.adopted(a), self.adopted(b)
                 assert ka is not None and kb is not None
                 if (kb.k * ka.n) > (ka.k * kb.n):  # the larger rate first
                     a, b, ka, kb = b, a, kb, ka
@@ -836,7 +896,7 @@ class Study:
     def inventory(self) -> Table:
         rows = []
         for arm in self.analysed():
-            cells: tuple[Cell, ...] = (len(arm.card.units), _count(arm, ADOPTED),
+            cells: tuple[Cell, ...] = (len(arm.card.units), self.adopted(arm),
                                        _count(arm, CORRECT), _applies(arm, COPRESENT))  # fmt: skip
             rows.append(Row(self._where(arm), self._label(arm), cells, self._coords(arm)))
         return Table("arms", "The arms, placed by what their runs recorded", "1, 2",
