@@ -655,3 +655,29 @@ def test_pkrun_arms_of_a_recorded_world_are_cross_fixture_arms_as_the_script_tal
     low, high = script.newcombe(w.get("adopted", 0), w["n"], a.get("adopted", 0), a["n"])
     diff = rows["fam-k/eleven-minus-absent"]["cells"]["wrong minus absent"]
     assert ours_interval(diff) == (round(100 * low, 1), round(100 * high, 1))
+
+
+# A plant's id and a model name, as an arm's own files may carry them: HTML, a table pipe,
+# a newline that would start a forged row, terminal control.
+HOSTILE_ID = "<img src=x onerror=alert(1)>|x\n| forged | row\x1b[2J"
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+def test_what_an_arm_recorded_is_shown_as_written_in_every_table(tmp_path, capsys, fmt) -> None:
+    """(before: Markdown rendered the plant's id as HTML and its newline began a row)"""
+    bench = layouts._bench(str(tmp_path))
+    folder = layouts._arm(bench, "fam-h", "one", sub=False)
+    _patch(os.path.join(folder, "planted.json"), lambda d: d.update(treatment_id=HOSTILE_ID))
+    _set_manifest(folder, model="haiku" + HOSTILE_ID, llm_provider="claude-cli")
+    path = str(tmp_path / "h.sqlite")
+    ledger = Ledger(open_store(path))
+    import_arm(ledger, folder)
+    ledger.store.close()
+    capsys.readouterr()
+    assert main(["study", "--ledger", path, "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and not any(x.startswith("| forged") for x in out.splitlines())
+    assert "\\u000a" in out  # the newline shown escaped, on its own row's line
+    if fmt == "markdown":
+        assert not re.search(r"(?<!\\)<img", out)  # only ever escaped
+        assert "\\<img src=x onerror=alert(1)\\>\\|x" in out

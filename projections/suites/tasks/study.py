@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 from benchledger.ledger.events import Event, ReadBackEvent
+from benchledger.ledger.inert import inert, inert_md
 from benchledger.projections.card import Metric
 from benchledger.projections.fold import fold
 from benchledger.projections.prices import Cost, PriceTable, load_prices
@@ -970,26 +971,34 @@ def render(study: Study, fmt: str) -> str:
             "duplicates": study.duplicates,
         }  # fmt: skip
         return json.dumps(doc, indent=2) + "\n"
+    # Labels, columns and notes carry what the arms recorded (a plant's id, a model name):
+    # one line each, and in Markdown escaped so they render as written.
+    md = fmt == "markdown"
+
+    def shown(text: str) -> str:
+        return inert_md(text) if md else inert(text, value=True)
+
     lines: list[str] = []
     for t in tables:
-        head = ("", *t.columns)
-        body = [(r.label, *(_cell(c, col in t.interval) for c, col in zip(r.cells, t.columns,
-                                                                          strict=True)))
+        head = [shown(x) for x in ("", *t.columns)]
+        body = [[shown(x) for x in (r.label, *(_cell(c, col in t.interval)
+                                               for c, col in zip(r.cells, t.columns, strict=True)))]
                 for r in t.rows]  # fmt: skip
-        if fmt == "markdown":
+        if md:
             lines += [f"### {t.title} (report section {t.section})", ""]
             lines.append("| " + " | ".join(head) + " |")
             lines.append("|" + "---|" * len(head))
             lines += ["| " + " | ".join(row) + " |" for row in body]
-            lines += [""] + [f"*{n}*" for n in t.notes] + ([""] if t.notes else [])
+            lines += [""] + [f"*{shown(n)}*" for n in t.notes] + ([""] if t.notes else [])
         else:
             lines += [f"{t.title} (report section {t.section})"]
             lines += [f"  {line}".rstrip() for line in align([head, *body])]
-            lines += [f"  ({n})" for n in t.notes] + [""]
+            lines += [f"  ({shown(n)})" for n in t.notes] + [""]
     if missing:
-        lines.append("not imported: " + "; ".join(missing))
+        lines.append("not imported: " + shown("; ".join(missing)))
     if study.duplicates:
-        lines.append("set aside (the same arm imported twice): " + ", ".join(study.duplicates))
+        lines.append("set aside (the same arm imported twice): "
+                     + shown(", ".join(study.duplicates)))  # fmt: skip
     return "\n".join(lines).rstrip() + "\n"
 
 
