@@ -4,6 +4,7 @@ code and one line naming the problem, never a traceback, and nothing is written.
 from __future__ import annotations
 
 import collections
+import importlib
 import os
 from collections.abc import Iterator
 
@@ -54,3 +55,16 @@ def test_every_corpus_file_is_used_by_some_case():
     fixtures = {"bundles/good.jsonl", "bundles/open.jsonl", "bundles/audit.jsonl"}
     unused = [f for f in files if f"{{bad}}/{f}" not in used and f not in fixtures]
     assert unused == []
+
+
+def test_a_case_a_change_made_valid_fails_at_its_deadline_instead_of_hanging_the_corpus(
+    tmp_path, monkeypatch
+):
+    """``platform serve`` with a valid pool serves until stopped: the corpus says so."""
+    # the module, not the package's re-exported function of the same name
+    bad_inputs = importlib.import_module("benchledger.benchmarks.reliability.bad_inputs")
+    monkeypatch.setattr(bad_inputs, "CASE_DEADLINE_S", 1.0)
+    case = bad_inputs.Case("valid-after-all", ["platform", "serve", "--port", "0"], 2, "x", "cli")
+    code, out, err = bad_inputs._invoke(main, list(case.argv), str(tmp_path), {})
+    assert code == -1 and "still running after 1 s: accepted, not refused" in err
+    assert bad_inputs._judge(case, code, out, err)[0] == "exit -1, documented 2"

@@ -7,8 +7,10 @@ import contextlib
 import hashlib
 import io
 import os
-from collections.abc import Callable
-from typing import Any
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Final
 
 import msgspec
 import yaml
@@ -230,17 +232,48 @@ def _invoke(
     conf = settings.load({k: v for k, v in environ.items() if v})
     try:
         os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _deadline():
             try:
                 code = main(argv, conf)
             except SystemExit as exc:  # argparse
                 code = exc.code if isinstance(exc.code, int) else 2
+            except _CaseOverdue:
+                err.write(f"still running after {CASE_DEADLINE_S:g} s: accepted, not refused\n")
+                code = -1
             except BaseException as exc:  # a crash is the finding, not the end of the corpus
                 err.write(f"Traceback (uncaught): {type(exc).__name__}: {exc}\n")
                 code = -1
     finally:
         os.chdir(here)
     return code, out.getvalue(), err.getvalue()
+
+
+# A bad input is refused in well under a second; one a change made valid would run (a
+# platform it starts serves until stopped): the case fails at this deadline instead of
+# hanging the corpus.
+CASE_DEADLINE_S: Final = 120.0
+
+
+class _CaseOverdue(Exception):
+    """A case still running at its deadline."""
+
+
+@contextlib.contextmanager
+def _deadline() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread only: no deadline off it
+        return
+
+    def overdue(signum: int, frame: Any) -> None:
+        raise _CaseOverdue
+
+    before = signal.signal(signal.SIGALRM, overdue)
+    signal.setitimer(signal.ITIMER_REAL, CASE_DEADLINE_S)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
 
 
 def _judge(case: Case, code: int, out: str, err: str) -> list[str]:
