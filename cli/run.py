@@ -183,6 +183,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     # after them): the plan checks them again, with the ledger, before it writes anything.
     cfg = _config(args)
     check_options(cfg)
+    if args.wait and not args.queue:
+        raise UsageError("--wait waits for a queued run's workers: add --queue")
+    if args.queue:
+        from benchledger.cli.queue import run_queued
+
+        return run_queued(args, cfg)
     signer = signer_from(args.sign_key, args.settings)  # a bad key file: exit 2, nothing written
     # What these imports make (~1M objects: the MCP SDK's models, the pack) lives as long as
     # the process: no collection during them, and none walks them again afterwards.
@@ -406,16 +412,23 @@ def _platform_args(p: argparse.ArgumentParser) -> None:
             g.add_argument(o.flag, dest=o.dest, metavar=o.metavar, type=kind, help=o.help)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``run``."""
-    p = sub.add_parser("run", help="run the benchmark; every call goes into the ledger")
-    installed = read_suites.installed()  # benchledger's own and every installed plugin's
-    p.add_argument(
-        "--suite",
-        default=read_suites.DEFAULT_SUITE,  # an unknown one: one line naming them (the plan)
-        help="; ".join(f"{s.name}: {s.summary}" if s.summary else s.name for s in installed)
-        + " (`benchledger suites` lists them)",
-    )
+def run_options(p: argparse.ArgumentParser, *, worker: bool = False) -> None:
+    """``run``'s options; a queue worker's (``worker``) are those it may give again, each
+    checked against the record of every run it works (the rest come from the record)."""
+    if worker:
+        p.set_defaults(suite=read_suites.DEFAULT_SUITE, k=None, run_id=None, shard=None,
+                       protocol=None, limit=None, resume=None, retry_infra=False,
+                       seal_despite_infra=False, platform_scope=None, gate_baseline=None,
+                       prereg=None, tolerance=None, gate_metrics=None, sign_key=None,
+                       queue=False, wait=False)  # fmt: skip
+    else:
+        installed = read_suites.installed()  # benchledger's own and every installed plugin's
+        p.add_argument(
+            "--suite",
+            default=read_suites.DEFAULT_SUITE,  # an unknown one: one line naming them (the plan)
+            help="; ".join(f"{s.name}: {s.summary}" if s.summary else s.name for s in installed)
+            + " (`benchledger suites` lists them)",
+        )
     for option in _item_options():  # each suite's own, e.g. --protocols, --cases, --tasks
         p.add_argument(option.flag, metavar=option.metavar, help=option.help)
     p.add_argument(
@@ -463,15 +476,30 @@ def register(sub: argparse._SubParsersAction) -> None:
         "streamable HTTP, pip-installed on first use; default 0.24.1) or the URL of a running "
         "mcp-data-platform; or an installed platform's name (`benchledger platforms`)",
     )
-    p.add_argument(
-        "--platform-scope",
-        choices=["pass", "unit"],
-        help="embedded: a fresh platform per pass (default) or per unit",
-    )
+    if not worker:
+        p.add_argument(
+            "--platform-scope",
+            choices=["pass", "unit"],
+            help="embedded: a fresh platform per pass (default) or per unit",
+        )
     _platform_args(p)
-    p.add_argument("--k", type=whole("--k"), help="passes; each is one attempt per protocol (1)")
     p.add_argument("--concurrency", type=whole("--concurrency"), help="units in flight (4)")
+    if worker:
+        return
+    p.add_argument("--k", type=whole("--k"), help="passes; each is one attempt per protocol (1)")
     p.add_argument("--run-id", metavar="ID")
+    p.add_argument(
+        "--queue",
+        action="store_true",
+        help="write the run's header and queue its units as jobs in the PostgreSQL ledger's "
+        "database, for `benchledger worker` processes on any machines; then return "
+        "(docs/scaling.md)",
+    )
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="with --queue: report the jobs' progress until none is left, then the card",
+    )
     p.add_argument(
         "--shard",
         metavar="i/n",
@@ -512,5 +540,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--gate-baseline", metavar="RUN", help="the sealed baseline run (id or bundle)")
     gate_bar_args(g)
     g.add_argument("--prereg", metavar="FILE", help="a file from `benchledger prereg new`")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``run``."""
+    p = sub.add_parser("run", help="run the benchmark; every call goes into the ledger")
+    run_options(p)
     ledger_arg(p)
     p.set_defaults(func=cmd_run_interruptible)

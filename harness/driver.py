@@ -226,11 +226,7 @@ class RunDriver:
         self.run_id = plan.run_id
         await _model_preflight(plan.agent)
         async with AsyncExitStack() as stack:
-            prov = _provisioner(
-                plan.spec, pool_size=plan.pool, admin_key=self.cfg.admin_key,
-                pool_base=self.cfg.pool_base, reset_cmd=plan.reset_cmd, k=plan.record.k,
-                pack=plan.pack, settings=self.cfg.settings, options=plan.platform_options,
-            )  # fmt: skip
+            prov = self.provisioner(plan)
             first, described = await self._preflight(prov, stack)
             if described.held and not plan.resumed and plan.shard is None:
                 _reused(plan, prov, described.held)
@@ -243,6 +239,37 @@ class RunDriver:
         result = self._seal(plan.run_id, plan.units)
         result.suite = plan.suite.name
         return result
+
+    def provisioner(self, plan: RunPlan, pool: int = 0) -> Provisioner:
+        """The plan's platform provisioner (``pool``: a larger pool than the plan's)."""
+        return _provisioner(
+            plan.spec, pool_size=max(pool, plan.pool), admin_key=self.cfg.admin_key,
+            pool_base=self.cfg.pool_base, reset_cmd=plan.reset_cmd, k=plan.record.k,
+            pack=plan.pack, settings=self.cfg.settings, options=plan.platform_options,
+        )  # fmt: skip
+
+    async def start(self, plan: RunPlan) -> None:
+        """A queued run's start: preflight the model and the platform, then write its
+        ``run_started``; its units are run by queue workers (``harness.work``)."""
+        self.run_id = plan.run_id
+        await _model_preflight(plan.agent)
+        async with AsyncExitStack() as stack:
+            prov = self.provisioner(plan)
+            _, described = await self._preflight(prov, stack)
+            if described.held:
+                _reused(plan, prov, described.held)
+            self._start(plan, prov, described)
+
+    async def join(
+        self, plan: RunPlan, prov: Provisioner, stack: AsyncExitStack
+    ) -> PlatformClient | None:
+        """A queue worker taking up a started run: preflight the model and the platform
+        (the pack checked against the record); a shared platform's client, kept in
+        ``stack``. Writes nothing."""
+        await _model_preflight(plan.agent)
+        client, described = await self._preflight(prov, stack)
+        self._check_pack(plan, described)
+        return client
 
     def _start(self, plan: RunPlan, prov: Provisioner, described: Description) -> None:
         """Write a new run's ``run_started`` (a shard joins the run), its record completed
@@ -272,6 +299,15 @@ class RunDriver:
 
     def _continue(self, plan: RunPlan, described: Description) -> None:
         """A resume, its platform checked: mark the interrupted (and retried) streams."""
+        self._check_pack(plan, described)
+        # Every check passed: only now mark the interrupted (and retried) streams.
+        for stream, new, why in plan.abandon:
+            w = self.ledger.writer(stream)
+            w.append(UnitAbandonedBody(reason=why, resumed_as=new))
+            self.ledger.commit(w)
+
+    @staticmethod
+    def _check_pack(plan: RunPlan, described: Description) -> None:
         record = plan.record
         if record.pack_hash and described.pack_hash != record.pack_hash:
             raise RunRefused(
@@ -279,11 +315,6 @@ class RunDriver:
                 f"{plan.run_id} started (hash {described.pack_hash[:12]}, recorded "
                 f"{record.pack_hash[:12]})"
             )
-        # Every check passed: only now mark the interrupted (and retried) streams.
-        for stream, new, why in plan.abandon:
-            w = self.ledger.writer(stream)
-            w.append(UnitAbandonedBody(reason=why, resumed_as=new))
-            self.ledger.commit(w)
 
     def _join(self, run_id: str, body: RunStartedBody, shard: Shard, mine: list[UnitPlan]) -> None:
         """Start the sharded run, or join it: RunRefused if its record differs from ours

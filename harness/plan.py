@@ -452,11 +452,12 @@ def _plan_resume(ledger: Ledger, cfg: RunConfig, given_agent: Agent | None) -> R
             f"resuming run {run_id} with options that contradict its record: " + "; ".join(wrong)
         )
     # Restored, as every recorded option is; a shard's own, if given.
-    concurrency = cfg.concurrency if shard and "concurrency" in cfg.given else record.concurrency
+    local = shard is not None or cfg.local
+    concurrency = cfg.concurrency if local and "concurrency" in cfg.given else record.concurrency
     suite = _suite(record.suite)
     suite.configure(record)
-    # A shard may sit on another machine: its own paths, checked by hash below.
-    local = shard is not None
+    # A shard or a queue worker may sit on another machine: its own paths, checked by
+    # hash below.
     path = cfg.protocols_path if local and cfg.protocols_path else record.protocols_path
     pack = cfg.pack if local and cfg.pack else record.pack
     loaded = suite.load(path)

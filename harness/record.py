@@ -90,6 +90,9 @@ class RunConfig:
     # Seal even when units ended in infrastructure errors (else the run stays unsealed so
     # they can be retried); a sealing decision, not recorded.
     seal_despite_infra: bool = False
+    # A queue worker (``benchledger worker``): like a shard, its protocol and pack paths
+    # and its concurrency are its own (the set and the pack are compared by hash).
+    local: bool = False
 
 
 class Restored(NamedTuple):
@@ -277,7 +280,7 @@ def contradictions(config: RunConfig, record: RunRecord) -> list[str]:
         rec_name = restored.record
         if not rec_name or name not in config.given:
             continue
-        if record.shards > 1 and rec_name in SHARD_LOCAL:
+        if (record.shards > 1 or config.local) and rec_name in SHARD_LOCAL:
             continue
         given, recorded = getattr(config, name), getattr(record, rec_name)
         if given != recorded:

@@ -1,0 +1,300 @@
+"""``run --queue``, ``worker`` and ``queue``: a run's units as jobs on a work queue in the
+PostgreSQL ledger's database, worked by any number of worker processes on any machines
+(docs/scaling.md). The queue itself is ``harness.queue``; what a worker does with a job,
+``harness.worker``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from typing import TYPE_CHECKING, Any
+
+from benchledger.cli.common import EXIT_OK, UsageError, command_line, ledger_arg, open_ledger, whole
+
+if TYPE_CHECKING:
+    from benchledger.harness.queue import Queue
+    from benchledger.harness.record import RunConfig
+    from benchledger.ledger import Ledger
+
+# The worker's defaults: a silent worker's jobs go back to the queue after STALLED s.
+HEARTBEAT_S = 5.0
+STALLED_S = 30.0
+INFRA_RETRIES = 2
+RETRY_WAIT_S = 2
+
+
+def _postgres(args: argparse.Namespace, what: str) -> str:
+    """The ledger location, which must be PostgreSQL (UsageError naming ``what`` otherwise)."""
+    location = str(args.ledger or args.settings.ledger)
+    if not location.startswith(("postgresql://", "postgres://")):
+        raise UsageError(
+            f"{what} needs a PostgreSQL ledger (--ledger postgresql://...), where the queue "
+            "lives; a run on a SQLite ledger runs in one process: drop --queue"
+        )
+    return location
+
+
+# -- run --queue ----------------------------------------------------------------------------
+
+
+def check_run_options(args: argparse.Namespace) -> None:
+    """Refuse what ``run --queue`` cannot do, before anything is read or written."""
+    for given, flag, why in (
+        (args.shard, "--shard", "the queue spreads every unit over every worker"),
+        (args.resume, "--resume", "a queued run's units are finished by workers"),
+        (args.retry_infra, "--retry-infra", "workers retry infra-failed units themselves"),
+        (args.seal_despite_infra, "--seal-despite-infra", "the last worker seals the run"),
+        (args.sign_key, "--sign-key", "the run is sealed by its last worker, unsigned"),
+    ):
+        if given:
+            raise UsageError(f"{flag} cannot be used with --queue: {why} (docs/scaling.md)")
+
+
+def run_queued(args: argparse.Namespace, cfg: RunConfig) -> int:
+    """``run --queue``: write the run's header, queue one job per planned unit and return
+    (with ``--wait``, report progress until no job is left, then the card)."""
+    from benchledger.harness.driver import RunDriver
+    from benchledger.harness.logging import quiet_logs
+    from benchledger.harness.queue import Queue
+    from benchledger.harness.record import RunRefused
+    from benchledger.harness.worker import queueable
+
+    check_run_options(args)
+    location = _postgres(args, "--queue")
+    quiet_logs()
+    ledger = open_ledger(args, create=True)
+    driver = RunDriver(ledger, cfg)
+
+    async def main() -> tuple[str, int]:
+        plan = driver.plan()
+        queueable(plan)
+        async with Queue(location) as queue:  # the queue first: a header never waits alone
+            await driver.start(plan)
+            units = [f"{u.unit_id}/{u.attempt}" for u in plan.units]
+            await queue.enqueue(plan.run_id, units)
+            print(f"run {plan.run_id} queued: {len(units)} units ({queue.schema})", flush=True)
+            work = command_line("benchledger", "worker", "--ledger", location)
+            print(f"work it on any machine, as many as you like: {work} [--once]", flush=True)
+            if args.wait:
+                await _wait(queue, plan.run_id, len(units))
+            return plan.run_id, len(units)
+
+    try:
+        run_id, _ = asyncio.run(main())
+    except RunRefused as exc:
+        raise UsageError(str(exc)) from None
+    if not args.wait:
+        return EXIT_OK
+    return _finished(ledger, run_id, location)
+
+
+async def _wait(queue: Queue, run_id: str, total: int) -> None:
+    """Print the run's job states whenever they change, until none waits or runs."""
+    last: dict[str, int] = {}
+    while True:
+        counts = await queue.counts(run_id)
+        if counts != last:
+            last = counts
+            print(_states(counts, total), flush=True)
+        if not counts.get("todo") and not counts.get("doing"):
+            return
+        await asyncio.sleep(1.0)
+
+
+def _states(counts: dict[str, int], total: int) -> str:
+    done = counts.get("succeeded", 0)
+    others = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())
+                       if s not in ("todo", "doing", "succeeded"))  # fmt: skip
+    tail = f", {others}" if others else ""
+    return (f"jobs: {counts.get('todo', 0)} queued, {counts.get('doing', 0)} running, "
+            f"{done}/{total} done{tail}")  # fmt: skip
+
+
+def _finished(ledger: Ledger, run_id: str, location: str) -> int:
+    """The card of a queued run every job of which ended, and how it ended."""
+    from benchledger.cli.run import _finished as finished
+    from benchledger.harness.driver import RunResult
+    from benchledger.harness.record import RunConfig, read_record
+
+    info = ledger.run_info(run_id)
+    missing = [] if info.root else ledger.unfinished(run_id)
+    infra = [] if info.root or missing else ledger.infra_failed(run_id)
+    result = RunResult(run_id, info.root, [], missing, [], infra)
+    result.suite = read_record(ledger, run_id).suite
+    return finished(result, ledger, RunConfig(), None, (), location)
+
+
+# -- worker ---------------------------------------------------------------------------------
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Claim and run queued units until stopped (``--once``: until no job is left)."""
+    from benchledger.cli.run import _config
+    from benchledger.harness.logging import quiet_logs
+    from benchledger.harness.queue import Queue
+    from benchledger.harness.record import RunRefused
+    from benchledger.harness.worker import Worker
+
+    location = _postgres(args, "worker")
+    cfg = _config(args)
+    quiet_logs()
+    if args.once and not Queue(location).exists():
+        print(f"no run was ever queued in {Queue(location).shown}: nothing to do")
+        return EXIT_OK
+    ledger = open_ledger(args, create=False, read_only=False)
+
+    def unit_done(outcome: Any, run_id: str) -> None:
+        print(f"{run_id} unit {outcome.unit_id}/{outcome.attempt} ({outcome.stream}): "
+              f"{outcome.status}", flush=True)  # fmt: skip
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        async with Queue(location) as queue:
+            worker = Worker(ledger, location, cfg, queue, infra_retries=args.infra_retries,
+                            on_unit=unit_done)  # fmt: skip
+            for run_id in await queue.pending_runs():  # refused before anything is taken
+                await asyncio.to_thread(worker.check, run_id)
+            stopping: list[int] = []
+
+            def stop(signum: int) -> None:
+                if stopping:  # a second signal: die; the queue gives our jobs to others
+                    os._exit(128 + signum)
+                stopping.append(signum)
+                print("stopping: running units finish first (again to stop at once)",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                queue.stop()
+
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, stop, signum)
+            recovery = asyncio.ensure_future(_recover(queue, args.stalled_after))
+            try:
+                while True:
+                    await queue.work(worker.handle, concurrency=args.concurrency or 4,
+                                     wait=not args.once, heartbeat=args.heartbeat,
+                                     stalled_after=args.stalled_after,
+                                     retry_wait=RETRY_WAIT_S)  # fmt: skip
+                    if stopping or worker.refused or not args.once:
+                        break
+                    counts: dict[str, int] = {}
+                    for job in await queue.jobs():
+                        counts[job.status] = counts.get(job.status, 0) + 1
+                    if not counts.get("todo") and not counts.get("doing"):
+                        break
+                    # Jobs other workers run (they may die) or retries not due yet.
+                    await asyncio.sleep(min(1.0, args.heartbeat))
+            finally:
+                recovery.cancel()
+                await asyncio.gather(recovery, return_exceptions=True)
+                await worker.close()
+            if worker.refused is not None:
+                raise worker.refused
+            return 128 + stopping[0] if stopping else EXIT_OK
+
+    try:
+        return asyncio.run(main())
+    except RunRefused as exc:
+        raise UsageError(str(exc)) from None
+
+
+async def _recover(queue: Queue, stalled_after: float) -> None:
+    """Every few seconds, put back the jobs of workers that stopped sending heartbeats."""
+    while True:
+        for job_id in await queue.recover_stalled(stalled_after):
+            print(f"job {job_id}: its worker went silent; back in the queue", flush=True)
+        await asyncio.sleep(max(0.5, stalled_after / 4))
+
+
+# -- queue ----------------------------------------------------------------------------------
+
+
+def cmd_queue(args: argparse.Namespace) -> int:
+    """``queue [RUN]``: the jobs and their states; ``queue cancel RUN``: stop a run's jobs."""
+    from benchledger.harness.queue import Queue
+
+    location = _postgres(args, "queue")
+    words = list(args.words)
+    cancel = bool(words) and words[0] == "cancel"
+    if (cancel and len(words) != 2) or (not cancel and len(words) > 1):
+        raise UsageError("use: benchledger queue [RUN] or benchledger queue cancel RUN")
+    run_id = words[-1] if words else None
+    if not Queue(location).exists():
+        print(f"no run was ever queued in {Queue(location).shown}")
+        return EXIT_OK
+
+    async def main() -> int:
+        async with Queue(location, create=False) as queue:
+            if cancel:
+                assert run_id is not None
+                cancelled, aborting = await queue.cancel(run_id)
+                print(f"run {run_id}: {cancelled} waiting jobs cancelled, {aborting} running "
+                      "stopped (their units stay unfinished: `benchledger run --resume "
+                      f"{run_id}` finishes them in one process)")  # fmt: skip
+                return EXIT_OK
+            jobs = await queue.jobs(run_id)
+            print(f"{'job':>6}  {'state':<9}  {'tries':>5}  {'run':<28}  {'unit':<28}  worker")
+            for j in jobs:
+                print(f"{j.id:>6}  {j.status:<9}  {j.attempts + (j.status == 'doing'):>5}  {j.run:<28}  "
+                      f"{j.unit:<28}  {j.worker or '-'}")  # fmt: skip
+            counts: dict[str, int] = {}
+            for j in jobs:
+                counts[j.status] = counts.get(j.status, 0) + 1
+            print(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no jobs")
+            return EXIT_OK
+
+    return asyncio.run(main())
+
+
+def _seconds(option: str) -> Any:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option} takes seconds, e.g. 30") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{option} must be above 0")
+        return value
+
+    return parse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``worker`` and ``queue``."""
+    from benchledger.cli.run import run_options
+
+    p = sub.add_parser("worker", help="work queued runs' units (run --queue)")
+    run_options(p, worker=True)
+    p.add_argument("--once", action="store_true", help="exit once no job is left")
+    p.add_argument(
+        "--infra-retries",
+        type=whole("--infra-retries", at_least=0),
+        default=INFRA_RETRIES,
+        metavar="N",
+        help=f"re-run a unit that ended in an infrastructure error up to N times, with "
+        f"back-off ({INFRA_RETRIES}); then it is left for `run --resume RUN --retry-infra`",
+    )
+    p.add_argument(
+        "--stalled-after",
+        type=_seconds("--stalled-after"),
+        default=STALLED_S,
+        metavar="S",
+        help=f"a worker silent for S seconds is taken for dead and its units run again "
+        f"elsewhere ({STALLED_S:g})",
+    )
+    p.add_argument(
+        "--heartbeat",
+        type=_seconds("--heartbeat"),
+        default=HEARTBEAT_S,
+        metavar="S",
+        help=f"how often this worker says it is alive ({HEARTBEAT_S:g}; keep it well under "
+        "--stalled-after)",
+    )
+    ledger_arg(p)
+    p.set_defaults(func=cmd_worker)
+
+    q = sub.add_parser("queue", help="queued runs' jobs, their states and workers; cancel")
+    q.add_argument("words", nargs="*", metavar="[cancel] RUN")
+    ledger_arg(q)
+    q.set_defaults(func=cmd_queue)
