@@ -236,8 +236,9 @@ def cmd_queue(args: argparse.Namespace) -> int:
             jobs = await queue.jobs(run_id)
             print(f"{'job':>6}  {'state':<9}  {'tries':>5}  {'run':<28}  {'unit':<28}  worker")
             for j in jobs:
-                print(f"{j.id:>6}  {j.status:<9}  {j.attempts + (j.status == 'doing'):>5}  {j.run:<28}  "
-                      f"{j.unit:<28}  {j.worker or '-'}")  # fmt: skip
+                tries = j.attempts + (j.status == "doing")
+                print(f"{j.id:>6}  {j.status:<9}  {tries:>5}  {j.run:<28}  {j.unit:<28}  "
+                      f"{j.worker or '-'}")  # fmt: skip
             counts: dict[str, int] = {}
             for j in jobs:
                 counts[j.status] = counts.get(j.status, 0) + 1

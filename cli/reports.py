@@ -33,7 +33,7 @@ from benchledger.ledger import Ledger
 from benchledger.ledger.bundle import export_audit
 from benchledger.ledger.events import RunStartedEvent
 from benchledger.ledgers import reader
-from benchledger.projections.audit import UnknownMetric, render
+from benchledger.projections.audit import UnknownMetric, abandoned_lines, render
 from benchledger.projections.audit_json import audit_json
 from benchledger.projections.card import standing_lines
 from benchledger.projections.fold import LiveView
@@ -155,6 +155,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         if run.check is not None:
             print(f"verified: {run.check.line()}")
         print(render(result, full=args.full, origin=run.origin))
+        for line in abandoned_lines(run.events):
+            print(line)
     if args.bundle:
         if is_bundle(args.run):
             raise UsageError("--bundle needs the run in a ledger (import the bundle first)")
