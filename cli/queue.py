@@ -132,16 +132,27 @@ def _finished(ledger: Ledger, run_id: str, location: str) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Claim and run queued units until stopped (``--once``: until no job is left)."""
-    from benchledger.cli.run import _config
+    import gc
+
+    from benchledger.cli.run import _config, _warm_embedded
+
+    location = _postgres(args, "worker")
+    cfg = _config(args)
+    # As `run` does: no collection during the heavy imports (their objects live as long as
+    # the process), and the embedded platform's SQL tables loading beside them.
+    gc.disable()
+    warming = _warm_embedded(args)
     from benchledger.harness.logging import quiet_logs
     from benchledger.harness.queue import Queue
     from benchledger.harness.record import RunRefused
     from benchledger.harness.worker import Worker
 
-    location = _postgres(args, "worker")
-    cfg = _config(args)
+    gc.freeze()
+    gc.enable()
     quiet_logs()
     if args.once and not Queue(location).exists():
+        if warming is not None:
+            warming.join()  # a process exiting under DuckDB's loading thread aborts
         print(f"no run was ever queued in {Queue(location).shown}: nothing to do")
         return EXIT_OK
     ledger = open_ledger(args, create=False, read_only=False)

@@ -260,14 +260,23 @@ class RunDriver:
                 _reused(plan, prov, described.held)
             self._start(plan, prov, described)
 
-    async def join(
-        self, plan: RunPlan, prov: Provisioner, stack: AsyncExitStack
-    ) -> PlatformClient | None:
+    async def join(self, plan: RunPlan, prov: Provisioner, stack: AsyncExitStack) -> PlatformClient:
         """A queue worker taking up a started run: preflight the model and the platform
-        (the pack checked against the record); a shared platform's client, kept in
-        ``stack``. Writes nothing."""
+        (the pack checked against the record); the platform's client, kept in ``stack``
+        (a fresh-state platform's: the runtime of the worker's first pass, described
+        before any unit uses it, so no runtime is started only to be described). Writes
+        nothing."""
         await _model_preflight(plan.agent)
-        client, described = await self._preflight(prov, stack)
+        try:
+            client = await stack.enter_async_context(prov.runtime())
+            described = await client.describe()
+        except InfraError as exc:
+            raise RunRefused(
+                f"platform preflight failed at {prov.spec.label}: {exc.message}; nothing was "
+                "written (check --platform, --admin-key and --pool-base)"
+            ) from None
+        except HarnessError as exc:
+            raise RunRefused(f"platform preflight failed: {exc}") from None
         self._check_pack(plan, described)
         return client
 

@@ -37,6 +37,7 @@ PENDING: Final = ("todo", "doing")
 # Our own small table in the queue schema: which host and process a procrastinate
 # worker id is, so `benchledger queue` names the machine working each job.
 _WORKERS: Final = "benchledger_workers"
+_COUNTED: Final = frozenset({"workers", "todo", "doing", "succeeded"})
 
 
 class QueueError(HarnessError):
@@ -88,6 +89,59 @@ def entity_key(run_id: str, entity: str) -> int:
     """The advisory-lock key of promotions into ``entity`` (one per entity, any run: two
     runs on one shared platform must not race on it either)."""
     return zlib.crc32(f"benchledger:entity:{entity}".encode()) - 2**31
+
+
+@dataclass(frozen=True)
+class RunQueue:
+    """A queued run's jobs by state, and the workers (``host:pid``) running its units."""
+
+    queued: int
+    running: int
+    done: int
+    other: int  # failed, cancelled or aborted
+    workers: tuple[str, ...]
+
+    def line(self) -> str:
+        on = f" on {', '.join(self.workers)}" if self.workers else ""
+        tail = f", {self.other} failed or cancelled" if self.other else ""
+        return f"{self.queued} queued, {self.running} running{on}, {self.done} done{tail}"
+
+
+def queue_states(ledger_url: str, run_id: str | None = None) -> dict[str, RunQueue]:
+    """Per queued run (or only ``run_id``), its jobs' states and workers; {} when the
+    ledger's database has no queue. Plain SQL, no procrastinate: for ``runs`` and
+    ``report --watch``."""
+    try:
+        with psycopg.connect(_conninfo(ledger_url), autocommit=True) as conn:
+            row = conn.execute("SELECT to_regclass('procrastinate_jobs')").fetchone()
+            if not (row and row[0]):
+                return {}
+            rows = conn.execute(
+                f"SELECT j.args->>'run', j.status::text, count(*), "
+                f"string_agg(DISTINCT w.name, ', ') FROM procrastinate_jobs j "
+                f"LEFT JOIN {_WORKERS} w ON w.worker_id = j.worker_id AND j.status = 'doing' "
+                "WHERE j.task_name = %s AND (%s::text IS NULL OR j.args->>'run' = %s) "
+                "GROUP BY 1, 2",
+                (TASK, run_id, run_id),
+            ).fetchall()
+    except psycopg.Error as exc:
+        raise QueueError(f"{redact_url(ledger_url)}: the run queue: {exc}") from None
+    by_run: dict[str, dict[str, Any]] = {}
+    for run, status, n, names in rows:
+        entry = by_run.setdefault(str(run), {"workers": set()})
+        entry[str(status)] = int(n)
+        if names:
+            entry["workers"].update(str(names).split(", "))
+    return {
+        run: RunQueue(
+            queued=e.get("todo", 0),
+            running=e.get("doing", 0),
+            done=e.get("succeeded", 0),
+            other=sum(v for k, v in e.items() if k not in _COUNTED),
+            workers=tuple(sorted(e["workers"])),
+        )
+        for run, e in by_run.items()
+    }
 
 
 class Queue:

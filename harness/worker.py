@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -79,17 +80,21 @@ class _Run:
     shared: PlatformClient | None
     units: dict[tuple[str, int], tuple[int, UnitPlan]]
     clients: dict[int, PlatformClient] = field(default_factory=dict)
+    # A fresh-state platform's runtime described when the run was taken up: the first
+    # pass this worker runs a unit of gets it (then each pass its own, fresh).
+    first_pass: PlatformClient | None = None
     opening: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 def unit_streams(ledger: Ledger, run_id: str, base: str) -> dict[str, dict[str, Any]]:
-    """The attempts of one unit (``base`` and its ``base-rN``): per stream, whether it
-    finished (with which error) or was abandoned; read from this unit's streams only."""
+    """The attempts of one unit (``base``, then ``base-r1``, ``base-r2``, ...: a new attempt
+    is named for how many there were): per stream, whether it started, finished (with which
+    error) or was abandoned. Reads this unit's streams only, never the run's."""
     out: dict[str, dict[str, Any]] = {}
-    for head in ledger.store.heads(run_id):
-        name = head.stream or ""
-        if name != base and not name.startswith(base + "-r"):
-            continue
+    for n in itertools.count():
+        name = base if n == 0 else f"{base}-r{n}"
+        if ledger.store.head(name) is None:
+            break
         state = {"finished": False, "abandoned": False, "error": "", "started": False}
         for event, _ in ledger.events(run_id, name):
             if isinstance(event, UnitStartedEvent):
@@ -149,7 +154,8 @@ class Worker:
             driver = RunDriver(self.ledger, dataclasses.replace(self.cfg, resume=run_id))
             pool = min(MAX_POOL, per * total * ROUNDS)
             prov = driver.provisioner(plan, pool if plan.record.pool_size == 0 else 0)
-            shared = await self._hold(lambda stack: driver.join(plan, prov, stack))
+            first = await self._hold(lambda stack: driver.join(plan, prov, stack))
+            shared = None if prov.fresh_state else first
             if shared is not None and hasattr(plan.suite, "entity_lock"):
                 url = self.url
 
@@ -161,7 +167,7 @@ class Worker:
 
             planned = unit_plans(plan.suite, plan.items, plan.record.k, run_id)
             units = {(p.unit_id, p.attempt): (i, p) for i, p in enumerate(planned)}
-            self.runs[run_id] = _Run(driver, plan, prov, shared, units)
+            self.runs[run_id] = _Run(driver, plan, prov, shared, units, first_pass=first)
             return self.runs[run_id]
 
     async def _client(self, r: _Run, unit: UnitPlan, stack: AsyncExitStack) -> PlatformClient:
@@ -173,6 +179,8 @@ class Worker:
         if r.plan.record.runtime_scope == "unit":
             return await stack.enter_async_context(r.prov.runtime())
         async with r.opening:
+            if unit.attempt not in r.clients and r.first_pass is not None:
+                r.clients[unit.attempt], r.first_pass = r.first_pass, None
             if unit.attempt not in r.clients:
                 prov = r.prov
                 r.clients[unit.attempt] = await self._hold(

@@ -4,6 +4,7 @@ states, ledger streams) with a bounded deadline, never on a sleep."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -18,6 +19,7 @@ import psycopg
 import pytest
 
 from benchledger.harness.plan import INTERRUPTED
+from benchledger.harness.queue import queue_states
 from benchledger.harness.worker import unit_streams
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.events import UnitAbandonedEvent
@@ -148,8 +150,14 @@ def test_queue_cancel_stops_a_runs_waiting_jobs(pg, capsys):
     assert code == 0, err
     code, out, _ = cli(capsys, "queue", "qc", "--ledger", pg)
     assert code == 0 and out.count(" todo ") == 3 and "3 todo" in out
+    code, out, _ = cli(capsys, "runs", "--ledger", pg)
+    assert code == 0 and "queue: qc: 3 queued, 0 running, 0 done" in out, out
+    code, out, _ = cli(capsys, "runs", "--json", "--ledger", pg)
+    assert json.loads(out)[0]["queue"] == {"queued": 3, "running": 0, "done": 0,
+                                           "failed_or_cancelled": 0, "workers": []}  # fmt: skip
     code, out, _ = cli(capsys, "queue", "cancel", "qc", "--ledger", pg)
     assert code == 0 and "3 waiting jobs cancelled" in out
+    assert queue_states(pg)["qc"].line() == "0 queued, 0 running, 0 done, 3 failed or cancelled"
     code, out, _ = cli(capsys, "worker", "--once", "--ledger", pg)
     assert code == 0 and "unit" not in out  # nothing left to run
     assert _jobs(pg) == {"cancelled": 3}
@@ -226,8 +234,10 @@ def test_workers_killed_mid_unit_twice_lose_nothing_and_count_nothing_twice(pg, 
                 return live[name], unit
         return None
 
-    for _ in range(2):
+    for n in range(2):
         victim, unit = _until("a worker in the middle of a unit", mid_unit, 120)
+        if n == 0:  # what `runs` and `report --watch` show of it: the worker on the unit
+            assert f"{host}:{victim.pid}" in queue_states(pg, "qk")["qk"].workers
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=30)
         killed.append(unit)

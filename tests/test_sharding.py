@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import re
 import secrets
 import signal
@@ -326,6 +327,37 @@ def test_two_shards_on_one_postgres_ledger_equal_a_single_process_run(
     assert [p.returncode for p in procs] == [0, 0], outs
     assert sum("sealed, root" in out for out, _ in outs) >= 1  # the last to finish sealed it
     _check_sealed_like_one(pg_ledger, tmp_path, single_process)
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_a_run_queued_and_worked_by_two_workers_equals_a_single_process_run(
+    tmp_path, pg_ledger, single_process
+):
+    """The queue's version of the test above: the same protocols, platform and pool,
+    queued once and worked by two worker processes (keys from their environment)."""
+    folder = subset(tmp_path)
+    queue_schema = pg_ledger.rsplit("schema=", 1)[1] + "_queue"
+    try:
+        with refplatform(tmp_path / "platform.log") as platform:
+            queued = subprocess.run(
+                _argv(platform, pg_ledger, "--protocols", folder, "--run-id", "s",
+                      "--pool-size", "40", "--queue"),
+                capture_output=True, text=True, cwd=REPO, timeout=600,
+            )  # fmt: skip
+            assert queued.returncode == 0, queued.stderr
+            env = {**os.environ, "BENCHLEDGER_ADMIN_KEY": platform.admin_key,
+                   "BENCHLEDGER_POOL_BASE": platform.pool_base}  # fmt: skip
+            argv = [sys.executable, "-m", "benchledger", "worker", "--once", "--protocols",
+                    folder, "--concurrency", "2", "--ledger", pg_ledger]  # fmt: skip
+            procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, cwd=REPO, env=env) for _ in range(2)]  # fmt: skip
+            outs = [p.communicate(timeout=600) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], outs
+        assert sum("sealed, root" in out for out, _ in outs) >= 1  # the last units' workers
+        _check_sealed_like_one(pg_ledger, tmp_path, single_process)
+    finally:
+        drop_schema(pg_ledger.replace(pg_ledger.rsplit("schema=", 1)[1], queue_schema))
 
 
 @pytest.mark.postgres
