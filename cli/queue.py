@@ -43,7 +43,6 @@ def _postgres(args: argparse.Namespace, what: str) -> str:
 def check_run_options(args: argparse.Namespace) -> None:
     """Refuse what ``run --queue`` cannot do, before anything is read or written."""
     for given, flag, why in (
-        (args.shard, "--shard", "the queue spreads every unit over every worker"),
         (args.resume, "--resume", "a queued run's units are finished by workers"),
         (args.retry_infra, "--retry-infra", "workers retry infra-failed units themselves"),
         (args.seal_despite_infra, "--seal-despite-infra", "the last worker seals the run"),
@@ -117,14 +116,14 @@ def _finished(ledger: Ledger, run_id: str, location: str) -> int:
     """The card of a queued run every job of which ended, and how it ended."""
     from benchledger.cli.run import _finished as finished
     from benchledger.harness.driver import RunResult
-    from benchledger.harness.record import RunConfig, read_record
+    from benchledger.harness.record import read_record
 
     info = ledger.run_info(run_id)
     missing = [] if info.root else ledger.unfinished(run_id)
     infra = [] if info.root or missing else ledger.infra_failed(run_id)
-    result = RunResult(run_id, info.root, [], missing, [], infra)
+    result = RunResult(run_id, info.root, [], missing, infra)
     result.suite = read_record(ledger, run_id).suite
-    return finished(result, ledger, RunConfig(), None, (), location)
+    return finished(result, ledger, None, location)
 
 
 # -- worker ---------------------------------------------------------------------------------

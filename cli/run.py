@@ -208,7 +208,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     ledger.signer = signer
     progress, stop_bar = _progress()
     driver = RunDriver(ledger, cfg, progress)
-    shard_words = ("--shard", str(cfg.shard)) if cfg.shard else ()
 
     async def main_task() -> RunResult:
         loop = asyncio.get_running_loop()
@@ -261,7 +260,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not started() or isinstance(exc, UnknownRun):
             discard()
             raise
-        resume = _resume_line(str(driver.run_id), shard_words, ledger_location)
+        resume = _resume_line(str(driver.run_id), ledger_location)
         print(
             f"benchledger: run {driver.run_id} stopped: {exc}; every committed episode is kept "
             f"and verifies; resume with: {resume}",
@@ -274,7 +273,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             discard()
             print("\ninterrupted before the run started: nothing was written", file=sys.stderr)
             return interrupt.exit_code()
-        resume = _resume_line(str(driver.run_id), shard_words, ledger_location)
+        resume = _resume_line(str(driver.run_id), ledger_location)
         print(
             f"\ninterrupted: every finished episode is in the ledger. Resume with:\n  {resume}",
             file=sys.stderr,
@@ -285,13 +284,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         discard()
         raise
     stop_bar()
-    return _finished(result, ledger, cfg, signer, shard_words, ledger_location)
+    return _finished(result, ledger, signer, ledger_location)
 
 
-def _resume_line(run_id: str, shard_words: tuple[str, ...], ledger_location: str) -> str:
-    """The command that resumes ``run_id`` (this shard's part of it), quoted to be copied."""
-    return command_line("benchledger", "run", "--resume", run_id, *shard_words,
-                        "--ledger", ledger_location)  # fmt: skip
+def _resume_line(run_id: str, ledger_location: str) -> str:
+    """The command that resumes ``run_id``, quoted to be copied."""
+    return command_line("benchledger", "run", "--resume", run_id, "--ledger", ledger_location)
 
 
 # The signals that interrupt a run: each leaves it resumable and prints the resume line.
@@ -326,12 +324,10 @@ def cmd_run_interruptible(args: argparse.Namespace) -> int:
 def _finished(
     result: RunResult,
     ledger: Ledger,
-    cfg: RunConfig,
     signer: Signer | None,
-    shard_words: tuple[str, ...],
     ledger_location: str,
 ) -> int:
-    """The finished run's card and how it ended (sealed, partial, a shard, infra-failed),
+    """The finished run's card and how it ended (sealed, partial, infra-failed),
     with the command that goes on from there; the exit code."""
     # Through the door, as every display: the scorecard shows what verified.
     run_events = open_run(result.run_id, ledger, require_seal=False, allow_partial=False)
@@ -341,30 +337,14 @@ def _finished(
         print(f"{kind}: {failed.stream}: {failed.error}")
     ledger_words = ("--ledger", ledger_location)
     if result.missing:
-        resume = _resume_line(result.run_id, shard_words, ledger_location)
+        resume = _resume_line(result.run_id, ledger_location)
         print(
             f"\nrun {result.run_id} is NOT sealed: {len(result.missing)} planned units did not "
             f"finish ({', '.join(result.missing[:5])}); resume with: {resume}"
         )
         return EXIT_FAILED
-    if result.pending:
-        # The next step is the other shards (a resume takes the run's recorded options,
-        # started or not): the last one to finish seals the run itself.
-        assert cfg.shard is not None
-        n, mine = cfg.shard.count, cfg.shard.index
-        others = [f"{i}/{n}" for i in range(1, n + 1) if i != mine]
-        step = command_line("benchledger", "run", "--resume", result.run_id, "--shard",
-                            others[0] if len(others) == 1 else f"I/{n}", *ledger_words)  # fmt: skip
-        print(
-            f"\nshard {cfg.shard} of run {result.run_id} is done; the run is not sealed yet: "
-            f"{len(result.pending)} units of other shards have not finished "
-            f"({', '.join(result.pending[:5])}). Next, for shard {', '.join(others)} unless "
-            f"it is running: {step}; the last shard to finish seals the run"
-        )
-        return result.status
-
     if result.infra:
-        _not_sealed_for_infra(result.run_id, result.infra, shard_words, ledger_location)
+        _not_sealed_for_infra(result.run_id, result.infra, ledger_location)
         return EXIT_FAILED
     signed = f", signed by key {signer.key_id[:16]}" if signer else ""
     print(f"\nrun {result.run_id} sealed, root {result.root}{signed}")
@@ -379,19 +359,16 @@ def _finished(
     return result.status
 
 
-def _not_sealed_for_infra(
-    run_id: str, units: list[str], shard: tuple[str, ...], location: str
-) -> None:
+def _not_sealed_for_infra(run_id: str, units: list[str], location: str) -> None:
     """The one line saying a finished run was left unsealed for its infra-failed units."""
     names = ", ".join(units[:5]) + (", ..." if len(units) > 5 else "")
     noun = "unit" if len(units) == 1 else "units"
-    each = " (each shard with its own --shard i/n)" if shard else ""
-    retry = command_line("benchledger", "run", "--resume", run_id, "--retry-infra", *shard,
+    retry = command_line("benchledger", "run", "--resume", run_id, "--retry-infra",
                          "--ledger", location)  # fmt: skip
     seal = command_line("benchledger", "seal", run_id, "--ledger", location)
     print(
         f"run {run_id}: {len(units)} {noun} ended in infrastructure errors ({names}); not "
-        f"sealed. Retry them with `{retry}`{each}, or seal the run as it is with `{seal}`",
+        f"sealed. Retry them with `{retry}`, or seal the run as it is with `{seal}`",
         file=sys.stderr,
     )
 
@@ -503,8 +480,8 @@ def run_options(p: argparse.ArgumentParser, *, worker: bool = False) -> None:
     p.add_argument(
         "--shard",
         metavar="i/n",
-        help="run part i of n of the units (by entity) into a shared ledger; needs --run-id "
-        "(docs/scaling.md)",
+        help="retired (refused, exit 2): queue the run with --queue and start `benchledger "
+        "worker` processes (docs/scaling.md)",
     )
     p.add_argument(
         "--protocol",
