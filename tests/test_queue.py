@@ -139,7 +139,8 @@ def test_a_worker_whose_agent_protocols_or_platform_differ_is_refused_writing_no
         code, _, err = cli(capsys, "worker", "--once", *argv, "--ledger", pg)
         one_line_exit_2(code, err, "worker refused for run qr", needle)
     assert ledger.run_info("qr").events == before  # nothing written
-    assert _jobs(pg) == {"todo": 2}  # nothing claimed
+    assert _jobs(pg) == {"todo": 2}  # nothing claimed: no job was ever started
+    assert _sql(pg, "SELECT count(*) FROM procrastinate_events WHERE type = 'started'") == [(0,)]
     assert _sql(pg, "SELECT count(*) FROM procrastinate_workers") == [(0,)]
 
 
@@ -266,3 +267,51 @@ def test_workers_killed_mid_unit_twice_lose_nothing_and_count_nothing_twice(pg, 
     assert "2 abandoned attempts (kept in the log, in no rate):" in out, out
     for stream in abandoned:  # resumed as the unit's next attempt, STREAM-rN
         assert f"  {stream}: {INTERRUPTED}; resumed as {stream.split('-r')[0]}-r" in out, out
+
+
+@pytest.mark.postgres
+def test_promotions_into_one_entity_take_turns_across_workers_and_others_do_not_wait(pg):
+    """``entity_lock``: a second holder of one entity's key waits (PostgreSQL shows its
+    lock request not granted) until the first lets go; another entity's key does not."""
+    import asyncio
+
+    from benchledger.harness.queue import entity_key, entity_lock
+
+    one, other = entity_key("r", "urn:entity:a"), entity_key("r", "urn:entity:b")
+    assert one != other and one == entity_key("r2", "urn:entity:a")  # per entity, any run
+
+    def waiting() -> int:
+        rows = _sql(pg, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+                        "NOT granted AND objid = %s", (one & 0xFFFFFFFF,))  # fmt: skip
+        return int(rows[0][0])
+
+    async def go() -> list[str]:
+        order: list[str] = []
+        first_in, release = asyncio.Event(), asyncio.Event()
+
+        async def first() -> None:
+            async with entity_lock(pg, one):
+                order.append("first in")
+                first_in.set()
+                await release.wait()
+                order.append("first out")  # the last thing before it lets go
+
+        async def second() -> None:
+            await first_in.wait()
+            async with entity_lock(pg, one):
+                order.append("second in")
+
+        tasks = [asyncio.ensure_future(first()), asyncio.ensure_future(second())]
+        await first_in.wait()
+        async with entity_lock(pg, other):  # another entity: taken at once
+            order.append("other in")
+        end = time.monotonic() + 10
+        while not await asyncio.to_thread(waiting):  # the second is queued behind the first
+            assert time.monotonic() < end, "the second holder never waited"
+            await asyncio.sleep(0.05)
+        assert "second in" not in order
+        release.set()
+        await asyncio.gather(*tasks)
+        return order
+
+    assert asyncio.run(go()) == ["first in", "other in", "first out", "second in"]
