@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from benchledger.harness.plan import INTERRUPTED
+from benchledger.harness.plan import INTERRUPTED, RETRIED
 from benchledger.harness.queue import queue_states
 from benchledger.harness.worker import unit_streams
 from benchledger.ledger import Ledger, open_store
@@ -315,3 +315,37 @@ def test_promotions_into_one_entity_take_turns_across_workers_and_others_do_not_
         return order
 
     assert asyncio.run(go()) == ["first in", "other in", "first out", "second in"]
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_an_infra_failed_unit_is_retried_a_bounded_number_of_times_then_left_for_retry_infra(
+    pg, capsys
+):
+    """The platform fails every capture read-back (after the unit's own retries): the
+    queue re-runs the unit once (``--infra-retries 1``, after its back-off), marking the
+    failed attempt as --retry-infra does, then leaves it; ``--resume --retry-infra``
+    finishes the run once the platform recovered."""
+    insights = "/api/v1/admin/knowledge/insights"
+    with refplatform_server(ADMIN, POOL, outage=insights) as server:
+        server.outage.down, server.outage.only = True, b"captured_by="
+        code, _, err = cli(capsys, "run", "--queue", "--limit", "1", "--run-id", "qi",
+                           "--platform", server.url, "--admin-key", ADMIN, "--pool-base",
+                           POOL, "--pool-size", "60", "--ledger", pg)  # fmt: skip
+        assert code == 0, err
+        env = {"BENCHLEDGER_ADMIN_KEY": ADMIN, "BENCHLEDGER_POOL_BASE": POOL}
+        worker = _bl("worker", "--once", "--infra-retries", "1", "--ledger", pg, env=env)
+        out, err = worker.communicate(timeout=180)
+        assert worker.returncode == 0, err
+        ledger = Ledger(open_store(pg))
+        states = unit_streams(ledger, "qi", "qi/bl-anchor-tier/1")
+        assert sorted(states) == ["qi/bl-anchor-tier/1", "qi/bl-anchor-tier/1-r1"]  # 2 tries
+        assert all(st["finished"] for st in states.values())
+        assert _abandoned(ledger, "qi") == {"qi/bl-anchor-tier/1": RETRIED}
+        assert ledger.infra_failed("qi") == ["bl-anchor-tier/1"] and not ledger.run_info("qi").root
+        assert _jobs(pg) == {"succeeded": 1}  # left, not lost: for --retry-infra
+        server.outage.down = False  # the platform recovered
+        code, out, err = cli(capsys, "run", "--resume", "qi", "--retry-infra", "--admin-key",
+                             ADMIN, "--pool-base", POOL, "--ledger", pg)  # fmt: skip
+    assert code == 0, err
+    assert "run qi sealed" in out
