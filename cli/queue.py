@@ -1,7 +1,7 @@
-"""``run --queue``, ``worker`` and ``queue``: a run's units as jobs on a work queue in the
-PostgreSQL ledger's database, worked by any number of worker processes on any machines
-(docs/scaling.md). The queue itself is ``harness.queue``; what a worker does with a job,
-``harness.worker``."""
+"""``worker`` and ``queue``: the units ``run --queue`` (``cli/run.py`` ``run_queued``) put
+as jobs on a work queue in the PostgreSQL ledger's database, worked by any number of
+worker processes on any machines (docs/scaling.md). The queue itself is
+``harness.queue``; what a worker does with a job, ``harness.worker``."""
 
 from __future__ import annotations
 
@@ -12,118 +12,17 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
-from benchledger.cli.common import EXIT_OK, UsageError, command_line, ledger_arg, open_ledger, whole
+from benchledger.cli.common import EXIT_OK, UsageError, ledger_arg, open_ledger, whole
+from benchledger.cli.run import postgres_ledger
 
 if TYPE_CHECKING:
     from benchledger.harness.queue import Queue
-    from benchledger.harness.record import RunConfig
-    from benchledger.ledger import Ledger
 
 # The worker's defaults: a silent worker's jobs go back to the queue after STALLED s.
 HEARTBEAT_S = 5.0
 STALLED_S = 30.0
 INFRA_RETRIES = 2
 RETRY_WAIT_S = 2
-
-
-def _postgres(args: argparse.Namespace, what: str) -> str:
-    """The ledger location, which must be PostgreSQL (UsageError naming ``what`` otherwise)."""
-    location = str(args.ledger or args.settings.ledger)
-    if not location.startswith(("postgresql://", "postgres://")):
-        raise UsageError(
-            f"{what} needs a PostgreSQL ledger (--ledger postgresql://...), where the queue "
-            "lives; a run on a SQLite ledger runs in one process: drop --queue"
-        )
-    return location
-
-
-# -- run --queue ----------------------------------------------------------------------------
-
-
-def check_run_options(args: argparse.Namespace) -> None:
-    """Refuse what ``run --queue`` cannot do, before anything is read or written."""
-    for given, flag, why in (
-        (args.resume, "--resume", "a queued run's units are finished by workers"),
-        (args.retry_infra, "--retry-infra", "workers retry infra-failed units themselves"),
-        (args.seal_despite_infra, "--seal-despite-infra", "the last worker seals the run"),
-        (args.sign_key, "--sign-key", "the run is sealed by its last worker, unsigned"),
-    ):
-        if given:
-            raise UsageError(f"{flag} cannot be used with --queue: {why} (docs/scaling.md)")
-
-
-def run_queued(args: argparse.Namespace, cfg: RunConfig) -> int:
-    """``run --queue``: write the run's header, queue one job per planned unit and return
-    (with ``--wait``, report progress until no job is left, then the card)."""
-    from benchledger.harness.driver import RunDriver
-    from benchledger.harness.logging import quiet_logs
-    from benchledger.harness.queue import Queue
-    from benchledger.harness.record import RunRefused
-    from benchledger.harness.worker import queueable
-
-    check_run_options(args)
-    location = _postgres(args, "--queue")
-    quiet_logs()
-    ledger = open_ledger(args, create=True)
-    driver = RunDriver(ledger, cfg)
-
-    async def main() -> tuple[str, int]:
-        plan = driver.plan()
-        queueable(plan)
-        async with Queue(location) as queue:  # the queue first: a header never waits alone
-            await driver.start(plan)
-            units = [f"{u.unit_id}/{u.attempt}" for u in plan.units]
-            await queue.enqueue(plan.run_id, units)
-            print(f"run {plan.run_id} queued: {len(units)} units ({queue.schema})", flush=True)
-            work = command_line("benchledger", "worker", "--ledger", location)
-            print(f"work it on any machine, as many as you like: {work} [--once]", flush=True)
-            if args.wait:
-                await _wait(queue, plan.run_id, len(units))
-            return plan.run_id, len(units)
-
-    try:
-        run_id, _ = asyncio.run(main())
-    except RunRefused as exc:
-        raise UsageError(str(exc)) from None
-    if not args.wait:
-        return EXIT_OK
-    return _finished(ledger, run_id, location)
-
-
-async def _wait(queue: Queue, run_id: str, total: int) -> None:
-    """Print the run's job states whenever they change, until none waits or runs."""
-    last: dict[str, int] = {}
-    while True:
-        counts = await queue.counts(run_id)
-        if counts != last:
-            last = counts
-            print(_states(counts, total), flush=True)
-        if not counts.get("todo") and not counts.get("doing"):
-            return
-        await asyncio.sleep(1.0)
-
-
-def _states(counts: dict[str, int], total: int) -> str:
-    done = counts.get("succeeded", 0)
-    others = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())
-                       if s not in ("todo", "doing", "succeeded"))  # fmt: skip
-    tail = f", {others}" if others else ""
-    return (f"jobs: {counts.get('todo', 0)} queued, {counts.get('doing', 0)} running, "
-            f"{done}/{total} done{tail}")  # fmt: skip
-
-
-def _finished(ledger: Ledger, run_id: str, location: str) -> int:
-    """The card of a queued run every job of which ended, and how it ended."""
-    from benchledger.cli.run import _finished as finished
-    from benchledger.harness.driver import RunResult
-    from benchledger.harness.record import read_record
-
-    info = ledger.run_info(run_id)
-    missing = [] if info.root else ledger.unfinished(run_id)
-    infra = [] if info.root or missing else ledger.infra_failed(run_id)
-    result = RunResult(run_id, info.root, [], missing, infra)
-    result.suite = read_record(ledger, run_id).suite
-    return finished(result, ledger, None, location)
 
 
 # -- worker ---------------------------------------------------------------------------------
@@ -135,7 +34,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     from benchledger.cli.run import _config, _warm_embedded
 
-    location = _postgres(args, "worker")
+    location = postgres_ledger(args, "worker")
     cfg = _config(args)
     # As `run` does: no collection during the heavy imports (their objects live as long as
     # the process), and the embedded platform's SQL tables loading beside them.
@@ -224,7 +123,7 @@ def cmd_queue(args: argparse.Namespace) -> int:
     """``queue [RUN]``: the jobs and their states; ``queue cancel RUN``: stop a run's jobs."""
     from benchledger.harness.queue import Queue
 
-    location = _postgres(args, "queue")
+    location = postgres_ledger(args, "queue")
     words = list(args.words)
     cancel = bool(words) and words[0] == "cancel"
     if (cancel and len(words) != 2) or (not cancel and len(words) > 1):
@@ -275,7 +174,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add ``worker`` and ``queue``."""
     from benchledger.cli.run import run_options
 
-    p = sub.add_parser("worker", help="work queued runs' units (run --queue)")
+    p = sub.add_parser("worker", help="work queued runs' units, on any machine (run --queue)")
     run_options(p, worker=True)
     p.add_argument("--once", action="store_true", help="exit once no job is left")
     p.add_argument(
@@ -305,7 +204,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ledger_arg(p)
     p.set_defaults(func=cmd_worker)
 
-    q = sub.add_parser("queue", help="queued runs' jobs, their states and workers; cancel")
+    q = sub.add_parser("queue", help="queued runs' jobs, their states and workers; cancel a run's")
     q.add_argument("words", nargs="*", metavar="[cancel] RUN")
     ledger_arg(q)
     q.set_defaults(func=cmd_queue)

@@ -39,6 +39,7 @@ from benchledger.running import config
 
 if TYPE_CHECKING:  # the driver loads with the run's other heavy imports, in cmd_run
     from benchledger.harness.driver import RunResult
+    from benchledger.harness.queue import Queue
 
 
 def _progress() -> tuple[Any, Callable[[], None]]:
@@ -186,8 +187,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.wait and not args.queue:
         raise UsageError("--wait waits for a queued run's workers: add --queue")
     if args.queue:
-        from benchledger.cli.queue import run_queued
-
         return run_queued(args, cfg)
     signer = signer_from(args.sign_key, args.settings)  # a bad key file: exit 2, nothing written
     # What these imports make (~1M objects: the MCP SDK's models, the pack) lives as long as
@@ -371,6 +370,109 @@ def _not_sealed_for_infra(run_id: str, units: list[str], location: str) -> None:
         f"sealed. Retry them with `{retry}`, or seal the run as it is with `{seal}`",
         file=sys.stderr,
     )
+
+
+# -- run --queue (the queue itself: harness/queue.py; its workers: cli/queue.py) --------
+
+
+def postgres_ledger(args: argparse.Namespace, what: str) -> str:
+    """The ledger location, which must be PostgreSQL (UsageError naming ``what`` otherwise)."""
+    location = str(args.ledger or args.settings.ledger)
+    if not location.startswith(("postgresql://", "postgres://")):
+        raise UsageError(
+            f"{what} needs a PostgreSQL ledger (--ledger postgresql://...), where the queue "
+            "lives; a run on a SQLite ledger runs in one process: drop --queue"
+        )
+    return location
+
+
+def check_run_options(args: argparse.Namespace) -> None:
+    """Refuse what ``run --queue`` cannot do, before anything is read or written."""
+    for given, flag, why in (
+        (args.resume, "--resume", "a queued run's units are finished by workers"),
+        (args.retry_infra, "--retry-infra", "workers retry infra-failed units themselves"),
+        (args.seal_despite_infra, "--seal-despite-infra", "the last worker seals the run"),
+        (args.sign_key, "--sign-key", "the run is sealed by its last worker, unsigned"),
+    ):
+        if given:
+            raise UsageError(f"{flag} cannot be used with --queue: {why} (docs/scaling.md)")
+
+
+def run_queued(args: argparse.Namespace, cfg: RunConfig) -> int:
+    """``run --queue``: write the run's header, queue one job per planned unit and return
+    (with ``--wait``, report progress until no job is left, then the card)."""
+    import asyncio
+
+    from benchledger.harness.driver import RunDriver
+    from benchledger.harness.logging import quiet_logs
+    from benchledger.harness.queue import Queue
+    from benchledger.harness.record import RunRefused
+    from benchledger.harness.worker import queueable
+
+    check_run_options(args)
+    location = postgres_ledger(args, "--queue")
+    quiet_logs()
+    ledger = open_ledger(args, create=True)
+    driver = RunDriver(ledger, cfg)
+
+    async def main() -> tuple[str, int]:
+        plan = driver.plan()
+        queueable(plan)
+        async with Queue(location) as queue:  # the queue first: a header never waits alone
+            await driver.start(plan)
+            units = [f"{u.unit_id}/{u.attempt}" for u in plan.units]
+            await queue.enqueue(plan.run_id, units)
+            print(f"run {plan.run_id} queued: {len(units)} units ({queue.schema})", flush=True)
+            work = command_line("benchledger", "worker", "--ledger", location)
+            print(f"work it on any machine, as many as you like: {work} [--once]", flush=True)
+            if args.wait:
+                await _wait(queue, plan.run_id, len(units))
+            return plan.run_id, len(units)
+
+    try:
+        run_id, _ = asyncio.run(main())
+    except RunRefused as exc:
+        raise UsageError(str(exc)) from None
+    if not args.wait:
+        return EXIT_OK
+    return _queued_finished(ledger, run_id, location)
+
+
+async def _wait(queue: Queue, run_id: str, total: int) -> None:
+    """Print the run's job states whenever they change, until none waits or runs."""
+    import asyncio
+
+    last: dict[str, int] = {}
+    while True:
+        counts = await queue.counts(run_id)
+        if counts != last:
+            last = counts
+            print(_states(counts, total), flush=True)
+        if not counts.get("todo") and not counts.get("doing"):
+            return
+        await asyncio.sleep(1.0)
+
+
+def _states(counts: dict[str, int], total: int) -> str:
+    done = counts.get("succeeded", 0)
+    others = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())
+                       if s not in ("todo", "doing", "succeeded"))  # fmt: skip
+    tail = f", {others}" if others else ""
+    return (f"jobs: {counts.get('todo', 0)} queued, {counts.get('doing', 0)} running, "
+            f"{done}/{total} done{tail}")  # fmt: skip
+
+
+def _queued_finished(ledger: Ledger, run_id: str, location: str) -> int:
+    """The card of a queued run every job of which ended, and how it ended."""
+    from benchledger.harness.driver import RunResult
+    from benchledger.harness.record import read_record
+
+    info = ledger.run_info(run_id)
+    missing = [] if info.root else ledger.unfinished(run_id)
+    infra = [] if info.root or missing else ledger.infra_failed(run_id)
+    result = RunResult(run_id, info.root, [], missing, infra)
+    result.suite = read_record(ledger, run_id).suite
+    return _finished(result, ledger, None, location)
 
 
 def _platform_args(p: argparse.ArgumentParser) -> None:
