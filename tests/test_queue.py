@@ -81,6 +81,14 @@ def _until(what: str, check: Callable[[], Any], deadline_s: float) -> Any:
     raise AssertionError(f"not within {deadline_s} s: {what}")
 
 
+def _sql_ready(url: str) -> bool:
+    """Whether the queue's tables exist yet."""
+    try:
+        return bool(_sql(url, "SELECT to_regclass('procrastinate_jobs')")[0][0])
+    except psycopg.Error:
+        return False
+
+
 def _jobs(url: str) -> dict[str, int]:
     rows = _sql(url, "SELECT status::text, count(*) FROM procrastinate_jobs GROUP BY 1")
     return {s: n for s, n in rows}
@@ -349,3 +357,40 @@ def test_an_infra_failed_unit_is_retried_a_bounded_number_of_times_then_left_for
                              ADMIN, "--pool-base", POOL, "--ledger", pg)  # fmt: skip
     assert code == 0, err
     assert "run qi sealed" in out
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_run_queue_wait_reports_progress_until_the_workers_sealed_it(pg):
+    waiting = _bl("run", "--queue", "--wait", "--limit", "2", "--run-id", "qw", "--ledger", pg)
+    _until("the run's jobs queued", lambda: _sql_ready(pg) and _jobs(pg).get("todo") == 2, 60)
+    worker = _bl("worker", "--once", "--ledger", pg)
+    out, err = waiting.communicate(timeout=180)
+    worker.communicate(timeout=180)
+    assert waiting.returncode == 0 and worker.returncode == 0, err
+    lines = out.splitlines()
+    assert "jobs: 2 queued, 0 running, 0/2 done" in lines
+    assert "jobs: 0 queued, 0 running, 2/2 done" in lines
+    assert any(line.startswith("run qw sealed, root ") for line in lines), out
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_a_worker_stopped_by_sigterm_finishes_its_unit_and_takes_no_other(pg, capsys):
+    code, _, err = cli(capsys, "run", "--queue", "--agent", "fake:0.3", "--limit", "3",
+                       "--run-id", "qt", "--ledger", pg)  # fmt: skip
+    assert code == 0, err
+    worker = _bl("worker", "--concurrency", "1", "--ledger", pg)
+    ledger = Ledger(open_store(pg))
+
+    def started() -> bool:
+        return any(st["started"] for st in unit_streams(ledger, "qt", "qt/bl-anchor-tier/1")
+                   .values())  # fmt: skip
+
+    _until("the worker's first unit started", started, 60)
+    worker.send_signal(signal.SIGTERM)
+    _, err = worker.communicate(timeout=120)
+    assert worker.returncode == 143, err
+    assert "stopping: running units finish first" in err
+    assert _counted(ledger, "qt")["bl-anchor-tier/1"] == ["qt/bl-anchor-tier/1"]  # finished
+    assert _jobs(pg) == {"succeeded": 1, "todo": 2}  # the others wait for another worker
