@@ -16,11 +16,10 @@ import functools
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Final, ParamSpec, TypeVar
 
 from benchledger.harness.record import RESTORED, RunConfig, RunRefused
 from benchledger.harness.settings import Settings
-from benchledger.harness.sharding import parse_shard
 from benchledger.ledger.events import Preregistration
 from benchledger.ledgers import location_of, new_or_existing
 from benchledger.reading import open_run
@@ -38,6 +37,14 @@ T = TypeVar("T")
 EXIT_OK, EXIT_FAILED = 0, 1
 
 
+# `--shard i/n` (a static split by entity, one process each) was retired for the queue.
+SHARD_RETIRED: Final = (
+    "--shard i/n was retired: queue the run with `benchledger run --queue --ledger "
+    "postgresql://...` and start `benchledger worker` processes on each machine "
+    "(docs/scaling.md)"
+)
+
+
 @dataclass(frozen=True)
 class RunResult:
     """How a run ended: its id, the sealed Merkle root (hex; "" when not sealed), its
@@ -48,8 +55,7 @@ class RunResult:
     suite: str
     scorecard: Scorecard
     ledger: str  # where it was written (a path or URL; "" for a Ledger passed in)
-    missing: tuple[str, ...] = ()  # this call's planned units that did not finish
-    pending: tuple[str, ...] = ()  # other shards' units not finished yet
+    missing: tuple[str, ...] = ()  # the planned units that did not finish
     infra: tuple[str, ...] = ()  # units ended in infrastructure errors (run left unsealed)
     failed: tuple[str, ...] = ()  # ``stream: error`` of each unit that infra-failed
     exit_code: int = EXIT_OK  # what ``benchledger run`` would exit with
@@ -124,10 +130,8 @@ def config(
         given.add("agent_params")
     if time_scale is not None:
         given.add("time_scale")
-    try:
-        parsed_shard = parse_shard(shard) if shard else None
-    except ValueError as exc:
-        raise RunRefused(str(exc)) from None
+    if shard:
+        raise RunRefused(SHARD_RETIRED)
     fields, options = platform_values(platform_options or {}, conf)
     return RunConfig(
         protocols_path=protocols or "",
@@ -154,7 +158,6 @@ def config(
         time_scale=1.0 if time_scale is None else float(time_scale),
         settings=conf,
         prereg=prereg,
-        shard=parsed_shard,
         protocol=list(dict.fromkeys(protocol or ())),  # each id once, as given
         limit=limit or 0,
         retry_infra=retry_infra,
@@ -279,7 +282,6 @@ async def run_async(
         scorecard=scorecard,
         ledger=location,
         missing=tuple(done.missing),
-        pending=tuple(done.pending),
         infra=tuple(done.infra),
         failed=tuple(f"{o.stream}: {o.error}" for o in done.failed),
         exit_code=status,

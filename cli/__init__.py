@@ -50,6 +50,13 @@ GROUPS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
     ),
     ("benchledger.cli.run", (("run", "run the benchmark; every call goes into the ledger"),)),
     (
+        "benchledger.cli.queue",
+        (
+            ("worker", "work queued runs' units, on any machine (run --queue)"),
+            ("queue", "queued runs' jobs, their states and workers; cancel a run's"),
+        ),
+    ),
+    (
         "benchledger.cli.protocols",
         (("protocols", "validate, hash, list and generate protocol sets"),),
     ),

@@ -109,8 +109,29 @@ def cmd_bench_run(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_bench_queue(args: argparse.Namespace) -> int:
+    """One queued run worked by 1 worker process vs by N; the queue's claim rate."""
+    if args.workers < 2 or args.repeat < 1 or args.claims < 0:
+        raise UsageError("--workers must be at least 2, --repeat at least 1, --claims >= 0")
+    url = args.ledger or POSTGRES_DEFAULT
+    reach_postgres(url)  # a malformed URL or a server that is not there: one line
+    from benchledger.benchmarks import queue_bench
+
+    run_args = ["--agent", f"fake:{args.delay:g}", "--k", str(args.k)]
+    if args.limit:
+        run_args += ["--limit", str(args.limit)]
+    if args.protocols:
+        run_args += ["--protocols", args.protocols]
+    try:
+        return queue_bench.run_bench(url=url, workers=args.workers, concurrency=args.concurrency,
+                                     run_args=run_args, repeat=args.repeat, claims=args.claims,
+                                     as_json=args.json)  # fmt: skip
+    except RuntimeError as exc:
+        raise CommandFailed(f"bench queue: {exc}") from None
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``bench ledger|platform|embedder|locomo|run``."""
+    """Add ``bench ledger|platform|embedder|locomo|run|queue``."""
     bench = sub.add_parser("bench", help="performance benchmarks (ratios vs raw baselines)")
     bsub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
     p = bsub.add_parser("ledger", help="append and verify throughput vs the raw database")
@@ -153,6 +174,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_bench_ledger)
+    p = bsub.add_parser("queue", help="a queued run worked by 1 worker process vs by N")
+    p.add_argument(
+        "--ledger",
+        metavar="URL",
+        help=f"the PostgreSQL server and database (default {POSTGRES_DEFAULT}; fresh schemas, "
+        "dropped after)",
+    )
+    p.add_argument("--workers", type=int, default=4, help="worker processes to compare with 1 (4)")
+    p.add_argument(
+        "--concurrency", type=whole("--concurrency"), default=1, help="units per worker (1)"
+    )
+    p.add_argument("--delay", type=number("--delay"), default=0.3, help="s per model call (0.3)")
+    p.add_argument("--k", type=whole("--k"), default=2, help="passes (2)")
+    p.add_argument("--limit", type=int, default=12, help="the first N protocols; 0 = all (12)")
+    p.add_argument("--protocols", metavar="PATH", help="the protocol set (the committed one)")
+    p.add_argument("--repeat", type=int, default=1, help="measurements; the median (1)")
+    p.add_argument("--claims", type=int, default=1000, help="no-op jobs for the claim rate")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_bench_queue)
     p = bsub.add_parser("platform", help="refplatform MCP throughput and latency vs raw HTTP")
     p.add_argument("--sessions", type=int, default=32, help="concurrent sessions (32)")
     p.add_argument("--calls", type=int, default=50, help="tool calls per session (50)")

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import re
+from typing import Any
 
 from benchledger.cli.authenticity import (
     after_bundle_verify,
@@ -228,8 +229,16 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     """List the ledger's runs, newest first: start, agent, platform, units, seal, subset."""
     rows = run_rows(open_ledger(args, create=False))
+    queued = _queued(args)
     if args.json:
-        print(json.dumps([r.as_json() for r in rows], indent=2))
+        out = [r.as_json() for r in rows]
+        for row in out:
+            if row["run_id"] in queued:
+                state = queued[row["run_id"]]
+                row["queue"] = {"queued": state.queued, "running": state.running,
+                                "done": state.done, "failed_or_cancelled": state.other,
+                                "workers": list(state.workers)}  # fmt: skip
+        print(json.dumps(out, indent=2))
         return EXIT_OK
     if not rows:
         print("no runs")
@@ -249,7 +258,20 @@ def cmd_runs(args: argparse.Namespace) -> int:
         cells = [c.rjust(w) if i in numbers else c.ljust(w)
                  for i, (c, w) in enumerate(zip(line, widths, strict=True))]  # fmt: skip
         print("  ".join(cells).rstrip())
+    for r in rows:
+        if r.run_id in queued and (queued[r.run_id].queued or queued[r.run_id].running):
+            print(f"queue: {r.run_id}: {queued[r.run_id].line()}")
     return EXIT_OK
+
+
+def _queued(args: argparse.Namespace) -> dict[str, Any]:
+    """The queued runs' job states and workers ({} for a SQLite ledger or no queue)."""
+    location = str(args.ledger or args.settings.ledger)
+    if not location.startswith(("postgresql://", "postgres://")):
+        return {}
+    from benchledger.harness.queue import queue_states
+
+    return dict(queue_states(location))
 
 
 def _seal_cell(sealed: bool, signed: bool, infra_failed: tuple[str, ...]) -> str:

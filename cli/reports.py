@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
 from benchledger.cli.authenticity import pubkey_arg, trusted_keys
 from benchledger.cli.common import (
@@ -33,7 +34,7 @@ from benchledger.ledger import Ledger
 from benchledger.ledger.bundle import export_audit
 from benchledger.ledger.events import RunStartedEvent
 from benchledger.ledgers import reader
-from benchledger.projections.audit import UnknownMetric, render
+from benchledger.projections.audit import UnknownMetric, abandoned_lines, render
 from benchledger.projections.audit_json import audit_json
 from benchledger.projections.card import standing_lines
 from benchledger.projections.fold import LiveView
@@ -83,6 +84,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _queue_line(args: argparse.Namespace, run_id: str) -> Callable[[], str]:
+    """For a run in a PostgreSQL ledger: its queue's jobs and workers, as a watch line."""
+    location = str(args.ledger or args.settings.ledger)
+    if not location.startswith(("postgresql://", "postgres://")):
+        return lambda: ""
+    from benchledger.harness.queue import queue_states
+
+    def line() -> str:
+        state = queue_states(location, run_id).get(run_id)
+        return f"queue: {state.line()}" if state else ""
+
+    return line
+
+
 def _watch(args: argparse.Namespace) -> int:
     """``report RUN --watch``: follow one run in a ledger until it is sealed (cli/watch.py)."""
 
@@ -101,7 +116,8 @@ def _watch(args: argparse.Namespace) -> int:
         raise UsageError(f"--watch: a {suite.name} run has no live view; report it once it "
                          "is sealed")  # fmt: skip
     view = LiveView(ledger.store, suite.fold(), run_id=args.runs[0])
-    watch(view, suite, args.format, args.interval, ci=ci_method(args.ci))
+    watch(view, suite, args.format, args.interval, ci=ci_method(args.ci),
+          extra=_queue_line(args, args.runs[0]))  # fmt: skip
     return EXIT_OK
 
 
@@ -155,6 +171,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         if run.check is not None:
             print(f"verified: {run.check.line()}")
         print(render(result, full=args.full, origin=run.origin))
+        for line in abandoned_lines(run.events):
+            print(line)
     if args.bundle:
         if is_bundle(args.run):
             raise UsageError("--bundle needs the run in a ledger (import the bundle first)")

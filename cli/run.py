@@ -39,6 +39,7 @@ from benchledger.running import config
 
 if TYPE_CHECKING:  # the driver loads with the run's other heavy imports, in cmd_run
     from benchledger.harness.driver import RunResult
+    from benchledger.harness.queue import Queue
 
 
 def _progress() -> tuple[Any, Callable[[], None]]:
@@ -183,6 +184,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     # after them): the plan checks them again, with the ledger, before it writes anything.
     cfg = _config(args)
     check_options(cfg)
+    if args.wait and not args.queue:
+        raise UsageError("--wait waits for a queued run's workers: add --queue")
+    if args.queue:
+        return run_queued(args, cfg)
     signer = signer_from(args.sign_key, args.settings)  # a bad key file: exit 2, nothing written
     # What these imports make (~1M objects: the MCP SDK's models, the pack) lives as long as
     # the process: no collection during them, and none walks them again afterwards.
@@ -202,7 +207,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     ledger.signer = signer
     progress, stop_bar = _progress()
     driver = RunDriver(ledger, cfg, progress)
-    shard_words = ("--shard", str(cfg.shard)) if cfg.shard else ()
 
     async def main_task() -> RunResult:
         loop = asyncio.get_running_loop()
@@ -255,7 +259,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not started() or isinstance(exc, UnknownRun):
             discard()
             raise
-        resume = _resume_line(str(driver.run_id), shard_words, ledger_location)
+        resume = _resume_line(str(driver.run_id), ledger_location)
         print(
             f"benchledger: run {driver.run_id} stopped: {exc}; every committed episode is kept "
             f"and verifies; resume with: {resume}",
@@ -268,7 +272,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             discard()
             print("\ninterrupted before the run started: nothing was written", file=sys.stderr)
             return interrupt.exit_code()
-        resume = _resume_line(str(driver.run_id), shard_words, ledger_location)
+        resume = _resume_line(str(driver.run_id), ledger_location)
         print(
             f"\ninterrupted: every finished episode is in the ledger. Resume with:\n  {resume}",
             file=sys.stderr,
@@ -279,13 +283,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         discard()
         raise
     stop_bar()
-    return _finished(result, ledger, cfg, signer, shard_words, ledger_location)
+    return _finished(result, ledger, signer, ledger_location)
 
 
-def _resume_line(run_id: str, shard_words: tuple[str, ...], ledger_location: str) -> str:
-    """The command that resumes ``run_id`` (this shard's part of it), quoted to be copied."""
-    return command_line("benchledger", "run", "--resume", run_id, *shard_words,
-                        "--ledger", ledger_location)  # fmt: skip
+def _resume_line(run_id: str, ledger_location: str) -> str:
+    """The command that resumes ``run_id``, quoted to be copied."""
+    return command_line("benchledger", "run", "--resume", run_id, "--ledger", ledger_location)
 
 
 # The signals that interrupt a run: each leaves it resumable and prints the resume line.
@@ -320,12 +323,10 @@ def cmd_run_interruptible(args: argparse.Namespace) -> int:
 def _finished(
     result: RunResult,
     ledger: Ledger,
-    cfg: RunConfig,
     signer: Signer | None,
-    shard_words: tuple[str, ...],
     ledger_location: str,
 ) -> int:
-    """The finished run's card and how it ended (sealed, partial, a shard, infra-failed),
+    """The finished run's card and how it ended (sealed, partial, infra-failed),
     with the command that goes on from there; the exit code."""
     # Through the door, as every display: the scorecard shows what verified.
     run_events = open_run(result.run_id, ledger, require_seal=False, allow_partial=False)
@@ -335,30 +336,14 @@ def _finished(
         print(f"{kind}: {failed.stream}: {failed.error}")
     ledger_words = ("--ledger", ledger_location)
     if result.missing:
-        resume = _resume_line(result.run_id, shard_words, ledger_location)
+        resume = _resume_line(result.run_id, ledger_location)
         print(
             f"\nrun {result.run_id} is NOT sealed: {len(result.missing)} planned units did not "
             f"finish ({', '.join(result.missing[:5])}); resume with: {resume}"
         )
         return EXIT_FAILED
-    if result.pending:
-        # The next step is the other shards (a resume takes the run's recorded options,
-        # started or not): the last one to finish seals the run itself.
-        assert cfg.shard is not None
-        n, mine = cfg.shard.count, cfg.shard.index
-        others = [f"{i}/{n}" for i in range(1, n + 1) if i != mine]
-        step = command_line("benchledger", "run", "--resume", result.run_id, "--shard",
-                            others[0] if len(others) == 1 else f"I/{n}", *ledger_words)  # fmt: skip
-        print(
-            f"\nshard {cfg.shard} of run {result.run_id} is done; the run is not sealed yet: "
-            f"{len(result.pending)} units of other shards have not finished "
-            f"({', '.join(result.pending[:5])}). Next, for shard {', '.join(others)} unless "
-            f"it is running: {step}; the last shard to finish seals the run"
-        )
-        return result.status
-
     if result.infra:
-        _not_sealed_for_infra(result.run_id, result.infra, shard_words, ledger_location)
+        _not_sealed_for_infra(result.run_id, result.infra, ledger_location)
         return EXIT_FAILED
     signed = f", signed by key {signer.key_id[:16]}" if signer else ""
     print(f"\nrun {result.run_id} sealed, root {result.root}{signed}")
@@ -373,21 +358,121 @@ def _finished(
     return result.status
 
 
-def _not_sealed_for_infra(
-    run_id: str, units: list[str], shard: tuple[str, ...], location: str
-) -> None:
+def _not_sealed_for_infra(run_id: str, units: list[str], location: str) -> None:
     """The one line saying a finished run was left unsealed for its infra-failed units."""
     names = ", ".join(units[:5]) + (", ..." if len(units) > 5 else "")
     noun = "unit" if len(units) == 1 else "units"
-    each = " (each shard with its own --shard i/n)" if shard else ""
-    retry = command_line("benchledger", "run", "--resume", run_id, "--retry-infra", *shard,
+    retry = command_line("benchledger", "run", "--resume", run_id, "--retry-infra",
                          "--ledger", location)  # fmt: skip
     seal = command_line("benchledger", "seal", run_id, "--ledger", location)
     print(
         f"run {run_id}: {len(units)} {noun} ended in infrastructure errors ({names}); not "
-        f"sealed. Retry them with `{retry}`{each}, or seal the run as it is with `{seal}`",
+        f"sealed. Retry them with `{retry}`, or seal the run as it is with `{seal}`",
         file=sys.stderr,
     )
+
+
+# -- run --queue (the queue itself: harness/queue.py; its workers: cli/queue.py) --------
+
+
+def postgres_ledger(args: argparse.Namespace, what: str) -> str:
+    """The ledger location, which must be PostgreSQL (UsageError naming ``what`` otherwise)."""
+    location = str(args.ledger or args.settings.ledger)
+    if not location.startswith(("postgresql://", "postgres://")):
+        raise UsageError(
+            f"{what} needs a PostgreSQL ledger (--ledger postgresql://...), where the queue "
+            "lives; a run on a SQLite ledger runs in one process: drop --queue"
+        )
+    return location
+
+
+def check_run_options(args: argparse.Namespace) -> None:
+    """Refuse what ``run --queue`` cannot do, before anything is read or written."""
+    for given, flag, why in (
+        (args.resume, "--resume", "a queued run's units are finished by workers"),
+        (args.retry_infra, "--retry-infra", "workers retry infra-failed units themselves"),
+        (args.seal_despite_infra, "--seal-despite-infra", "the last worker seals the run"),
+        (args.sign_key, "--sign-key", "the run is sealed by its last worker, unsigned"),
+    ):
+        if given:
+            raise UsageError(f"{flag} cannot be used with --queue: {why} (docs/scaling.md)")
+
+
+def run_queued(args: argparse.Namespace, cfg: RunConfig) -> int:
+    """``run --queue``: write the run's header, queue one job per planned unit and return
+    (with ``--wait``, report progress until no job is left, then the card)."""
+    import asyncio
+
+    from benchledger.harness.driver import RunDriver
+    from benchledger.harness.logging import quiet_logs
+    from benchledger.harness.queue import Queue
+    from benchledger.harness.record import RunRefused
+    from benchledger.harness.worker import queueable
+
+    check_run_options(args)
+    location = postgres_ledger(args, "--queue")
+    quiet_logs()
+    ledger = open_ledger(args, create=True)
+    driver = RunDriver(ledger, cfg)
+
+    async def main() -> tuple[str, int]:
+        plan = driver.plan()
+        queueable(plan)
+        async with Queue(location) as queue:  # the queue first: a header never waits alone
+            await driver.start(plan)
+            units = [f"{u.unit_id}/{u.attempt}" for u in plan.units]
+            await queue.enqueue(plan.run_id, units)
+            print(f"run {plan.run_id} queued: {len(units)} units ({queue.schema})", flush=True)
+            work = command_line("benchledger", "worker", "--ledger", location)
+            print(f"work it on any machine, as many as you like: {work} [--once]", flush=True)
+            if args.wait:
+                await _wait(queue, plan.run_id, len(units))
+            return plan.run_id, len(units)
+
+    try:
+        run_id, _ = asyncio.run(main())
+    except RunRefused as exc:
+        raise UsageError(str(exc)) from None
+    if not args.wait:
+        return EXIT_OK
+    return _queued_finished(ledger, run_id, location)
+
+
+async def _wait(queue: Queue, run_id: str, total: int) -> None:
+    """Print the run's job states whenever they change, until none waits or runs."""
+    import asyncio
+
+    last: dict[str, int] = {}
+    while True:
+        counts = await queue.counts(run_id)
+        if counts != last:
+            last = counts
+            print(_states(counts, total), flush=True)
+        if not counts.get("todo") and not counts.get("doing"):
+            return
+        await asyncio.sleep(1.0)
+
+
+def _states(counts: dict[str, int], total: int) -> str:
+    done = counts.get("succeeded", 0)
+    others = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())
+                       if s not in ("todo", "doing", "succeeded"))  # fmt: skip
+    tail = f", {others}" if others else ""
+    return (f"jobs: {counts.get('todo', 0)} queued, {counts.get('doing', 0)} running, "
+            f"{done}/{total} done{tail}")  # fmt: skip
+
+
+def _queued_finished(ledger: Ledger, run_id: str, location: str) -> int:
+    """The card of a queued run every job of which ended, and how it ended."""
+    from benchledger.harness.driver import RunResult
+    from benchledger.harness.record import read_record
+
+    info = ledger.run_info(run_id)
+    missing = [] if info.root else ledger.unfinished(run_id)
+    infra = [] if info.root or missing else ledger.infra_failed(run_id)
+    result = RunResult(run_id, info.root, [], missing, infra)
+    result.suite = read_record(ledger, run_id).suite
+    return _finished(result, ledger, None, location)
 
 
 def _platform_args(p: argparse.ArgumentParser) -> None:
@@ -406,16 +491,23 @@ def _platform_args(p: argparse.ArgumentParser) -> None:
             g.add_argument(o.flag, dest=o.dest, metavar=o.metavar, type=kind, help=o.help)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``run``."""
-    p = sub.add_parser("run", help="run the benchmark; every call goes into the ledger")
-    installed = read_suites.installed()  # benchledger's own and every installed plugin's
-    p.add_argument(
-        "--suite",
-        default=read_suites.DEFAULT_SUITE,  # an unknown one: one line naming them (the plan)
-        help="; ".join(f"{s.name}: {s.summary}" if s.summary else s.name for s in installed)
-        + " (`benchledger suites` lists them)",
-    )
+def run_options(p: argparse.ArgumentParser, *, worker: bool = False) -> None:
+    """``run``'s options; a queue worker's (``worker``) are those it may give again, each
+    checked against the record of every run it works (the rest come from the record)."""
+    if worker:
+        p.set_defaults(suite=read_suites.DEFAULT_SUITE, k=None, run_id=None, shard=None,
+                       protocol=None, limit=None, resume=None, retry_infra=False,
+                       seal_despite_infra=False, platform_scope=None, gate_baseline=None,
+                       prereg=None, tolerance=None, gate_metrics=None, sign_key=None,
+                       queue=False, wait=False)  # fmt: skip
+    else:
+        installed = read_suites.installed()  # benchledger's own and every installed plugin's
+        p.add_argument(
+            "--suite",
+            default=read_suites.DEFAULT_SUITE,  # an unknown one: one line naming them (the plan)
+            help="; ".join(f"{s.name}: {s.summary}" if s.summary else s.name for s in installed)
+            + " (`benchledger suites` lists them)",
+        )
     for option in _item_options():  # each suite's own, e.g. --protocols, --cases, --tasks
         p.add_argument(option.flag, metavar=option.metavar, help=option.help)
     p.add_argument(
@@ -463,20 +555,35 @@ def register(sub: argparse._SubParsersAction) -> None:
         "streamable HTTP, pip-installed on first use; default 0.24.1) or the URL of a running "
         "mcp-data-platform; or an installed platform's name (`benchledger platforms`)",
     )
-    p.add_argument(
-        "--platform-scope",
-        choices=["pass", "unit"],
-        help="embedded: a fresh platform per pass (default) or per unit",
-    )
+    if not worker:
+        p.add_argument(
+            "--platform-scope",
+            choices=["pass", "unit"],
+            help="embedded: a fresh platform per pass (default) or per unit",
+        )
     _platform_args(p)
-    p.add_argument("--k", type=whole("--k"), help="passes; each is one attempt per protocol (1)")
     p.add_argument("--concurrency", type=whole("--concurrency"), help="units in flight (4)")
+    if worker:
+        return
+    p.add_argument("--k", type=whole("--k"), help="passes; each is one attempt per protocol (1)")
     p.add_argument("--run-id", metavar="ID")
+    p.add_argument(
+        "--queue",
+        action="store_true",
+        help="write the run's header and queue its units as jobs in the PostgreSQL ledger's "
+        "database, for `benchledger worker` processes on any machines; then return "
+        "(docs/scaling.md)",
+    )
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="with --queue: report the jobs' progress until none is left, then the card",
+    )
     p.add_argument(
         "--shard",
         metavar="i/n",
-        help="run part i of n of the units (by entity) into a shared ledger; needs --run-id "
-        "(docs/scaling.md)",
+        help="retired (refused, exit 2): queue the run with --queue and start `benchledger "
+        "worker` processes (docs/scaling.md)",
     )
     p.add_argument(
         "--protocol",
@@ -512,5 +619,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--gate-baseline", metavar="RUN", help="the sealed baseline run (id or bundle)")
     gate_bar_args(g)
     g.add_argument("--prereg", metavar="FILE", help="a file from `benchledger prereg new`")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``run``."""
+    p = sub.add_parser("run", help="run the benchmark; every call goes into the ledger")
+    run_options(p)
     ledger_arg(p)
     p.set_defaults(func=cmd_run_interruptible)

@@ -18,7 +18,7 @@ def cmd_seal(args: argparse.Namespace) -> int:
             f"run {args.run} is already sealed (root {info.root}); a seal is written once, so "
             "sign runs when they are sealed (`run --sign-key`, `seal --sign-key`)"
         )
-    # Unfinished planned units: UnitsMissing names them, exit 1 (issue 17); a shard
+    # Unfinished planned units: UnitsMissing names them, exit 1 (issue 17); a worker
     # sealing at the same moment is no error (its root is the root).
     root = ledger.seal_complete(args.run, signer=signer)
     signed = f", signed by key {signer.key_id[:16]}" if signer else " (unsigned)"

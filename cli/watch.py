@@ -26,11 +26,13 @@ def live_frames(
     wait: Callable[[], None],
     *,
     ci: str = "auto",
+    extra: Callable[[], str] = lambda: "",
 ) -> Iterator[str]:
     """A labelled scorecard whenever the run has new events; the last one once it is sealed.
 
     ``view`` folds with ``suite.fold()``; ``suite.live`` must be set. ``wait`` is called
-    between polls that found nothing new (the CLI sleeps there).
+    between polls that found nothing new (the CLI sleeps there). ``extra``: a line to
+    show under a LIVE frame's label, if any (a queued run's jobs and workers).
     """
     assert suite.live is not None, f"suite {suite.name} has no live view"
     while True:
@@ -49,17 +51,25 @@ def live_frames(
                 f"LIVE run {meta.run_id}: unsealed, {done.counts()}{done.infra_text()} as of "
                 f"{time.strftime('%H:%M:%S')} (partial: not the run's result)"
             )
+            more = extra()
+            label += f"\n{more}" if more else ""
         yield f"{label}\n\n{suite.render(card, fmt)}"
         if meta.root:
             return
 
 
 def watch(
-    view: LiveView[Any], suite: ReadSuite, fmt: str, interval: float, *, ci: str = "auto"
+    view: LiveView[Any],
+    suite: ReadSuite,
+    fmt: str,
+    interval: float,
+    *,
+    ci: str = "auto",
+    extra: Callable[[], str] = lambda: "",
 ) -> None:
     """Print frames to stdout (clearing a terminal between them) until the seal lands."""
     clear = "\x1b[2J\x1b[H" if sys.stdout.isatty() else ""
-    frames = live_frames(view, suite, fmt, lambda: time.sleep(interval), ci=ci)
+    frames = live_frames(view, suite, fmt, lambda: time.sleep(interval), ci=ci, extra=extra)
     for n, frame in enumerate(frames):
         raw(sys.stdout).write(clear or ("\n" + "-" * 72 + "\n" if n else ""))  # our own ESC
         sys.stdout.write(frame)

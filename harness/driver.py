@@ -21,15 +21,14 @@ from benchledger.harness import agents
 from benchledger.harness.agents.base import Agent
 from benchledger.harness.errors import HarnessError, InfraError
 from benchledger.harness.models.errors import PreflightFailed
-from benchledger.harness.plan import MAX_POOL, RunPlan, plan_run, pool_needed, unit_states
+from benchledger.harness.plan import MAX_POOL, RunPlan, plan_run, pool_needed
 from benchledger.harness.platforms.base import Clock, Description, PlatformClient
 from benchledger.harness.platforms.provision import PlatformSpec, Provisioner, provisioner
-from benchledger.harness.record import RunConfig, RunRefused, shard_mismatch
-from benchledger.harness.sharding import Shard
+from benchledger.harness.record import RunConfig, RunRefused
 from benchledger.harness.suites import run_config
 from benchledger.harness.unit import UnitOutcome, UnitPlan, run_unit
-from benchledger.ledger import Ledger, RunSealed
-from benchledger.ledger.errors import ImportedRun, UnitsMissing
+from benchledger.ledger import Ledger
+from benchledger.ledger.errors import UnitsMissing
 from benchledger.ledger.events import RunStartedBody, UnitAbandonedBody
 
 TOOL_VERSION: Final = "benchledger 0.1.0"
@@ -51,18 +50,16 @@ class Progress:
 class RunResult:
     """How a run ended: its id, root (empty if unsealed), outcomes and the exit status.
 
-    ``missing``: this process's planned units that did not finish; ``pending``: other
-    shards' units not finished yet (so the run is not sealed, through no fault of ours);
-    ``infra``: when every planned unit finished, those (``unit/attempt``) that ended in
-    infrastructure errors, which keep the run unsealed so they can be retried
-    (``--resume --retry-infra``) or the run sealed as it is (``seal``).
+    ``missing``: the planned units that did not finish; ``infra``: when every planned
+    unit finished, those (``unit/attempt``) that ended in infrastructure errors, which
+    keep the run unsealed so they can be retried (``--resume --retry-infra``) or the run
+    sealed as it is (``seal``).
     """
 
     run_id: str
     root: str
     outcomes: list[UnitOutcome] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-    pending: list[str] = field(default_factory=list)
     infra: list[str] = field(default_factory=list)
     suite: str = ""  # the run's suite, by name
 
@@ -72,9 +69,9 @@ class RunResult:
 
     @property
     def status(self) -> int:
-        """1 when own units are missing (or, unsharded, the run is unsealed) or every unit
-        it ran failed for infra reasons, else 0."""
-        unsealed = not self.root and not self.pending
+        """1 when units are missing (or the run is unsealed) or every unit it ran failed
+        for infra reasons, else 0."""
+        unsealed = not self.root
         if self.missing or unsealed or (self.outcomes and len(self.failed) == len(self.outcomes)):
             return EXIT_FAILED
         return EXIT_OK
@@ -226,13 +223,9 @@ class RunDriver:
         self.run_id = plan.run_id
         await _model_preflight(plan.agent)
         async with AsyncExitStack() as stack:
-            prov = _provisioner(
-                plan.spec, pool_size=plan.pool, admin_key=self.cfg.admin_key,
-                pool_base=self.cfg.pool_base, reset_cmd=plan.reset_cmd, k=plan.record.k,
-                pack=plan.pack, settings=self.cfg.settings, options=plan.platform_options,
-            )  # fmt: skip
+            prov = self.provisioner(plan)
             first, described = await self._preflight(prov, stack)
-            if described.held and not plan.resumed and plan.shard is None:
+            if described.held and not plan.resumed:
                 _reused(plan, prov, described.held)
             if plan.resumed:
                 self._continue(plan, described)
@@ -240,12 +233,52 @@ class RunDriver:
                 self._start(plan, prov, described)
             self.progress.started(len(plan.units))
             await self._run(plan, prov, stack, first)
-        result = self._seal(plan.run_id, plan.units)
+        result = self._seal(plan.run_id)
         result.suite = plan.suite.name
         return result
 
+    def provisioner(self, plan: RunPlan, pool: int = 0) -> Provisioner:
+        """The plan's platform provisioner (``pool``: a larger pool than the plan's)."""
+        return _provisioner(
+            plan.spec, pool_size=max(pool, plan.pool), admin_key=self.cfg.admin_key,
+            pool_base=self.cfg.pool_base, reset_cmd=plan.reset_cmd, k=plan.record.k,
+            pack=plan.pack, settings=self.cfg.settings, options=plan.platform_options,
+        )  # fmt: skip
+
+    async def start(self, plan: RunPlan) -> None:
+        """A queued run's start: preflight the model and the platform, then write its
+        ``run_started``; its units are run by queue workers (``harness.work``)."""
+        self.run_id = plan.run_id
+        await _model_preflight(plan.agent)
+        async with AsyncExitStack() as stack:
+            prov = self.provisioner(plan)
+            _, described = await self._preflight(prov, stack)
+            if described.held:
+                _reused(plan, prov, described.held)
+            self._start(plan, prov, described)
+
+    async def join(self, plan: RunPlan, prov: Provisioner, stack: AsyncExitStack) -> PlatformClient:
+        """A queue worker taking up a started run: preflight the model and the platform
+        (the pack checked against the record); the platform's client, kept in ``stack``
+        (a fresh-state platform's: the runtime of the worker's first pass, described
+        before any unit uses it, so no runtime is started only to be described). Writes
+        nothing."""
+        await _model_preflight(plan.agent)
+        try:
+            client = await stack.enter_async_context(prov.runtime())
+            described = await client.describe()
+        except InfraError as exc:
+            raise RunRefused(
+                f"platform preflight failed at {prov.spec.label}: {exc.message}; nothing was "
+                "written (check --platform, --admin-key and --pool-base)"
+            ) from None
+        except HarnessError as exc:
+            raise RunRefused(f"platform preflight failed: {exc}") from None
+        self._check_pack(plan, described)
+        return client
+
     def _start(self, plan: RunPlan, prov: Provisioner, described: Description) -> None:
-        """Write a new run's ``run_started`` (a shard joins the run), its record completed
+        """Write a new run's ``run_started``, its record completed
         with what the platform said it is."""
         record = msgspec.structs.replace(
             plan.record, platform=prov.record(described), pack_hash=described.pack_hash
@@ -265,13 +298,19 @@ class RunDriver:
             record=record,
             prereg=self.cfg.prereg,
         )
-        if plan.shard is None:
-            self.ledger.start_run(plan.run_id, body)
-        else:
-            self._join(plan.run_id, body, plan.shard, plan.units)
+        self.ledger.start_run(plan.run_id, body)
 
     def _continue(self, plan: RunPlan, described: Description) -> None:
         """A resume, its platform checked: mark the interrupted (and retried) streams."""
+        self._check_pack(plan, described)
+        # Every check passed: only now mark the interrupted (and retried) streams.
+        for stream, new, why in plan.abandon:
+            w = self.ledger.writer(stream)
+            w.append(UnitAbandonedBody(reason=why, resumed_as=new))
+            self.ledger.commit(w)
+
+    @staticmethod
+    def _check_pack(plan: RunPlan, described: Description) -> None:
         record = plan.record
         if record.pack_hash and described.pack_hash != record.pack_hash:
             raise RunRefused(
@@ -279,42 +318,10 @@ class RunDriver:
                 f"{plan.run_id} started (hash {described.pack_hash[:12]}, recorded "
                 f"{record.pack_hash[:12]})"
             )
-        # Every check passed: only now mark the interrupted (and retried) streams.
-        for stream, new, why in plan.abandon:
-            w = self.ledger.writer(stream)
-            w.append(UnitAbandonedBody(reason=why, resumed_as=new))
-            self.ledger.commit(w)
 
-    def _join(self, run_id: str, body: RunStartedBody, shard: Shard, mine: list[UnitPlan]) -> None:
-        """Start the sharded run, or join it: RunRefused if its record differs from ours
-        (naming every differing field) or if this shard's units were started already."""
-        try:
-            recorded = self.ledger.join_run(run_id, body)
-        except RunSealed:
-            raise RunRefused(
-                f"run {run_id} is already sealed; shard {shard} has nothing to do"
-            ) from None
-        except ImportedRun as exc:  # another ledger's units: never joined as ours
-            raise RunRefused(str(exc)) from None
-        if recorded is None:
-            return  # this shard started the run
-        wrong = shard_mismatch(recorded, body)
-        if wrong:
-            raise RunRefused(
-                f"shard {shard} cannot join run {run_id}: its configuration differs from the "
-                f"run's record (recorded != this shard's): {'; '.join(wrong)}"
-            )
-        started = {info["key"] for info in unit_states(self.ledger, run_id).values()}
-        again = [f"{p.unit_id}/{p.attempt}" for p in mine if (p.unit_id, p.attempt) in started]
-        if again:
-            raise RunRefused(
-                f"shard {shard} of run {run_id} has started before ({', '.join(again[:5])}): "
-                f"resume it with --resume {run_id} --shard {shard}"
-            )
-
-    def _seal(self, run_id: str, ran: list[UnitPlan]) -> RunResult:
-        """Seal the run if every planned unit finished; otherwise name the missing ones:
-        of the units this process ran in ``missing``, other shards' in ``pending``.
+    def _seal(self, run_id: str) -> RunResult:
+        """Seal the run if every planned unit finished; otherwise name the missing ones
+        (``missing``).
 
         A finished run with infra-failed units stays unsealed (naming them in ``infra``)
         unless ``seal_despite_infra``: a seal is final, and would leave them no retry.
@@ -328,8 +335,5 @@ class RunDriver:
                 root = self.ledger.seal_complete(run_id)
             except UnitsMissing as exc:
                 unfinished = exc.missing
-        own = {f"{p.unit_id}/{p.attempt}" for p in ran}
-        missing = [u for u in unfinished if u in own]
-        pending = [u for u in unfinished if u not in own]
-        return RunResult(run_id, root, list(self.outcomes), missing, pending,
+        return RunResult(run_id, root, list(self.outcomes), unfinished,
                          [] if unfinished else infra)  # fmt: skip

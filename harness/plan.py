@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 import math
 import os
 import re
@@ -42,7 +43,6 @@ from benchledger.harness.record import (
     reset_record,
     resume_reset_cmd,
 )
-from benchledger.harness.sharding import Shard, identity_blocks, shard_ids
 from benchledger.harness.suites import Suite, check_items_options, suite_for
 from benchledger.harness.unit import UnitPlan
 from benchledger.ledger import Ledger
@@ -69,7 +69,7 @@ RETRIED: Final = "infra-failed; re-run by --retry-infra"
 class RunPlan:
     """One run as it will execute, new or resumed: nothing in it has been written yet.
 
-    ``units``: the units this process runs (a shard's only); ``record``: the run's record
+    ``units``: the units this process runs; ``record``: the run's record
     (a new run's gets its platform and pack hash from the preflight); ``abandon``: the
     (stream, resumed as, why) a resume marks before it runs; ``reset_first``: a resume
     whose earlier units left state on a shared platform resets it before the first pass.
@@ -83,11 +83,10 @@ class RunPlan:
     spec: PlatformSpec
     record: RunRecord
     agent: Agent
-    shard: Shard | None = None
     resumed: bool = False
     abandon: list[tuple[str, str, str]] = field(default_factory=list)
     reset_cmd: str = ""
-    pack: str = ""  # the seed pack to provision (a resumed shard's own copy, by hash)
+    pack: str = ""  # the seed pack to provision (a queue worker's own copy, by hash)
     reset_first: bool = False
     concurrency: int = 1
     platform_options: dict[str, str] = field(default_factory=dict)  # what provisions it
@@ -233,8 +232,6 @@ def settle(cfg: RunConfig) -> PlatformSpec:
     if cfg.retry_infra and not cfg.resume:
         raise RunRefused("--retry-infra re-runs an unsealed run's infra-failed units: use it "
                          "with --resume RUN_ID")  # fmt: skip
-    if cfg.shard is not None and not (cfg.run_id or cfg.resume):
-        raise RunRefused("--shard needs --run-id ID (every shard names the same run) or --resume")
     try:
         platform, spec = resolve(cfg.platform)
         _foreign_options(cfg, platform)
@@ -275,11 +272,6 @@ def _new_run_rules(cfg: RunConfig, spec: PlatformSpec) -> None:
     if cfg.reset_cmd and not external:
         raise RunRefused("--reset-cmd resets an external platform between passes; an "
                          "embedded one starts fresh for every pass")  # fmt: skip
-    if cfg.shard is not None and cfg.shard.count > 1 and cfg.reset_cmd:
-        raise RunRefused(
-            "--reset-cmd resets the platform under every shard at once; sharded passes "
-            "cannot be reset between: drop --reset-cmd (the run is then coupled at k > 1)"
-        )
 
 
 def check_options(cfg: RunConfig) -> None:
@@ -338,8 +330,7 @@ def _plan_new(ledger: Ledger, cfg: RunConfig, spec: PlatformSpec, given: Agent |
     agent = given or _agent(cfg, cfg.agent)
     _new_run_rules(cfg, spec)
     external = _shared(spec)
-    shard = cfg.shard if cfg.shard and cfg.shard.count > 1 else None
-    head = ledger.store.head(run_id) if shard is None else None
+    head = ledger.store.head(run_id)
     if head is not None and head.kind == "run_sealed":  # final: --resume would refuse it
         raise RunRefused(f"run {run_id} already exists and is sealed (final); give a new "
                          f"--run-id, such as {_free_id(ledger, run_id)}")  # fmt: skip
@@ -354,11 +345,7 @@ def _plan_new(ledger: Ledger, cfg: RunConfig, spec: PlatformSpec, given: Agent |
     subset = bool(cfg.protocol or cfg.limit)
     pool = _new_pool(spec, len(items) * cfg.k, suite.identities_per_unit, cfg.k, cfg.pool_size)
     plans = unit_plans(suite, items, cfg.k, run_id)
-    mine = plans
-    if shard is not None:
-        ids = shard_ids(items, suite.entity, shard)
-        mine = [p for p in plans if p.unit_id in ids]
-    mine = _grouped(suite, mine)
+    mine = _grouped(suite, plans)
     reset = reset_record(cfg.reset_cmd, (cfg.admin_key, cfg.pool_base))
     record = RunRecord(
         suite=suite.name,
@@ -378,14 +365,13 @@ def _plan_new(ledger: Ledger, cfg: RunConfig, spec: PlatformSpec, given: Agent |
         capture_timeout_s=cfg.capture_timeout_s,
         runtime_scope=cfg.runtime_scope,
         pack=cfg.pack,
-        shards=shard.count if shard else 1,
         only=list(cfg.protocol),
         limit=cfg.limit,
         set_items=len(loaded.items) if subset else 0,
         platform_options=_recorded_options(_platform_of(spec), cfg.platform_options),
     )
     suite.configure(record)
-    return RunPlan(run_id, suite, items, mine, pool, spec, record, agent, shard=shard,
+    return RunPlan(run_id, suite, items, mine, pool, spec, record, agent,
                    reset_cmd=cfg.reset_cmd, pack=cfg.pack, concurrency=cfg.concurrency,
                    platform_options=dict(cfg.platform_options))  # fmt: skip
 
@@ -438,25 +424,17 @@ def _plan_resume(ledger: Ledger, cfg: RunConfig, given_agent: Agent | None) -> R
         ledger.check_own(run_id)  # an imported run's units are another ledger's
     except ImportedRun as exc:
         raise RunRefused(str(exc)) from None
-    shard = cfg.shard if cfg.shard and cfg.shard.count > 1 else None
-    given = shard.count if shard else 1
-    if given != record.shards:
-        how = f"--shard i/{record.shards}" if record.shards > 1 else "no --shard"
-        raise RunRefused(
-            f"run {run_id} runs in {record.shards} shard(s), not {given} (shards: "
-            f"{record.shards} != {given}): resume it with --resume {run_id} and {how}"
-        )
     wrong = contradictions(cfg, record)
     if wrong:
         raise RunRefused(
             f"resuming run {run_id} with options that contradict its record: " + "; ".join(wrong)
         )
-    # Restored, as every recorded option is; a shard's own, if given.
-    concurrency = cfg.concurrency if shard and "concurrency" in cfg.given else record.concurrency
+    # Restored, as every recorded option is; a queue worker's own, if given.
+    local = cfg.local
+    concurrency = cfg.concurrency if local and "concurrency" in cfg.given else record.concurrency
     suite = _suite(record.suite)
     suite.configure(record)
-    # A shard may sit on another machine: its own paths, checked by hash below.
-    local = shard is not None
+    # A queue worker may sit on another machine: its own paths, checked by hash below.
     path = cfg.protocols_path if local and cfg.protocols_path else record.protocols_path
     pack = cfg.pack if local and cfg.pack else record.pack
     loaded = suite.load(path)
@@ -477,7 +455,7 @@ def _plan_resume(ledger: Ledger, cfg: RunConfig, given_agent: Agent | None) -> R
     reset_cmd = resume_reset_cmd(cfg, record, run_id)
     agent = given_agent or _agent(cfg, record.agent, record.agent_params)
     _agent_fits(agent, items, path)
-    plans, abandon = _resume_units(ledger, suite, items, record, run_id, shard, cfg.retry_infra)
+    plans, abandon = _resume_units(ledger, suite, items, record, run_id, cfg.retry_infra)
     plans = _grouped(suite, plans)
     top = max((max(p.identities) for p in plans), default=0)
     if external:
@@ -495,8 +473,8 @@ def _plan_resume(ledger: Ledger, cfg: RunConfig, given_agent: Agent | None) -> R
                 f"holds at most {MAX_POOL}"
             )
     used = highest_identity(ledger, run_id) > 0  # earlier units left state behind
-    return RunPlan(run_id, suite, items, plans, pool, spec, record, agent, shard=shard,
-                   resumed=True, abandon=abandon, reset_cmd=reset_cmd, pack=pack,
+    return RunPlan(run_id, suite, items, plans, pool, spec, record, agent, resumed=True,
+                   abandon=abandon, reset_cmd=reset_cmd, pack=pack,
                    reset_first=used, concurrency=concurrency,
                    platform_options=_restored_options(cfg, record, run_id))  # fmt: skip
 
@@ -507,17 +485,15 @@ def _resume_units(
     items: list[Any],
     record: RunRecord,
     run_id: str,
-    shard: Shard | None = None,
     retry_infra: bool = False,
 ) -> tuple[list[UnitPlan], list[tuple[str, str, str]]]:
     """Unfinished units as fresh streams and the (stream, new stream, why) to abandon.
 
-    Reads only: execute writes the abandonments once every check has passed. With a
-    ``shard``, only its units, with identities no other shard can take. With
-    ``retry_infra``, a unit whose every finished attempt ended in an infrastructure
+    Reads only: execute writes the abandonments once every check has passed. Each
+    re-run unit takes a fresh block of identities above the highest the run ever gave.
+    With ``retry_infra``, a unit whose every finished attempt ended in an infrastructure
     error runs again too, and those attempts are abandoned (kept, no longer counted).
     """
-    mine = shard_ids(items, suite.entity, shard) if shard else None
     units = unit_states(ledger, run_id)
     by_key: dict[tuple[str, int], list[str]] = {}
     for stream, info in units.items():
@@ -525,11 +501,9 @@ def _resume_units(
     per = suite.identities_per_unit
     planned_top = len(items) * record.k * per
     next_identity = max(planned_top, highest_identity(ledger, run_id)) + 1
-    fresh = identity_blocks(next_identity, per, shard)
+    fresh = (tuple(range(first, first + per)) for first in itertools.count(next_identity, per))
     plans, abandon = [], []
     for plan in unit_plans(suite, items, record.k, run_id):
-        if mine is not None and plan.unit_id not in mine:
-            continue
         streams = sorted(by_key.get((plan.unit_id, plan.attempt), []))
         done = [s for s in streams if units[s]["finished"] and not units[s]["abandoned"]]
         if done and not (retry_infra and all(infra_failed(units[s]) for s in done)):

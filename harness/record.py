@@ -21,12 +21,10 @@ import msgspec
 from benchledger.harness.errors import HarnessError
 from benchledger.harness.platforms.platform import PlatformSpec
 from benchledger.harness.settings import Settings
-from benchledger.harness.sharding import Shard
 from benchledger.ledger import Ledger
 from benchledger.ledger.events import (
     Preregistration,
     RunRecord,
-    RunStartedBody,
     RunStartedEvent,
     UnitStartedEvent,
 )
@@ -83,13 +81,15 @@ class RunConfig:
     time_scale: float = 1.0  # recorded agents: their recorded latencies times this
     settings: Settings | None = field(default=None, repr=False)
     prereg: Preregistration | None = None  # the gate bar recorded in run_started (new runs)
-    shard: Shard | None = None  # --shard i/n: this process runs part i of n
     protocol: list[str] = field(default_factory=list)  # --protocol ID...: a subset run's ids
     limit: int = 0  # --limit N: the first N (of those) only; 0 = all
     retry_infra: bool = False  # resume: re-run units whose every attempt infra-failed
     # Seal even when units ended in infrastructure errors (else the run stays unsealed so
     # they can be retried); a sealing decision, not recorded.
     seal_despite_infra: bool = False
+    # A queue worker (``benchledger worker``): its protocol and pack paths and its
+    # concurrency are its own (the set and the pack are compared by hash).
+    local: bool = False
 
 
 class Restored(NamedTuple):
@@ -246,23 +246,10 @@ def diff(recorded: RunRecord, other: RunRecord) -> list[str]:
     return out
 
 
-# Record fields each shard sets for itself: the machine it runs on decides them. Paths
-# differ between machines; what they hold is compared by hash (protocol set, pack).
-SHARD_LOCAL: Final = frozenset({"concurrency", "protocols_path", "pack"})
-
-
-def shard_mismatch(recorded: RunStartedBody, joining: RunStartedBody) -> list[str]:
-    """Where a joining shard's run differs from the one recorded, as ``diff`` names it
-    (the record's fields but ``SHARD_LOCAL``; then model, tool version, pre-registration)."""
-    if recorded.record is None or joining.record is None:
-        return ["record: the run was started without a run record"]
-    out = [d for d in diff(recorded.record, joining.record)
-           if d.split(":", 1)[0] not in SHARD_LOCAL]  # fmt: skip
-    for name in ("model", "tool_version", "prereg"):
-        a, b = getattr(recorded, name, None), getattr(joining, name, None)
-        if a != b:
-            out.append(f"{name}: {_short(a)} != {_short(b)}")
-    return out
+# Record fields a queue worker (or a shard of a run sharded by an earlier version) sets
+# for itself: the machine it runs on decides them. Paths differ between machines; what
+# they hold is compared by hash (protocol set, pack).
+MACHINE_LOCAL: Final = frozenset({"concurrency", "protocols_path", "pack"})
 
 
 def _short(value: Any) -> str:
@@ -277,7 +264,7 @@ def contradictions(config: RunConfig, record: RunRecord) -> list[str]:
         rec_name = restored.record
         if not rec_name or name not in config.given:
             continue
-        if record.shards > 1 and rec_name in SHARD_LOCAL:
+        if (record.shards > 1 or config.local) and rec_name in MACHINE_LOCAL:
             continue
         given, recorded = getattr(config, name), getattr(record, rec_name)
         if given != recorded:

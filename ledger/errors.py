@@ -123,8 +123,7 @@ class UnitsMissing(LedgerError):
         shown = ", ".join(missing[:10]) + more
         super().__init__(
             f"run {run_id!r} cannot be sealed: {len(missing)} planned units have not finished "
-            f"({shown}); finish them (`benchledger run --resume {run_id}`, with --shard i/n "
-            "for a sharded run), then seal again"
+            f"({shown}); finish them (`benchledger run --resume {run_id}`), then seal again"
         )
 
 

@@ -53,7 +53,7 @@ class PlatformRecord(msgspec.Struct, frozen=True, omit_defaults=True):
 class RunRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     """Everything a run was started with, written once in ``run_started`` and read back whole.
 
-    Resume restores a run from it, shards join it, seal finds missing units in
+    Resume and queue workers restore a run from it, seal finds missing units in
     ``units``, compare and gate check comparability with it. Secrets never enter it:
     the reset command is stored as its program name and a salted digest (runs recorded
     before that hold it redacted in ``reset_cmd``) and keys are absent by construction.
@@ -74,7 +74,7 @@ class RunRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     concurrency: int = 1
     capture_timeout_s: float = 10.0
     runtime_scope: str = "pass"
-    shards: int = 1
+    shards: int = 1  # runs sharded by `--shard i/n` (retired): how many parts
     # A subset run (``run --protocol ID``, ``--limit N``): the ids asked for, the limit, and
     # how many items the whole set holds. All default (so omitted) for a run of the whole set.
     only: list[str] = []

@@ -353,7 +353,7 @@ class Ledger:
         """Seal the run once every planned unit has finished; return its root.
 
         UnitsMissing names the planned units that have not. When another writer seals
-        the run first (two shards finishing together), its root is returned.
+        the run first (two queue workers finishing together), its root is returned.
         """
         missing = self.unfinished(run_id)
         if missing:

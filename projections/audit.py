@@ -7,6 +7,7 @@ the text it prints as. Each suite's ``audit`` (``projections/suites/<name>/audit
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from benchledger.ledger.codec import canonical_json
@@ -17,6 +18,7 @@ from benchledger.ledger.events import (
     ReadBackEvent,
     SessionCallBody,
     SessionCallEvent,
+    UnitAbandonedEvent,
 )
 from benchledger.ledger.redaction import WithheldEvent
 from benchledger.ledger.verified import OWN_GRADER, PEER_CLAIMS, Origin
@@ -205,6 +207,19 @@ def render(a: Audit, full: bool = False, origin: Origin | None = None) -> str:
             summary = _indent(e.whole or e.summary) if full else e.summary
             lines.append(f"    evidence seq {e.seq} {e.kind} {e.link[:12]}  {summary}")
     return "\n".join(lines)
+
+
+def abandoned_lines(events: Iterable[tuple[Event, str]]) -> list[str]:
+    """The run's abandoned attempts (kept in the log, counted nowhere): one line each with
+    why and the attempt that replaced it; [] for a run without any."""
+    found = [(e.stream, e.body.reason, e.body.resumed_as)
+             for e, _ in events if isinstance(e, UnitAbandonedEvent)]  # fmt: skip
+    if not found:
+        return []
+    lines = [f"{len(found)} abandoned attempts (kept in the log, in no rate):"]
+    for stream, reason, resumed_as in found:
+        lines.append(f"  {stream}: {reason}" + (f"; resumed as {resumed_as}" if resumed_as else ""))
+    return lines
 
 
 def _indent(text: str) -> str:

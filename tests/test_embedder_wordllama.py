@@ -19,7 +19,8 @@ from benchledger.refplatform.embedder import (
     cosine,
     parse_spec,
 )
-from tests.conftest import cli, one_line_exit_2
+from benchledger.running import config
+from tests.conftest import cli, interrupted_after, one_line_exit_2
 
 PARAPHRASE = ("refunded purchases", "returned orders")
 UNRELATED = ("refunded purchases", "fiscal calendar")
@@ -152,19 +153,18 @@ def test_bench_embedder_prints_wordllama_beside_lexical_and_the_ratio(capsys):
 
 def test_a_resumed_run_keeps_the_embedder_it_recorded_and_refuses_another(tmp_path, capsys):
     ledger = str(tmp_path / "wl.sqlite")
-    base = ["run", "--ledger", ledger, "--limit", "4"]
-    code, _, err = cli(capsys, *base, "--run-id", "wl", "--shard", "1/2", "--embedder", "wordllama")
-    assert code == 0, err
+    # A run interrupted after 2 of its 4 units, as Ctrl-C leaves one.
+    cfg = config(limit=4, run_id="wl", platform_options={"embedder": "wordllama"})
     store = open_store(ledger)
     try:
+        interrupted_after(Ledger(store), cfg, 2)
         assert read_record(Ledger(store), "wl").platform_options == {"embedder": "wordllama"}
     finally:
         store.close()
-    code, _, err = cli(capsys, "run", "--ledger", ledger, "--resume", "wl", "--shard", "2/2",
-                       "--embedder", "lexical")  # fmt: skip
+    code, _, err = cli(capsys, "run", "--ledger", ledger, "--resume", "wl", "--embedder", "lexical")
     assert code == 2 and "--embedder lexical (the run recorded wordllama)" in err, err
     # Given nothing, the resume provisions what the run recorded: every unit said wordllama.
-    code, out, err = cli(capsys, "run", "--ledger", ledger, "--resume", "wl", "--shard", "2/2")
+    code, out, err = cli(capsys, "run", "--ledger", ledger, "--resume", "wl")
     assert code == 0 and "sealed" in out, err
     conn = sqlite3.connect(ledger)
     try:

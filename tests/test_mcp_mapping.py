@@ -34,6 +34,8 @@ from benchledger.harness.prompts import SYSTEM
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.errors import UnusableInput
 from benchledger.ledger.events import GraderDecisionEvent, RunStartedEvent
+from benchledger.running import config
+from tests.conftest import interrupted_after
 from tests.test_runner import subset
 
 SHIPPED = os.path.join("harness", "platforms", "mappings", "mcp-memory-service.toml")
@@ -615,7 +617,7 @@ identity = "shared-knowledge"
 
 def test_a_resume_after_the_mapping_changed_is_refused_naming_the_change(tmp_path, capsys):
     """A run records its mapping's hash; resuming it with a changed file is refused (the
-    echo server run is interrupted by its shard limit, then the mapping is edited)."""
+    echo server run is interrupted after its first unit, then the mapping is edited)."""
     pytest.importorskip("mcp.server.mcpserver")
     server = tmp_path / "echo_server.py"
     server.write_text(ECHO_SERVER)
@@ -626,9 +628,13 @@ def test_a_resume_after_the_mapping_changed_is_refused_naming_the_change(tmp_pat
     path = subset(tmp_path, SUBSET[:2])
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ECHO_TOKEN", "tok-" + "1b2c" * 6)
-        argv = ["run", "--platform", f"mcp:{mapping}", "--protocols", path, "--ledger", ledger]
-        assert main([*argv, "--run-id", "r", "--shard", "1/2"]) == 0
+        cfg = config(platform=f"mcp:{mapping}", protocols=path, run_id="r", concurrency=1)
+        store = open_store(ledger)
+        try:
+            interrupted_after(Ledger(store), cfg, 1)
+        finally:
+            store.close()
         mapping.write_text(text.replace('name = "echo"', 'name = "echo-2"'))
-        code = main(["run", "--resume", "r", "--shard", "2/2", "--ledger", ledger])
+        code = main(["run", "--resume", "r", "--ledger", ledger])
     err = capsys.readouterr().err
     assert code == 2 and "the mapping changed since the run started" in err

@@ -85,19 +85,6 @@ def test_a_sealed_run_prints_a_verify_line_whose_ledger_url_is_quoted(tmp_path, 
     assert main(words[1:]) == 0  # the line as pasted verifies
 
 
-def test_a_finished_shard_names_the_other_shard_to_run_not_seal(tmp_path, capsys):
-    folder = protocol_subset(tmp_path, TWO)
-    ledger = str(tmp_path / "l.sqlite")
-    common = ["--protocols", folder, "--ledger", ledger, "--run-id", "sh"]
-    assert main(["run", *common, "--shard", "1/2"]) == 0
-    out = capsys.readouterr().out
-    assert "benchledger seal" not in out
-    step = re.search(r"Next, for shard 2/2 unless it is running: (.*?);", out)
-    assert step is not None, out
-    assert main(shlex.split(step.group(1))[1:]) == 0  # the step it names seals the run
-    assert "run sh sealed" in capsys.readouterr().out
-
-
 def test_replay_with_live_tools_refuses_a_run_that_had_units_in_flight_together(tmp_path, capsys):
     folder = protocol_subset(tmp_path, TWO)
     ledger = str(tmp_path / "l.sqlite")

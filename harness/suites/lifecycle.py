@@ -10,7 +10,8 @@ evidence into grader decisions, exactly as re-derivation will.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Final
 
 from benchledger import protocols
@@ -85,6 +86,9 @@ class LifecycleSuite:
         # One reviewer per platform: promotions to one entity never interleave, so a
         # description update cannot overwrite another unit's (read-modify-write).
         self._locks: dict[tuple[int, str], asyncio.Lock] = {}
+        # Across processes: a queue worker on a shared platform sets this to hold an
+        # advisory lock per entity around each promotion (harness.queue.entity_lock).
+        self.entity_lock: Callable[[str], AbstractAsyncContextManager[None]] | None = None
 
     def default_path(self) -> str:
         return protocols.LIFECYCLE_DIR
@@ -165,7 +169,8 @@ class LifecycleSuite:
         if client is not None and p.promotes and insight is not None:
             ctx.stage = "promote"
             lock = self._locks.setdefault((id(client), p.entity_urn), asyncio.Lock())
-            async with lock:
+            across = self.entity_lock(p.entity_urn) if self.entity_lock else nullcontext()
+            async with lock, across:
                 promotion = await client.promote(ctx, capture=insight, target=tgt)
             decide("promote")
             await ctx.commit()
