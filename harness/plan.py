@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from benchledger.harness import agents
 from benchledger.harness.agents.base import Agent
+from benchledger.harness.platforms.embedded import MAX_POOL
 from benchledger.harness.platforms.platform import (
     Platform,
     PlatformSpec,
@@ -59,7 +60,6 @@ from benchledger.ledger.events import (
 )
 from benchledger.ledger.ledger import check_run_id
 from benchledger.protocols.errors import InvalidInput, Problem
-from benchledger.refplatform.auth import MAX_POOL
 
 INTERRUPTED: Final = "interrupted; re-run on resume"
 RETRIED: Final = "infra-failed; re-run by --retry-infra"

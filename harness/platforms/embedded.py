@@ -11,6 +11,7 @@ from typing import Any
 import httpx2
 
 from benchledger.harness.errors import PlatformStartFailed
+from benchledger.refplatform.auth import MAX_POOL as MAX_POOL  # identities it holds
 
 
 @functools.cache
