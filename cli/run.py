@@ -188,6 +188,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--wait waits for a queued run's workers: add --queue")
     if args.queue:
         return run_queued(args, cfg)
+    if cfg.resume:
+        _not_in_workers_hands(args.ledger or args.settings.ledger, cfg.resume)
     signer = signer_from(args.sign_key, args.settings)  # a bad key file: exit 2, nothing written
     # What these imports make (~1M objects: the MCP SDK's models, the pack) lives as long as
     # the process: no collection during them, and none walks them again afterwards.
@@ -284,6 +286,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise
     stop_bar()
     return _finished(result, ledger, signer, ledger_location)
+
+
+def _not_in_workers_hands(location: str, run_id: str) -> None:
+    """Refuse to resume here a queued run whose jobs workers still hold or will claim: both
+    would run its units (one line, exit 2, nothing written)."""
+    if not location.startswith(("postgresql://", "postgres://")):
+        return  # a SQLite ledger has no queue
+    from benchledger.harness.queue import queue_states
+
+    found = queue_states(location, run_id).get(run_id)
+    if found is not None and (found.queued or found.running):
+        cancel = command_line("benchledger", "queue", "cancel", run_id)
+        raise UsageError(
+            f"run {run_id} is in the queue ({found.line()}): its workers finish it; to "
+            f"finish it here instead, first stop them with {cancel}"
+        )
 
 
 def _resume_line(run_id: str, ledger_location: str) -> str:

@@ -164,6 +164,12 @@ def test_queue_cancel_stops_a_runs_waiting_jobs(pg, capsys):
     code, out, _ = cli(capsys, "runs", "--json", "--ledger", pg)
     assert json.loads(out)[0]["queue"] == {"queued": 3, "running": 0, "done": 0,
                                            "failed_or_cancelled": 0, "workers": []}  # fmt: skip
+    # resumed here while its jobs wait, a unit would run twice: refused, nothing written
+    ledger = Ledger(open_store(pg))
+    before = ledger.run_info("qc").events
+    code, _, err = cli(capsys, "run", "--resume", "qc", "--ledger", pg)
+    one_line_exit_2(code, err, "run qc is in the queue (3 queued", "benchledger queue cancel qc")
+    assert ledger.run_info("qc").events == before and _jobs(pg) == {"todo": 3}
     code, out, _ = cli(capsys, "queue", "cancel", "qc", "--ledger", pg)
     assert code == 0 and "3 waiting jobs cancelled" in out
     assert queue_states(pg)["qc"].line() == "0 queued, 0 running, 0 done, 3 failed or cancelled"
