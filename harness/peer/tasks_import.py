@@ -721,12 +721,8 @@ def _plan_pkrun(
     if said_k is not None and said_k < k:
         raise f.refuse(f"attempts hold replicate {k} but manifest.k is {said_k}")
     found = _evidence(path, planted, snapshots, units, seeded=False)
-    source, note = found["correct_source"], found["review_note"]
-    units = [dataclasses.replace(u, item=u.item._replace(
-        source=source["needle"] if source else None, note=note)) for u in units]  # fmt: skip
+    units = _with_evidence(units, found)
     tasks = {qid: msgspec.to_builtins(item.task) for qid, item in items.items()}
-    provider = f.text(manifest, "llm_provider", "manifest")
-    model = f.text(manifest, "model", "manifest")
     config: dict[str, Any] = {
         "origin": ORIGIN,
         "shape": SHAPE,
@@ -749,18 +745,8 @@ def _plan_pkrun(
         else _arm_config(os.path.join(arm_dir, ARM_CONFIG)),
         "lacks": lacks,
     }
-    header = RunStartedBody(
-        suite=SHAPE,
-        protocol_set_hash=task_files.task_set_hash(i.task for i in items.values()),
-        protocols=len(tasks),
-        k=said_k or k,
-        agent=f"{provider}:{model}".strip(":"),
-        model=model,
-        platform=ORIGIN,
-        platform_version=f.text(manifest, "platform_version", "manifest"),
-        tool_version="import-peer",
-        config=config,
-    )
+    header = _header(f, manifest, config, task_files.task_set_hash(i.task for i in items.values()),
+                     len(tasks), said_k or k)  # fmt: skip
     return _Plan(run, name, start, header, snapshots, tuple(units))
 
 
@@ -839,15 +825,7 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         units.append(unit)
     _check_summaries(f, data, attempts)
     found = _evidence(path, planted, snapshots, units)
-    source, note = found["correct_source"], found["review_note"]
-    units = [
-        dataclasses.replace(
-            u, item=u.item._replace(source=source["needle"] if source else None, note=note)
-        )
-        for u in units
-    ]
-    provider = f.text(manifest, "llm_provider", "manifest")
-    model = f.text(manifest, "model", "manifest")
+    units = _with_evidence(units, found)
     config: dict[str, Any] = {
         "origin": ORIGIN,
         "shape": SHAPE,
@@ -872,11 +850,29 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         config["results_file"] = os.path.basename(path)
         # relative to the family, so a copy of the peer's tree imports to the same root
         config["tasks_folder"] = os.path.relpath(os.path.dirname(loaded.files[0]), family_dir)
-    header = RunStartedBody(
+    # every task the arm was given, so an interrupted arm reads as incomplete
+    header = _header(f, manifest, config, claimed, len(tasks), k)
+    return _Plan(run, name, start, header, snapshots, tuple(units))
+
+
+def _with_evidence(units: list[_Unit], found: dict[str, Any]) -> list[_Unit]:
+    """Each unit's item with the correct source's needle and the reviewer note the import
+    found in the arm's files (``_evidence``)."""
+    source, note = found["correct_source"], found["review_note"]
+    needle = source["needle"] if source else None
+    return [dataclasses.replace(u, item=u.item._replace(source=needle, note=note)) for u in units]
+
+
+def _header(
+    f: Any, manifest: dict[str, Any], config: dict[str, Any], set_hash: str, protocols: int, k: int
+) -> RunStartedBody:
+    """An imported arm's ``run_started``: the peer's client and model as its agent."""
+    provider = f.text(manifest, "llm_provider", "manifest")
+    model = f.text(manifest, "model", "manifest")
+    return RunStartedBody(
         suite=SHAPE,
-        protocol_set_hash=claimed,
-        # every task the arm was given, so an interrupted arm reads as incomplete
-        protocols=len(tasks),
+        protocol_set_hash=set_hash,
+        protocols=protocols,
         k=k,
         agent=f"{provider}:{model}".strip(":"),
         model=model,
@@ -885,7 +881,6 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
         tool_version="import-peer",
         config=config,
     )
-    return _Plan(run, name, start, header, snapshots, tuple(units))
 
 
 def _write_unit(w: StreamWriter, unit: _Unit) -> None:
