@@ -443,6 +443,7 @@ def run_queued(args: argparse.Namespace, cfg: RunConfig) -> int:
             print(f"run {plan.run_id} queued: {len(units)} units ({queue.schema})", flush=True)
             work = command_line("benchledger", "worker", "--ledger", location)
             print(f"work it on any machine, as many as you like: {work} [--once]", flush=True)
+            _pool_note(plan.record.pool_size, plan.suite.identities_per_unit, len(units))
             if args.wait:
                 await _wait(queue, plan.run_id, len(units))
             return plan.run_id, len(units)
@@ -454,6 +455,21 @@ def run_queued(args: argparse.Namespace, cfg: RunConfig) -> int:
     if not args.wait:
         return EXIT_OK
     return _queued_finished(ledger, run_id, location)
+
+
+def _pool_note(pool: int, per: int, units: int) -> None:
+    """On an external platform, say when its pool cannot hold every try a worker may make:
+    a unit's try t takes identities ``per * (units * t + i) + 1 ..`` of the run's grid."""
+    from benchledger.cli.queue import INFRA_RETRIES
+
+    wanted = 1 + INFRA_RETRIES
+    tries = pool // (per * units) if pool else wanted
+    if tries < wanted:
+        print(f"note: the pool's {pool} identities hold {tries} tr{'y' if tries == 1 else 'ies'}"
+              f" of every unit (each try takes {per} fresh identities); a unit interrupted or "
+              f"infra-failed past that is left for `benchledger run --resume`. For "
+              f"{wanted} tries give --pool-size {per * units * wanted}",
+              file=sys.stderr, flush=True)  # fmt: skip
 
 
 async def _wait(queue: Queue, run_id: str, total: int) -> None:

@@ -153,6 +153,24 @@ def test_a_worker_whose_agent_protocols_or_platform_differ_is_refused_writing_no
 
 
 @pytest.mark.postgres
+def test_queueing_on_a_pool_too_small_for_every_try_says_what_pool_would_hold_them(pg, capsys):
+    """6 units of 2 identities on a pool of 16: one try each, not the 1 + 2 retries."""
+    with refplatform_server(ADMIN, POOL) as server:
+        env = {"BENCHLEDGER_ADMIN_KEY": ADMIN, "BENCHLEDGER_POOL_BASE": POOL}
+        os.environ.update(env)
+        try:
+            code, _, err = cli(capsys, "run", "--queue", "--limit", "6", "--run-id", "qp",
+                               "--platform", server.url, "--pool-size", "16",
+                               "--ledger", pg)  # fmt: skip
+        finally:
+            for name in env:
+                os.environ.pop(name)
+    assert code == 0, err
+    assert "note: the pool's 16 identities hold 1 try of every unit" in err
+    assert "For 3 tries give --pool-size 36" in err and ADMIN not in err and POOL not in err
+
+
+@pytest.mark.postgres
 def test_queue_cancel_stops_a_runs_waiting_jobs(pg, capsys):
     code, _, err = cli(capsys, "run", "--queue", "--limit", "3", "--run-id", "qc",
                        "--ledger", pg)  # fmt: skip
