@@ -365,7 +365,7 @@ def test_a_subset_of_arms_marks_what_is_missing(capsys, study) -> None:
     out = capsys.readouterr().out
     assert "(not imported)" in out
     last = out.splitlines()[-1]
-    assert last.startswith("not imported: ")
+    assert last.startswith("not in the ledger (not imported, or never run): ")
     assert f"{CLASS['checkable']} (" in last and "wrong, opus, claude-cli" in last
     assert f"{CLASS['convention']} (" in last and "wrong, haiku, claude-cli" in last
 

@@ -951,6 +951,11 @@ def _json_cell(cell: Cell) -> Any:
     return cell
 
 
+# A cell of a family's cross the ledger lacks: an arm not imported, or one the peer never
+# ran (the cross is what the family's arms span, not what the peer planned).
+LACKING: Final = "not in the ledger (not imported, or never run)"
+
+
 def render(study: Study, fmt: str) -> str:
     """The study's tables as text (table or markdown) or JSON."""
     tables = study.tables()
@@ -995,7 +1000,7 @@ def render(study: Study, fmt: str) -> str:
             lines += [f"  {line}".rstrip() for line in align([head, *body])]
             lines += [f"  ({shown(n)})" for n in t.notes] + [""]
     if missing:
-        lines.append("not imported: " + shown("; ".join(missing)))
+        lines.append(f"{LACKING}: " + shown("; ".join(missing)))
     if study.duplicates:
         lines.append("set aside (the same arm imported twice): "
                      + shown(", ".join(study.duplicates)))  # fmt: skip
