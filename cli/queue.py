@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from benchledger.cli.common import EXIT_OK, UsageError, ledger_arg, open_ledger, whole
-from benchledger.cli.run import postgres_ledger
+from benchledger.cli.run import INFRA_RETRIES, postgres_ledger
 
 if TYPE_CHECKING:
     from benchledger.harness.queue import Queue
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 # The worker's defaults: a silent worker's jobs go back to the queue after STALLED s.
 HEARTBEAT_S = 5.0
 STALLED_S = 30.0
-INFRA_RETRIES = 2
 RETRY_WAIT_S = 2
 
 

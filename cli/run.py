@@ -457,11 +457,14 @@ def run_queued(args: argparse.Namespace, cfg: RunConfig) -> int:
     return _queued_finished(ledger, run_id, location)
 
 
+# A worker's retries of an infra-failed unit by default (``worker --infra-retries``): here,
+# beside ``run --queue``, which says when a pool cannot hold them (cli.queue imports this).
+INFRA_RETRIES = 2
+
+
 def _pool_note(pool: int, per: int, units: int) -> None:
     """On an external platform, say when its pool cannot hold every try a worker may make:
     a unit's try t takes identities ``per * (units * t + i) + 1 ..`` of the run's grid."""
-    from benchledger.cli.queue import INFRA_RETRIES
-
     wanted = 1 + INFRA_RETRIES
     tries = pool // (per * units) if pool else wanted
     if tries < wanted:
