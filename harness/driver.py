@@ -124,6 +124,16 @@ def _provisioner(spec: PlatformSpec, **kw: Any) -> Provisioner:
         raise RunRefused(str(exc)) from None
 
 
+def _preflight_refused(prov: Provisioner, exc: HarnessError) -> RunRefused:
+    """Why the platform preflight refuses the run, nothing written."""
+    if isinstance(exc, InfraError):
+        return RunRefused(
+            f"platform preflight failed at {prov.spec.label}: {exc.message}; nothing was "
+            "written (check --platform, --admin-key and --pool-base)"
+        )
+    return RunRefused(f"platform preflight failed: {exc}")
+
+
 class RunDriver:
     """Plans and executes (or resumes) one run of a suite into a ledger."""
 
@@ -206,13 +216,8 @@ class RunDriver:
                     return None, await probe.describe()
             client = await stack.enter_async_context(prov.runtime())
             return client, await client.describe()
-        except InfraError as exc:
-            raise RunRefused(
-                f"platform preflight failed at {prov.spec.label}: {exc.message}; nothing was "
-                "written (check --platform, --admin-key and --pool-base)"
-            ) from None
         except HarnessError as exc:
-            raise RunRefused(f"platform preflight failed: {exc}") from None
+            raise _preflight_refused(prov, exc) from None
 
     async def execute(self, plan: RunPlan | None = None) -> RunResult:
         """Execute ``plan`` (this configuration's, if none): preflight the model and the
@@ -267,13 +272,8 @@ class RunDriver:
         try:
             client = await stack.enter_async_context(prov.runtime())
             described = await client.describe()
-        except InfraError as exc:
-            raise RunRefused(
-                f"platform preflight failed at {prov.spec.label}: {exc.message}; nothing was "
-                "written (check --platform, --admin-key and --pool-base)"
-            ) from None
         except HarnessError as exc:
-            raise RunRefused(f"platform preflight failed: {exc}") from None
+            raise _preflight_refused(prov, exc) from None
         self._check_pack(plan, described)
         return client
 

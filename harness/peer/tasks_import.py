@@ -248,17 +248,7 @@ def _unit(
     answer = f.text(record, "final_answer", where)
     error = f.text(record, "error", where).strip()
     calls = _transcript(f, folder, record, where, arm) if items[pid].traffic else ()
-    finished = EpisodeFinishedBody(
-        episode=EPISODE,
-        final_answer=answer,
-        tool_calls=f.count(record, "tool_calls", where),
-        tool_errors=f.count(record, "tool_errors", where),
-        budget_exhausted=bool(f.flag(record, "budget_exhausted", where)),
-        input_tokens=f.count(record, "input_tokens", where),
-        output_tokens=f.count(record, "output_tokens", where),
-        cache_read_tokens=f.count(record, "cache_read_tokens", where),
-        cache_creation_tokens=f.count(record, "cache_creation_tokens", where),
-    )
+    finished = _episode_end(f, record, where, answer)
     decision = None
     if not error:  # the peer grades only attempts without a harness failure
         decision = GraderDecisionBody(
@@ -640,17 +630,7 @@ def _pk_unit(
         turns, calls = walk(t, {"transcript": data}, EPISODE, client_names=True, as_content=True)
         prompt = next((str(x["text"]) for x in turns if x.get("role") == "user"
                        and isinstance(x.get("text"), str)), "")  # fmt: skip
-    finished = EpisodeFinishedBody(
-        episode=EPISODE,
-        final_answer=answer,
-        tool_calls=f.count(record, "tool_calls", where),
-        tool_errors=f.count(record, "tool_errors", where),
-        budget_exhausted=bool(f.flag(record, "budget_exhausted", where)),
-        input_tokens=f.count(record, "input_tokens", where),
-        output_tokens=f.count(record, "output_tokens", where),
-        cache_read_tokens=f.count(record, "cache_read_tokens", where),
-        cache_creation_tokens=f.count(record, "cache_creation_tokens", where),
-    )
+    finished = _episode_end(f, record, where, answer)
     grading = items[qid].task.grading
     decision = None
     if not error and correct is not None:
@@ -853,6 +833,22 @@ def _plan(arm_dir: str, name: ArmName, family: str, run_id: str | None) -> _Plan
     # every task the arm was given, so an interrupted arm reads as incomplete
     header = _header(f, manifest, config, claimed, len(tasks), k)
     return _Plan(run, name, start, header, snapshots, tuple(units))
+
+
+def _episode_end(f: Any, record: dict[str, Any], where: str, answer: str) -> EpisodeFinishedBody:
+    """An attempt's ``episode_finished``: its final answer, its counts and its usage as the
+    results file recorded them (both results shapes)."""
+    return EpisodeFinishedBody(
+        episode=EPISODE,
+        final_answer=answer,
+        tool_calls=f.count(record, "tool_calls", where),
+        tool_errors=f.count(record, "tool_errors", where),
+        budget_exhausted=bool(f.flag(record, "budget_exhausted", where)),
+        input_tokens=f.count(record, "input_tokens", where),
+        output_tokens=f.count(record, "output_tokens", where),
+        cache_read_tokens=f.count(record, "cache_read_tokens", where),
+        cache_creation_tokens=f.count(record, "cache_creation_tokens", where),
+    )
 
 
 def _with_evidence(units: list[_Unit], found: dict[str, Any]) -> list[_Unit]:
