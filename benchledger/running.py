@@ -191,7 +191,7 @@ def platform_values(
     return fields, options
 
 
-def _signer(sign_key: str | None, settings: Settings) -> Signer | None:
+def signer_of(sign_key: str | None, settings: Settings) -> Signer | None:
     """The signer of ``sign_key`` (else the settings' signing key); None if neither."""
     path = sign_key or settings.signing_key
     if not path:
@@ -262,7 +262,7 @@ async def run_async(
     )  # fmt: skip
     from benchledger.harness.driver import RunDriver
 
-    signer = _signer(sign_key, conf)  # a bad key file: refused, nothing written
+    signer = signer_of(sign_key, conf)  # a bad key file: refused, nothing written
     location = location_of(ledger, conf)
     with new_or_existing(location) as led:  # refused before any run: no new ledger left
         led.signer = signer

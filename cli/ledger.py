@@ -73,9 +73,16 @@ def _accept_unsealed(what: str, s: Summary, done: Completeness, allowed: bool) -
     return False
 
 
+ATTESTATION_SUFFIX = ".intoto.jsonl"
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify a bundle, an audit bundle, one run or every run; 1 on the first bad one."""
     target = args.target
+    if target and target.endswith(ATTESTATION_SUFFIX):
+        return _verify_attestation(target, args)
+    if getattr(args, "bundle", None):
+        raise UsageError("--bundle names the bundle an attestation (FILE.intoto.jsonl) is about")
     args.root = _checked_root(args.root)
     bundle = bool(target and is_bundle(target))
     if target and os.path.isdir(target) and (bundle or not _holds(args, target)):
@@ -116,6 +123,26 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"FAILED stream {stream!r}: its run header stream is missing")
         status = EXIT_FAILED
     return status
+
+
+def _verify_attestation(target: str, args: argparse.Namespace) -> int:
+    """``verify FILE.intoto.jsonl --pubkey KEY.pub [--bundle FILE]``: the signed statements,
+    the bundle's sha256 and the run it holds, each checked (docs/trust.md, "Attestations")."""
+    from benchledger.attesting import AttestationFailed, verify_attestation
+
+    if args.root or args.reveal or args.allow_unsealed:
+        raise UsageError("--root, --reveal and --allow-unsealed check runs and bundles; an "
+                         "attestation names its root and needs a sealed run")  # fmt: skip
+    try:
+        done = verify_attestation(target, pubkey=args.pubkey, bundle=args.bundle,
+                                  settings=args.settings)  # fmt: skip
+    except AttestationFailed as exc:
+        print(exc)
+        return EXIT_FAILED
+    print(f"ok attestation {target}: bundle {done.bundle} (run {done.run_id}) at root "
+          f"{done.root}; test-result {done.result}; {len(done.predicates)} statements signed "
+          f"by key {done.key[:16]} (trusted)")  # fmt: skip
+    return EXIT_OK
 
 
 def _checked_root(root: str | None) -> str | None:
@@ -174,6 +201,12 @@ def _verify_bundle(target: str, args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a run as a bundle, or (``--format inspect``) as an Inspect AI eval log."""
     redacting = bool(args.withhold or args.withhold_stream or args.withhold_copies)
+    if args.sign_key and args.format != "attestation":
+        raise UsageError("--sign-key signs an attestation: add --format attestation")
+    if args.format == "attestation":
+        if redacting:
+            raise UsageError("--format attestation attests a bundle as it is: drop --withhold*")
+        return _export_attestation(args)
     if args.format == "inspect":
         if redacting:
             raise UsageError(
@@ -206,6 +239,25 @@ def _export_inspect(args: argparse.Namespace) -> int:
     root = done.root or f"unsealed; heads root {done.heads_root}"
     print(f"exported run {done.run_id}: {done.written} samples to {args.output} as an Inspect "
           f"AI eval log (root {root})")  # fmt: skip
+    return EXIT_OK
+
+
+def _export_attestation(args: argparse.Namespace) -> int:
+    """``export BUNDLE --format attestation -o FILE.intoto.jsonl``: the bundle's signed
+    in-toto statements (docs/trust.md, "Attestations")."""
+    from benchledger.attesting import attest
+
+    if not args.output.endswith(ATTESTATION_SUFFIX):
+        raise UsageError(f"{args.output}: --format attestation writes FILE{ATTESTATION_SUFFIX}")
+    check_output(args.output)
+    done = attest(args.run, args.output, sign_key=args.sign_key, ledger=args.ledger,
+                  settings=args.settings)  # fmt: skip
+    print(f"attested run {done.run_id} (root {done.root}): bundle {args.run} sha256 "
+          f"{done.bundle_sha256}, test-result {done.result}, signed by key {done.key[:16]}, "
+          f"to {args.output}")  # fmt: skip
+    print(
+        f"verify with: {command_line('benchledger', 'verify', args.output, '--pubkey', 'KEY.pub')}"
+    )
     return EXIT_OK
 
 
@@ -326,7 +378,11 @@ def cmd_log(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add verify, export, import, runs and log."""
     p = sub.add_parser("verify", help="check a run or bundle has not been altered")
-    p.add_argument("target", nargs="?", help="run id, or a bundle FILE.jsonl[.gz]")
+    p.add_argument(
+        "target",
+        nargs="?",
+        help="run id, a bundle FILE.jsonl[.gz], or an attestation FILE.intoto.jsonl",
+    )
     p.add_argument("--root", metavar="HEX", help="the run root you expect (published root)")
     pubkey_arg(p)
     p.add_argument(
@@ -340,18 +396,32 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="accept an intact but unsealed (partial) run, saying how many planned units are "
         "missing; without it an unsealed run fails (exit 1)",
     )
+    p.add_argument(
+        "--bundle",
+        metavar="FILE",
+        help="an attestation's bundle (default: the file it names, beside it)",
+    )
     ledger_arg(p)
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("export", help="write a run as a bundle")
-    p.add_argument("run", help="run id (with --format inspect also a bundle file)")
-    p.add_argument("-o", "--output", required=True, metavar="FILE.jsonl[.gz]|FILE.eval|FILE.json")
+    p.add_argument("run", help="run id (with --format inspect also a bundle file; with "
+                   "--format attestation a sealed run's bundle file)")  # fmt: skip
+    p.add_argument("-o", "--output", required=True,
+                   metavar="FILE.jsonl[.gz]|FILE.eval|FILE.json|FILE.intoto.jsonl")  # fmt: skip
     p.add_argument(
         "--format",
-        choices=("bundle", "inspect"),
+        choices=("bundle", "inspect", "attestation"),
         default="bundle",
         help="bundle (default): the run's events; inspect: Inspect AI's eval log, FILE.eval "
-        "or FILE.json, readable by `inspect view` (docs/inspect.md)",
+        "or FILE.json, readable by `inspect view` (docs/inspect.md); attestation: signed "
+        "in-toto statements of a bundle, FILE.intoto.jsonl (docs/trust.md)",
+    )
+    p.add_argument(  # not cli.keys' flag: that loads cryptography for every command line
+        "--sign-key",
+        metavar="PATH",
+        help="--format attestation: sign with this Ed25519 private key, the one that signed "
+        "the run's seal (or $BENCHLEDGER_SIGNING_KEY); the key itself is never written",
     )
     p.add_argument(
         "--withhold",

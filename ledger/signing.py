@@ -89,6 +89,13 @@ class Signer:
             tool_version=self.tool_version,
         )
 
+    def sign_bytes(self, data: bytes) -> bytes:
+        """The raw Ed25519 signature of ``data``: for DSSE envelopes (``ledger.dsse``), whose
+        signed bytes begin ``DSSEv1 `` and so never read as a seal statement."""
+        if not data.startswith(b"DSSEv1 "):
+            raise ValueError("sign_bytes signs DSSE pre-authentication encodings only")
+        return self._key.sign(data)
+
     def __repr__(self) -> str:
         return f"Signer(key={self.key_id[:16]})"
 
