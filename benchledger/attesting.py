@@ -139,11 +139,10 @@ def attest(
     ``output``, signed with ``sign_key`` (else $BENCHLEDGER_SIGNING_KEY), the key that
     signed the run's seal; Refused (exit 2, nothing written) when there is no such key,
     the run is unsealed, or another key sealed it."""
-    from benchledger.harness.settings import load
     from benchledger.running import signer_of
     from benchledger.scoring import scored, summary
 
-    conf = settings or load()
+    conf = settings or Settings()
     signer = signer_of(sign_key, conf)
     if signer is None:
         raise Refused("--format attestation signs: give --sign-key KEY (the key that sealed "
