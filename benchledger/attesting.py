@@ -103,7 +103,7 @@ def _units(run: RunEvents) -> list[tuple[str, bool]]:
 
     out = []
     for sample in inspect_log(run).samples:
-        whole = next(iter(sample["scores"].values()), {})
+        whole: dict[str, Any] = next(iter(sample["scores"].values()), {})
         out.append((f"{sample['id']}#{sample['epoch']}", whole.get("value") == "C"))
     return out
 

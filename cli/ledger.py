@@ -203,6 +203,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     redacting = bool(args.withhold or args.withhold_stream or args.withhold_copies)
     if args.sign_key and args.format != "attestation":
         raise UsageError("--sign-key signs an attestation: add --format attestation")
+    if args.format == "eee":
+        if redacting:
+            raise UsageError("--format eee writes the whole run's record: drop --withhold*")
+        return _export_eee(args)
     if args.format == "attestation":
         if redacting:
             raise UsageError("--format attestation attests a bundle as it is: drop --withhold*")
@@ -239,6 +243,22 @@ def _export_inspect(args: argparse.Namespace) -> int:
     root = done.root or f"unsealed; heads root {done.heads_root}"
     print(f"exported run {done.run_id}: {done.written} samples to {args.output} as an Inspect "
           f"AI eval log (root {root})")  # fmt: skip
+    return EXIT_OK
+
+
+def _export_eee(args: argparse.Namespace) -> int:
+    """``export RUN --format eee -o DIR``: the run as an Every Eval Ever aggregate record and
+    instance sidecar under DIR (docs/eee.md)."""
+    from benchledger.exporting import export_eee
+
+    done = export_eee(args.run, args.output, ledger=args.ledger, settings=args.settings)
+    print(f"exported run {done.run_id} (root {done.root or 'unsealed'}) as an Every Eval Ever "
+          f"record: {done.results} results to {done.aggregate}")  # fmt: skip
+    if done.samples:
+        print(f"instance lines: {done.rows} to {done.samples}")
+    if done.not_measured:
+        print(f"not measured (no denominator; named in the record, never scored): "
+              f"{', '.join(done.not_measured)}")  # fmt: skip
     return EXIT_OK
 
 
@@ -408,14 +428,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", help="run id (with --format inspect also a bundle file; with "
                    "--format attestation a sealed run's bundle file)")  # fmt: skip
     p.add_argument("-o", "--output", required=True,
-                   metavar="FILE.jsonl[.gz]|FILE.eval|FILE.json|FILE.intoto.jsonl")  # fmt: skip
+                   metavar="FILE.jsonl[.gz]|FILE.eval|FILE.json|FILE.intoto.jsonl|DIR")  # fmt: skip
     p.add_argument(
         "--format",
-        choices=("bundle", "inspect", "attestation"),
+        choices=("bundle", "inspect", "eee", "attestation"),
         default="bundle",
         help="bundle (default): the run's events; inspect: Inspect AI's eval log, FILE.eval "
-        "or FILE.json, readable by `inspect view` (docs/inspect.md); attestation: signed "
-        "in-toto statements of a bundle, FILE.intoto.jsonl (docs/trust.md)",
+        "or FILE.json, readable by `inspect view` (docs/inspect.md); eee: an Every Eval Ever "
+        "record under the folder DIR (docs/eee.md); attestation: signed in-toto statements of "
+        "a bundle, FILE.intoto.jsonl (docs/trust.md)",
     )
     p.add_argument(  # not cli.keys' flag: that loads cryptography for every command line
         "--sign-key",

@@ -109,6 +109,10 @@ class Metric(NamedTuple):
     label: str = ""
     units: tuple[str, ...] = ()  # streams in the denominator
     ci_method: str = CI_WILSON
+    # Each denominator element's own score, (sample id, value), whose mean is ``rate``:
+    # a unit's stream, a ranked episode (``stream@stage``) or a protocol (pass^k). Empty
+    # where a suite does not itemise the metric (exports then show the aggregate only).
+    values: tuple[tuple[str, float], ...] = ()
 
     @property
     def rate(self) -> float | None:

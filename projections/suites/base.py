@@ -14,7 +14,7 @@ tasks) are registered in ``projections.suites.builtin``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 from benchledger.ledger import UnusableInput
@@ -118,6 +118,10 @@ class ReadSuite:
     # its other decisions (diagnostics, and checks whose true verdict is the bad outcome)
     # are the sample's metadata, never an accuracy. None: every decision is a score.
     scored_checks: frozenset[str] | None = None
+    # Its metrics where lower is better (every other one: higher is better), and what each
+    # metric measures in one line: exports state them as the metric's definition.
+    lower_is_better: frozenset[str] = frozenset()
+    descriptions: Mapping[str, str] = field(default_factory=dict)
 
     def card(
         self,

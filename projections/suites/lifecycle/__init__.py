@@ -102,4 +102,16 @@ SUITE = ReadSuite(
     unit_score=UNIT_SCORE,
     answer_checks=ANSWER_CHECKS,
     scored_checks=SCORED_CHECKS,
+    lower_is_better=frozenset(
+        {
+            *(m.name for m in scorecard.METRICS if not m.higher_is_better),
+            "capture_budget_starved",
+            ranks.LEAK,
+        }
+    ),
+    descriptions={
+        **{m.name: m.description for m in scorecard.METRICS},
+        "pass_k": "protocols all of whose k attempts passed (unbiased pass^k)",
+        **ranks.DESCRIPTIONS,
+    },
 )

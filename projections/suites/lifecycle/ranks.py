@@ -205,6 +205,7 @@ def _metric(name: str, ranked: Sequence[Ranked], score: Any, clustered: bool, la
         tuple(x for r in ranked if score(r) for x in refs[r]),
         tuple(x for r in ranked for x in refs[r]),
         label, tuple(dict.fromkeys(r.stream for r in ranked)), method,
+        tuple((f"{r.stream}@{r.stage}", float(score(r))) for r in ranked),
     )  # fmt: skip
 
 

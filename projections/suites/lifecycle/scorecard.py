@@ -385,8 +385,9 @@ def _metric(spec: MetricSpec, units: Sequence[Unit], clustered: bool) -> Metric:
         interval, method = clustered_interval([(x, d) for x, d in clusters.values()])
     else:
         interval, method = wilson(len(num_units), len(den_units)), CI_WILSON
+    values = tuple((u.stream, 1.0 if spec.in_num(u) else 0.0) for u in den_units)
     return Metric(spec.name, len(num_units), len(den_units), interval, num_refs, den_refs,
-                  spec.label, tuple(u.stream for u in den_units), method)  # fmt: skip
+                  spec.label, tuple(u.stream for u in den_units), method, values)  # fmt: skip
 
 
 def pass_k_values(groups: dict[str, list[Unit]], k: int) -> dict[str, float]:
@@ -423,12 +424,14 @@ def pass_k_metric(units: Sequence[Unit], k: int) -> tuple[Metric, tuple[tuple[st
             f"; attempts differ: {len(short)} protocol(s) with fewer than {k} attempts "
             f"left out: {named}"
         )
-    values = list(pass_k_values(groups, k).values())
+    per_protocol = pass_k_values(groups, k)
+    values = list(per_protocol.values())
     if all(v in (0.0, 1.0) for v in values):  # exactly k attempts: "all k passed"
         interval, method = wilson(num, den), CI_WILSON_PROTOCOLS
     else:
         interval, method = clustered_interval([(v, 1) for v in values])
-    metric = Metric("pass_k", num, den, interval, num_refs, den_refs, label, (), method)
+    metric = Metric("pass_k", num, den, interval, num_refs, den_refs, label, (), method,
+                    tuple(per_protocol.items()))  # fmt: skip
     return metric, short
 
 

@@ -50,4 +50,5 @@ SUITE = ReadSuite(
     compare=report.compare,
     answer_checks=frozenset({decisions.F1}),
     scored_checks=frozenset({decisions.F1, decisions.EVIDENCE, decisions.INGESTED}),
+    descriptions=scorecard.DESCRIPTIONS,
 )

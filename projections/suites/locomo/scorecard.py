@@ -154,8 +154,9 @@ def _mean(name: str, scored: Sequence[tuple[Row, float | None, Ref]]) -> Metric:
     total = sum(v for _, v, _ in kept if v is not None)
     num_refs = tuple(ref for _, v, ref in kept if v)
     den_refs = tuple(ref for _, _, ref in kept)
+    values = tuple((row.unit.stream, float(v)) for row, v, _ in kept if v is not None)
     return Metric(name, total, len(kept), None, num_refs, den_refs, DESCRIPTIONS[name],
-                  tuple(row.unit.stream for row, _, _ in kept), CI_NONE)  # fmt: skip
+                  tuple(row.unit.stream for row, _, _ in kept), CI_NONE, values)  # fmt: skip
 
 
 def _ref(row: Row, check: str) -> Ref:

@@ -50,4 +50,5 @@ SUITE = ReadSuite(
     unit_status=unit_status,
     passed=_passed,
     replayed_stage=decisions.SCORED,
+    descriptions=scorecard.DESCRIPTIONS,
 )

@@ -55,4 +55,7 @@ SUITE = ReadSuite(
     # An eval log scores correct only: adopted, trap and other are true when bad, and the
     # diagnostics decide nothing, so they are each sample's metadata.
     scored_checks=frozenset({decisions.CORRECT}),
+    # Answering the planted claim's value, a trap's, or no reading: each is the bad outcome.
+    lower_is_better=frozenset({decisions.ADOPTED, decisions.TRAP, decisions.OTHER}),
+    descriptions=scorecard.DESCRIPTIONS,
 )

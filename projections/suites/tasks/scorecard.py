@@ -179,7 +179,8 @@ def _metric(name: str, check: str, units: Sequence[lc.Unit]) -> Metric:
     num_refs: tuple[Ref, ...] = tuple(r for u in num for r in u.ref(check))
     den_refs: tuple[Ref, ...] = tuple(r for u in den for r in u.ref(check))
     return Metric(name, len(num), len(den), wilson(len(num), len(den)), num_refs, den_refs,
-                  DESCRIPTIONS[name], tuple(u.stream for u in den), CI_WILSON)  # fmt: skip
+                  DESCRIPTIONS[name], tuple(u.stream for u in den), CI_WILSON,
+                  tuple((u.stream, float(u.verdict(check) is True)) for u in den))  # fmt: skip
 
 
 def _peer_metric(units: Sequence[lc.Unit], peer: dict[str, Decision]) -> Metric:
@@ -187,9 +188,10 @@ def _peer_metric(units: Sequence[lc.Unit], peer: dict[str, Decision]) -> Metric:
     num = [u for u in den if peer[u.stream].verdict is True]
     num_refs = tuple((peer[u.stream].stream, peer[u.stream].seq) for u in num)
     den_refs = tuple((peer[u.stream].stream, peer[u.stream].seq) for u in den)
+    values = tuple((u.stream, float(peer[u.stream].verdict is True)) for u in den)
     return Metric(PEER_CORRECT, len(num), len(den), wilson(len(num), len(den)), num_refs,
                   den_refs, DESCRIPTIONS[PEER_CORRECT], tuple(u.stream for u in den),
-                  CI_WILSON)  # fmt: skip
+                  CI_WILSON, values)  # fmt: skip
 
 
 def scorecard(folded: tuple[RunMeta, list[lc.Unit], dict[str, Decision]]) -> Card:
