@@ -15,7 +15,6 @@ given; a name that leaves that folder is refused. docs/trust.md, "Attestations".
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from typing import Any, Final
 
 from benchledger.harness.settings import Settings
 from benchledger.ledger import UnusableInput
-from benchledger.ledger.bundle import atomic_output
+from benchledger.ledger.bundle import atomic_output, file_sha256
 from benchledger.ledger.errors import BenchledgerError
 from benchledger.ledger.events import RunStartedEvent
 from benchledger.ledger.inert import inert
@@ -73,17 +72,6 @@ class CheckedAttestation:
     result: str
     key: str
     predicates: tuple[str, ...]
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            while chunk := f.read(_CHUNK):
-                digest.update(chunk)
-    except OSError as exc:
-        raise UnusableInput(path, f"cannot read: {exc.strerror or exc}") from None
-    return digest.hexdigest()
 
 
 def _bundle_file(path: str) -> str:
@@ -148,10 +136,10 @@ def attest(
         raise Refused("--format attestation signs: give --sign-key KEY (the key that sealed "
                       "the run) or set BENCHLEDGER_SIGNING_KEY")  # fmt: skip
     _bundle_file(bundle)
-    before = _sha256(bundle)
+    before = file_sha256(bundle)
     opener = reader(ledger, settings)
     run = read(bundle, opener, [signer.public_key], require_seal=True)
-    if _sha256(bundle) != before:
+    if file_sha256(bundle) != before:
         raise UnusableInput(bundle, "changed while it was read; attest a file nobody writes")
     body = next((e.body for e, _ in run.events if isinstance(e, RunStartedEvent)), None)
     if body is None:  # a sealed, verified run always has its header; kept for the types
@@ -274,7 +262,7 @@ def verify_attestation(
         raise AttestationFailed(path, "its statements are about different subjects")
     name, sha, run_id, root = _subject_bundle(path, statements[0]["subject"])
     target = bundle or _resolve(path, name)
-    if _sha256(target) != sha:
+    if file_sha256(target) != sha:
         raise AttestationFailed(path, f"the bundle {target} does not have the attested sha256")
     try:
         run = read(target, reader(None, settings), keys, require_seal=True)

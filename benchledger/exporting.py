@@ -9,7 +9,6 @@ docs/eee.md says what maps to what.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 
 from benchledger.harness.settings import Settings
 from benchledger.ledger import UnusableInput
-from benchledger.ledger.bundle import atomic_output
+from benchledger.ledger.bundle import atomic_output, file_sha256
 from benchledger.ledger.events import RunStartedEvent
 from benchledger.ledger.verified import is_bundle
 from benchledger.ledgers import LedgerLike, reader
@@ -40,21 +39,13 @@ class EeeExported:
     not_measured: tuple[str, ...]
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _bundle_sha256(run: str, ledger: LedgerLike, settings: Settings | None) -> str:
     if is_bundle(run):
-        return _sha256(run)
+        return file_sha256(run)
     with tempfile.TemporaryDirectory(prefix="benchledger-eee-") as tmp:
         path = os.path.join(tmp, "run.jsonl")
         export(run, path, ledger=ledger, settings=settings)
-        return _sha256(path)
+        return file_sha256(path)
 
 
 def export_eee(

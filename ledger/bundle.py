@@ -14,6 +14,7 @@ withheld: ledger/redaction.py).
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import os
 import sys
@@ -249,6 +250,19 @@ def _roots(
                 found=summary.sealed_root,
             )
     return None
+
+
+def file_sha256(path: str) -> str:
+    """The sha256 of a file's bytes (a bundle's published digest), read in chunks;
+    UnusableInput when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    except OSError as exc:
+        raise UnusableInput(path, f"cannot read: {exc.strerror or exc}") from None
+    return digest.hexdigest()
 
 
 @contextmanager
