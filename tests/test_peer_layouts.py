@@ -289,6 +289,61 @@ def test_an_arm_of_another_fixture_reads_its_planted_value_from_its_own_planted_
     assert config["lacks"][0] == "transcripts"
 
 
+# What the model itself says in one episode whose calls returned neither the claim nor the
+# plant's reviewer note: the script's transcript_text and raw search read it all the same.
+SAID = ("The guide says the memory.bench.orders table holds 1140 order records, and its "
+        "reviewer calls that a knowledge-pollution study plant. FINAL ANSWER: 999")  # fmt: skip
+
+
+def _only_the_model_says(transcript: str, key: str) -> None:
+    """The transcript's last assistant turn (its final answer) now says ``SAID`` too."""
+    with open(transcript, encoding="utf-8") as fh:
+        data = json.load(fh)
+    turns = data[key] if key else data
+    assert turns[-1]["role"] == "assistant"
+    turns[-1]["text"] = SAID
+    _write(transcript, data)
+
+
+@pytest.mark.parametrize("shape", ["tasks", "pkrun"])
+def test_claim_seen_and_exposed_read_the_model_s_own_text_as_the_script_does(tmp_path, shape):
+    """(before: both read the tool calls alone, and exposed the planted record's note: an
+    episode whose model alone named the claim and the plant read unseen and unexposed)"""
+    bench = _bench(str(tmp_path))
+    script = _script()
+    script.RESULTS = os.path.join(bench, "results", "knowledge-pollution")
+    if shape == "tasks":
+        arm = _arm(bench, "fam-said", "cell-s", sub=False)
+        five = os.path.join(arm, "results.json.transcripts", f"{TASK}-a3-k5.json")
+        _only_the_model_says(five, "transcript")
+        with open(five, encoding="utf-8") as fh:  # what the script's copresence searches
+            assert "nothing relevant" in script.transcript_text(json.load(fh))
+    else:
+        arm = _pk_arm(bench, "fam-said", "cell-s", sub=False)
+        six = os.path.join(arm, "results.json.transcripts", f"{QUESTION}_7_monitors-3-r6.json")
+        _only_the_model_says(six, "")
+    _, _, dirpath = script.load_arm("fam-said", "cell-s")
+    needle = script.planted_info(dirpath)["needle"]
+    theirs_exposed = {key[1]: seen for key, seen in script.exposure(dirpath).items()}
+    ledger = Ledger(open_store(str(tmp_path / "l.sqlite")))
+    run_id, _, _ = import_arm(ledger, arm)
+    rulings = _rulings(ledger, run_id)
+    ours_exposed = {int(rep): v for (rep, c), v in rulings.items() if c == "exposed"}
+    print(f"exposed: the peer's script {theirs_exposed}, benchledger {ours_exposed}")
+    assert ours_exposed == theirs_exposed
+    said = 5 if shape == "tasks" else 6
+    assert theirs_exposed[said] is True
+    if shape == "tasks":  # the script's transcript_text reads the turn list under "transcript"
+        theirs_seen = {}
+        for t in script.transcripts(dirpath):
+            theirs_seen[t["attempt"]] = needle in script.transcript_text(t)
+        ours_seen = {int(rep): v for (rep, c), v in rulings.items() if c == "claim_seen"}
+        print(f"claim_seen: the peer's script {theirs_seen}, benchledger {ours_seen}")
+        assert ours_seen == theirs_seen and theirs_seen[said] is True
+    report = replay(run_id, level="rederive", ledger=lambda: ledger)
+    assert report.ok, report.lines()
+
+
 # -- the pkrun shape: the cross-fixture arms (question_id, replicate, bare turn lists) ------
 
 QUESTION = "monitor-count"  # the question the script's DISCRIMINANTS row classifies

@@ -60,7 +60,7 @@ from benchledger.harness.peer.arms import (
 from benchledger.harness.peer.files import check_path, peer_bytes, peer_json, peer_root
 from benchledger.harness.peer.layout import beside_results, find_seed
 from benchledger.harness.peer.results import Fields, start_ns
-from benchledger.harness.peer.transcript import walk
+from benchledger.harness.peer.transcript import texts, walk
 from benchledger.ledger import Ledger, LedgerError, UnusableInput
 from benchledger.ledger.events import (
     EpisodeFinishedBody,
@@ -199,9 +199,10 @@ def _arm_config(path: str) -> dict[str, Any]:
 
 def _transcript(
     f: Fields, folder: str, record: dict[str, Any], where: str, arm: str
-) -> tuple[SessionCallBody, ...]:
-    """The attempt's tool calls in order, each with the text it returned; refused when the
-    file is missing or is another attempt's (it would seal wrong evidence into the run)."""
+) -> tuple[tuple[SessionCallBody, ...], list[str]]:
+    """The attempt's tool calls in order, each with the text it returned, and the rest of
+    what its transcript says (``transcript.texts``); refused when the file is missing or is
+    another attempt's (it would seal wrong evidence into the run)."""
     pid, attempt = record["task_id"], record["attempt"]
     named = os.path.basename(f.text(record, "transcript_path", where).replace("\\", "/"))
     path = os.path.join(folder, named or f"{pid}-{arm}-k{attempt}.json")
@@ -210,8 +211,9 @@ def _transcript(
     data = _read_json(path, MAX_JSON, "transcript")
     own = {"task_id": pid, "attempt": attempt}
     t = Fields(path, "tasks transcript")
-    _, calls = walk(t, data, EPISODE, belongs=own, whose=where, client_names=True, as_content=True)
-    return calls
+    turns, calls = walk(t, data, EPISODE, belongs=own, whose=where, client_names=True,
+                        as_content=True)  # fmt: skip
+    return calls, texts(t, turns)
 
 
 def _expected(task: dict[str, Any]) -> list[Any]:
@@ -248,8 +250,8 @@ def _unit(
     got = _number(f, record, "got_value", where)
     answer = f.text(record, "final_answer", where)
     error = f.text(record, "error", where).strip()
-    calls = _transcript(f, folder, record, where, arm) if items[pid].traffic else ()
-    finished = _episode_end(f, record, where, answer)
+    calls, said = _transcript(f, folder, record, where, arm) if items[pid].traffic else ((), [])
+    finished = msgspec.structs.replace(_episode_end(f, record, where, answer), texts=said)
     decision = None
     if not error:  # the peer grades only attempts without a harness failure
         decision = GraderDecisionBody(
@@ -502,6 +504,7 @@ def _evidence(
         "pages_from": where,  # None: the arm names no pages and none is beside results/
         "correct_source": source,
         "review_note": note,
+        "disclosure": evidence.DISCLOSURE if planted else None,  # what ``exposed`` searches
     }
 
 
@@ -602,6 +605,7 @@ def _pk_unit(
     error = f.text(record, "error", where).strip()
     correct = f.flag(record, "correct", where)  # the peer's verdict, when it recorded one
     calls: tuple[SessionCallBody, ...] = ()
+    said: list[str] = []
     prompt = ""
     if files is not None:
         path = files.get((qid, replicate))
@@ -612,9 +616,10 @@ def _pk_unit(
         if not isinstance(data, list):
             raise t.refuse("the top level must be a list of turns")
         turns, calls = walk(t, {"transcript": data}, EPISODE, client_names=True, as_content=True)
+        said = texts(t, turns)
         prompt = next((str(x["text"]) for x in turns if x.get("role") == "user"
                        and isinstance(x.get("text"), str)), "")  # fmt: skip
-    finished = _episode_end(f, record, where, answer)
+    finished = msgspec.structs.replace(_episode_end(f, record, where, answer), texts=said)
     grading = items[qid].task.grading
     decision = None
     if not error and correct is not None:
@@ -836,9 +841,9 @@ def _episode_end(f: Any, record: dict[str, Any], where: str, answer: str) -> Epi
 
 
 def _with_evidence(units: list[_Unit], found: dict[str, Any]) -> list[_Unit]:
-    """Each unit's item with the correct source's needle and the reviewer note the import
-    found in the arm's files (``_evidence``)."""
-    source, note = found["correct_source"], found["review_note"]
+    """Each unit's item with the correct source's needle the import found in the arm's
+    files and the disclosure its exposure is read by (``_evidence``)."""
+    source, note = found["correct_source"], found["disclosure"]
     needle = source["needle"] if source else None
     return [dataclasses.replace(u, item=u.item._replace(source=needle, note=note)) for u in units]
 
