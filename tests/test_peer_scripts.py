@@ -12,6 +12,7 @@ arm at hand, and imported; the contents are the layout tests' (tests/test_peer_l
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from benchledger.cli import main
 from benchledger.harness.peer.tasks_import import import_arm, import_family
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.events import ReadBackBody
@@ -65,8 +67,10 @@ class Layout:
         return os.path.join(out, "results.json"), os.path.join(out, "transcripts")
 
 
-def _build(bench: str, family: str, arm_name: str, layout: Layout, planted: bool = True) -> str:
-    """The arm folder ``layout``'s script writes, each file by its name's kind."""
+def _build(bench: str, family: str, arm_name: str, layout: Layout, world: str = "") -> str:
+    """The arm folder ``layout``'s script writes, each file by its name's kind (``world``:
+    the profile the fixture service served, else the script's own)."""
+    world = world or str(layout.world)
     arm = os.path.join(bench, "results", "knowledge-pollution", family, arm_name)
     os.makedirs(arm)
     results, tdir = layout.results(arm)
@@ -77,11 +81,10 @@ def _build(bench: str, family: str, arm_name: str, layout: Layout, planted: bool
             shutil.copyfile(os.path.join(bench, "tasks", f"{layouts.TASK}.yaml"),
                             os.path.join(path, f"{layouts.TASK}.yaml"))  # fmt: skip
         elif name == "planted.json":
-            if planted:
-                layouts._write(path, layouts.PK_PLANT if layout.pkrun else layouts.PLANT)
+            layouts._write(path, layouts.PK_PLANT if layout.pkrun else layouts.PLANT)
         elif name == "fixture-world.json":
             with open(path, "w") as fh:
-                fh.write(layouts.go_json(layouts.served_worlds()[str(layout.world)]))
+                fh.write(layouts.go_json(layouts.served_worlds()[world]))
         elif name == "arm-config.yaml":
             with open(path, "w") as fh:
                 fh.write("personas:\n  analyst:\n    tools:\n      allow: [\"trino_*\"]\n"
@@ -92,7 +95,7 @@ def _build(bench: str, family: str, arm_name: str, layout: Layout, planted: bool
             with open(path, "w") as fh:
                 fh.write(f"=== arm {arm_name} complete: {arm} ===\n")
     if layout.pkrun:
-        _pkrun_results(results, tdir, str(layout.world))
+        _pkrun_results(results, tdir, world)
     else:
         _benchrun_results(results, tdir, os.path.join(arm, "tasks"))
     return arm
@@ -161,6 +164,30 @@ def test_an_arm_laid_out_by_each_arm_script_s_own_file_names_imports(tmp_path, s
     rulings = layouts._rulings(ledger, run_id)
     assert len({rep for rep, _ in rulings}) == (
         len(layouts.PK_EPISODES) if layout.pkrun else len(layouts.EPISODES))  # fmt: skip
+
+
+def test_an_api_arm_of_every_world_profile_imports_and_study_places_it_by_its_world(
+    tmp_path,
+) -> None:
+    """(before: fixture-world.json as the fixture service writes it was refused: field
+    'name' must be the world's name)"""
+    layout = Layout("pollution-api-arm.sh")
+    worlds = layouts.served_worlds()
+    bench = layouts._bench(str(tmp_path))
+    path = str(tmp_path / "l.sqlite")
+    ledger = Ledger(open_store(path))
+    for n, profile in enumerate(worlds):
+        arm = _build(bench, "fam-worlds", f"arm{n}", layout, world=profile)
+        run_id, _, _ = import_arm(ledger, arm)
+        assert layouts._header(ledger, run_id).config["world"] == worlds[profile]
+    ledger.store.close()
+    out = str(tmp_path / "study.json")
+    assert main(["study", "--ledger", path, "--format", "json", "-o", out]) == 0
+    with open(out, encoding="utf-8") as fh:
+        [arms] = [t for t in json.load(fh)["tables"] if t["id"] == "arms"]
+    placed = {r["key"]: r["coords"]["fixture"] for r in arms["rows"]}
+    print(f"placed by world: {placed}")
+    assert placed == {f"fam-worlds/arm{n}": profile for n, profile in enumerate(worlds)}
 
 
 def _cell(text: str) -> str:
