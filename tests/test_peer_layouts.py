@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable
 from types import ModuleType
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from benchledger.cli import main
 from benchledger.harness.peer.tasks_import import import_arm
 from benchledger.ledger import Ledger, UnusableInput, open_store
 from benchledger.ledger.events import EpisodeFinishedBody, GraderDecisionBody, RunStartedBody
@@ -287,10 +289,123 @@ def test_an_arm_of_another_fixture_reads_its_planted_value_from_its_own_planted_
     assert config["lacks"][0] == "transcripts"
 
 
+# What the model itself says in one episode whose calls returned neither the claim nor the
+# plant's reviewer note: the script's transcript_text and raw search read it all the same.
+SAID = ("The guide says the memory.bench.orders table holds 1140 order records, and its "
+        "reviewer calls that a knowledge-pollution study plant. FINAL ANSWER: 999")  # fmt: skip
+
+
+def _only_the_model_says(transcript: str, key: str) -> None:
+    """The transcript's last assistant turn (its final answer) now says ``SAID`` too."""
+    with open(transcript, encoding="utf-8") as fh:
+        data = json.load(fh)
+    turns = data[key] if key else data
+    assert turns[-1]["role"] == "assistant"
+    turns[-1]["text"] = SAID
+    _write(transcript, data)
+
+
+@pytest.mark.parametrize("shape", ["tasks", "pkrun"])
+def test_claim_seen_and_exposed_read_the_model_s_own_text_as_the_script_does(tmp_path, shape):
+    """(before: both read the tool calls alone, and exposed the planted record's note: an
+    episode whose model alone named the claim and the plant read unseen and unexposed)"""
+    bench = _bench(str(tmp_path))
+    script = _script()
+    script.RESULTS = os.path.join(bench, "results", "knowledge-pollution")
+    if shape == "tasks":
+        arm = _arm(bench, "fam-said", "cell-s", sub=False)
+        five = os.path.join(arm, "results.json.transcripts", f"{TASK}-a3-k5.json")
+        _only_the_model_says(five, "transcript")
+        with open(five, encoding="utf-8") as fh:  # what the script's copresence searches
+            assert "nothing relevant" in script.transcript_text(json.load(fh))
+    else:
+        arm = _pk_arm(bench, "fam-said", "cell-s", sub=False)
+        six = os.path.join(arm, "results.json.transcripts", f"{QUESTION}_7_monitors-3-r6.json")
+        _only_the_model_says(six, "")
+    _, _, dirpath = script.load_arm("fam-said", "cell-s")
+    needle = script.planted_info(dirpath)["needle"]
+    theirs_exposed = {key[1]: seen for key, seen in script.exposure(dirpath).items()}
+    ledger = Ledger(open_store(str(tmp_path / "l.sqlite")))
+    run_id, _, _ = import_arm(ledger, arm)
+    rulings = _rulings(ledger, run_id)
+    ours_exposed = {int(rep): v for (rep, c), v in rulings.items() if c == "exposed"}
+    print(f"exposed: the peer's script {theirs_exposed}, benchledger {ours_exposed}")
+    assert ours_exposed == theirs_exposed
+    said = 5 if shape == "tasks" else 6
+    assert theirs_exposed[said] is True
+    if shape == "tasks":  # the script's transcript_text reads the turn list under "transcript"
+        theirs_seen = {}
+        for t in script.transcripts(dirpath):
+            theirs_seen[t["attempt"]] = needle in script.transcript_text(t)
+        ours_seen = {int(rep): v for (rep, c), v in rulings.items() if c == "claim_seen"}
+        print(f"claim_seen: the peer's script {theirs_seen}, benchledger {ours_seen}")
+        assert ours_seen == theirs_seen and theirs_seen[said] is True
+    report = replay(run_id, level="rederive", ledger=lambda: ledger)
+    assert report.ok, report.lines()
+
+
 # -- the pkrun shape: the cross-fixture arms (question_id, replicate, bare turn lists) ------
 
 QUESTION = "monitor-count"  # the question the script's DISCRIMINANTS row classifies
-WORLD = {"name": "monitors-3", "monitors": 3, "monitor_pool": 6}
+_WORLD_GO = ("bench", "internal", "apigen", "world.go")
+# the generator's World struct: each field's Go name and JSON name, in declaration order
+_GO_FIELD = re.compile(r"^\t(?P<go>[A-Z]\w*)\s+(?P<type>\w+)\s+`json:\"(?P<json>[a-z_]+)\"`",
+                       re.M)  # fmt: skip
+_GO_CONST = re.compile(r"^\t(?P<name>\w+)\s+(?:\w+\s+)?=\s+\"(?P<value>[^\"]*)\"", re.M)
+
+
+def served_worlds() -> dict[str, dict[str, Any]]:
+    """Every world profile the peer's generator defines (``worldProfiles`` in its
+    ``apigen/world.go``, parsed here), as its fixture service serves it: the ``World``
+    struct's fields by their JSON names, in the struct's order, zero values included."""
+    with open(os.path.join(peer_dir(), *_WORLD_GO), encoding="utf-8") as fh:
+        go = fh.read()
+    struct = go[go.index("type World struct {") :]
+    struct = struct[: struct.index("\n}")]
+    fields = [(m["go"], m["json"], m["type"]) for m in _GO_FIELD.finditer(struct)]
+    consts = {m["name"]: m["value"] for m in _GO_CONST.finditer(go)}
+    consts["baseWorkspaces"] = re.search(r"const baseWorkspaces = (\d+)", go)[1]  # type: ignore[index]
+    registry = go[go.index("var worldProfiles = []World{") :]
+    registry = registry[: registry.index("\n}\n")]
+    zero = {"string": "", "int": 0, "bool": False}
+    out = {}
+    for entry in re.findall(r"^\t\{(.*)\},$", registry, re.M):
+        given = dict(re.findall(r"(\w+): ([^,]+)", entry))
+        world: dict[str, Any] = {}
+        for go_name, json_name, kind in fields:
+            raw = given.get(go_name)
+            if raw is None:
+                world[json_name] = zero[kind if kind in zero else "string"]
+                continue
+            raw = consts.get(raw, raw).strip('"')
+            world[json_name] = int(raw) if kind == "int" else (raw == "true") if kind == "bool" \
+                else raw  # fmt: skip
+        out[world["profile"]] = world
+    return out
+
+
+def monitor_pool() -> int:
+    """The generator's monitor pool (``MonitorPoolSize``: its ``monitorNames``), parsed."""
+    with open(os.path.join(peer_dir(), *_WORLD_GO), encoding="utf-8") as fh:
+        go = fh.read()
+    names = go[go.index("var monitorNames = []string{") :]
+    return len(re.findall(r'^\t"[^"]+",$', names[: names.index("\n}")], re.M))
+
+
+def go_json(world: dict[str, Any]) -> str:
+    """The world as the fixture service writes it (Go's ``json.Encoder``: compact, then a
+    newline)."""
+    return json.dumps(world, separators=(",", ":")) + "\n"
+
+
+WORLD = {
+    "profile": "monitors-3",
+    "monitors": 3,
+    "listening": "granted",
+    "contract": "2026.1",
+    "workspace_scoped": False,
+    "workspaces": 2,
+}  # the world pollution-api-arm.sh asks in
 PK_PLANT = {
     "treatment_id": "t-never-used", "insight_id": INSIGHT,
     "teacher_email": "teacher@x", "witness_email": "witness@x",
@@ -316,10 +431,13 @@ USAGE = {"input_tokens": 11, "output_tokens": 4, "cache_read_tokens": 100,
          "cache_creation_tokens": 20}  # fmt: skip
 
 
-def _pk_arm(bench: str, family: str, arm: str, *, sub: bool) -> str:
+def _pk_arm(bench: str, family: str, arm: str, *, sub: bool,
+            world: dict[str, Any] | None = None) -> str:  # fmt: skip
     """A pkrun arm as the script's readers read it: ``results.json`` (or ``results/``)
     attempts keyed by question and replicate, transcripts a bare list of turns named
-    ``<question>_<seed>_<world>-r<n>.json``, the planted claim and the world file."""
+    ``<question>_<seed>_<world>-r<n>.json``, the planted claim and the world file as the
+    fixture service writes it."""
+    world = world or WORLD
     folder = os.path.join(bench, "results", "knowledge-pollution", family, arm)
     results = os.path.join(folder, "results", "results.json") if sub else (
         os.path.join(folder, "results.json"))  # fmt: skip
@@ -333,11 +451,12 @@ def _pk_arm(bench: str, family: str, arm: str, *, sub: bool) -> str:
                                                        "args": {"q": "monitors"}}]},
                  {"role": "user", "tool_results": [{"call_id": "c1", "text": returned}]},
                  {"role": "assistant", "text": answer}]  # fmt: skip
-        _write(os.path.join(tdir, f"{QUESTION}_7_{WORLD['name']}-r{n}.json"), turns)
+        _write(os.path.join(tdir, f"{QUESTION}_7_{world['profile']}-r{n}.json"), turns)
     _write(results, {"manifest": {"model": "m", "llm_provider": "claude-cli"},
                      "attempts": attempts})  # fmt: skip
     _write(os.path.join(folder, "planted.json"), PK_PLANT)
-    _write(os.path.join(folder, "fixture-world.json"), WORLD)
+    with open(os.path.join(folder, "fixture-world.json"), "w") as fh:
+        fh.write(go_json(world))
     return folder
 
 
@@ -382,14 +501,77 @@ def test_a_pkrun_arm_imports_and_adopts_as_the_peers_script_tallies_it(tmp_path,
     assert report.ok, report.lines()
 
 
+# issue 50: a number of hundreds of digits where the world's count or pool goes
+WORLD_400 = go_json(WORLD).replace('"monitors":3', '"monitors":1' + "0" * 400)
+POOL_400 = go_json(WORLD)[:-2] + ',"monitor_pool":1' + "0" * 400 + "}\n"
+
+
 def _no_world(arm: str) -> str:
     os.remove(os.path.join(arm, "fixture-world.json"))
     return arm
 
 
-def _world_without(arm: str) -> str:
-    _write(os.path.join(arm, "fixture-world.json"), {"name": "monitors-3", "pool": 6})
-    return os.path.join(arm, "fixture-world.json")
+def test_an_arm_of_every_world_profile_the_generator_defines_imports_and_is_placed_by_it(
+    tmp_path,
+) -> None:
+    """(before: the reader wanted a world file of our own making, ``name`` and
+    ``<thing>_pool``: the fixture service's served world was refused)"""
+    bench = _bench(str(tmp_path))
+    worlds, pool = served_worlds(), monitor_pool()
+    script = _script()
+    print(f"{len(worlds)} world profiles in the generator's registry, pool {pool}")
+    assert len(worlds) >= 10 and pool == 6
+    path = str(tmp_path / "l.sqlite")
+    ledger = Ledger(open_store(path))
+    runs = {}
+    for n, (profile, world) in enumerate(worlds.items()):
+        arm = _pk_arm(bench, "fam-w", f"arm{n}", sub=True, world=world)  # named for no world
+        runs[profile], _, _ = import_arm(ledger, arm)
+    for profile, run_id in runs.items():
+        world, count = worlds[profile], worlds[profile]["monitors"]
+        config = _header(ledger, run_id).config
+        assert config["world"] == world, profile
+        readings = config["references"][QUESTION]["readings"]
+        want = [["correct", float(count)], ["adopted", 5.0]]
+        want += [["pool", float(pool)]] if count != pool else []  # all the pool: it is correct
+        assert readings == want, profile
+        # each answer classified against this world's readings, first match first (the script's
+        # classify), the answer read by the script's pk_value
+        values = [script.pk_value({"final_answer": a}) for a, _ in PK_EPISODES]
+        rulings = _rulings(ledger, run_id)
+        assert _count(rulings, "correct") == sum(v == count for v in values), profile
+        assert _count(rulings, "trap") == sum(v == pool != count for v in values), profile
+    ledger.store.close()
+    out = str(tmp_path / "study.json")
+    assert main(["study", "--ledger", path, "--format", "json", "-o", out]) == 0
+    with open(out, encoding="utf-8") as fh:
+        doc = json.load(fh)
+    [arms] = [t for t in doc["tables"] if t["id"] == "arms"]
+    placed = {r["key"]: r["coords"]["fixture"] for r in arms["rows"]}
+    assert placed == {f"fam-w/arm{n}": p for n, p in enumerate(worlds)}
+
+
+def _world_as(**fields: Any) -> Callable[[str], str]:
+    """The arm's world file rewritten: ``fields`` over the served world (None: removed);
+    ``raw``: the file's text as given."""
+
+    def damage(arm: str) -> str:
+        path = os.path.join(arm, "fixture-world.json")
+        raw = fields.pop("raw", None)
+        if raw is None:
+            world = {**WORLD, **fields}
+            raw = go_json({k: v for k, v in world.items() if v is not None})
+        with open(path, "w") as fh:
+            fh.write(raw)
+        return path
+
+    return damage
+
+
+def _planted_huge(arm: str) -> str:
+    path = os.path.join(arm, "planted.json")
+    _write(path, {**PK_PLANT, "needle": f"account has {'9' * 400} listening monitors"})
+    return path
 
 
 def _transcript_gone(arm: str) -> str:
@@ -412,7 +594,38 @@ def _object_transcript(arm: str) -> str:
 
 PK_REFUSALS: dict[str, tuple[Callable[[str], str], str]] = {
     "no-world-file": (_no_world, "holds no fixture-world.json"),
-    "world-without-the-count": (_world_without, "no field 'monitors'"),
+    "the-invented-world": (
+        _world_as(raw='{"name": "monitors-3", "monitors": 3, "monitor_pool": 6}'),
+        "field 'name' is no field of the fixture service's world",
+    ),
+    "a-world-without-its-count": (_world_as(monitors=None), "field 'monitors' is missing"),
+    "a-profile-the-generator-lacks": (
+        _world_as(profile="monitors-9"),
+        "field 'profile' is \"monitors-9\", no world profile the generator defines",
+    ),
+    "a-count-its-profile-does-not-provision": (
+        _world_as(monitors=5),
+        "field 'monitors' is 5, but the world profile 'monitors-3' is served with 3",
+    ),
+    "a-count-of-400-digits": (
+        _world_as(raw=WORLD_400),
+        "field 'monitors' is a number of 401 "
+        "digits, but the world profile 'monitors-3' is served with 3",
+    ),
+    "a-pool-of-400-digits": (
+        _world_as(raw=POOL_400),
+        "field 'monitor_pool' is no field of the fixture service's world",
+    ),
+    "a-scoped-profile-served-unscoped": (
+        _world_as(profile="monitors-3-scoped"),
+        "field 'workspace_scoped' is false, but the world "
+        "profile 'monitors-3-scoped' is served with true",
+    ),
+    "a-count-as-text": (_world_as(monitors="3"), "field 'monitors' is \"3\", but"),
+    "a-planted-number-of-400-digits": (
+        _planted_huge,
+        "field 'needle' states a number of 400 characters, too large to be any value read",
+    ),
     "no-transcript": (_transcript_gone, "attempts[1] has no transcript monitor-count_"),
     "another-worlds-transcript": (_other_world, "names world 'monitors-9'"),
     "not-a-turn-list": (_object_transcript, "the top level must be a list of turns"),

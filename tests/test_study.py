@@ -639,7 +639,7 @@ def test_pkrun_arms_of_a_recorded_world_are_cross_fixture_arms_as_the_script_tal
     script, doc = built
     [t] = [t for t in doc["tables"] if t["id"] == "fixtures"]
     rows = {r["key"]: r for r in t["rows"]}
-    assert rows["fam-k/eleven"]["coords"]["fixture"] == layouts.WORLD["name"]
+    assert rows["fam-k/eleven"]["coords"]["fixture"] == layouts.WORLD["profile"]
     assert rows["fam-k/ten"]["coords"]["plant"] == "absent"
     tallies = {}
     for arm in ("ten", "eleven"):

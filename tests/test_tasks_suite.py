@@ -569,7 +569,7 @@ def test_the_card_carries_the_diagnostics_and_no_budget_ran_out(capsys, study) -
 FISCAL_TASK = {**COUNT_TASK, "id": "s3-fiscal-2025-count", "expected_sql":
                "SELECT COUNT(*) FROM memory.bench.orders WHERE status = 'completed'"}  # fmt: skip
 NEEDLE = "April 1 through March 31"
-NOTE = "knowledge-pollution study plant: x"  # what the import reads from the arm's episodes
+NOTE = "knowledge-pollution study plant"  # the plant's disclosure, which exposure searches
 
 
 def _diagnose(task: dict[str, Any], needle: str | None, *texts: str,
@@ -598,12 +598,13 @@ def test_copresence_names_the_calls_that_carried_the_claim_and_the_source() -> N
 
 def test_a_claim_without_its_source_is_not_copresent() -> None:
     ruled = _diagnose(FISCAL_TASK, NEEDLE, f"insight: {NEEDLE}")
-    assert ruled["copresent"][0] is False and "in no call" in ruled["copresent"][1]
+    assert ruled["copresent"][0] is False
+    assert "'February 1' nowhere in the transcript" in ruled["copresent"][1]
 
 
-def test_the_reviewer_note_is_exposure() -> None:
-    ruled = _diagnose(COUNT_TASK, NEEDLE, f"review_notes: {NOTE}")
-    assert ruled["exposed"] == (True, "reviewer note returned at seq 3", (3,))
+def test_the_plant_s_disclosure_is_exposure() -> None:
+    ruled = _diagnose(COUNT_TASK, NEEDLE, f"review_notes: {NOTE}: x")
+    assert ruled["exposed"] == (True, f"{NOTE!r} at seq 3", (3,))
     assert ruled["copresent"][0] is None  # the order count's correct source is the world
 
 

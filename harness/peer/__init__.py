@@ -10,5 +10,6 @@ merged k-pass file whose ``passes.txt`` lists each pass's results file.
 - ``recorded_run``: the index the recorded agent plays from;
 - ``importer``: ``import-peer``, a results file as a sealed run;
 - ``arms``: the tasks bench's arm folders, their family and exclusion labels;
-- ``tasks_import``: ``import-peer`` of an arm (or a family of arms), one sealed run each.
+- ``tasks_import``: ``import-peer`` of an arm (or a family of arms), one sealed run each;
+- ``world``: a pkrun arm's ``fixture-world.json``, as the peer's fixture service serves it.
 """

@@ -11,6 +11,10 @@ Two needles, never stated per family, arm or treatment:
 - the **reviewer note**: the ``review_notes`` the planted insight (``planted.json``
   ``insight_id``) carries in the records the arm's episodes were returned. An arm none of
   whose episodes was returned that record has no note to find, and none was read.
+
+And the **disclosure** an episode's exposure is read by (``DISCLOSURE``): what every reviewer
+note of the peer's plant begins with, which the peer's ``exposure`` searches each raw
+transcript for.
 """
 
 from __future__ import annotations
@@ -40,6 +44,11 @@ _PAGE_ROW: Final = re.compile(
     r"\s*'(?P<summary>(?:[^']|'')*)',",
 )
 _NOTE_WINDOW: Final = 8192  # how far after the insight's id its review_notes may be
+# The peer's plant writes a planted insight's review_notes as "knowledge-pollution study
+# plant: <treatment id>", and its pollution_tables.py counts an episode exposed when its raw
+# transcript holds this text, wherever it is: a result, an argument, the model's own words
+# (docs/peer-studies.md). A fact of the plant, not of a family, arm or treatment.
+DISCLOSURE: Final = "knowledge-pollution study plant"
 
 
 def _kind(value: str) -> str:

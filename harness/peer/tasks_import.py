@@ -41,6 +41,7 @@ import msgspec
 import yaml
 
 from benchledger.harness.peer import evidence
+from benchledger.harness.peer import world as world_file
 from benchledger.harness.peer.arms import (
     ARM_CONFIG,
     README,
@@ -59,7 +60,7 @@ from benchledger.harness.peer.arms import (
 from benchledger.harness.peer.files import check_path, peer_bytes, peer_json, peer_root
 from benchledger.harness.peer.layout import beside_results, find_seed
 from benchledger.harness.peer.results import Fields, start_ns
-from benchledger.harness.peer.transcript import walk
+from benchledger.harness.peer.transcript import texts, walk
 from benchledger.ledger import Ledger, LedgerError, UnusableInput
 from benchledger.ledger.events import (
     EpisodeFinishedBody,
@@ -198,9 +199,10 @@ def _arm_config(path: str) -> dict[str, Any]:
 
 def _transcript(
     f: Fields, folder: str, record: dict[str, Any], where: str, arm: str
-) -> tuple[SessionCallBody, ...]:
-    """The attempt's tool calls in order, each with the text it returned; refused when the
-    file is missing or is another attempt's (it would seal wrong evidence into the run)."""
+) -> tuple[tuple[SessionCallBody, ...], list[str]]:
+    """The attempt's tool calls in order, each with the text it returned, and the rest of
+    what its transcript says (``transcript.texts``); refused when the file is missing or is
+    another attempt's (it would seal wrong evidence into the run)."""
     pid, attempt = record["task_id"], record["attempt"]
     named = os.path.basename(f.text(record, "transcript_path", where).replace("\\", "/"))
     path = os.path.join(folder, named or f"{pid}-{arm}-k{attempt}.json")
@@ -209,8 +211,9 @@ def _transcript(
     data = _read_json(path, MAX_JSON, "transcript")
     own = {"task_id": pid, "attempt": attempt}
     t = Fields(path, "tasks transcript")
-    _, calls = walk(t, data, EPISODE, belongs=own, whose=where, client_names=True, as_content=True)
-    return calls
+    turns, calls = walk(t, data, EPISODE, belongs=own, whose=where, client_names=True,
+                        as_content=True)  # fmt: skip
+    return calls, texts(t, turns)
 
 
 def _expected(task: dict[str, Any]) -> list[Any]:
@@ -247,8 +250,8 @@ def _unit(
     got = _number(f, record, "got_value", where)
     answer = f.text(record, "final_answer", where)
     error = f.text(record, "error", where).strip()
-    calls = _transcript(f, folder, record, where, arm) if items[pid].traffic else ()
-    finished = _episode_end(f, record, where, answer)
+    calls, said = _transcript(f, folder, record, where, arm) if items[pid].traffic else ((), [])
+    finished = msgspec.structs.replace(_episode_end(f, record, where, answer), texts=said)
     decision = None
     if not error:  # the peer grades only attempts without a harness failure
         decision = GraderDecisionBody(
@@ -341,6 +344,12 @@ def _planted(arm_dir: str) -> dict[str, Any] | None:
     data = _read_json(path, MAX_SNAPSHOT, "planted claim")
     if not isinstance(data, dict):
         raise UnusableInput(path, "not a planted claim: the top level must be an object")
+    for key in ("needle", "text"):  # what its readings are read from (``_stated_value``)
+        said = data.get(key)
+        for number in _NUMBER.findall(said) if isinstance(said, str) else ():
+            if not math.isfinite(float(number.replace(",", ""))):
+                raise UnusableInput(path, f"field {key!r} states a number of {len(number)} "
+                                    "characters, too large to be any value read")  # fmt: skip
     return data
 
 
@@ -495,12 +504,13 @@ def _evidence(
         "pages_from": where,  # None: the arm names no pages and none is beside results/
         "correct_source": source,
         "review_note": note,
+        "disclosure": evidence.DISCLOSURE if planted else None,  # what ``exposed`` searches
     }
 
 
 # --- the pkrun results shape: the cross-fixture arms ----------------------------------------
 
-WORLD: Final = "fixture-world.json"
+WORLD: Final = world_file.WORLD_FILE
 PK_SHAPE: Final = "pkrun"
 # A pkrun transcript's name: <question>_<seed>_<world>-r<replicate>.json (pollution_tables.py
 # ``exposure``); the question ends at the first underscore, the seed at the next.
@@ -510,6 +520,7 @@ _PK_TRANSCRIPT: Final = re.compile(
 # A count question (``<thing>-count``) asks how many <thing>s the world provisions.
 _COUNT_QUESTION: Final = re.compile(r"^(?P<thing>[a-z][a-z0-9_]*)-count$")
 COUNT_TOLERANCE: Final = 0.5  # whole counts: half a unit apart (the peer's count tolerances)
+POOL: Final = "pool"  # the pool-total trap: every monitor of the generator's pool
 
 
 def is_pkrun(attempts: list[dict[str, Any]]) -> bool:
@@ -517,65 +528,41 @@ def is_pkrun(attempts: list[dict[str, Any]]) -> bool:
     return all("task_id" not in a for a in attempts) and any("question_id" in a for a in attempts)
 
 
-def _count_of(world: str, data: dict[str, Any], key: str) -> int | None:
-    """A world file field as a count: a whole number, or a list's length; None if absent."""
-    value = data.get(key)
-    if value is None:
-        return None
-    if isinstance(value, list):
-        return len(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    shown = json.dumps(value)[:40]
-    raise UnusableInput(world, f"field {key!r} must be a whole number or a list, not {shown}")
-
-
-def _world(arm_dir: str) -> tuple[str, dict[str, Any]]:
-    """The arm's ``fixture-world.json``: refused when missing or not an object with a name."""
+def _world(arm_dir: str) -> tuple[str, world_file.World]:
+    """The arm's ``fixture-world.json`` as the fixture service served it (``world.py``)."""
     path = os.path.join(arm_dir, WORLD)
     if not os.path.isfile(path):
         raise UnusableInput(arm_dir, f"a pkrun arm holds no {WORLD}: the world its question was "
                             "asked in, and so its reference values, are unknown")  # fmt: skip
-    data = _read_json(path, MAX_SNAPSHOT, "fixture world")
-    if not isinstance(data, dict):
-        raise UnusableInput(path, "not a fixture world: the top level must be an object")
-    name = data.get("name")
-    if not isinstance(name, str) or not name:
-        raise UnusableInput(path, "field 'name' must be the world's name (non-empty text)")
-    return path, data
+    return path, world_file.read_world(path, _read_json(path, MAX_SNAPSHOT, "fixture world"))
 
 
 def _pk_references(
-    world: str, data: dict[str, Any], question: str, planted: dict[str, Any] | None
+    path: str, world: world_file.World, question: str, planted: dict[str, Any] | None
 ) -> tuple[References, str]:
-    """A count question's readings from the world file: correct (the count it provisions),
-    adopted (the planted needle's one number, when it differs), the pool (its trap)."""
+    """A count question's readings in the served world, as the generator defines them:
+    correct (the count the world provisions), adopted (the planted needle's one number, when
+    it differs), the pool total (its trap). A reading within tolerance of an earlier one is
+    left out: the peer's script classifies by the first reading that matches, so it could
+    never be told (the pool on a world provisioning the whole pool)."""
     asked = _COUNT_QUESTION.match(question)
     if asked is None:
-        raise UnusableInput(world, f"question {question!r} is not a count question "
+        raise UnusableInput(path, f"question {question!r} is not a count question "
                             "(<thing>-count): its answer in this world is unknown")  # fmt: skip
-    field, pool_field = asked["thing"] + "s", asked["thing"] + "_pool"
-    correct = _count_of(world, data, field)
-    if correct is None:
-        raise UnusableInput(world, f"no field {field!r} (a whole number or a list): question "
-                            f"{question!r} asks how many the world provisions")  # fmt: skip
+    correct, pool, field = world_file.counted(path, world, question, asked["thing"])
     readings = [Reference(CORRECT, float(correct))]
     stated = _stated_value(planted)
-    if stated is not None and abs(stated - correct) > COUNT_TOLERANCE:
-        readings.append(Reference(ADOPTED, stated))
-    pool = _count_of(world, data, pool_field)
-    if pool is not None:
-        readings.append(Reference("pool", float(pool)))
-    for i, a in enumerate(readings):
-        for b in readings[i + 1 :]:
-            if abs(a.value - b.value) <= COUNT_TOLERANCE:
-                raise UnusableInput(world, f"readings {a.name} ({a.value:g}) and {b.name} "
-                                    f"({b.value:g}) cannot be told apart at tolerance "
-                                    f"{COUNT_TOLERANCE}")  # fmt: skip
-    said = f"{WORLD} ({field}" + (f", {pool_field}" if pool is not None else "") + ")"
-    if len(readings) > 1 and readings[1].name == ADOPTED:
-        said += " and the planted needle's number"
-    return References(COUNT_TOLERANCE, tuple(readings)), said
+    said = [f"{WORLD} ({field} of world profile {world.profile!r})"]
+    candidates = [Reference(ADOPTED, stated)] if stated is not None else []
+    for reading in (*candidates, Reference(POOL, float(pool))):
+        same = next((r for r in readings if abs(reading.value - r.value) <= COUNT_TOLERANCE), None)
+        if same is not None:
+            said.append(f"no {reading.name} reading: {reading.value:g} reads {same.name}")
+            continue
+        readings.append(reading)
+        said.append("the planted needle's number" if reading.name == ADOPTED
+                    else f"the generator's pool of {pool}")  # fmt: skip
+    return References(COUNT_TOLERANCE, tuple(readings)), "; ".join(said)
 
 
 def _pk_transcripts(folder: str, world_name: str) -> dict[tuple[str, int], str]:
@@ -618,6 +605,7 @@ def _pk_unit(
     error = f.text(record, "error", where).strip()
     correct = f.flag(record, "correct", where)  # the peer's verdict, when it recorded one
     calls: tuple[SessionCallBody, ...] = ()
+    said: list[str] = []
     prompt = ""
     if files is not None:
         path = files.get((qid, replicate))
@@ -628,9 +616,10 @@ def _pk_unit(
         if not isinstance(data, list):
             raise t.refuse("the top level must be a list of turns")
         turns, calls = walk(t, {"transcript": data}, EPISODE, client_names=True, as_content=True)
+        said = texts(t, turns)
         prompt = next((str(x["text"]) for x in turns if x.get("role") == "user"
                        and isinstance(x.get("text"), str)), "")  # fmt: skip
-    finished = _episode_end(f, record, where, answer)
+    finished = msgspec.structs.replace(_episode_end(f, record, where, answer), texts=said)
     grading = items[qid].task.grading
     decision = None
     if not error and correct is not None:
@@ -685,7 +674,7 @@ def _plan_pkrun(
         task = Task(id=qid, suite=PK_SHAPE, prompt="", arms=(), budget_tool_calls=0,
                     grading=grading)  # fmt: skip
         items[qid] = TaskItem(task, refs[qid], needle, traffic=traffic)
-    files = _pk_transcripts(folder, world["name"]) if traffic else None
+    files = _pk_transcripts(folder, world.profile) if traffic else None
     snapshots = _snapshots(arm_dir)
     units: list[_Unit] = []
     seen: dict[str, int] = {}
@@ -715,7 +704,7 @@ def _plan_pkrun(
         "exclusion": name.exclusion,
         "manifest": manifest,
         "planted": planted,
-        "world": world,
+        "world": world._asdict(),
         "tasks": tasks,
         "references": references_config(refs),
         "references_from": refs_from,
@@ -852,9 +841,9 @@ def _episode_end(f: Any, record: dict[str, Any], where: str, answer: str) -> Epi
 
 
 def _with_evidence(units: list[_Unit], found: dict[str, Any]) -> list[_Unit]:
-    """Each unit's item with the correct source's needle and the reviewer note the import
-    found in the arm's files (``_evidence``)."""
-    source, note = found["correct_source"], found["review_note"]
+    """Each unit's item with the correct source's needle the import found in the arm's
+    files and the disclosure its exposure is read by (``_evidence``)."""
+    source, note = found["correct_source"], found["disclosure"]
     needle = source["needle"] if source else None
     return [dataclasses.replace(u, item=u.item._replace(source=needle, note=note)) for u in units]
 

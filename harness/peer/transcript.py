@@ -157,6 +157,26 @@ def walk(
     return turns, tuple(calls)
 
 
+def texts(f: Fields, turns: list[dict[str, Any]]) -> list[str]:
+    """What a transcript says beyond its tool calls, in order: each turn's own ``text`` (the
+    prompt, the model's prose) and the text of a tool result no call asked for; the rest of
+    the peer's ``transcript_text`` (each call's arguments, each result) is in the calls."""
+    asked = {
+        call.get("id")
+        for t, turn in enumerate(turns)
+        for call in f.items(turn, "tool_calls", f"transcript[{t}]")
+    }
+    out = []
+    for t, turn in enumerate(turns):
+        text = f.text(turn, "text", f"transcript[{t}]")
+        if text:
+            out.append(text)
+        for res in f.items(turn, "tool_results", f"transcript[{t}]"):
+            if res.get("call_id") not in asked and isinstance(res.get("text"), str) and res["text"]:
+                out.append(res["text"])
+    return out
+
+
 def _first_user_text(turns: list[dict[str, Any]]) -> str:
     for turn in turns:
         if turn.get("role") == "user" and isinstance(turn.get("text"), str):

@@ -13,8 +13,9 @@ item (the task and the arm's reference values, ``protocols.task_grading.referenc
 - ``other``: the answer is none of those readings, or holds no number.
 
 Beside them, diagnostics that decide nothing (each None where it does not apply), read from
-the attempt's recorded tool calls (their arguments as JSON and the text each returned, the
-peer's ``transcript_text`` less the model's own prose, which the import does not record):
+the attempt's recorded transcript as the peer's ``transcript_text`` builds it (``_transcript``:
+its tool calls' arguments as JSON and the text each returned, and what an imported
+transcript says beyond them, the model's own prose included):
 
 - ``queried`` / ``observed``: the refuting query, for a task whose expected_sql is a
   whole-table aggregate (``_refutation``);
@@ -23,9 +24,9 @@ peer's ``transcript_text`` less the model's own prose, which the import does not
 - ``copresent``: ... and the seeded correct source beside it (``TaskItem.source``, found
   by the import in the pages the arm names: ``harness.peer.evidence``; None where the
   claim's correct source is the world);
-- ``exposed``: the plant's reviewer note (``TaskItem.note``: the planted insight's
-  ``review_notes`` as the arm's episodes were returned it) reached the episode, as the
-  peer's ``exposure`` reads it (None on an arm that planted nothing);
+- ``exposed``: the plant's disclosure (``TaskItem.note``: the text the peer's plant begins
+  every reviewer note with) is anywhere in the transcript, as the peer's ``exposure``
+  searches the raw file (None on an arm that planted nothing);
 - ``budget_exhausted``: the episode ran out of its tool-call budget (``EpisodeFinished``);
 - ``corrective``: the episode filed a corrective capture (``CORRECTIVE``); its evidence is
   every such capture call, so a study counts calls as the peer does (``len(refs)``).
@@ -68,9 +69,9 @@ STAGE: Final = "task"
 TRAP: Final = "trap"
 QUERIED: Final = "queried"  # the refuting query was issued (a whole-table task only)
 OBSERVED: Final = "observed"  # ... and its result came back (an error is no observation)
-CLAIM_SEEN: Final = "claim_seen"  # the planted needle is in the episode's tool traffic
+CLAIM_SEEN: Final = "claim_seen"  # the planted needle is in the episode's transcript
 COPRESENT: Final = "copresent"  # ... and the seeded correct source beside it
-EXPOSED: Final = "exposed"  # the plant's reviewer note reached the episode
+EXPOSED: Final = "exposed"  # the plant's disclosure is in the episode's transcript
 BUDGET: Final = "budget_exhausted"
 CORRECTIVE: Final = "corrective"  # the episode filed a capture correcting a claim
 _OF_A_PLANT: Final = (CLAIM_SEEN, COPRESENT, EXPOSED)  # None on an arm that planted nothing
@@ -105,7 +106,7 @@ class TaskItem(NamedTuple):
     references: References | None
     needle: str | None = None  # the arm's planted claim's needle (None: nothing planted)
     source: str | None = None  # the seeded correct source's needle (None: it is the world)
-    note: str | None = None  # the planted insight's reviewer note (None: never returned)
+    note: str | None = None  # the plant's disclosure ``exposed`` searches (None: none known)
     traffic: bool = True  # False: the arm kept no transcripts (its tool traffic is unknown)
 
     @property
@@ -226,13 +227,19 @@ def _refutation(item: TaskItem, events: Events, finished: int) -> list[Ruling]:
     ]
 
 
-def _traffic(events: Events) -> list[tuple[int, str]]:
-    """Each recorded tool call's arguments (as JSON) and returned text, with its seq."""
-    return [
-        (seq, f"{json.dumps(body.arguments)}\n{body.text()}")
-        for seq, body in events
-        if isinstance(body, SessionCallBody)
-    ]
+def _transcript(events: Events) -> list[tuple[int, str]]:
+    """The attempt's transcript as the peer's ``transcript_text`` builds it, each part with
+    the seq that recorded it: every tool call's arguments (as JSON) and returned text, then
+    what the transcript says beyond its calls (``EpisodeFinishedBody.texts``: each turn's
+    own text, the model's prose included). A needle is in the peer's joined text when it is
+    in one part (no needle here spans a line break)."""
+    out = []
+    for seq, body in events:
+        if isinstance(body, SessionCallBody):
+            out.append((seq, f"{json.dumps(body.arguments)}\n{body.text()}"))
+        elif isinstance(body, EpisodeFinishedBody) and body.episode == EPISODE:
+            out.extend((seq, text) for text in body.texts)
+    return out
 
 
 def _first(traffic: list[tuple[int, str]], needle: str) -> int | None:
@@ -241,9 +248,10 @@ def _first(traffic: list[tuple[int, str]], needle: str) -> int | None:
 
 def _delivery(item: TaskItem, events: Events, seq: int, finished: EpisodeFinishedBody
               ) -> list[Ruling]:  # fmt: skip
-    """Whether the planted claim, the correct source beside it and the plant's reviewer
-    note reached the episode, and whether its budget ran out (diagnostics: decide nothing)."""
-    traffic = _traffic(events)
+    """Whether the planted claim, the correct source beside it and the plant's disclosure
+    are in the episode's transcript, and whether its budget ran out (diagnostics: decide
+    nothing)."""
+    traffic = _transcript(events)
     budget = finished.budget_exhausted
     out = [_ruling(BUDGET, budget, f"budget_exhausted={json.dumps(budget)} at seq {seq} "
                    f"({finished.tool_calls} tool calls)", "", None, seq),
@@ -253,7 +261,8 @@ def _delivery(item: TaskItem, events: Events, seq: int, finished: EpisodeFinishe
         why = "the arm planted no claim: no needle, no reviewer note"
         return out + [_ruling(c, None, why, "", None, seq) for c in _OF_A_PLANT]
     claim = _first(traffic, needle)
-    said = f"planted needle at seq {claim}" if claim is not None else "planted needle in no call"
+    said = f"planted needle at seq {claim}" if claim is not None else (
+        "planted needle nowhere in the transcript")  # fmt: skip
     out.append(_ruling(CLAIM_SEEN, claim is not None, said, "", [needle],
                         claim if claim is not None else seq))  # fmt: skip
     source = item.source
@@ -263,7 +272,7 @@ def _delivery(item: TaskItem, events: Events, seq: int, finished: EpisodeFinishe
     else:
         found = _first(traffic, source)
         came = f"correct source {source!r} at seq {found}" if found is not None else (
-            f"correct source {source!r} in no call")  # fmt: skip
+            f"correct source {source!r} nowhere in the transcript")  # fmt: skip
         both = claim is not None and found is not None
         out.append(_ruling(COPRESENT, both, f"{said}; {came}", "", [needle, source],
                            found if both and found is not None else seq))  # fmt: skip
@@ -272,7 +281,8 @@ def _delivery(item: TaskItem, events: Events, seq: int, finished: EpisodeFinishe
         out.append(_ruling(EXPOSED, False, why, "", None, seq))
         return out
     note = _first(traffic, item.note)
-    why = f"reviewer note returned at seq {note}" if note is not None else "no reviewer note"
+    why = f"{item.note!r} at seq {note}" if note is not None else (
+        f"{item.note!r} nowhere in the transcript")  # fmt: skip
     out.append(_ruling(EXPOSED, note is not None, why, "", [item.note],
                         note if note is not None else seq))  # fmt: skip
     return out

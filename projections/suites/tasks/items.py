@@ -100,13 +100,15 @@ def planted_needle(planted: Any, where: str, field: str) -> str | None:
 
 
 def evidence(config: dict[str, Any]) -> tuple[str | None, str | None]:
-    """(correct-source needle, reviewer note) the import found in the arm's own files
-    (``config["evidence"]``, harness.peer.evidence); (None, None) where it found none."""
+    """(correct-source needle, what ``exposed`` searches) the import recorded
+    (``config["evidence"]``, harness.peer.evidence): the plant's disclosure; on a run
+    imported before the disclosure was recorded, the reviewer note its episodes were
+    returned, which that run's rulings searched; None where there is neither."""
     found = config.get("evidence")
     found = found if isinstance(found, dict) else {}
     source = found.get("correct_source")
     needle = source.get("needle") if isinstance(source, dict) else None
-    note = found.get("review_note")
+    note = found.get("disclosure") if "disclosure" in found else found.get("review_note")
     return (needle if isinstance(needle, str) and needle else None,
             note if isinstance(note, str) and note else None)  # fmt: skip
 

@@ -88,7 +88,7 @@ class Coords(NamedTuple):
     client: str  # manifest.llm_provider
     variant: str  # the planted claim's text ("" when nothing was planted)
     sink: str  # ENTITY, PAGE_SINK, NOT_RECORDED ("" when nothing was planted)
-    fixture: str  # the world the tasks are about: its recorded name, else their suites
+    fixture: str  # the world the tasks are about: a pkrun arm's profile, else their suites
 
 
 @dataclass
@@ -159,7 +159,7 @@ def coords_of(card: Card, snapshots: dict[str, Snapshot]) -> Coords:
         client=str(manifest.get("llm_provider") or ""),
         variant=str(planted.get("text") or "") if planted else "",
         sink=_sink(planted, snapshots) if planted else "",
-        fixture=str(_dict(config.get("world")).get("name") or "+".join(suites)),
+        fixture=str(_dict(config.get("world")).get("profile") or "+".join(suites)),
     )
 
 

@@ -24,6 +24,7 @@ import yaml
 
 from benchledger import protocols
 from benchledger.harness.peer.importer import import_peer
+from benchledger.harness.peer.tasks_import import import_arm
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.bundle import MAX_LINE, export_audit, export_run
 from benchledger.ledger.events import (
@@ -356,6 +357,46 @@ def peer_files() -> None:
         _write(f"peer/{name}", data)
 
 
+# A pkrun arm (issue 50): its world file as the peer's fixture service serves it
+# (docs/peer-studies.md), its planted claim, two attempts and no transcripts.
+_PK_WORLD = (
+    '{"profile":"monitors-3","monitors":3,"listening":"granted","contract":"2026.1",'
+    '"workspace_scoped":false,"workspaces":2}\n'
+)
+_PK_NEEDLE = "account has 5 listening monitors provisioned"
+
+
+def pk_arms() -> None:
+    results = {
+        "manifest": {"model": "haiku", "llm_provider": "claude-cli", "k": 2},
+        "attempts": [
+            {"question_id": "monitor-count", "replicate": n, "final_answer": "FINAL ANSWER: 3"}
+            for n in (1, 2)
+        ],
+    }
+    planted = {"treatment_id": "t", "insight_id": "i", "text": f"The {_PK_NEEDLE}.",
+               "needle": _PK_NEEDLE}  # fmt: skip
+    huge = "1" + "0" * 400
+    count_world = _PK_WORLD.replace('"monitors":3', '"monitors":' + huge)
+    huge_needle = f"account has {huge} listening monitors provisioned"
+    arms = {
+        "pk-world-pool-400-digits": ('{"monitor_pool":' + huge + "," + _PK_WORLD[1:], planted),
+        "pk-world-count-400-digits": (count_world, planted),
+        "pk-planted-400-digits": (_PK_WORLD, {**planted, "needle": huge_needle}),
+    }
+    with tempfile.TemporaryDirectory() as d:  # the base is accepted
+        for name, data in (("results.json", json.dumps(results)), ("fixture-world.json",
+                           _PK_WORLD), ("planted.json", json.dumps(planted))):  # fmt: skip
+            with open(os.path.join(d, name), "w") as fh:
+                fh.write(data)
+        with open_store(":memory:") as store:
+            import_arm(Ledger(store), d)
+    for arm, (world, plant) in arms.items():
+        _write(f"peer/{arm}/results.json", json.dumps(results, indent=1))
+        _write(f"peer/{arm}/fixture-world.json", world)
+        _write(f"peer/{arm}/planted.json", json.dumps(plant, indent=1))
+
+
 def main() -> None:
     for sub in ("bundles", "ledgers", "protocols", "protocols-good", "cases", "peer"):
         shutil.rmtree(os.path.join(HERE, sub), ignore_errors=True)
@@ -365,6 +406,7 @@ def main() -> None:
     protocol_files()
     case_files()
     peer_files()
+    pk_arms()
     print(f"wrote the bad-input corpus under {HERE}", file=sys.stderr)
 
 
