@@ -129,7 +129,7 @@ def test_queue_needs_a_postgresql_ledger(tmp_path, capsys):
 
 
 @pytest.mark.postgres
-def test_a_worker_whose_agent_protocols_or_platform_differ_is_refused_writing_nothing(
+def test_a_worker_whose_agent_protocols_or_platform_differ_leaves_the_jobs_waiting_saying_why(
     pg, tmp_path, capsys
 ):
     code, out, err = cli(capsys, "run", "--queue", "--agent", "fake:0.01", "--limit", "2",
@@ -140,16 +140,17 @@ def test_a_worker_whose_agent_protocols_or_platform_differ_is_refused_writing_no
     before = ledger.run_info("qr").events
     other = protocol_subset(tmp_path, ["bl-anchor-tier"])  # another set: another hash
     for argv, needle in (
-        (("--agent", "scripted"), "--agent scripted (the run recorded fake:0.01)"),
+        (("--agent", "scripted"), "its agent fake:0.01 (give --agent fake:0.01)"),
         (("--protocols", other), "protocol set"),
-        (("--platform", "embedded:process"), "--platform embedded:process"),
+        (("--platform", "embedded:process"), "its platform embedded (give --platform"),
     ):
-        code, _, err = cli(capsys, "worker", "--once", *argv, "--ledger", pg)
-        one_line_exit_2(code, err, "worker refused for run qr", needle)
-    assert ledger.run_info("qr").events == before  # nothing written
-    assert _jobs(pg) == {"todo": 2}  # nothing claimed: no job was ever started
-    assert _sql(pg, "SELECT count(*) FROM procrastinate_events WHERE type = 'started'") == [(0,)]
-    assert _sql(pg, "SELECT count(*) FROM procrastinate_workers") == [(0,)]
+        code, out, err = cli(capsys, "worker", "--once", *argv, "--ledger", pg)
+        assert code == 0 and not err, err
+        assert "run qr: not taken by this worker" in out and needle in out, out
+        assert ledger.run_info("qr").events == before  # nothing written
+        assert _jobs(pg) == {"todo": 2}  # the jobs wait for a worker that may run them
+        code, out, _ = cli(capsys, "queue", "qr", "--ledger", pg)
+        assert code == 0 and out.count("why: ") == 2 and needle in out, out
 
 
 @pytest.mark.postgres
