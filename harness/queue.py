@@ -400,7 +400,6 @@ class Queue:
 
         logging.getLogger("procrastinate").setLevel(logging.CRITICAL + 1)
         named: set[int | None] = set()
-        running: list[int] = []  # the ids of the jobs this worker is running
 
         @self.app.task(name=TASK, queue=QUEUE, pass_context=True, retry=_retry(retry_wait))
         async def unit_job(context: Any, run: Any = None, unit: Any = None, **_: Any) -> None:
@@ -408,7 +407,6 @@ class Queue:
             if job.worker_id not in named:
                 named.add(job.worker_id)
                 await self.name_worker(job.worker_id)
-            running.append(int(job.id))
             try:
                 if not isinstance(run, str) or not isinstance(unit, str):
                     raise Unrunnable('a job names {"run": RUN, "unit": "PROTOCOL/ATTEMPT"}')
@@ -420,8 +418,6 @@ class Queue:
                 text = str(exc).strip().splitlines()
                 await self.note(int(job.id), f"{type(exc).__name__}: {text[0] if text else ''}")
                 raise
-            finally:
-                running.remove(int(job.id))
 
         from procrastinate.worker import Worker
 
@@ -441,12 +437,12 @@ class Queue:
             fetch_job_polling_interval=min(1.0, heartbeat),
             abort_job_polling_interval=min(1.0, heartbeat),
         )
-        poll = min(1.0, heartbeat)
 
         async def stop_when_idle() -> None:
             while True:
-                await asyncio.sleep(poll)
-                if not running and not await self._claimable():
+                await asyncio.sleep(min(0.25, heartbeat))
+                worker = self._worker
+                if worker is not None and not await self._busy(worker.worker_id):
                     self.stop()
                     return
 
@@ -462,12 +458,14 @@ class Queue:
             self._worker = None
             self.app.tasks.pop(TASK, None)
 
-    async def _claimable(self) -> bool:
-        """Whether a job waits that a worker could claim now (not one scheduled later)."""
+    async def _busy(self, worker_id: int | None) -> bool:
+        """Whether procrastinate worker ``worker_id`` runs a job, or one waits that it could
+        claim now (not one scheduled for later)."""
         rows = await self._rows(
-            "SELECT 1 FROM procrastinate_jobs WHERE queue_name = %s AND status = 'todo' "
-            "AND (scheduled_at IS NULL OR scheduled_at <= now()) LIMIT 1",
-            (QUEUE,),
+            "SELECT 1 FROM procrastinate_jobs WHERE queue_name = %s AND ((status = 'todo' "
+            "AND (scheduled_at IS NULL OR scheduled_at <= now())) OR (status = 'doing' AND "
+            "(worker_id = %s OR %s::bigint IS NULL))) LIMIT 1",
+            (QUEUE, worker_id, worker_id),
         )
         return bool(rows)
 

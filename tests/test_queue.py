@@ -211,8 +211,8 @@ def test_two_workers_on_an_external_platform_seal_the_run_and_no_secret_is_queue
             for name in env:
                 os.environ.pop(name)
         assert code == 0, err
-        workers = [_bl("worker", "--once", "--concurrency", "2", "--ledger", pg, env=env)
-                   for _ in range(2)]  # fmt: skip
+        workers = [_bl("worker", "--once", "--concurrency", "2", "--platform", server.url,
+                       "--ledger", pg, env=env) for _ in range(2)]  # fmt: skip
         ends = [w.communicate(timeout=180) for w in workers]
     assert [w.returncode for w in workers] == [0, 0], ends
     ledger = Ledger(open_store(pg))
@@ -367,7 +367,8 @@ def test_an_infra_failed_unit_is_retried_a_bounded_number_of_times_then_left_for
                            POOL, "--pool-size", "60", "--ledger", pg)  # fmt: skip
         assert code == 0, err
         env = {"BENCHLEDGER_ADMIN_KEY": ADMIN, "BENCHLEDGER_POOL_BASE": POOL}
-        worker = _bl("worker", "--once", "--infra-retries", "1", "--ledger", pg, env=env)
+        worker = _bl("worker", "--once", "--infra-retries", "1", "--platform", server.url,
+                     "--ledger", pg, env=env)  # fmt: skip
         out, err = worker.communicate(timeout=180)
         assert worker.returncode == 0, err
         ledger = Ledger(open_store(pg))
@@ -378,8 +379,9 @@ def test_an_infra_failed_unit_is_retried_a_bounded_number_of_times_then_left_for
         assert ledger.infra_failed("qi") == ["bl-anchor-tier/1"] and not ledger.run_info("qi").root
         assert _jobs(pg) == {"succeeded": 1}  # left, not lost: for --retry-infra
         server.outage.down = False  # the platform recovered
-        code, out, err = cli(capsys, "run", "--resume", "qi", "--retry-infra", "--admin-key",
-                             ADMIN, "--pool-base", POOL, "--ledger", pg)  # fmt: skip
+        code, out, err = cli(capsys, "run", "--resume", "qi", "--retry-infra", "--platform",
+                             server.url, "--admin-key", ADMIN, "--pool-base", POOL,
+                             "--ledger", pg)  # fmt: skip
     assert code == 0, err
     assert "run qi sealed" in out
 
