@@ -26,6 +26,7 @@ import datetime as dt
 import logging
 import os
 import socket
+import sys
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -399,6 +400,7 @@ class Queue:
         import procrastinate.exceptions as pex
 
         logging.getLogger("procrastinate").setLevel(logging.CRITICAL + 1)
+        asyncio.get_running_loop().set_exception_handler(_loose_failure)
         named: set[int | None] = set()
 
         @self.app.task(name=TASK, queue=QUEUE, pass_context=True, retry=_retry(retry_wait))
@@ -473,6 +475,18 @@ class Queue:
         """Stop taking jobs; the running ones finish (``work`` then returns)."""
         if self._worker is not None:
             self._worker.stop()
+
+
+def _loose_failure(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """A failure no task awaited (procrastinate's job task, when the job's end cannot be
+    recorded: a worker that went silent, whose job another worker took and finished), in
+    one line instead of asyncio's traceback."""
+    exc = context.get("exception")
+    cause = exc.__cause__ if exc is not None and exc.__cause__ is not None else exc
+    text = str(cause).strip().splitlines() if cause is not None else []
+    said = text[0] if text else context.get("message", "")
+    print(f"benchledger worker: {type(cause).__name__ if cause else 'error'}: {said}",
+          file=sys.stderr, flush=True)  # fmt: skip
 
 
 @contextlib.asynccontextmanager

@@ -267,3 +267,46 @@ def test_a_resume_runs_no_recorded_command_and_contacts_no_recorded_model_server
     code, out, err = cli(capsys, "run", "--resume", "ro", "--agent", agent, "--ledger", path)
     assert code == 0 and "run ro sealed" in out, err
     assert f"Bearer {WORKER_KEY}" in _keys_seen(server)
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_a_worker_that_went_silent_and_woke_after_another_took_its_unit_prints_no_traceback(
+    pg, capsys
+):
+    """Worker A is stopped (SIGSTOP) mid-unit; B takes its unit over, runs it and seals the
+    run; A then wakes (SIGCONT) into a unit and a job that are no longer its own."""
+    import signal
+    import time
+
+    from benchledger.harness.worker import unit_streams
+
+    code, _, err = cli(capsys, "run", "--queue", "--agent", "fake:0.3", "--limit", "1",
+                       "--run-id", "qs", "--ledger", pg)  # fmt: skip
+    assert code == 0, err
+    ledger = Ledger(open_store(pg))
+    quick = ("--heartbeat", "0.5", "--stalled-after", "3", "--ledger", pg)
+
+    def spawn() -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "benchledger", "worker", "--once", *quick],
+                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)  # fmt: skip
+
+    def until(what: str, check: Any, deadline_s: float = 120) -> None:
+        end = time.monotonic() + deadline_s
+        while not check():
+            assert time.monotonic() < end, f"not within {deadline_s} s: {what}"
+            time.sleep(0.1)  # polling an observable condition, not a synchronisation
+
+    a = spawn()
+    until("A's unit started", lambda: unit_streams(ledger, "qs", "qs/bl-anchor-tier/1"))
+    a.send_signal(signal.SIGSTOP)
+    b = spawn()
+    b_out, b_err = b.communicate(timeout=240)
+    assert b.returncode == 0 and "run qs sealed" in b_out, b_out + b_err
+    a.send_signal(signal.SIGCONT)
+    a_out, a_err = a.communicate(timeout=240)
+    assert "Traceback" not in a_out + a_err, a_out + a_err
+    assert "AppendConflict" not in a_out + a_err and "ConnectorException" not in a_err
+    assert a.returncode == 0, a_out + a_err
+    assert ledger.run_info("qs").root
