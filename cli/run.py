@@ -548,7 +548,7 @@ def run_options(p: argparse.ArgumentParser, *, worker: bool = False) -> None:
     for option in _item_options():  # each suite's own, e.g. --protocols, --cases, --tasks
         p.add_argument(option.flag, metavar=option.metavar, help=option.help)
     # A worker's --agent and --platform are what its operator lets it run (repeatable).
-    many = {"action": "append"} if worker else {}
+    many: dict[str, Any] = {"action": "append"} if worker else {}
     p.add_argument(
         "--agent",
         **many,

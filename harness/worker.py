@@ -151,8 +151,9 @@ class Worker:
             cfg.platform_options.get("embedder", ""),
         )
         self.on_declined = on_declined
-        # Runs this worker may not run, and why (said once per run, then remembered).
-        self.declined: dict[str, str] = {}
+        # Runs this worker may not (Declined) or no worker can (Unrunnable) run, and why:
+        # said once per run, then remembered.
+        self.declined: dict[str, Declined | Unrunnable] = {}
         self.infra_retries = infra_retries
         self.on_unit = on_unit
         self._holders: list[tuple[asyncio.Future[None], asyncio.Event]] = []
@@ -273,7 +274,8 @@ class Worker:
         """One job: run ``unit`` (``PROTOCOL/ATTEMPT``) of ``run_id`` unless it is counted,
         as a new attempt if an earlier one was interrupted or infra-failed."""
         if run_id in self.declined:
-            raise Declined(self.declined[run_id])
+            known = self.declined[run_id]
+            raise type(known)(str(known))
         head = await asyncio.to_thread(self.ledger.store.head, run_id)
         if head is not None and head.kind == "run_sealed":
             return  # sealed meanwhile (a job run again after its unit counted)
@@ -281,7 +283,7 @@ class Worker:
             r = await self._take_up(run_id)
         except (Declined, Unrunnable) as exc:
             if run_id not in self.declined:
-                self.declined[run_id] = str(exc)
+                self.declined[run_id] = exc
                 self.on_declined(run_id, str(exc))
             raise
         protocol, _, attempt = unit.rpartition("/")
