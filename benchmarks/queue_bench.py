@@ -69,7 +69,11 @@ def worked(
         if queued.returncode != 0:
             raise RuntimeError(f"run --queue failed: {queued.stderr.strip()}")
         start = time.perf_counter()
-        procs = [_bl("worker", "--once", "--concurrency", str(concurrency),
+        # A worker runs only what its operator names: the run's own agent and platform.
+        names = ("--agent", "--platform")
+        named = [w for i, w in enumerate(run_args)
+                 if w in names or (i and run_args[i - 1] in names)]  # fmt: skip
+        procs = [_bl("worker", "--once", "--concurrency", str(concurrency), *named,
                      "--ledger", ledger_url) for _ in range(workers)]  # fmt: skip
         errs = [p.communicate()[1] for p in procs]
         wall = time.perf_counter() - start

@@ -34,11 +34,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from benchledger.cli.run import _config, _warm_embedded
 
     location = postgres_ledger(args, "worker")
+    # What the operator lets this worker run: each --platform (with its options) and each
+    # --agent; none: the built-in, local ones (harness.needs). The rest of the options
+    # are checked against each run's record.
+    platforms, agents = tuple(args.platform or ()), tuple(args.agent or ())
+    args.platform = args.agent = None
     cfg = _config(args)
     # As `run` does: no collection during the heavy imports (their objects live as long as
     # the process), and the embedded platform's SQL tables loading beside them.
     gc.disable()
     warming = _warm_embedded(args)
+    from benchledger.harness.agents import check_spec
     from benchledger.harness.logging import quiet_logs
     from benchledger.harness.queue import Queue
     from benchledger.harness.record import RunRefused
@@ -58,13 +64,20 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"{run_id} unit {outcome.unit_id}/{outcome.attempt} ({outcome.stream}): "
               f"{outcome.status}", flush=True)  # fmt: skip
 
+    def declined(run_id: str, why: str) -> None:
+        print(f"run {run_id}: not taken by this worker: {why}", flush=True)
+
     async def main() -> int:
         loop = asyncio.get_running_loop()
         async with Queue(location) as queue:
-            worker = Worker(ledger, location, cfg, queue, infra_retries=args.infra_retries,
-                            on_unit=unit_done)  # fmt: skip
-            for run_id in await queue.pending_runs():  # refused before anything is taken
-                await asyncio.to_thread(worker.check, run_id)
+            try:
+                for spec in agents:
+                    check_spec(spec)
+                worker = Worker(ledger, location, cfg, queue, infra_retries=args.infra_retries,
+                                on_unit=unit_done, platforms=platforms, agents=agents,
+                                on_declined=declined)  # fmt: skip
+            except ValueError as exc:
+                raise RunRefused(str(exc)) from None
             stopping: list[int] = []
 
             def stop(signum: int) -> None:
@@ -84,10 +97,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
                                      wait=not args.once, heartbeat=args.heartbeat,
                                      stalled_after=args.stalled_after,
                                      retry_wait=RETRY_WAIT_S)  # fmt: skip
-                    if stopping or worker.refused or not args.once:
+                    if stopping or not args.once:
                         break
+                    # Jobs this worker declined wait for another: they keep it no longer.
                     counts: dict[str, int] = {}
                     for job in await queue.jobs():
+                        if job.status == "todo" and job.run in worker.declined:
+                            continue
                         counts[job.status] = counts.get(job.status, 0) + 1
                     if not counts.get("todo") and not counts.get("doing"):
                         break
@@ -97,8 +113,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
                 recovery.cancel()
                 await asyncio.gather(recovery, return_exceptions=True)
                 await worker.close()
-            if worker.refused is not None:
-                raise worker.refused
             return 128 + stopping[0] if stopping else EXIT_OK
 
     try:
@@ -147,6 +161,8 @@ def cmd_queue(args: argparse.Namespace) -> int:
                 tries = j.attempts + (j.status == "doing")
                 print(f"{j.id:>6}  {j.status:<9}  {tries:>5}  {j.run:<28}  {j.unit:<28}  "
                       f"{j.worker or '-'}")  # fmt: skip
+                if j.why and j.status != "succeeded":  # why it waits or failed
+                    print(f"{'':>6}  why: {j.why}")
             counts: dict[str, int] = {}
             for j in jobs:
                 counts[j.status] = counts.get(j.status, 0) + 1

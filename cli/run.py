@@ -547,8 +547,11 @@ def run_options(p: argparse.ArgumentParser, *, worker: bool = False) -> None:
         )
     for option in _item_options():  # each suite's own, e.g. --protocols, --cases, --tasks
         p.add_argument(option.flag, metavar=option.metavar, help=option.help)
+    # A worker's --agent and --platform are what its operator lets it run (repeatable).
+    many: dict[str, Any] = {"action": "append"} if worker else {}
     p.add_argument(
         "--agent",
+        **many,
         help="scripted (default), fake[:DELAY_S], anthropic:MODEL (key: $ANTHROPIC_API_KEY), "
         "openai:MODEL@BASE_URL (key, if the server needs one: $OPENAI_API_KEY) or "
         "recorded:RUN_DIR (re-enacts a recorded peer run, e.g. "
@@ -585,6 +588,7 @@ def run_options(p: argparse.ArgumentParser, *, worker: bool = False) -> None:
     )
     p.add_argument(
         "--platform",
+        **many,
         metavar="embedded|embedded:process|server-memory[@VERSION]|basic-memory[@VERSION]|URL",
         help="embedded (default: in this process), embedded:process (a child process), "
         "server-memory (@modelcontextprotocol/server-memory over stdio, npm-installed on "

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from benchledger.harness import agents
 from benchledger.harness.agents.base import Agent
+from benchledger.harness.needs import Given, unmet
 from benchledger.harness.platforms.embedded import MAX_POOL
 from benchledger.harness.platforms.platform import (
     Platform,
@@ -442,10 +443,15 @@ def _plan_resume(ledger: Ledger, cfg: RunConfig, given_agent: Agent | None) -> R
         raise RunRefused(f"the protocol set at {path} changed since run {run_id} started")
     items = _select(loaded.items, record.only, record.limit, suite.item_noun, path)
     try:
-        platform, spec = resolve(platform_option(record))
+        # The platform as given again (the same, by contradictions), else as recorded: a
+        # command or URL only the record names is refused below, never started or sent to.
+        given_platform = "platform" in cfg.given
+        platform, spec = resolve(cfg.platform if given_platform else platform_option(record))
         platform.check_record(record.platform)
     except ValueError as exc:
         raise RunRefused(f"run {run_id}: {exc}") from None
+    if not local:
+        _needs_given(cfg, record, run_id)
     external = _shared(spec)
     if external and not (cfg.admin_key and cfg.pool_base):
         raise RunRefused(
@@ -477,6 +483,22 @@ def _plan_resume(ledger: Ledger, cfg: RunConfig, given_agent: Agent | None) -> R
                    abandon=abandon, reset_cmd=reset_cmd, pack=pack,
                    reset_first=used, concurrency=concurrency,
                    platform_options=_restored_options(cfg, record, run_id))  # fmt: skip
+
+
+def _needs_given(cfg: RunConfig, record: RunRecord, run_id: str) -> None:
+    """RunRefused naming each command or server the run's record names that this resume
+    was not given again (harness.needs): whoever wrote the ledger wrote the record."""
+    try:  # cfg.platform is settled: its options are folded in (settle)
+        platforms = frozenset({resolve(cfg.platform)[1].label})
+    except ValueError as exc:
+        raise RunRefused(str(exc)) from None
+    given = Given(platforms if "platform" in cfg.given else frozenset(),
+                  frozenset({cfg.agent}) if "agent" in cfg.given else frozenset(),
+                  cfg.platform_options.get("embedder", ""))  # fmt: skip
+    missing = unmet(record, given)
+    if missing:
+        raise RunRefused(f"run {run_id} needs {'; '.join(missing)}: a resume runs no command "
+                         "and contacts no server that only the run's record names")  # fmt: skip
 
 
 def _resume_units(

@@ -11,6 +11,11 @@ queue ``QUEUE``, task ``TASK``; a job's arguments name the run and the unit only
 worker's environment. ``job_lock`` is never set: promotions into one entity are
 serialised by ``entity_lock`` (an advisory lock held only around the promotion), so
 every other stage of every unit spreads over every worker.
+
+A job a worker may not run (its run needs a command or a server the worker's operator did
+not name: ``harness.needs``) is ``Declined``: it goes back to the queue, waiting, for a
+worker that may; a job no worker can run (no such run, no such unit) is ``Unrunnable``:
+it fails. Either way the worker notes why (``benchledger queue`` shows it) and goes on.
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import logging
 import os
 import socket
+import sys
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -37,6 +44,12 @@ PENDING: Final = ("todo", "doing")
 # Our own small table in the queue schema: which host and process a procrastinate
 # worker id is, so `benchledger queue` names the machine working each job.
 _WORKERS: Final = "benchledger_workers"
+# And why a job waits or failed, as the worker that last met it said.
+_NOTES: Final = "benchledger_notes"
+# A declined job waits this long times its tries (at most DECLINED_MAX_S) before a worker
+# meets it again: the one that declined it must not spin on it.
+DECLINED_S: Final = 5
+DECLINED_MAX_S: Final = 60
 _COUNTED: Final = frozenset({"workers", "todo", "doing", "succeeded"})
 
 
@@ -52,6 +65,33 @@ class InfraRetry(Exception):
     procrastinate puts it back with back-off (``RETRY``)."""
 
 
+class Declined(Exception):
+    """Raised by a job this worker may not run (its message says why): it goes back to
+    the queue, waiting for a worker that may."""
+
+
+class Unrunnable(Exception):
+    """Raised by a job no worker can run (no such run or unit): it fails, with its reason."""
+
+
+def _retry(wait: int) -> Any:
+    """When a job goes back to the queue: an infra-failed unit after ``wait`` + 2^(try+1)
+    s; a declined one after ``DECLINED_S`` × its tries (at most ``DECLINED_MAX_S``)."""
+    from procrastinate import BaseRetryStrategy, RetryDecision
+
+    class Retry(BaseRetryStrategy):
+        def get_retry_decision(self, *, exception: BaseException, job: Any) -> Any:
+            if isinstance(exception, Declined):
+                seconds = min(DECLINED_MAX_S, DECLINED_S * (job.attempts + 1))
+            elif isinstance(exception, InfraRetry):
+                seconds = wait + 2 ** (job.attempts + 1)
+            else:
+                return None
+            return RetryDecision(retry_in={"seconds": seconds})
+
+    return Retry()
+
+
 @dataclass(frozen=True)
 class Job:
     """One row of ``benchledger queue``: a job, its state and the worker on it."""
@@ -63,6 +103,7 @@ class Job:
     attempts: int
     worker: str  # host:pid of the worker holding it ("" when none does)
     scheduled_at: dt.datetime | None
+    why: str = ""  # why it waits or failed, as the last worker that met it said
 
 
 def queue_schema(ledger_url: str) -> str:
@@ -192,6 +233,10 @@ class Queue:
                     f"CREATE TABLE IF NOT EXISTS {_WORKERS} "
                     "(worker_id bigint PRIMARY KEY, name text NOT NULL)"
                 )
+                conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {_NOTES} "
+                    "(job_id bigint PRIMARY KEY, name text NOT NULL, why text NOT NULL)"
+                )
         except psycopg.Error as exc:
             raise self._problem(exc) from None
 
@@ -244,16 +289,28 @@ class Queue:
             raise self._problem(exc) from None
 
     async def jobs(self, run_id: str | None = None) -> list[Job]:
-        """Every job (of ``run_id``), oldest first, with the worker holding it."""
+        """Every job (of ``run_id``), oldest first, with the worker holding it and why it
+        waits or failed (a queue made by an older benchledger has no notes)."""
+        noted = await self._rows(f"SELECT to_regclass('{_NOTES}') IS NOT NULL")
+        why = f"coalesce((SELECT n.why FROM {_NOTES} n WHERE n.job_id = j.id), '')"
         rows = await self._rows(
-            f"SELECT j.id, j.args->>'run', j.args->>'unit', j.status::text, j.attempts, "
-            f"coalesce(w.name, ''), j.scheduled_at FROM procrastinate_jobs j "
-            f"LEFT JOIN {_WORKERS} w ON w.worker_id = j.worker_id "
+            f"SELECT j.id, coalesce(j.args->>'run', ''), coalesce(j.args->>'unit', ''), "
+            f"j.status::text, j.attempts, "
+            f"coalesce(w.name, ''), j.scheduled_at, {why if noted[0][0] else repr('')} "
+            f"FROM procrastinate_jobs j LEFT JOIN {_WORKERS} w ON w.worker_id = j.worker_id "
             "WHERE j.task_name = %s AND (%s::text IS NULL OR j.args->>'run' = %s) "
             "ORDER BY j.id",
             (TASK, run_id, run_id),
         )
         return [Job(*row) for row in rows]
+
+    async def note(self, job_id: int, why: str) -> None:
+        """Record why job ``job_id`` waits or failed (``benchledger queue`` shows it)."""
+        await self._rows(
+            f"INSERT INTO {_NOTES} (job_id, name, why) VALUES (%s, %s, %s) "
+            "ON CONFLICT (job_id) DO UPDATE SET name = excluded.name, why = excluded.why",
+            (job_id, worker_name(), why),
+        )
 
     async def counts(self, run_id: str) -> dict[str, int]:
         """How many of ``run_id``'s jobs are in each state."""
@@ -335,28 +392,46 @@ class Queue:
     ) -> None:
         """Run a procrastinate worker on the queue: ``handler(run, unit, job)`` per job,
         ``concurrency`` at once; without ``wait``, return once no job can be claimed.
-        ``InfraRetry`` from a handler puts its job back after ``retry_wait`` × 2^n s."""
-        import procrastinate
+        ``InfraRetry`` from a handler puts its job back after ``retry_wait`` + 2^n s,
+        ``Declined`` after a few seconds (``_Retry``); ``Unrunnable`` fails it. Each of
+        these, and any other failure of a job, is noted as the job's reason; procrastinate's
+        own log (its tracebacks) is silenced: what matters is said in one line by the
+        handler, the note, or ``QueueError``."""
+        import procrastinate.exceptions as pex
 
+        logging.getLogger("procrastinate").setLevel(logging.CRITICAL + 1)
+        asyncio.get_running_loop().set_exception_handler(_loose_failure)
         named: set[int | None] = set()
-        retry = procrastinate.RetryStrategy(
-            wait=retry_wait, exponential_wait=2, retry_exceptions={InfraRetry}
-        )
 
-        @self.app.task(name=TASK, queue=QUEUE, pass_context=True, retry=retry)
-        async def unit_job(context: Any, run: str, unit: str) -> None:
-            if context.job.worker_id not in named:
-                named.add(context.job.worker_id)
-                await self.name_worker(context.job.worker_id)
-            await handler(run, unit, context.job)
+        @self.app.task(name=TASK, queue=QUEUE, pass_context=True, retry=_retry(retry_wait))
+        async def unit_job(context: Any, run: Any = None, unit: Any = None, **_: Any) -> None:
+            job = context.job
+            if job.worker_id not in named:
+                named.add(job.worker_id)
+                await self.name_worker(job.worker_id)
+            try:
+                if not isinstance(run, str) or not isinstance(unit, str):
+                    raise Unrunnable('a job names {"run": RUN, "unit": "PROTOCOL/ATTEMPT"}')
+                await handler(run, unit, job)
+            except (Declined, Unrunnable, InfraRetry) as exc:
+                await self.note(int(job.id), str(exc))
+                raise
+            except Exception as exc:  # one line for the job, never a traceback
+                text = str(exc).strip().splitlines()
+                await self.note(int(job.id), f"{type(exc).__name__}: {text[0] if text else ''}")
+                raise
 
         from procrastinate.worker import Worker
 
+        # Always procrastinate's waiting worker: one told not to wait stops its heartbeat as
+        # soon as it finds no job to claim, while its units still run, and other workers
+        # would take it for dead. Without ``wait`` this stops it once it runs nothing and
+        # no job can be claimed.
         self._worker = Worker(
             app=self.app,
             queues=[QUEUE],
             concurrency=concurrency,
-            wait=wait,
+            wait=True,
             name=worker_name(),
             install_signal_handlers=False,
             update_heartbeat_interval=heartbeat,
@@ -364,18 +439,54 @@ class Queue:
             fetch_job_polling_interval=min(1.0, heartbeat),
             abort_job_polling_interval=min(1.0, heartbeat),
         )
+
+        async def stop_when_idle() -> None:
+            while True:
+                await asyncio.sleep(min(0.25, heartbeat))
+                worker = self._worker
+                if worker is not None and not await self._busy(worker.worker_id):
+                    self.stop()
+                    return
+
+        idle = None if wait else asyncio.ensure_future(stop_when_idle())
         try:
             await self._worker.run()
-        except psycopg.Error as exc:
+        except (psycopg.Error, pex.ProcrastinateException) as exc:
             raise self._problem(exc) from None
         finally:
+            if idle is not None:
+                idle.cancel()
+                await asyncio.gather(idle, return_exceptions=True)
             self._worker = None
             self.app.tasks.pop(TASK, None)
+
+    async def _busy(self, worker_id: int | None) -> bool:
+        """Whether procrastinate worker ``worker_id`` runs a job, or one waits that it could
+        claim now (not one scheduled for later)."""
+        rows = await self._rows(
+            "SELECT 1 FROM procrastinate_jobs WHERE queue_name = %s AND ((status = 'todo' "
+            "AND (scheduled_at IS NULL OR scheduled_at <= now())) OR (status = 'doing' AND "
+            "(worker_id = %s OR %s::bigint IS NULL))) LIMIT 1",
+            (QUEUE, worker_id, worker_id),
+        )
+        return bool(rows)
 
     def stop(self) -> None:
         """Stop taking jobs; the running ones finish (``work`` then returns)."""
         if self._worker is not None:
             self._worker.stop()
+
+
+def _loose_failure(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """A failure no task awaited (procrastinate's job task, when the job's end cannot be
+    recorded: a worker that went silent, whose job another worker took and finished), in
+    one line instead of asyncio's traceback."""
+    exc = context.get("exception")
+    cause = exc.__cause__ if exc is not None and exc.__cause__ is not None else exc
+    text = str(cause).strip().splitlines() if cause is not None else []
+    said = text[0] if text else context.get("message", "")
+    print(f"benchledger worker: {type(cause).__name__ if cause else 'error'}: {said}",
+          file=sys.stderr, flush=True)  # fmt: skip
 
 
 @contextlib.asynccontextmanager

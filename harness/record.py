@@ -270,7 +270,11 @@ def contradictions(config: RunConfig, record: RunRecord) -> list[str]:
         if given != recorded:
             given, recorded = _option_value(given), _option_value(recorded)
             out.append(f"--{name.replace('_', '-')} {given} (the run recorded {recorded})")
-    if "platform" in config.given and config.platform.rstrip("/") != platform_option(record):
+    recorded_platform = platform_option(record)
+    if "platform" in config.given and recorded_platform not in (
+        config.platform.rstrip("/"),
+        redact_command(config.platform),  # a command recorded with its secrets redacted
+    ):
         out.append(f"--platform {config.platform} (the run recorded {platform_option(record)})")
     if (
         "reset_cmd" in config.given

@@ -1,9 +1,14 @@
 """A queue worker: what it does with one job, i.e. one planned unit of a queued run.
 
-A worker takes up a run the first time it meets one of its jobs: the run's plan, exactly
-as ``run --resume`` plans it (``harness.plan``: the record's suite, items, agent and
-platform, every option given to the worker checked against the record: RunRefused, exit
-2, nothing written), then the model's and the platform's preflight. Each job then runs its
+A worker takes up a run the first time it meets one of its jobs, if it may: a run whose
+platform, agent or embedder needs a command or a server the worker's operator did not name
+(``harness.needs``) is declined, its jobs left waiting for a worker that may run them,
+with the reason noted (``benchledger queue`` shows it). Then the run's plan, as
+``run --resume`` plans it (``harness.plan``: the record's suite and items, the platform and
+agent the operator named, or the built-in ones the record names; every option given
+checked against the record), then the model's and the platform's preflight. A run it
+cannot plan is declined too (its reason noted), and a job naming no run or no planned unit
+fails with its reason: neither stops the worker. Each job then runs its
 unit through the one unit runner (``harness.unit.run_unit``), as the driver does:
 
 - a unit already counted (a finished attempt not in an infrastructure error) is left as
@@ -34,14 +39,23 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 from benchledger.harness.driver import RunDriver
+from benchledger.harness.needs import Given, given_labels, unmet
 from benchledger.harness.plan import INTERRUPTED, MAX_POOL, RETRIED, RunPlan, plan_run
 from benchledger.harness.platforms.base import PlatformClient
+from benchledger.harness.platforms.platform import resolve
 from benchledger.harness.platforms.provision import Provisioner
-from benchledger.harness.queue import InfraRetry, Queue, entity_key, entity_lock
-from benchledger.harness.record import RunConfig, RunRefused
+from benchledger.harness.queue import (
+    Declined,
+    InfraRetry,
+    Queue,
+    Unrunnable,
+    entity_key,
+    entity_lock,
+)
+from benchledger.harness.record import RunConfig, RunRefused, platform_option, read_record
 from benchledger.harness.unit import UnitOutcome, UnitPlan, _writer, run_unit
 from benchledger.ledger import Ledger
-from benchledger.ledger.errors import UnitsMissing
+from benchledger.ledger.errors import AppendConflict, UnitsMissing, UnknownRun
 from benchledger.ledger.events import (
     UnitAbandonedBody,
     UnitAbandonedEvent,
@@ -119,29 +133,77 @@ class Worker:
         *,
         infra_retries: int = 2,
         on_unit: Callable[[UnitOutcome, str], None] = lambda outcome, run: None,
+        platforms: tuple[str, ...] = (),
+        agents: tuple[str, ...] = (),
+        on_declined: Callable[[str, str], None] = lambda run, why: None,
     ) -> None:
+        """``platforms`` and ``agents``: the ``--platform`` and ``--agent`` values its
+        operator gave (none: the built-in, local ones only); ValueError naming an unusable
+        one."""
         self.ledger = ledger
         self.url = ledger_url
         self.cfg = cfg
         self.queue = queue
+        self.platforms = {text: given_labels([text], cfg.platform_options) for text in platforms}
+        self.given = Given(
+            frozenset().union(*self.platforms.values()),
+            frozenset(agents),
+            cfg.platform_options.get("embedder", ""),
+        )
+        self.on_declined = on_declined
+        # Runs this worker may not (Declined) or no worker can (Unrunnable) run, and why:
+        # said once per run, then remembered.
+        self.declined: dict[str, Declined | Unrunnable] = {}
         self.infra_retries = infra_retries
         self.on_unit = on_unit
         self._holders: list[tuple[asyncio.Future[None], asyncio.Event]] = []
         self.runs: dict[str, _Run] = {}
         self._taking: dict[str, asyncio.Lock] = {}
-        self.refused: RunRefused | None = None
         self.sealed: dict[str, str] = {}
 
     def check(self, run_id: str) -> RunPlan:
-        """The run's plan as this worker would run it (reads only); RunRefused naming what
-        this worker's options contradict in the run's record."""
-        cfg = dataclasses.replace(self.cfg, resume=run_id, local=True, retry_infra=False)
+        """The run's plan as this worker would run it (reads only): Unrunnable when the
+        ledger holds no such run; Declined naming what the run needs that this worker's
+        operator did not give, or what its options contradict in the run's record."""
         try:
-            plan = plan_run(self.ledger, cfg)
+            self.ledger.run_info(run_id)
+            record = read_record(self.ledger, run_id)
+        except (UnknownRun, RunRefused):
+            raise Unrunnable(f"no run {run_id} in this ledger") from None
+        missing = unmet(record, self.given)
+        if missing:
+            raise Declined(f"run {run_id} needs {'; '.join(missing)}: this worker's operator "
+                           "did not name it (docs/scaling.md)")  # fmt: skip
+        try:
+            plan = plan_run(self.ledger, self._config(run_id, record))
+            queueable(plan)
         except RunRefused as exc:
-            raise RunRefused(f"worker refused for run {run_id}: {exc}") from None
-        queueable(plan)
+            raise Declined(f"worker refused for run {run_id}: {exc}") from None
         return plan
+
+    def _config(self, run_id: str, record: Any) -> RunConfig:
+        """This worker's configuration for one run: the platform and agent its operator
+        named that the record matches (the operator's own command or URL), only that
+        platform's options; the built-in ones the record names otherwise."""
+        cfg = dataclasses.replace(self.cfg, resume=run_id, local=True, retry_infra=False)
+        given = set(cfg.given)
+        label = platform_option(record)
+        for text, labels in self.platforms.items():
+            if unmet(record, dataclasses.replace(self.given, platforms=labels)):
+                continue
+            own = {o.dest for o in resolve(text)[0].options}
+            options = {k: v for k, v in cfg.platform_options.items() if k in own}
+            cfg = dataclasses.replace(cfg, platform=text, platform_options=options)
+            given.add("platform")
+            break
+        else:
+            own = {o.dest for o in resolve(label)[0].options}
+            options = {k: v for k, v in cfg.platform_options.items() if k in own}
+            cfg = dataclasses.replace(cfg, platform=label, platform_options=options)
+        if record.agent in self.given.agents:
+            cfg = dataclasses.replace(cfg, agent=record.agent)
+            given.add("agent")
+        return dataclasses.replace(cfg, given=frozenset(given))
 
     async def _take_up(self, run_id: str) -> _Run:
         lock = self._taking.setdefault(run_id, asyncio.Lock())
@@ -211,20 +273,24 @@ class Worker:
     async def handle(self, run_id: str, unit: str, job: Any) -> None:
         """One job: run ``unit`` (``PROTOCOL/ATTEMPT``) of ``run_id`` unless it is counted,
         as a new attempt if an earlier one was interrupted or infra-failed."""
+        if run_id in self.declined:
+            known = self.declined[run_id]
+            raise type(known)(str(known))
         head = await asyncio.to_thread(self.ledger.store.head, run_id)
         if head is not None and head.kind == "run_sealed":
             return  # sealed meanwhile (a job run again after its unit counted)
         try:
             r = await self._take_up(run_id)
-        except RunRefused as exc:
-            self.refused = exc  # the job goes back to the queue; this worker stops
-            self.queue.stop()
-            raise InfraRetry(str(exc)) from None
+        except (Declined, Unrunnable) as exc:
+            if run_id not in self.declined:
+                self.declined[run_id] = exc
+                self.on_declined(run_id, str(exc))
+            raise
         protocol, _, attempt = unit.rpartition("/")
         try:
             index, planned = r.units[(protocol, int(attempt))]
         except (KeyError, ValueError):
-            raise RunRefused(f"run {run_id} plans no unit {unit}") from None
+            raise Unrunnable(f"run {run_id} plans no unit {unit}") from None
         states = await asyncio.to_thread(unit_streams, self.ledger, run_id, planned.stream)
         counted = [s for s, st in states.items() if st["finished"] and not st["abandoned"]]
         infra = [s for s, st in states.items() if st["finished"] and infra_failure(st["error"])]
@@ -254,9 +320,16 @@ class Worker:
             )
         resumes = sorted(counted or states)[-1] if states else ""
         plan = UnitPlan(planned.item, planned.attempt, stream, identities, resumes=resumes)
-        async with AsyncExitStack() as stack:
-            client = await self._client(r, plan, stack)
-            outcome = await run_unit(r.plan.suite, self.ledger, client, r.plan.agent, plan)
+        try:
+            async with AsyncExitStack() as stack:
+                client = await self._client(r, plan, stack)
+                outcome = await run_unit(r.plan.suite, self.ledger, client, r.plan.agent, plan)
+        except AppendConflict:
+            # This worker went silent and the queue gave its unit to another, which wrote
+            # the attempt's streams meanwhile: that one's attempt counts, not this one's.
+            print(f"{run_id} unit {unit}: another worker took it over while this one was "
+                  "silent; its attempt counts", flush=True)  # fmt: skip
+            return
         self.on_unit(outcome, run_id)
         if infra_failure(outcome.error) and len(infra) + 1 <= self.infra_retries:
             raise InfraRetry(outcome.error)

@@ -272,7 +272,8 @@ def test_a_run_queued_and_worked_by_two_workers_equals_a_single_process_run(
             env = {**os.environ, "BENCHLEDGER_ADMIN_KEY": platform.admin_key,
                    "BENCHLEDGER_POOL_BASE": platform.pool_base}  # fmt: skip
             argv = [sys.executable, "-m", "benchledger", "worker", "--once", "--protocols",
-                    folder, "--concurrency", "2", "--ledger", pg_ledger]  # fmt: skip
+                    folder, "--concurrency", "2", "--platform", platform.url,
+                    "--ledger", pg_ledger]  # fmt: skip
             procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, cwd=REPO, env=env) for _ in range(2)]  # fmt: skip
             outs = [p.communicate(timeout=600) for p in procs]

@@ -903,7 +903,7 @@ def test_a_resume_against_an_endpoint_that_refuses_the_key_now_is_refused_and_wr
     ledger.store.close()
     before = link_hashes(path, "rs")
     srv.fail(Fault("forbidden", preflight=True))  # the key lost its access since
-    assert main(["run", "--resume", "rs", "--ledger", path]) == 2
+    assert main(["run", "--resume", "rs", "--agent", cfg.agent, "--ledger", path]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "model preflight failed" in line and "HTTP 403" in line and OPENAI_KEY not in line
     assert link_hashes(path, "rs") == before and srv.seen == []

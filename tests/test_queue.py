@@ -129,7 +129,7 @@ def test_queue_needs_a_postgresql_ledger(tmp_path, capsys):
 
 
 @pytest.mark.postgres
-def test_a_worker_whose_agent_protocols_or_platform_differ_is_refused_writing_nothing(
+def test_a_worker_whose_agent_protocols_or_platform_differ_leaves_the_jobs_waiting_saying_why(
     pg, tmp_path, capsys
 ):
     code, out, err = cli(capsys, "run", "--queue", "--agent", "fake:0.01", "--limit", "2",
@@ -140,16 +140,17 @@ def test_a_worker_whose_agent_protocols_or_platform_differ_is_refused_writing_no
     before = ledger.run_info("qr").events
     other = protocol_subset(tmp_path, ["bl-anchor-tier"])  # another set: another hash
     for argv, needle in (
-        (("--agent", "scripted"), "--agent scripted (the run recorded fake:0.01)"),
+        (("--agent", "scripted"), "its agent fake:0.01 (give --agent fake:0.01)"),
         (("--protocols", other), "protocol set"),
-        (("--platform", "embedded:process"), "--platform embedded:process"),
+        (("--platform", "embedded:process"), "its platform embedded (give --platform"),
     ):
-        code, _, err = cli(capsys, "worker", "--once", *argv, "--ledger", pg)
-        one_line_exit_2(code, err, "worker refused for run qr", needle)
-    assert ledger.run_info("qr").events == before  # nothing written
-    assert _jobs(pg) == {"todo": 2}  # nothing claimed: no job was ever started
-    assert _sql(pg, "SELECT count(*) FROM procrastinate_events WHERE type = 'started'") == [(0,)]
-    assert _sql(pg, "SELECT count(*) FROM procrastinate_workers") == [(0,)]
+        code, out, err = cli(capsys, "worker", "--once", *argv, "--ledger", pg)
+        assert code == 0 and not err, err
+        assert "run qr: not taken by this worker" in out and needle in out, out
+        assert ledger.run_info("qr").events == before  # nothing written
+        assert _jobs(pg) == {"todo": 2}  # the jobs wait for a worker that may run them
+        code, out, _ = cli(capsys, "queue", "qr", "--ledger", pg)
+        assert code == 0 and out.count("why: ") == 2 and needle in out, out
 
 
 @pytest.mark.postgres
@@ -210,8 +211,8 @@ def test_two_workers_on_an_external_platform_seal_the_run_and_no_secret_is_queue
             for name in env:
                 os.environ.pop(name)
         assert code == 0, err
-        workers = [_bl("worker", "--once", "--concurrency", "2", "--ledger", pg, env=env)
-                   for _ in range(2)]  # fmt: skip
+        workers = [_bl("worker", "--once", "--concurrency", "2", "--platform", server.url,
+                       "--ledger", pg, env=env) for _ in range(2)]  # fmt: skip
         ends = [w.communicate(timeout=180) for w in workers]
     assert [w.returncode for w in workers] == [0, 0], ends
     ledger = Ledger(open_store(pg))
@@ -366,7 +367,8 @@ def test_an_infra_failed_unit_is_retried_a_bounded_number_of_times_then_left_for
                            POOL, "--pool-size", "60", "--ledger", pg)  # fmt: skip
         assert code == 0, err
         env = {"BENCHLEDGER_ADMIN_KEY": ADMIN, "BENCHLEDGER_POOL_BASE": POOL}
-        worker = _bl("worker", "--once", "--infra-retries", "1", "--ledger", pg, env=env)
+        worker = _bl("worker", "--once", "--infra-retries", "1", "--platform", server.url,
+                     "--ledger", pg, env=env)  # fmt: skip
         out, err = worker.communicate(timeout=180)
         assert worker.returncode == 0, err
         ledger = Ledger(open_store(pg))
@@ -377,8 +379,9 @@ def test_an_infra_failed_unit_is_retried_a_bounded_number_of_times_then_left_for
         assert ledger.infra_failed("qi") == ["bl-anchor-tier/1"] and not ledger.run_info("qi").root
         assert _jobs(pg) == {"succeeded": 1}  # left, not lost: for --retry-infra
         server.outage.down = False  # the platform recovered
-        code, out, err = cli(capsys, "run", "--resume", "qi", "--retry-infra", "--admin-key",
-                             ADMIN, "--pool-base", POOL, "--ledger", pg)  # fmt: skip
+        code, out, err = cli(capsys, "run", "--resume", "qi", "--retry-infra", "--platform",
+                             server.url, "--admin-key", ADMIN, "--pool-base", POOL,
+                             "--ledger", pg)  # fmt: skip
     assert code == 0, err
     assert "run qi sealed" in out
 

@@ -224,8 +224,8 @@ def test_retry_infra_reruns_exactly_the_infra_failed_units_and_keeps_the_failed_
     ledger.store.close()
 
     platform.outage.down = False  # the outage is over
-    resume = ["run", "--resume", "flaky", "--ledger", ledger_file, "--admin-key", ADMIN,
-              "--pool-base", POOL]  # fmt: skip
+    resume = ["run", "--resume", "flaky", "--ledger", ledger_file, "--platform", platform.url,
+              "--admin-key", ADMIN, "--pool-base", POOL]  # fmt: skip
     assert main([*resume, "--retry-infra"]) == 0
     assert "run flaky sealed" in capsys.readouterr().out
     ledger = Ledger(open_store(ledger_file))
@@ -383,7 +383,7 @@ def test_retry_infra_reruns_exactly_a_finished_runs_infra_failed_units_until_non
     before = unit_streams(Ledger(open_store(ledger_file)), "hiccup")
     failed = f"hiccup/{IDS[1]}/1"
     resume = ["run", "--resume", "hiccup", "--retry-infra", "--ledger", ledger_file,
-              "--admin-key", ADMIN, "--pool-base", POOL]  # fmt: skip
+              "--platform", platform.url, "--admin-key", ADMIN, "--pool-base", POOL]  # fmt: skip
 
     platform.outage.down = True  # down again for the retry: it fails too, and says so again
     assert main(resume) == 1
