@@ -89,7 +89,7 @@ _FIELDS: Final[tuple[tuple[str, Callable[[Card], str]], ...]] = (
     ("label", lambda c: c.setting("label") or "(analysed)"),
     ("agent", lambda c: c.meta.agent or "-"),
     ("model", lambda c: c.meta.model or "-"),
-    ("platform", lambda c: f"{c.meta.platform or '-'} {c.meta.platform_version}".strip()),
+    ("platform", lambda c: c.meta.platform_label),
     ("tasks", lambda c: ", ".join(c.task_ids) or "-"),
 )
 
