@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
+from benchledger.ledger.inert import inert_md
 from benchledger.projections import differences as diffs
 from benchledger.projections.card import (
     Metric,
@@ -196,8 +197,9 @@ def _table(s: Sheet) -> str:
 
 
 def _markdown(s: Sheet) -> str:
-    lines = [f"**{x}**" for x in _top(s)] + [""] + diffs.markdown_lines(_what(s))
-    lines += [f"- **{k}**: {v}" for k, v in _legend(s)]
+    # A run's recorded names (its agent, its platform's options) are shown, never rendered.
+    lines = [f"**{inert_md(x)}**" for x in _top(s)] + [""] + diffs.markdown_lines(_what(s))
+    lines += [f"- **{k}**: {inert_md(v)}" for k, v in _legend(s)]
     lines += [f"- {INTERVALS}; Δ: {METHOD}", ""]
     lines += markdown_lines(_heads(s), {n: _cells(s, n) for n in s.rows}, s.extra)
     return "\n".join(lines) + "\n"
