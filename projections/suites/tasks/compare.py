@@ -238,6 +238,8 @@ def as_json(s: Sheet) -> dict[str, Any]:
                 "excluded": c.card.excluded,
                 "agent": c.card.meta.agent,
                 "model": c.card.meta.model,
+                "platform_label": c.card.meta.platform_label,
+                "platform_facts": c.card.meta.platform_facts,
                 "task_set_hash": c.card.meta.protocol_set_hash,
                 **stood[k],
                 "completeness": run_completeness(c.card).as_json(),
