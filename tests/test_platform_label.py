@@ -115,3 +115,29 @@ def test_a_mem0_run_on_the_dictionary_backend_says_it_measured_no_mem0(tmp_path,
     for argv in (["runs"], ["report", "dict"], ["report", "dict", "--format", "markdown"]):
         code, out, _ = cli(capsys, *argv, "--ledger", ledger)
         assert code == 0 and "mem0 memory · no mem0: benchledger's dictionary backend" in out
+
+
+def test_a_mapped_servers_run_is_named_by_its_mapping_in_runs_and_report(
+    tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("mcp.server.mcpserver")
+    from tests.test_mcp_mapping import ECHO_SERVER, _echo_mapping
+    from tests.test_runner import subset
+
+    server = tmp_path / "echo_server.py"
+    server.write_text(ECHO_SERVER)
+    mapping = tmp_path / "echo.toml"
+    mapping.write_text(_echo_mapping(server))
+    monkeypatch.setenv("ECHO_TOKEN", "tok-" + "5e" * 8)
+    ledger = str(tmp_path / "l.sqlite")
+    protocols = subset(tmp_path, ["bl-audit-channel"])
+    code, _, err = cli(capsys, "run", "--platform", f"mcp:{mapping}", "--ledger", ledger,
+                       "--protocols", protocols, "--run-id", "echo")  # fmt: skip
+    assert code == 0, err
+    code, out, _ = cli(capsys, "report", "echo", "--format", "json", "--ledger", ledger)
+    facts = json.loads(out)["runs"][0]["platform_facts"]
+    assert facts["mapping"]["name"] == "echo" and len(facts["mapping"]["hash"]) == 64
+    shown = f"· mapping echo, blake3 {facts['mapping']['hash'][:12]}"
+    for argv in (["runs"], ["report", "echo"]):
+        code, out, _ = cli(capsys, *argv, "--ledger", ledger)
+        assert code == 0 and shown in out, out
