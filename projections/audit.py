@@ -62,6 +62,9 @@ class Audit(NamedTuple):
     metric: Metric
     contributions: tuple[Contribution, ...]
     withheld_units: tuple[str, ...] = ()  # decisions withheld: in no rate
+    # A mean of scores that are not shares (an F1, a reciprocal rank): shown as the card
+    # shows it, a number (0.411), never a percentage.
+    mean: bool = False
 
     @property
     def on_withheld(self) -> tuple[Contribution, ...]:
@@ -156,14 +159,19 @@ def render(a: Audit, full: bool = False, origin: Origin | None = None) -> str:
         return f"{peer}'s recorded claim" if peer and d.origin != OWN_GRADER else "decision"
 
     m = a.metric
-    rate = fmt_pct(m.rate)
     ci = "n/a"
     if m.ci is not None:
-        ci = f"{fmt_interval(m.ci.low, m.ci.high)} ({CI_LABELS[m.ci_method]})"
+        low, high = m.ci.low, m.ci.high
+        shown = f"[{low:.3f}, {high:.3f}]" if a.mean else fmt_interval(low, high)
+        ci = f"{shown} ({CI_LABELS[m.ci_method]})"
+    if a.mean:
+        value = "n/a" if m.rate is None else f"{m.rate:.3f}"
+        value += f"  (mean of {m.den} scores, summing to {fmt_num(m.num, 3)})"
+    else:
+        value = f"{fmt_pct(m.rate)}  ({fmt_num(m.num, 3)}/{m.den})"
     lines = [
         f"run {a.run_id}  root {a.root or '(unsealed)'}",
-        f"{m.name} = {rate}  ({fmt_num(m.num, 3)}/{m.den})  95% CI {ci}"
-        + (f"  [{m.label}]" if m.label else ""),
+        f"{m.name} = {value}  95% CI {ci}" + (f"  [{m.label}]" if m.label else ""),
         f"{len(a.contributions)} contributing units "
         f"({sum(c.in_num for c in a.contributions)} in the numerator)",
     ]

@@ -40,6 +40,7 @@ def audit_doc(a: Audit, run: RunEvents) -> dict[str, Any]:
             if m.ci is None
             else {"low": m.ci.low, "high": m.ci.high, "method": m.ci_method},
             "label": m.label,
+            "mean": a.mean,  # a mean of scores (the card shows it as 0.411), not a share
         },
         # A peer's results file, not re-derived: every decision is the peer's own claim.
         "decisions_are_peer_claims": origin.kind == PEER_CLAIMS and not origin.rederived,

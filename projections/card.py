@@ -15,6 +15,7 @@ from typing import Any, Final, NamedTuple
 from benchledger.ledger.completeness import Completeness
 from benchledger.ledger.events import GraderDecisionBody, RunRecord, RunStartedBody
 from benchledger.ledger.verified import OWN, Origin, Standing
+from benchledger.projections.platform_label import platform_facts, platform_label
 from benchledger.projections.stats import BOOTSTRAP_REPS, BOOTSTRAP_SEED, Interval
 from benchledger.projections.usage import Usage
 
@@ -177,6 +178,16 @@ class RunMeta:
     @property
     def platform_version(self) -> str:
         return self.started.platform_version
+
+    @property
+    def platform_label(self) -> str:
+        """The platform with what it ran with, as every display names it."""
+        return platform_label(self.started)
+
+    @property
+    def platform_facts(self) -> dict[str, Any]:
+        """``platform_label``'s facts, as every JSON gives them."""
+        return platform_facts(self.started)
 
     @property
     def coupled(self) -> bool:

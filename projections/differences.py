@@ -2,7 +2,7 @@
 
 A suite hands in rows of ``(name, one value per run)``: its metrics (``metrics=``) and
 the facts beside them (``facts=``: wall time, latency, cost, tokens, stages not
-applicable, platform options). It gets back only the rows on which the runs disagree,
+applicable, platform options, the platform). It gets back only the rows on which the runs disagree,
 laid out as text, Markdown, HTML or JSON, to print before its full matrix
 (docs/metrics.md, "What differs"). No statistic is computed here, only equality: whether
 a difference is resolved is the suite's own interval (``projections.stats``), handed in as
@@ -29,6 +29,7 @@ from benchledger.projections.usage_view import usage_cells
 TITLE: Final = "What differs"
 NOT_APPLICABLE: Final = "n/a stages"  # the fact row naming what a platform could not run
 OPTIONS: Final = "platform options"  # the fact row naming a run's recorded platform options
+PLATFORM: Final = "platform"  # the fact row naming what each run measured (platform_label)
 __all__ = [  # options_text is card's, re-exported: a suite's compare needs only this module
     "Card", "Differences", "Fact", "Row", "as_json", "html_items", "items", "markdown_lines",
     "options_text", "rate_fact", "run_facts", "text_lines", "what_differs",
@@ -106,9 +107,11 @@ class Card(Protocol):
 def run_facts(cards: Sequence[Card]) -> list[Row]:
     """The facts every card carries, one value per card: cost, wall, unit and call
     latencies, model calls and tokens (``usage_view.usage_cells``), and the platform
-    options each run recorded. A suite adds its own (the lifecycle's stages not applicable)."""
+    options each run recorded, and the platform each measured with them (its label). A suite
+    adds its own (the lifecycle's stages not applicable)."""
     usage = usage_cells([(c.usage, c.priced(), c.passed_units) for c in cards])
-    return [*usage, (OPTIONS, [options_text(c.meta.platform_options) for c in cards])]
+    return [*usage, (OPTIONS, [options_text(c.meta.platform_options) for c in cards]),
+            (PLATFORM, [c.meta.platform_label for c in cards])]  # fmt: skip
 
 
 def rate_fact(

@@ -22,7 +22,7 @@ import hashlib
 import json
 import unicodedata
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
@@ -46,6 +46,7 @@ from benchledger.ledger.events import (
 )
 from benchledger.ledger.redaction import WithheldEvent
 from benchledger.ledger.verified import PEER_CLAIMS, RunEvents
+from benchledger.projections.platform_label import platform_facts
 from benchledger.projections.suites import UnitScore, UnknownSuite, lookup
 
 # The version of Inspect's log schema these documents follow (its LOG_SCHEMA_VERSION).
@@ -129,16 +130,21 @@ def inspect_log(run: RunEvents) -> InspectLog:
             superseded.setdefault(key, []).append(kept[key].stream)
         kept[key] = unit
     scored: frozenset[str] | None = None
+    values: Mapping[str, Mapping[str, float]] = {}
     try:  # the suite's own whole-unit score, if it declares one (a suite not installed
         # here is exported all the same, its units scored by finishing)
         suite = lookup(body.suite)
         whole, task, scored = suite.unit_score, suite.name, suite.scored_checks
+        if suite.unit_values is not None:  # its card's means, each unit's term in them
+            values = suite.unit_values(suite.card([run]))
     except UnknownSuite:
         whole, task = None, body.suite
+    means = frozenset(name for v in values.values() for name in v)
     samples = [
-        _sample(u, model, meta, (whole, scored), synthetic, superseded.get(k, []))
+        _sample(u, model, meta, (whole, scored), synthetic, superseded.get(k, []),
+                (values.get(u.stream, {}), means))
         for k, u in kept.items()
-    ]
+    ]  # fmt: skip
     samples.sort(key=lambda s: (s["epoch"], s["id"]))
     created = _iso(header.at)
     spec = _spec(run, body, task, model, created, meta, samples)
@@ -218,6 +224,7 @@ def _run_metadata(run: RunEvents, body: RunStartedBody, synthetic: bool) -> dict
     """What leads from the log back to the ledger, and what the run was."""
     check = run.check
     origin = run.origin
+    facts = platform_facts(body)
     return _drop_none({
         "benchledger_run_id": run.run_id,
         "root": run.root or "",
@@ -230,6 +237,8 @@ def _run_metadata(run: RunEvents, body: RunStartedBody, synthetic: bool) -> dict
         "model": body.model,
         "platform": body.platform,
         "platform_version": body.platform_version,
+        "platform_label": facts["label"],
+        "platform_facts": facts,
         "protocol_set_hash": body.protocol_set_hash,
         "k": body.k,
         "tool_version": body.tool_version,
@@ -292,8 +301,10 @@ def _sample(
     scoring: tuple[UnitScore | None, frozenset[str] | None],
     synthetic: bool,
     superseded: list[str],
+    valued: tuple[Mapping[str, float], frozenset[str]] = ({}, frozenset()),
 ) -> dict[str, Any]:
-    """One unit as an ``EvalSample``."""
+    """One unit as an ``EvalSample``; ``valued``: its terms in the card's means, and every
+    mean's name (a score of that name is the unit's term, or N when it is in no such mean)."""
     score, scored = scoring
     assert unit.started is not None
     start = unit.started.body
@@ -314,6 +325,14 @@ def _sample(
             scores[check] = _score(e, link)
         else:  # no accuracy: a diagnostic decides nothing, a true adopted is no success
             diagnostics[check] = _score(e, link, value=False)
+    terms, means = valued
+    for name in means:  # the card's own number under its own name (the verdict in metadata)
+        if name in terms:
+            term = float(terms[name])
+            scores[name] = {**scores.get(name, {"explanation": f"this unit's term in {name}"}),
+                            "value": term}  # fmt: skip
+        elif name in scores:
+            scores[name] = {**scores[name], "value": VALUE[None]}
     end = unit.finished
     name = safe_name(start.protocol_id)
     meta = _drop_none({
@@ -624,14 +643,23 @@ def _score_names(samples: list[dict[str, Any]]) -> list[str]:
     return list(names)
 
 
+def _term(value: Any) -> bool:
+    """Whether a score's value is a number (a term of a mean), not a verdict letter."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _results(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """``EvalResults``: per score, the share correct of the samples it graded (C or I)."""
+    """``EvalResults``: per score, the share correct of the samples it graded (C or I), or,
+    for a score of numbers (a card's mean), their mean."""
     scores = []
     for name in _score_names(samples):
         values = [s["scores"][name]["value"] for s in samples if name in s["scores"]]
         graded = [v for v in values if v != VALUE[None]]
         metrics = {}
-        if graded:
+        if graded and all(_term(v) for v in graded):
+            mean = sum(graded) / len(graded)
+            metrics["mean"] = {"name": "mean", "value": mean, "params": {}}
+        elif graded:
             share = graded.count(VALUE[True]) / len(graded)
             metrics["accuracy"] = {"name": "accuracy", "value": share, "params": {}}
         scores.append({"name": name, "scorer": name, "scored_samples": len(graded),
@@ -642,13 +670,16 @@ def _results(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _reductions(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``EvalSampleReductions``: per score and sample id, the mean of C=1, I=0 over epochs."""
+    """``EvalSampleReductions``: per score and sample id, the mean over epochs of C=1, I=0
+    (or of the numbers of a card's mean)."""
     out = []
     for name in _score_names(samples):
         by_id: dict[str, list[float]] = {}
         for s in samples:
             value = s["scores"].get(name, {}).get("value")
-            if value in (VALUE[True], VALUE[False]):
+            if _term(value):
+                by_id.setdefault(s["id"], []).append(float(value))
+            elif value in (VALUE[True], VALUE[False]):
                 by_id.setdefault(s["id"], []).append(1.0 if value == VALUE[True] else 0.0)
         reduced = [{"value": sum(v) / len(v), "sample_id": sid} for sid, v in by_id.items()]
         out.append({"scorer": name, "reducer": "mean", "samples": reduced})

@@ -21,6 +21,7 @@ from benchledger.ledger import Ledger, UnknownRun
 from benchledger.ledger.completeness import Plan, UnitState, completeness, plan_of
 from benchledger.ledger.events import RunStartedEvent
 from benchledger.projections.card import subset_label
+from benchledger.projections.platform_label import platform_facts
 
 
 class RunRow(NamedTuple):
@@ -29,7 +30,7 @@ class RunRow(NamedTuple):
     run_id: str
     started_at: int  # ns since the epoch, the run_started event's ``at`` (0: no header event)
     agent: str
-    platform: str
+    platform: str  # platform_label: what it is and what it ran with
     units_finished: int
     units_planned: int
     sealed: bool
@@ -41,6 +42,7 @@ class RunRow(NamedTuple):
     # An unsealed run's units that ended in infrastructure errors (``unit/attempt``): a run
     # that finished with some is left unsealed until they are retried or it is sealed.
     infra_failed: tuple[str, ...] = ()
+    platform_facts: dict[str, Any] = {}  # noqa: RUF012 - never mutated: platform_facts's JSON
 
     @property
     def started(self) -> str:
@@ -57,6 +59,7 @@ class RunRow(NamedTuple):
             "started_at": self.started,
             "agent": self.agent,
             "platform": self.platform,
+            "platform_facts": self.platform_facts,
             "units_finished": self.units_finished,
             "units_planned": self.units_planned,
             "sealed": self.sealed,
@@ -90,11 +93,13 @@ def run_row(ledger: Ledger, run_id: str) -> RunRow:
     first = next(ledger.events(run_id, run_id), None)
     header = first[0] if first else None
     started_at, agent, platform, plan, subset = 0, "", "", Plan(), ""
+    facts: dict[str, Any] = {}
     if isinstance(header, RunStartedEvent):
         body, record = header.body, header.body.record
         started_at = header.at
         agent = (record.agent if record else "") or body.agent
-        platform = f"{body.platform} {body.platform_version}".strip()
+        facts = platform_facts(body)
+        platform = facts["label"]
         plan = plan_of(body)
         if record is not None and (record.only or record.limit):
             subset = subset_label(record, _noun(record.suite))
@@ -108,7 +113,7 @@ def run_row(ledger: Ledger, run_id: str) -> RunRow:
     infra = () if seal is not None else tuple(ledger.infra_failed(run_id, heads))
     return RunRow(run_id, started_at, agent, platform, done.finished, done.planned,
                   seal is not None, seal is not None and seal.signature is not None, subset,
-                  len(heads), events, seal.root if seal else "", infra)  # fmt: skip
+                  len(heads), events, seal.root if seal else "", infra, facts)  # fmt: skip
 
 
 def run_rows(ledger: Ledger) -> list[RunRow]:

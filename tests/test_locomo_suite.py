@@ -164,8 +164,10 @@ def test_compare_sets_two_runs_side_by_side_the_metrics_they_differ_on_first(shi
     assert code == 0, err
     code, out, _ = cli(capsys, "compare", RUN, "lm2", "--ledger", ledger)
     assert code == 0
-    lead, table = out.split("\n\n", 1)  # the shared what-differs lead, then every metric
-    assert lead.startswith("what differs:") and "  locomo_f1: " in lead
+    # Who vouches for each run, the shared what-differs lead, then every metric.
+    lead, table = out.split("\n\n", 1)
+    assert lead.startswith(f"run {RUN}: ") and "\nwhat differs:\n" in lead
+    assert "  locomo_f1: " in lead
     assert "recall_at_5:" not in lead and "wall: " in lead
     rows = [
         line.split() for line in table.splitlines() if line.split()[:1] and "_" in line.split()[0]

@@ -111,6 +111,10 @@ class ReadSuite:
     live: Callable[[Any], tuple[RunMeta, Completeness]] | None = None
     # A unit's whole score in an exported eval log (None: "finished without an error").
     unit_score: UnitScore | None = None
+    # Its card's metrics that are means of per-unit values (locomo's F1, recall@k, MRR):
+    # unit_values(card) -> {unit stream: {metric: value}}. An exported eval log scores each
+    # unit by them under the metric's name, so each score's mean is the card's number.
+    unit_values: Callable[[Any], Mapping[str, Mapping[str, float]]] | None = None
     # The checks it grades from a recorded answer alone: the only verdicts of an imported
     # (peer) run re-derivation recomputes; the others were recorded without their evidence.
     answer_checks: frozenset[str] = frozenset()

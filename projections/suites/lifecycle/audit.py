@@ -85,4 +85,6 @@ def _ranked(
         evidence = tuple(e for e in evidence_of(by_seq, refs) if e.seq in refs)
         out.append(Contribution(r.stream, r.protocol_id, r.attempt, in_num, decision, evidence))
     withheld = tuple(u.stream for u in card.units if u.graded and not u.ranked)
-    return Audit(run.run_id, run.root or card.meta.root, metric, tuple(out), withheld)
+    # MRR is a mean of reciprocal ranks: a number on the card (ranks.display), so here too.
+    return Audit(run.run_id, run.root or card.meta.root, metric, tuple(out), withheld,
+                 mean=name.startswith("mrr"))  # fmt: skip

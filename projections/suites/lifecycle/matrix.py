@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
-from benchledger.ledger.inert import inert
+from benchledger.ledger.inert import inert, inert_md
 from benchledger.projections import differences as diffs
 from benchledger.projections.card import (
     RunMeta,
@@ -90,7 +90,7 @@ def label(meta: RunMeta) -> str:
         who = "recorded:" + os.path.basename(who.removeprefix("recorded:").rstrip("/"))
     if meta.model and meta.model not in who:
         who += f" ({meta.model})"
-    where = f"{meta.platform or '-'} {meta.platform_version}".strip()
+    where = meta.platform_label
     return inert(f"{who} @ {where}", value=True)  # the run's own words: one line, inert
 
 
@@ -114,7 +114,7 @@ _FIELDS: Final[tuple[tuple[str, Callable[[Scorecard], str]], ...]] = (
     ("agent", lambda c: c.meta.agent or "-"),
     ("model", lambda c: c.meta.model or "-"),
     ("sampling", lambda c: _sampling(c.meta)),
-    ("platform", lambda c: f"{c.meta.platform or '-'} {c.meta.platform_version}".strip()),
+    ("platform", lambda c: c.meta.platform_label),
     ("k", lambda c: str(c.k)),
     ("subset", lambda c: c.meta.subset or "whole set"),
 )
@@ -323,9 +323,10 @@ def _disagree_text(m: Matrix) -> list[str]:
 
 
 def _markdown(m: Matrix) -> str:
-    lines = [f"**{x}**" for x in _top(m)] + [""]
+    # A run's recorded names (its agent, its platform's options) are shown, never rendered.
+    lines = [f"**{inert_md(x)}**" for x in _top(m)] + [""]
     lines += diffs.markdown_lines(_what(m))
-    lines += [f"- **{letter}**: {text}" for letter, text in _legend(m)]
+    lines += [f"- **{letter}**: {inert_md(text)}" for letter, text in _legend(m)]
     lines += [
         f"- **verified {c.letter}**: {r.verified}"
         for c in m.columns
@@ -394,6 +395,8 @@ def as_json(m: Matrix) -> dict[str, Any]:
                 "sampling": col.card.meta.sampling,
                 "platform": col.card.meta.platform,
                 "platform_version": col.card.meta.platform_version,
+                "platform_label": col.card.meta.platform_label,
+                "platform_facts": col.card.meta.platform_facts,
                 "k": col.card.k,
                 "protocol_set": identity(col.card.meta),
                 "verified": [r.verified for r in col.card.runs if r.verified],

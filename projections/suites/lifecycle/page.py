@@ -297,7 +297,7 @@ def _what(card: Scorecard, prose: Prose) -> str:
             "agent",
             html.escape(m.agent or "-") + (f" · model {html.escape(m.model)}" * bool(m.model)),
         ),
-        ("platform", html.escape(f"{m.platform or '-'} {m.platform_version}".strip())),
+        ("platform", html.escape(m.platform_label)),
         ("platform options", html.escape(header.get("platform options", ""))),
         ("protocol set", _set_name(card)),
         ("k", html.escape(header.get("k", str(card.k)))),

@@ -121,7 +121,7 @@ def header_lines(card: Scorecard) -> list[tuple[str, str]]:
         *subset_lines(card.runs),
         ("agent", m.agent or "-"),
         ("model", m.model or "-"),
-        ("platform", f"{m.platform or '-'} {m.platform_version}".strip()),
+        ("platform", m.platform_label),
         ("platform options", options_text(m.platform_options)),
         ("k", k_text + ("  COUPLED: attempts shared platform state" if coupled else "")),
         (
@@ -303,6 +303,8 @@ def as_json(card: Scorecard) -> dict[str, Any]:
                 "platform": r.platform,
                 "platform_version": r.platform_version,
                 "platform_options": r.platform_options,
+                "platform_label": r.platform_label,
+                "platform_facts": r.platform_facts,
                 "k": r.k,
                 "coupled": r.coupled,
                 "subset": r.subset,

@@ -3,9 +3,10 @@ ingested the conversations (docs/locomo.md).
 
 ``grading`` is LoCoMo's own grading, ``items`` finds the run's questions again in the run
 itself, ``decisions`` is the one decision function (live and re-derived), ``scorecard``
-folds a run into F1 per category and the retrieval metrics, ``report`` renders it (and
-compares runs), ``audit`` traces a metric to the turns retrieved. ``SUITE`` is its
-``ReadSuite``: a run is reported on its own and compared; nothing is gated.
+folds a run into F1 per category and the retrieval metrics, ``report`` renders it,
+``compare`` sets runs side by side (intervals, paired differences), ``audit`` traces a
+metric to the turns retrieved. ``SUITE`` is its ``ReadSuite``: a run is reported on its
+own and compared; nothing is gated.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ from typing import Any
 
 from benchledger.projections.card import FORMATS
 from benchledger.projections.suites.base import ReadSuite
-from benchledger.projections.suites.locomo import audit, decisions, items, report, scorecard
+from benchledger.projections.suites.locomo import (
+    audit,
+    compare,
+    decisions,
+    items,
+    report,
+    scorecard,
+)
 
 
 def _scorecard(
@@ -47,7 +55,8 @@ SUITE = ReadSuite(
     item_hash=items.item_hash,
     merges=False,
     replayed_stage=None,
-    compare=report.compare,
+    compare=compare.compare,
+    unit_values=scorecard.unit_values,
     answer_checks=frozenset({decisions.F1}),
     scored_checks=frozenset({decisions.F1, decisions.EVIDENCE, decisions.INGESTED}),
     descriptions=scorecard.DESCRIPTIONS,

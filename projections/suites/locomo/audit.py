@@ -32,4 +32,5 @@ def audit(run: RunEvents, metric_name: str) -> Audit:
         evidence = evidence_of(streams.get(stream, {}), refs)
         out.append(Contribution(stream, unit.protocol_id, unit.attempt, (stream, seq) in counted,
                                 decision, evidence))  # fmt: skip
-    return Audit(run.run_id, run.root or card.meta.root, metric, tuple(out))
+    # Every locomo metric is a mean of per-question scores, shown as the card shows it.
+    return Audit(run.run_id, run.root or card.meta.root, metric, tuple(out), mean=True)

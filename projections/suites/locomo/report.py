@@ -1,17 +1,14 @@
 """A locomo run's card rendered: a terminal table, Markdown, JSON (every question with its
 id, category, prediction, gold answer, F1, evidence recall and retrieved dialogue ids in
-rank order) and a plain HTML page; and two or more runs side by side (``compare``)."""
+rank order) and a plain HTML page. Runs side by side are ``compare.py``."""
 
 from __future__ import annotations
 
 import html
-import json
 import statistics
-from collections.abc import Sequence
 from typing import Any, Final
 
 from benchledger.ledger.inert import inert, inert_md
-from benchledger.projections import differences
 from benchledger.projections.card import card_standing, fmt_num, render_card, standing_json
 from benchledger.projections.suites.locomo.scorecard import DESCRIPTIONS, METRIC_NAMES, Card
 from benchledger.projections.usage_view import usage_json
@@ -33,7 +30,7 @@ def header(card: Card) -> list[tuple[str, str]]:
         ("run", m.run_id),
         ("run root", m.root or "(unsealed)"),
         ("agent", m.agent or "-"),
-        ("platform", f"{m.platform or '-'} {m.platform_version}".strip()),
+        ("platform", m.platform_label),
         ("data sha256", str(config.get("file_sha256", "-"))),
         ("questions", f"{len(card.rows)} graded of {len(card.units)} units"
                       + (f" ({m.subset})" if m.subset else "")),
@@ -108,6 +105,8 @@ def as_json(card: Card) -> dict[str, Any]:
         "standing": standing_json([m]),
         "agent": m.agent,
         "platform": m.platform,
+        "platform_label": m.platform_label,
+        "platform_facts": m.platform_facts,
         "file_sha256": m.started.config.get("file_sha256"),
         "metrics": {
             n: {**card.metrics[n].as_json(), "label": DESCRIPTIONS[n]} for n in METRIC_NAMES
@@ -151,37 +150,3 @@ def page(card: Card) -> str:
 def render(card: Card, fmt: str) -> str:
     """``card`` in ``fmt`` (table, markdown, json, html)."""
     return render_card(card, fmt, table=table, markdown=markdown, as_json=as_json, page=page)
-
-
-def compare(cards: Sequence[Card], ids: Sequence[str], fmt: str) -> str:
-    """Runs side by side, ``cards[0]`` the baseline: each metric and its difference, the
-    metrics on which they differ first."""
-    names = sorted(METRIC_NAMES, key=lambda n: len({_value(c, n) for c in cards}) == 1)
-    # The shared lead (projections.differences): the metrics and run facts (wall, latency,
-    # cost, tokens, platform options) on which the runs disagree, before the full table.
-    letters = [inert(i) for i in ids]
-    lead = differences.what_differs(
-        letters,
-        metrics=[(n, [_value(c, n) for c in cards]) for n in names],
-        facts=differences.run_facts(cards),
-    )
-    if fmt == "json":
-        body = {n: {i: c.metrics[n].rate for i, c in zip(ids, cards, strict=True)} for n in names}
-        return json.dumps({"suite": "locomo", "runs": list(ids), "metrics": body,
-                           "what_differs": differences.as_json(lead)},
-                          indent=2, sort_keys=True) + "\n"  # fmt: skip
-    head = ["metric", *letters]
-    lines = [[n, *(_value(c, n) for c in cards)] for n in names]
-    if fmt == "markdown":
-        out = [*differences.markdown_lines(lead), "| " + " | ".join(head) + " |",
-               "|" + "---|" * len(head)]  # fmt: skip
-        return "\n".join(out + ["| " + " | ".join(x) + " |" for x in lines]) + "\n"
-    if fmt == "html":
-        e = html.escape
-        cells = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in x) + "</tr>" for x in lines)
-        heads = "".join(f"<th>{e(h)}</th>" for h in head)
-        box = f'<div class="differs"><ul>{differences.html_items(lead)}</ul></div>'
-        return f"<!doctype html><meta charset=utf-8>{box}<table><tr>{heads}</tr>{cells}</table>\n"
-    width = max(len(v) for v in [*head, *(v for x in lines for v in x)]) + 2
-    out = [*differences.text_lines(lead), "", "".join(h.ljust(width) for h in head)]
-    return "\n".join(out + ["".join(v.ljust(width) for v in x) for x in lines]) + "\n"

@@ -163,23 +163,45 @@ def _ref(row: Row, check: str) -> Ref:
     return row.unit.ref(check)[0] if row.unit.ref(check) else (row.unit.stream, row.asked.finished)
 
 
-def metrics(rows: Sequence[Row]) -> dict[str, Metric]:
-    """Every metric of ``METRIC_NAMES`` over ``rows``."""
-    out = {F1: _mean(F1, [(r, r.asked.f1, _ref(r, F1)) for r in rows])}
-    for c, name in PER_CATEGORY.items():
-        mine = [r for r in rows if r.item.question.category == c]
-        out[name] = _mean(name, [(r, r.asked.f1, _ref(r, F1)) for r in mine])
-    adv = [r for r in rows if r.item.question.category == grading.ADVERSARIAL]
-    abstained = [
-        (r, 1.0 if grading.abstains(r.asked.prediction) else 0.0, _ref(r, F1)) for r in adv
-    ]
-    out[ADVERSARIAL_ACCURACY] = _mean(ADVERSARIAL_ACCURACY, abstained)
-    recalled = [(r, r.asked.evidence_recall, _ref(r, EVIDENCE)) for r in rows]
-    out[EVIDENCE] = _mean(EVIDENCE, recalled)
+# The metrics graded from the answer (their decision is ``locomo_f1``); the others from the
+# retrieval (``evidence_recall``).
+ANSWERED: Final = frozenset({F1, *PER_CATEGORY.values(), ADVERSARIAL_ACCURACY})
+
+
+def row_values(row: Row) -> dict[str, float]:
+    """The question's term in each card mean it is in: its F1 (overall and its category's),
+    whether it abstained (adversarial), its evidence recall, recall@k and reciprocal rank
+    (a question with no evidence is in no retrieval mean). The card's means, the Inspect
+    export's scores and compare's pairs are all these values."""
+    q = row.item.question
+    out = {F1: row.asked.f1}
+    if q.category in PER_CATEGORY:
+        out[PER_CATEGORY[q.category]] = row.asked.f1
+    if q.category == grading.ADVERSARIAL:
+        out[ADVERSARIAL_ACCURACY] = 1.0 if grading.abstains(row.asked.prediction) else 0.0
+    if row.asked.evidence_recall is not None:
+        out[EVIDENCE] = row.asked.evidence_recall
     for k, name in RECALL_AT.items():
-        out[name] = _mean(name, [(r, r.recall(k), _ref(r, EVIDENCE)) for r in rows])
-    out[MRR] = _mean(MRR, [(r, r.reciprocal_rank, _ref(r, EVIDENCE)) for r in rows])
+        if (hit := row.recall(k)) is not None:
+            out[name] = hit
+    if row.reciprocal_rank is not None:
+        out[MRR] = row.reciprocal_rank
     return out
+
+
+def metrics(rows: Sequence[Row]) -> dict[str, Metric]:
+    """Every metric of ``METRIC_NAMES`` over ``rows``: the mean of its ``row_values``."""
+    valued = [(r, row_values(r)) for r in rows]
+    return {
+        name: _mean(name, [(r, v[name], _ref(r, F1 if name in ANSWERED else EVIDENCE))
+                           for r, v in valued if name in v])
+        for name in METRIC_NAMES
+    }  # fmt: skip
+
+
+def unit_values(card: Card) -> dict[str, dict[str, float]]:
+    """Each graded question's ``row_values``, by its unit stream."""
+    return {r.unit.stream: row_values(r) for r in card.rows}
 
 
 def scorecard(folded: tuple[RunMeta, list[lc.Unit], Mapping[str, list[tuple[int, Body]]]]
@@ -215,4 +237,5 @@ def score(folded: Iterable[Any]) -> Card:
     return scorecard(one)
 
 
-__all__ = ["ASK", "METRIC_NAMES", "Card", "LocomoFold", "Row", "score", "scorecard"]
+__all__ = ["ASK", "METRIC_NAMES", "Card", "LocomoFold", "Row", "row_values", "score", "scorecard",
+           "unit_values"]  # fmt: skip

@@ -57,7 +57,7 @@ def header_lines(card: Card) -> list[tuple[str, str]]:
         *([("subset", f"SUBSET: {m.subset}")] if m.subset else []),
         ("agent", m.agent or "-"),
         ("model", m.model or "-"),
-        ("platform", f"{m.platform or '-'} {m.platform_version}".strip()),
+        ("platform", m.platform_label),
         ("platform options", options_text(m.platform_options)),
         ("replicates", f"k={m.k} per case"),
         (
@@ -205,6 +205,8 @@ def as_json(card: Card) -> dict[str, Any]:
             "platform": m.platform,
             "platform_version": m.platform_version,
             "platform_options": m.platform_options,
+            "platform_label": m.platform_label,
+            "platform_facts": m.platform_facts,
             "k": m.k,
             "subset": m.subset,
         },

@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
+from benchledger.ledger.inert import inert_md
 from benchledger.projections import differences as diffs
 from benchledger.projections.card import (
     Metric,
@@ -89,7 +90,7 @@ _FIELDS: Final[tuple[tuple[str, Callable[[Card], str]], ...]] = (
     ("label", lambda c: c.setting("label") or "(analysed)"),
     ("agent", lambda c: c.meta.agent or "-"),
     ("model", lambda c: c.meta.model or "-"),
-    ("platform", lambda c: f"{c.meta.platform or '-'} {c.meta.platform_version}".strip()),
+    ("platform", lambda c: c.meta.platform_label),
     ("tasks", lambda c: ", ".join(c.task_ids) or "-"),
 )
 
@@ -196,8 +197,9 @@ def _table(s: Sheet) -> str:
 
 
 def _markdown(s: Sheet) -> str:
-    lines = [f"**{x}**" for x in _top(s)] + [""] + diffs.markdown_lines(_what(s))
-    lines += [f"- **{k}**: {v}" for k, v in _legend(s)]
+    # A run's recorded names (its agent, its platform's options) are shown, never rendered.
+    lines = [f"**{inert_md(x)}**" for x in _top(s)] + [""] + diffs.markdown_lines(_what(s))
+    lines += [f"- **{k}**: {inert_md(v)}" for k, v in _legend(s)]
     lines += [f"- {INTERVALS}; Δ: {METHOD}", ""]
     lines += markdown_lines(_heads(s), {n: _cells(s, n) for n in s.rows}, s.extra)
     return "\n".join(lines) + "\n"
@@ -236,6 +238,8 @@ def as_json(s: Sheet) -> dict[str, Any]:
                 "excluded": c.card.excluded,
                 "agent": c.card.meta.agent,
                 "model": c.card.meta.model,
+                "platform_label": c.card.meta.platform_label,
+                "platform_facts": c.card.meta.platform_facts,
                 "task_set_hash": c.card.meta.protocol_set_hash,
                 **stood[k],
                 "completeness": run_completeness(c.card).as_json(),

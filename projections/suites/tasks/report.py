@@ -56,7 +56,7 @@ def header_lines(card: Card) -> list[tuple[str, str]]:
         ("planted", card.treatment),
         ("agent", m.agent or "-"),
         ("model", m.model or "-"),
-        ("platform", f"{m.platform or '-'} {m.platform_version}".strip()),
+        ("platform", m.platform_label),
         ("platform options", options_text(m.platform_options)),
         ("tasks", ", ".join(card.task_ids) or "-"),
         (
@@ -164,6 +164,8 @@ def as_json(card: Card) -> dict[str, Any]:
             "platform": m.platform,
             "platform_version": m.platform_version,
             "platform_options": m.platform_options,
+            "platform_label": m.platform_label,
+            "platform_facts": m.platform_facts,
             "k": m.k,
         },
         "metrics": metrics,

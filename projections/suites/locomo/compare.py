@@ -1,0 +1,263 @@
+"""Locomo runs side by side: each run's means with their intervals, each run's difference
+from the baseline paired by question with its interval and test, and who vouches for each.
+
+Every locomo metric is a mean of per-question values (``scorecard.row_values``), so:
+
+- a run's interval is a percentile bootstrap over its questions (``stats.bootstrap``, the
+  project's fixed seed and resample count; none below ``stats.MIN_BOOTSTRAP_GROUPS``
+  questions, where a resample's spread is no 95% interval);
+- a difference B - A pairs the questions both runs graded (the same question and
+  attempt): its estimate is the mean paired gain (``stats.mean_gain``), its interval a
+  bootstrap over the pairs, and when every paired value is 0 or 1 (adversarial accuracy,
+  often recall@1) McNemar's exact test on the discordant pairs gives its p as well; it is
+  resolved when its interval excludes 0.
+
+The lead is the shared what-differs section (``projections.differences``), each differing
+metric noted with its paired difference; docs/locomo.md describes the output.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from typing import Any, Final, NamedTuple
+
+from benchledger.ledger.inert import inert, inert_md
+from benchledger.projections import differences
+from benchledger.projections.card import (
+    card_runs,
+    fmt_signed,
+    standing_json,
+    standing_lines,
+)
+from benchledger.projections.stats import (
+    BOOTSTRAP_REPS,
+    BOOTSTRAP_SEED,
+    MIN_BOOTSTRAP_GROUPS,
+    Interval,
+    bootstrap,
+    mcnemar_exact,
+    mean_gain,
+)
+from benchledger.projections.suites.locomo.scorecard import METRIC_NAMES, Card, row_values
+
+QUESTIONS: Final = f"bootstrap over questions ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})"
+PAIRED: Final = (
+    f"bootstrap over paired questions ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})"
+)
+MCNEMAR: Final = "McNemar's exact test where every paired value is 0 or 1"
+Key = tuple[str, int]  # a question's id and attempt: what pairs two runs' answers
+
+
+class Paired(NamedTuple):
+    """One run's difference from the baseline on one metric, paired by question."""
+
+    diff: float | None  # the mean of B - A over the pairs
+    ci: Interval | None
+    pairs: int
+    mcnemar_p: float | None  # every paired value 0 or 1: McNemar's exact p
+
+    @property
+    def resolved(self) -> bool:
+        """Whether the interval excludes no difference."""
+        return self.ci is not None and (self.ci.low > 0 or self.ci.high < 0)
+
+
+class Column(NamedTuple):
+    """One run: its id, card, per-question values and each metric's interval."""
+
+    run_id: str
+    card: Card
+    values: dict[Key, dict[str, float]]
+    intervals: dict[str, Interval | None]
+
+    def terms(self, name: str) -> list[float]:
+        return [v[name] for v in self.values.values() if name in v]
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def column(run_id: str, card: Card) -> Column:
+    """``card`` with its per-question values and its intervals."""
+    values = {(r.item.id, r.unit.attempt): row_values(r) for r in card.rows}
+    col = Column(run_id, card, values, {})
+    for name in METRIC_NAMES:
+        col.intervals[name] = bootstrap(col.terms(name), _mean, min_groups=MIN_BOOTSTRAP_GROUPS)
+    return col
+
+
+def paired(base: Column, other: Column, name: str) -> Paired:
+    """``other`` - ``base`` on ``name`` over the questions both graded."""
+    pairs = [(a[name], b[name]) for key, a in base.values.items()
+             if (b := other.values.get(key)) is not None and name in a and name in b]  # fmt: skip
+    if not pairs:
+        return Paired(None, None, 0, None)
+    p = None
+    if all(x in (0.0, 1.0) and y in (0.0, 1.0) for x, y in pairs):
+        only_a = sum(1 for x, y in pairs if x > y)
+        p = mcnemar_exact(only_a, sum(1 for x, y in pairs if y > x))
+    ci = bootstrap(pairs, mean_gain, min_groups=MIN_BOOTSTRAP_GROUPS)
+    return Paired(mean_gain(pairs), ci, len(pairs), p)
+
+
+def _value(card: Card, name: str) -> str:
+    m = card.metrics[name]
+    return "n/a" if m.rate is None else f"{m.rate:.3f}"
+
+
+def _interval(ci: Interval | None) -> str:
+    return "-" if ci is None else f"[{ci.low:.3f},{ci.high:.3f}]"
+
+
+def _diff_cells(d: Paired) -> list[str]:
+    if d.diff is None:
+        return ["n/a", "-", "-", "unpaired"]
+    ci = "-" if d.ci is None else f"[{fmt_signed(d.ci.low)},{fmt_signed(d.ci.high)}]"
+    p = "-" if d.mcnemar_p is None else f"p={d.mcnemar_p:.3f}"
+    verdict = "resolved" if d.resolved else ("unresolved" if d.ci else "too-few-pairs")
+    return [fmt_signed(d.diff), ci, p, verdict]
+
+
+class Sheet(NamedTuple):
+    """What every format shows: the runs, each metric's cells, the lead."""
+
+    columns: tuple[Column, ...]
+    names: tuple[str, ...]  # the metrics, those on which the runs differ first
+    diffs: dict[str, dict[str, Paired]]  # metric -> run id (not the baseline) -> difference
+    lead: differences.Differences
+
+    @property
+    def heads(self) -> list[str]:
+        ids = [inert(c.run_id) for c in self.columns]
+        out = ["metric", *ids, *(f"{i} 95% CI" for i in ids)]
+        for i in ids[1:]:
+            out += [f"{i}-{ids[0]}", "95% CI", "McNemar", "verdict"]
+        return out
+
+    def row(self, name: str) -> list[str]:
+        cols = self.columns
+        out = [name, *(_value(c.card, name) for c in cols),
+               *(_interval(c.intervals[name]) for c in cols)]  # fmt: skip
+        for c in cols[1:]:
+            out += _diff_cells(self.diffs[name][c.run_id])
+        return out
+
+    def legend(self) -> list[str]:
+        out = []
+        for i, c in enumerate(self.columns):
+            m = c.card.meta
+            base = " (baseline)" if i == 0 else ""
+            root = m.root[:12] if m.root else "unsealed"
+            said = f"{c.run_id}{base}: {m.agent or '-'} @ {m.platform_label}, root {root}"
+            out.append(inert(said, value=True))
+        return out
+
+    def standing(self) -> list[str]:
+        return standing_lines(card_runs([c.card.meta for c in self.columns]), named=True)
+
+
+def _note(ids: Sequence[str], ds: dict[str, Paired]) -> str:
+    said = []
+    for run_id in ids[1:]:
+        d = ds[run_id]
+        if d.diff is not None:
+            ci = "" if d.ci is None else f" [{fmt_signed(d.ci.low)}, {fmt_signed(d.ci.high)}]"
+            verdict = "resolved" if d.resolved else "not resolved at 95%"
+            if d.ci is None:
+                verdict = f"{d.pairs} pairs: too few for an interval"
+            if d.mcnemar_p is not None:
+                verdict += f", McNemar p={d.mcnemar_p:.3f}"
+            said.append(f"{run_id}: Δ {fmt_signed(d.diff)}{ci}, {verdict}")
+    return "; ".join(said)
+
+
+def sheet(cards: Sequence[Card], ids: Sequence[str]) -> Sheet:
+    """The runs compared, ``cards[0]`` the baseline."""
+    cols = tuple(column(i, c) for i, c in zip(ids, cards, strict=True))
+    diffs = {n: {c.run_id: paired(cols[0], c, n) for c in cols[1:]} for n in METRIC_NAMES}
+    names = tuple(sorted(METRIC_NAMES, key=lambda n: len({_value(c, n) for c in cards}) == 1))
+    lead = differences.what_differs(
+        [inert(i) for i in ids],
+        metrics=[differences.Fact(n, tuple(_value(c, n) for c in cards), _note(ids, diffs[n]))
+                 for n in names],
+        facts=differences.run_facts(cards),
+    )  # fmt: skip
+    return Sheet(cols, names, diffs, lead)
+
+
+def _methods() -> str:
+    return f"95%, {QUESTIONS}; differences paired by question: {PAIRED}, {MCNEMAR}"
+
+
+def as_json(s: Sheet) -> dict[str, Any]:
+    """The comparison as JSON: every run's means, intervals and paired differences."""
+    ids = [c.run_id for c in s.columns]
+
+    def interval(c: Column, n: str) -> dict[str, Any]:
+        ci = c.intervals[n]
+        return {"low": ci.low if ci else None, "high": ci.high if ci else None,
+                "n": len(c.terms(n)), "method": QUESTIONS}  # fmt: skip
+
+    def diff(d: Paired) -> dict[str, Any]:
+        return {"diff": d.diff, "ci_low": d.ci.low if d.ci else None,
+                "ci_high": d.ci.high if d.ci else None, "pairs": d.pairs,
+                "mcnemar_p": d.mcnemar_p, "resolved": d.resolved, "method": PAIRED}  # fmt: skip
+
+    return {
+        "suite": "locomo",
+        "runs": ids,
+        "baseline": ids[0],
+        "metrics": {n: {c.run_id: c.card.metrics[n].rate for c in s.columns} for n in s.names},
+        "intervals": {n: {c.run_id: interval(c, n) for c in s.columns} for n in s.names},
+        "paired": {n: {i: diff(d) for i, d in s.diffs[n].items()} for n in s.names},
+        "standing": {c.run_id: standing_json([c.card.meta]) for c in s.columns},
+        "platforms": {c.run_id: c.card.meta.platform_facts for c in s.columns},
+        "what_differs": differences.as_json(s.lead),
+    }
+
+
+def _table(s: Sheet) -> str:
+    head, rows = s.heads, [s.row(n) for n in s.names]
+    widths = [max(len(x[i]) for x in [head, *rows]) + 2 for i in range(len(head))]
+    out = [*s.standing(), *differences.text_lines(s.lead), ""]
+    out += [*s.legend(), f"intervals: {_methods()}", ""]
+    out += ["".join(v.ljust(w) for v, w in zip(x, widths, strict=True)).rstrip()
+            for x in [head, *rows]]  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def _markdown(s: Sheet) -> str:
+    out = [f"**{inert_md(x)}**" for x in s.standing()] + [""]
+    out += differences.markdown_lines(s.lead)
+    out += [f"- {inert_md(x)}" for x in s.legend()]
+    out += [f"- intervals: {_methods()}", ""]
+    out += ["| " + " | ".join(inert_md(h) for h in s.heads) + " |", "|" + "---|" * len(s.heads)]
+    out += ["| " + " | ".join(inert_md(v) for v in s.row(n)) + " |" for n in s.names]
+    return "\n".join(out) + "\n"
+
+
+def _page(s: Sheet) -> str:
+    e = html.escape
+    top = "".join(f"<p>{e(x)}</p>" for x in s.standing())
+    box = f'<div class="differs"><ul>{differences.html_items(s.lead)}</ul></div>'
+    legend = "".join(f"<li>{e(x)}</li>" for x in [*s.legend(), f"intervals: {_methods()}"])
+    heads = "".join(f"<th>{e(h)}</th>" for h in s.heads)
+    cells = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in s.row(n)) + "</tr>"
+                    for n in s.names)  # fmt: skip
+    return (f"<!doctype html><meta charset=utf-8>{top}{box}<ul>{legend}</ul>"
+            f"<table><tr>{heads}</tr>{cells}</table>\n")  # fmt: skip
+
+
+def compare(cards: Sequence[Card], ids: Sequence[str], fmt: str) -> str:
+    """Runs side by side in ``fmt``, ``cards[0]`` the baseline (module docstring)."""
+    s = sheet(cards, ids)
+    if fmt == "json":
+        return json.dumps(as_json(s), indent=2, sort_keys=True) + "\n"
+    if fmt == "markdown":
+        return _markdown(s)
+    if fmt == "html":
+        return _page(s)
+    return _table(s)
