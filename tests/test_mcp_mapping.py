@@ -734,3 +734,131 @@ def test_a_mapping_pattern_outside_the_linear_time_language_is_refused_at_load()
         with pytest.raises(UnusableInput) as caught:
             parse(text, "maps/toy.toml")
         assert key in str(caught.value) and "not supported" in str(caught.value)
+
+
+# -- isolation: every exposed tool keeps identities apart (issue 50, item 3) -----------------
+
+
+@pytest.mark.slow
+def test_a_second_identity_cannot_read_change_or_delete_the_firsts_memories_on_mcp_memory_service(
+    tmp_path, mcp_dir
+):
+    """Identity 1 stores a private memory; identity 2 tries every tool it is shown and the
+    ones the server has beyond them (the quality analysis, update and delete by the
+    memory's content hash): it neither sees the memory nor changes it, and identity 1
+    still reads it back unchanged."""
+    import asyncio
+
+    from benchledger.harness.platforms.generic_mcp import GenericMcp
+
+    m = load(SHIPPED)
+    exe = generic_install.install(m, mcp_dir)
+    secret = "Identity one's private fact: the vault code is 4417"
+
+    async def attempt() -> tuple[set[str], dict[str, tuple[bool, str]], list[str]]:
+        async with GenericMcp.running(m, (exe, *m.args), dict(m.env), str(tmp_path),
+                                      pool_size=2) as g, g.session(1) as one:  # fmt: skip
+            stored = await one.call_tool("memory_store", {"content": secret,
+                                                          "conversation_id": "c1"})  # fmt: skip
+            digest = re.search(r"hash: ([0-9a-f]{64})", stored.text)
+            assert digest is not None, stored.text
+            h = digest.group(1)
+            async with g.session(2) as two:
+                shown = {t["name"] for t in await two.list_tools()}
+                tries = {
+                    "memory_search": {"query": "vault code", "limit": 10},
+                    "memory_list": {"page_size": 100},
+                    "memory_quality": {"action": "analyze"},
+                    "memory_update": {"content_hash": h, "updates": {"content": "changed"}},
+                    "memory_delete": {"content_hash": h},
+                    "memory_store": {"content": "identity two's own", "conversation_id": "c2"},
+                }
+                got = {}
+                for tool, args in tries.items():
+                    r = await two.call_tool(tool, args)
+                    got[tool] = (r.is_error, r.text)
+            back = await one.call_tool("memory_list", {"page_size": 100})
+            return shown, got, [s for _, s in m.memories(back.text)]
+
+    shown, got, ones = asyncio.run(attempt())
+    for tool, (_, text) in got.items():
+        assert "4417" not in text, (tool, text)
+    for tool in ("memory_quality", "memory_update", "memory_delete"):
+        assert got[tool][0], (tool, got[tool])  # refused, never forwarded
+    assert not got["memory_store"][0]
+    assert any(secret in s for s in ones)
+    assert shown == {"memory_store", "memory_search", "memory_list", "memory_delete"}
+
+
+LIST_SERVER = """\
+import json
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("list-memory")
+kept: list[str] = []
+
+
+@app.tool()
+def put(text: str) -> str:
+    kept.append(text)
+    return "kept"
+
+
+@app.tool()
+def find(q: str) -> str:
+    return json.dumps({"items": [{"id": str(i), "text": t} for i, t in enumerate(kept)]})
+
+
+app.run()
+"""
+
+
+def _list_mapping(server, *, search_tool: str = "find", path: str = "items") -> str:
+    return f"""\
+name = "list-memory"
+[server]
+command = "{sys.executable}"
+args = ["{server}"]
+[write]
+tool = "put"
+arguments = {{ text = "{{fact}}" }}
+[search]
+tool = "{search_tool}"
+arguments = {{ q = "{{query}}" }}
+[readback]
+tool = "find"
+arguments = {{ q = "{{fact}}" }}
+path = "{path}"
+id_field = "id"
+text_field = "text"
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "says"),
+    [({"search_tool": "fnd"}, "search.tool", "did you mean find?"),
+     ({"path": "memories"}, "readback.path", "no array at 'memories' (its keys there: items)")],
+    ids=["tool-name-typo", "wrong-readback-path"],
+)  # fmt: skip
+def test_a_mapping_that_does_not_fit_its_server_is_refused_before_the_run_naming_the_key(
+    tmp_path, capsys, change, key, says
+):
+    """A tool name the server does not list, or a read-back path its answer does not have,
+    is the mapping's mistake: one line naming the file and the key, exit 2, nothing
+    written (not a unit failing as "no pending insight", nor advice about pool keys)."""
+    pytest.importorskip("mcp.server.mcpserver")
+    server = tmp_path / "list_server.py"
+    server.write_text(LIST_SERVER)
+    mapping = tmp_path / "list.toml"
+    mapping.write_text(_list_mapping(server, **change))
+    ledger = tmp_path / "l.sqlite"
+    path = subset(tmp_path, ["bl-audit-channel"])
+    argv = ["run", "--platform", f"mcp:{mapping}", "--protocols", path, "--ledger", str(ledger)]
+    code = main([*argv, "--run-id", "fit"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and str(mapping) in err
+    assert f"{key}: " in err and says in err
+    assert "--pool-base" not in err and "--admin-key" not in err
+    assert main(["runs", "--ledger", str(ledger)]) in (0, 2)
+    assert "fit" not in capsys.readouterr().out
