@@ -21,6 +21,7 @@ import sys
 import time
 
 import blake3
+import msgspec
 import pytest
 
 from benchledger import protocols
@@ -862,3 +863,60 @@ def test_a_mapping_that_does_not_fit_its_server_is_refused_before_the_run_naming
     assert "--pool-base" not in err and "--admin-key" not in err
     assert main(["runs", "--ledger", str(ledger)]) in (0, 2)
     assert "fit" not in capsys.readouterr().out
+
+
+# -- install.npm: a server from npm, found by name (issue 49, item 5) ------------------------
+
+
+def test_an_npm_install_must_be_one_package_pinned_exactly():
+    for npm, word in (("left-pad", "pin one package"), ("left-pad@^1.0.0", "pin one package"),
+                      ("a@1.0.0 b@2.0.0", "pin one package")):  # fmt: skip
+        with pytest.raises(UnusableInput) as caught:
+            parse(GOOD + f'[install]\nnpm = "{npm}"\n', "maps/toy.toml")
+        assert "install.npm" in str(caught.value) and word in str(caught.value)
+    with pytest.raises(UnusableInput, match="not both"):
+        parse(GOOD + '[install]\nnpm = "toy@1.0.0"\npip = "toy==1.0.0"\n', "maps/toy.toml")
+    m = parse(GOOD + '[install]\nnpm = "@scope/toy-server@1.2.3"\n', "maps/toy.toml")
+    assert (m.npm, m.pip) == ("@scope/toy-server@1.2.3", "")
+
+
+@pytest.mark.slow
+def test_a_mapping_installing_its_server_from_npm_runs_with_no_machine_path_in_the_run(
+    tmp_path, monkeypatch
+):
+    """server-memory's npm package, named in the mapping as NAME@VERSION and its command by
+    name: installed under the install folder on first use, the run seals, and nothing in
+    its record names a folder of this machine."""
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        pytest.skip("install.npm needs Node.js and npm on PATH")
+    from benchledger.harness.platforms.server_memory import VERSION
+
+    folder = tmp_path / "installs"
+    monkeypatch.setenv("BENCHLEDGER_MCP_DIR", str(folder))
+    body = SERVER_MEMORY_MAPPING.split("[identities]", 1)[1].replace("{{", "{").replace("}}", "}")
+    mapping = tmp_path / "from-npm.toml"
+    head = (f'name = "server-memory-npm"\n[install]\n'
+            f'npm = "@modelcontextprotocol/server-memory@{VERSION}"\n'
+            '[server]\ncommand = "mcp-server-memory"\n[server.env]\n'
+            'MEMORY_FILE_PATH = "{data}/memory.jsonl"\n')  # fmt: skip
+    mapping.write_text(head + "[identities]" + body)
+    ledger = str(tmp_path / "l.sqlite")
+    path = subset(tmp_path, SUBSET[:2])
+    argv = ["run", "--platform", f"mcp:{mapping}", "--protocols", path, "--ledger", ledger]
+    code = main([*argv, "--run-id", "npm"])
+    if code != 0:
+        package = f"@modelcontextprotocol/server-memory@{VERSION}"
+        view = [shutil.which("npm") or "npm", "view", package]
+        if subprocess.run(view, capture_output=True, timeout=120).returncode != 0:
+            pytest.skip("the npm registry cannot be reached here")
+    assert code == 0
+    store = open_store(ledger)
+    try:
+        started = next(e for e, _ in Ledger(store).events("npm", "npm")
+                       if isinstance(e, RunStartedEvent))  # fmt: skip
+    finally:
+        store.close()
+    said = json.dumps(msgspec.to_builtins(started.body))
+    assert str(folder) not in said and "node_modules" not in said
+    assert started.body.record is not None
+    assert "mcp-server-memory" in started.body.record.platform.mapping

@@ -37,6 +37,10 @@ _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _TOOL = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PIP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[0-9][0-9A-Za-z.+!-]*$")
+# An npm package pinned to one version (a scope allowed): NAME@MAJOR.MINOR.PATCH[-pre].
+_NPM = re.compile(
+    r"^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*@\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$"
+)
 _URL = re.compile(r"^https?://[^/@\s]+(/\S*)?$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 REQUIREMENTS: Final = ("sqlite-extensions",)  # what install.python may ask of a Python
@@ -62,7 +66,7 @@ _KEYS: Final[dict[str, frozenset[str]]] = {
         }
     ),
     "server": frozenset({"command", "args", "env", "secrets", "url"}),
-    "install": frozenset({"pip", "python"}),
+    "install": frozenset({"pip", "python", "npm"}),
     "identities": frozenset({"separate", "argument", "tools"}),
     "write": frozenset({"tool", "arguments"}),
     "search": frozenset({"tool", "arguments", "hits"}),
@@ -137,6 +141,7 @@ class McpMapping:
     url: str = ""
     hits: HitRule | None = None  # search.hits: where a search answer's hits are
     expose: frozenset[str] = frozenset()  # more of the server's tools agents may call
+    npm: str = ""  # install.npm: NAME@VERSION, installed under the install folder
 
     @property
     def exposed(self) -> frozenset[str]:
@@ -398,8 +403,16 @@ def parse(text: str, path: str) -> McpMapping:
                                             "environment, never from the mapping")  # fmt: skip
     install = c.table(data, "install", required=False)
     pip = c.text(install, "install.pip") if install else ""
-    if install and not pip:
-        raise c.fail("install.pip", "missing (the package to install, pinned: NAME==VERSION)")
+    npm = c.text(install, "install.npm") if install else ""
+    if install and not (pip or npm):
+        raise c.fail("install.pip", "missing (the package to install, pinned: NAME==VERSION; "
+                     "or install.npm = NAME@VERSION)")  # fmt: skip
+    if pip and npm:
+        raise c.fail("install.npm", "install one package: install.pip or install.npm, not both")
+    if npm and not _NPM.match(npm):
+        raise c.fail("install.npm", f"{npm[:60]!r}: pin one package exactly, NAME@VERSION")
+    if npm and install.get("python"):
+        raise c.fail("install.python", "only with install.pip")
     if pip and not _PIP.match(pip):
         raise c.fail("install.pip", f"{pip[:60]!r}: pin one package exactly, NAME==VERSION")
     python = c.strings(install, "install.python") if install else ()
@@ -490,7 +503,7 @@ def parse(text: str, path: str) -> McpMapping:
         id_pattern=id_pattern, text_field=c.text(rb, "readback.text_field"),
         hit_separator=separator, correction=correction, correction_mode=mode,
         shared=bool(shared), shared_separate=shared_separate,
-        shared_identity=shared_identity, url=url, hits=found, expose=expose,
+        shared_identity=shared_identity, url=url, hits=found, expose=expose, npm=npm,
     )  # fmt: skip
 
 
