@@ -920,3 +920,119 @@ def test_a_mapping_installing_its_server_from_npm_runs_with_no_machine_path_in_t
     assert str(folder) not in said and "node_modules" not in said
     assert started.body.record is not None
     assert "mcp-server-memory" in started.body.record.platform.mapping
+
+
+KEYED_SERVER = """\
+import json
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("keyed-memory")
+kept: dict[str, str] = {}
+
+
+@app.tool()
+def save(key: str, value: str) -> str:
+    kept[key] = value  # one value per key: a save under a key replaces it
+    return "saved " + key
+
+
+@app.tool()
+def items(q: str) -> str:
+    return json.dumps({"items": [{"key": k, "value": v} for k, v in kept.items()]})
+
+
+app.run()
+"""
+
+
+def test_a_correction_that_replaces_by_key_without_naming_the_original_is_measured(
+    tmp_path, capsys
+):
+    """A server keeping one value per key corrects by saving under the same key: the
+    mapping's correction names the key ({title}) and neither {id} nor {old}, loads, sends
+    the key (never the literal placeholder), and the update counts as captured with the
+    original gone."""
+    pytest.importorskip("mcp.server.mcpserver")
+    server = tmp_path / "keyed_server.py"
+    server.write_text(KEYED_SERVER)
+    mapping = tmp_path / "keyed.toml"
+    mapping.write_text(
+        f"""\
+name = "keyed-memory"
+[server]
+command = "{sys.executable}"
+args = ["{server}"]
+[write]
+tool = "save"
+arguments = {{ key = "{{title}}", value = "{{fact}}" }}
+[search]
+tool = "items"
+arguments = {{ q = "{{query}}" }}
+search.hits = "items"
+[readback]
+tool = "items"
+arguments = {{ q = "{{fact}}" }}
+path = "items"
+id_field = "key"
+text_field = "value"
+[correction]
+mode = "update"
+tool = "save"
+arguments = {{ key = "{{title}}", value = "{{fact}}" }}
+""".replace("search.hits", "hits")
+    )
+    ledger = str(tmp_path / "l.sqlite")
+    path = subset(tmp_path, ["bl-audit-channel"])  # taught, then corrected
+    argv = ["run", "--platform", f"mcp:{mapping}", "--protocols", path, "--ledger", ledger]
+    assert main([*argv, "--run-id", "keyed"]) == 0
+    out = capsys.readouterr().out
+    found = _decisions(ledger, "keyed")
+    updates = {check: v for (_, stage, check), v in found.items() if stage == "update"}
+    assert updates == {"update_captured": True, "duplicated": False}, out
+    store = open_store(ledger)
+    try:
+        calls = [e.body for e, _ in Ledger(store).events("keyed")
+                 if type(e).__name__ == "SessionCallEvent" and e.body.tool == "save"]  # fmt: skip
+        record = next(e.body.record for e, _ in Ledger(store).events("keyed", "keyed")
+                      if isinstance(e, RunStartedEvent))  # fmt: skip
+    finally:
+        store.close()
+    sent = json.dumps([c.arguments for c in calls])
+    assert calls and "{title}" not in sent and "{fact}" not in sent
+    assert record is not None and record.platform.mapping_name == "keyed-memory"
+    assert record.platform.hits is not None and record.platform.hits.path == "items"
+
+
+def test_every_placeholder_a_correction_or_read_back_may_hold_is_filled_never_sent_literally():
+    m = parse(_swap('arguments = { id = "{id}" }',
+                    'arguments = { id = "{id}", topic = "{title}", about = "{entity}", '
+                    'was = "{old}", now = "{fact}" }'), "toy.toml")  # fmt: skip
+    got = m.fill_correction(id="m7", old="the old fact", fact="the new fact", entity="orders")
+    assert got == {"id": "m7", "topic": "orders", "about": "orders", "was": "the old fact",
+                   "now": "the new fact"}  # fmt: skip
+    rb = parse(_swap("[readback]\ntool = \"list\"\n",
+                     '[readback]\ntool = "list"\narguments = { q = "{fact}", t = "{title}" }\n'),
+               "toy.toml")  # fmt: skip
+    assert rb.fill_readback(fact="f", entity="orders") == {"q": "f", "t": "orders"}
+
+
+MMS_SEARCH = (
+    "Found 2 memories (mode: semantic) for query: 'vault code'\n\n"
+    "1. [D1:3 | 8 May 2023] Mira: the vault code is 4417\n"
+    "   Hash: " + "a" * 64 + "\n   Created: 2026-12-07T18:33:36.100414Z [untagged]\n\n"
+    "2. [D2:1 | 9 May 2023] Tom: lunch was at noon\n"
+    "   Hash: " + "b" * 64 + "\n   Created: 2026-12-07T18:33:36.110083Z [untagged]"
+)  # what mcp-memory-service 12.4.0's memory_search answers (docs/mcp-memory-service.md)
+
+
+def test_the_shipped_mapping_itemises_mcp_memory_services_text_search_answer_into_ranked_hits():
+    from benchledger.projections.retrieval import hits, items
+
+    rule = load(SHIPPED).hits
+    assert rule is not None
+    found = items(MMS_SEARCH, rule)
+    assert [i for i, _ in found] == ["a" * 64, "b" * 64]
+    assert "4417" in found[0][1] and "Found 2 memories" not in found[0][1]
+    # A pool identity's search is answered by its own server and the shared one.
+    both = json.dumps([MMS_SEARCH, "No memories found for query: 'vault code'"])
+    assert len(hits(both, rule)) == 2 and hits(MMS_SEARCH) == [MMS_SEARCH]

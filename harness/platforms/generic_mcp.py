@@ -41,6 +41,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, Final, TextIO
 
+import blake3
 import httpx2
 import msgspec
 
@@ -414,6 +415,10 @@ class GenericMcp:
         except NoSuchPath as exc:
             raise InfraError("refused", f"{self.mapping.path}: readback.path: {exc}",
                              retryable=False) from None  # fmt: skip
+        if self.mapping.keyed:
+            # A correction replaces by key, keeping the id: a memory is its key and its
+            # text, so the correction is a memory of its own and the original can be gone.
+            found = [(f"{i}~{blake3.blake3(s.encode()).hexdigest()[:12]}", s) for i, s in found]
         return [(i, s) for i, s in found if not fact or surfaced(fact, s)]
 
     async def _captures(
@@ -518,6 +523,7 @@ class GenericMcp:
         ids, seq = await self._captures(ev, "update", rec, identity, target, target.correction)
         refs = [*rec.seqs, *([seq] if seq is not None else [])]
         new = [i for i in ids if i != original]
+        entity = _entity(target.entity_urn)
         if not new:
             return UpdateCheck(None, "no memory with the correction in the read-back", refs)
         wanted = original.partition("#")[2]
@@ -526,7 +532,6 @@ class GenericMcp:
             held = any(i == wanted for i, _ in self._held(rb, ""))
             return {"status": "pending" if held else "deleted"}
 
-        entity = _entity(target.entity_urn)
         status, seq = await ev.read(
             "original_status", self._readback(identity, rec, target.fact, entity),
             original_status,

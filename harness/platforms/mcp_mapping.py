@@ -150,6 +150,13 @@ class McpMapping:
         return self.tools | self.expose
 
     @property
+    def keyed(self) -> bool:
+        """Whether the correction replaces by key, naming neither ``{id}`` nor ``{old}``."""
+        return self.correction is not None and not (
+            uses(self.correction.arguments, "id") or uses(self.correction.arguments, "old")
+        )
+
+    @property
     def id_argument(self) -> str:
         """The correction's argument naming the original by ``{id}`` ("" when none does)."""
         if self.correction is None:
