@@ -1036,3 +1036,13 @@ def test_the_shipped_mapping_itemises_mcp_memory_services_text_search_answer_int
     # A pool identity's search is answered by its own server and the shared one.
     both = json.dumps([MMS_SEARCH, "No memories found for query: 'vault code'"])
     assert len(hits(both, rule)) == 2 and hits(MMS_SEARCH) == [MMS_SEARCH]
+
+
+def test_the_platforms_doc_defines_every_placeholder_the_loader_allows():
+    from benchledger.harness.platforms.mcp_mapping import _ALLOWED, PLACEHOLDERS
+
+    table = re.search(r"### Placeholders\n.*?\n\n(\| placeholder.*?)\n\n", _doc(), re.S)
+    assert table is not None
+    rows = {m.group(1) for m in re.finditer(r"^\| `\{(\w+)\}` \|", table.group(1), re.M)}
+    allowed = {name for names in _ALLOWED.values() for name in names}
+    assert rows == set(PLACEHOLDERS) == allowed
