@@ -167,6 +167,16 @@ BROKEN = [
      "shared.identity", "only with"),
     ("shared-no-separate", _swap('separate = "process"', 'other = 1'), "shared.other",
      "unknown key"),
+    ("exposed-without-identity", 'expose = ["stats"]\n' + GOOD, "expose",
+     "stats gets no identity"),
+    ("correction-unchecked", _swap('arguments = { id = "{id}" }', 'arguments = { was = "{old}" }'),
+     "correction.tool", "drop gets no identity"),
+    ("search-hits-two-ways", _swap('n = "{k}" }', 'n = "{k}" }\nhits = { path = "a", line = "b" }'),
+     "search.hits", "one of path"),
+    ("search-hits-id-groups", _swap('n = "{k}" }', 'n = "{k}" }\nhits = { line = "x", id = "y" }'),
+     "search.hits.id", "one group"),
+    ("install-npm-with-python", GOOD + '[install]\nnpm = "toy@1.0.0"\npython = [">=3.10"]\n',
+     "install.python", "only with install.pip"),
 ]  # fmt: skip
 
 
@@ -1046,3 +1056,17 @@ def test_the_platforms_doc_defines_every_placeholder_the_loader_allows():
     rows = {m.group(1) for m in re.finditer(r"^\| `\{(\w+)\}` \|", table.group(1), re.M)}
     allowed = {name for names in _ALLOWED.values() for name in names}
     assert rows == set(PLACEHOLDERS) == allowed
+
+
+def test_locomo_retrieval_reads_a_mapped_servers_text_answer_as_its_ranked_memories():
+    """The ask's search answered by mcp-memory-service (one text of numbered memories):
+    with the run's recorded hit rule each memory is a hit with its own dialogue id, in
+    rank order; without it the whole text is one hit, the first id alone."""
+    from benchledger.ledger.events import EpisodeFinishedBody, SessionCallBody
+    from benchledger.projections.suites.locomo.decisions import ASK, retrieved
+
+    call = SessionCallBody(episode=ASK, method="tools/call", tool="memory_search",
+                           content=[{"type": "text", "text": MMS_SEARCH}])  # fmt: skip
+    events = [(1, call), (2, EpisodeFinishedBody(episode=ASK, tool_calls=1))]
+    assert retrieved(events, load(SHIPPED).hits) == (("D1:3", "D2:1"), (1,))
+    assert retrieved(events) == (("D1:3",), (1,))
