@@ -35,6 +35,18 @@ class PlannedUnit(msgspec.Struct, frozen=True, array_like=True):
     attempt: int
 
 
+class HitRule(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Where the hits of a platform's answer are, when its shape does not say
+    (``projections.retrieval.items``; a mapping's ``search.hits``, docs/platforms.md)."""
+
+    path: str = ""  # JSON: the dot path of the array of hits
+    id_field: str = ""  # JSON: a hit object's id
+    text_field: str = ""  # JSON: a hit object's text
+    line: str = ""  # text: a pattern matching each hit's first line
+    id: str = ""  # text: a pattern whose one group is the hit's id
+    separator: str = ""  # text: a pattern between hits
+
+
 class PlatformRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     """How a run reached its platform and what the platform said it is (never a key)."""
 
@@ -48,6 +60,10 @@ class PlatformRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     # full replay serves the run with (it names secret variables, never their values).
     mapping: str = ""
     mapping_hash: str = ""
+    # The mapping's own ``name`` (the server may call itself something else), and how its
+    # search answers split into hits (``search.hits``), which re-derivation itemises with.
+    mapping_name: str = ""
+    hits: HitRule | None = None
 
 
 class RunRecord(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -8,6 +8,13 @@ innermost arrays of strings; JSON with neither holds no hit; an answer that is n
 (plain text) is a single hit. Each hit is
 kept as its canonical JSON text, so a matcher reads every field the platform returned.
 
+A platform whose answers that rule misreads says where its hits are with a ``HitRule``
+(a mapping's ``search.hits``, recorded in the run's ``PlatformRecord.hits`` so every
+re-derivation itemises the same hits): the array at a JSON path, or, in a text answer, the
+lines a pattern marks as each hit's first (or the parts between a separator's matches),
+each hit's id the one group of an id pattern. Its patterns run on ``projections.pattern``,
+which cannot hang a reader whatever a recorded rule says.
+
 Ranks are 1-based; ``None`` means the thing looked for was not among the hits.
 """
 
@@ -18,6 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from benchledger.ledger.codec import TooDeep, check_depth
+from benchledger.ledger.events import HitRule
+from benchledger.projections import pattern
 
 KS: Final = (1, 5, 10)  # the recall@k cut-offs every suite reports
 
@@ -54,20 +63,112 @@ def _parse(text: str) -> Any:
     return value
 
 
-def hits(result_text: str) -> list[str]:
-    """The hits of one recorded search result, best first, each as text (see the module)."""
-    value = _parse(result_text)
-    if value is None:
-        return [result_text] if result_text.strip() else []
+class NoSuchPath(ValueError):
+    """A JSON answer without the array a rule's ``path`` names (the message names its keys)."""
+
+
+def _generic(value: Any) -> list[Any]:
     found: list[Any] = []
     # Arrays of objects are the hits; arrays of strings only when there are no objects
     # (a hit's own string lists, such as its entity URNs, are fields, not hits).
     if not _innermost(value, found, dict):
         _innermost(value, found, str)
-    return [
-        h if isinstance(h, str) else json.dumps(h, sort_keys=True, ensure_ascii=False)
-        for h in found
-    ]
+    return found
+
+
+def _at(value: Any, path: str, strict: bool) -> list[Any]:
+    """The items of the array at ``path`` under ``value`` (in each element of a list; a
+    text element is itself an item: a text part of a fanned-out ``[own, shared]`` answer)."""
+    if isinstance(value, list):
+        return [item for v in value for item in _at(v, path, strict)]
+    if not isinstance(value, dict):
+        return [value] if isinstance(value, str) else []
+    head, _, rest = path.partition(".")
+    got = value.get(head)
+    if rest and isinstance(got, dict | list):
+        return _at(got, rest, strict)
+    if not rest and isinstance(got, list):
+        return list(got)
+    if strict:
+        keys = ", ".join(sorted(map(str, value))[:12]) or "none"
+        raise NoSuchPath(f"the answer has no array at {path!r} (its keys there: {keys})")
+    return []
+
+
+def _texts(text: str, rule: HitRule, budget: pattern.Budget) -> list[str]:
+    """A text answer's hits by the rule's line pattern or separator (all of it without)."""
+    if rule.line:
+        starts = pattern.compile(rule.line)
+        found: list[list[str]] = []
+        for line in text.split("\n"):
+            if starts.search(line, 0, budget) is not None:
+                found.append([line])
+            elif found:  # lines before the first hit are the answer's header
+                found[-1].append(line)
+        return [t for t in ("\n".join(h).strip() for h in found) if t]
+    if rule.separator:
+        parts = pattern.compile(rule.separator).split(text, budget)
+        return [p for p in parts if p.strip()]
+    return [text] if text.strip() else []
+
+
+def _raw(result_text: str, rule: HitRule | None, budget: pattern.Budget,
+         strict: bool = False) -> list[Any]:  # fmt: skip
+    value = _parse(result_text)
+    if rule is None:
+        if value is None:
+            return [result_text] if result_text.strip() else []
+        return _generic(value)
+    if value is None:
+        return list(_texts(result_text, rule, budget))
+    textual = bool(rule.line or rule.separator)
+    if rule.path:
+        found = _at(value, rule.path, strict)
+    elif textual and isinstance(value, list) and any(isinstance(v, str) for v in value):
+        found = value  # a fanned-out ``[own, shared]`` answer of texts
+    else:
+        return _generic(value)
+    out: list[Any] = []
+    for v in found:
+        if isinstance(v, str) and textual:
+            out.extend(_texts(v, rule, budget))
+        elif isinstance(v, list | dict) and not rule.path:
+            out.extend(_generic(v))
+        else:
+            out.append(v)
+    return out
+
+
+def _canonical(hit: Any) -> str:
+    return hit if isinstance(hit, str) else json.dumps(hit, sort_keys=True, ensure_ascii=False)
+
+
+def hits(result_text: str, rule: HitRule | None = None) -> list[str]:
+    """The hits of one recorded search result, best first, each as text (see the module);
+    ``rule``: the platform's recorded ``HitRule``, when it has one."""
+    return [_canonical(h) for h in _raw(result_text, rule, pattern.Budget())]
+
+
+def items(result_text: str, rule: HitRule, *, strict: bool = False) -> list[tuple[str, str]]:
+    """The hits of one answer as ``(id, text)``, best first: a JSON hit's id is its
+    ``id_field``, its text its ``text_field`` (else its canonical JSON); any hit's id is
+    else the one group of the rule's ``id`` pattern in that text, else "". ``strict``:
+    NoSuchPath when a JSON answer lacks the rule's path (a wrong path, not an empty store)."""
+    budget = pattern.Budget()
+    ids = pattern.compile(rule.id) if rule.id else None
+    out: list[tuple[str, str]] = []
+    for hit in _raw(result_text, rule, budget, strict):
+        ident, said = "", _canonical(hit)
+        if isinstance(hit, dict):
+            if rule.id_field and hit.get(rule.id_field) is not None:
+                ident = str(hit[rule.id_field])
+            if rule.text_field and isinstance(hit.get(rule.text_field), str):
+                said = hit[rule.text_field]
+        if not ident and ids is not None:
+            m = ids.search(said, 0, budget)
+            ident = (m.group(1) or "") if m is not None and ids.groups else ""
+        out.append((ident, said))
+    return out
 
 
 def rank(ranked: Sequence[str], match: Callable[[str], bool]) -> int | None:
@@ -94,4 +195,4 @@ def mrr(ranks: Iterable[int | None]) -> float | None:
     return sum(1.0 / r for r in seen if r is not None) / len(seen)
 
 
-__all__ = ["KS", "hits", "mrr", "rank", "recall_at"]
+__all__ = ["KS", "NoSuchPath", "hits", "items", "mrr", "rank", "recall_at"]

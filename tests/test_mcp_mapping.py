@@ -18,7 +18,10 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 
+import blake3
+import msgspec
 import pytest
 
 from benchledger import protocols
@@ -164,6 +167,16 @@ BROKEN = [
      "shared.identity", "only with"),
     ("shared-no-separate", _swap('separate = "process"', 'other = 1'), "shared.other",
      "unknown key"),
+    ("exposed-without-identity", 'expose = ["stats"]\n' + GOOD, "expose",
+     "stats gets no identity"),
+    ("correction-unchecked", _swap('arguments = { id = "{id}" }', 'arguments = { was = "{old}" }'),
+     "correction.tool", "drop gets no identity"),
+    ("search-hits-two-ways", _swap('n = "{k}" }', 'n = "{k}" }\nhits = { path = "a", line = "b" }'),
+     "search.hits", "one of path"),
+    ("search-hits-id-groups", _swap('n = "{k}" }', 'n = "{k}" }\nhits = { line = "x", id = "y" }'),
+     "search.hits.id", "one group"),
+    ("install-npm-with-python", GOOD + '[install]\nnpm = "toy@1.0.0"\npython = [">=3.10"]\n',
+     "install.python", "only with install.pip"),
 ]  # fmt: skip
 
 
@@ -638,3 +651,422 @@ def test_a_resume_after_the_mapping_changed_is_refused_naming_the_change(tmp_pat
         code = main(["run", "--resume", "r", "--ledger", ledger])
     err = capsys.readouterr().err
     assert code == 2 and "the mapping changed since the run started" in err
+
+
+# -- patterns from a mapping cannot hang a reader (issue 50, item 4) ------------------------
+
+AS_SERVER = """\
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("as-memory")
+
+
+@app.tool()
+def put(text: str) -> str:
+    return "kept"
+
+
+@app.tool()
+def find(q: str) -> str:
+    return "a" * 40
+
+
+app.run()
+"""
+
+
+def _as_mapping(server, separator: str) -> str:
+    return f"""\
+name = "as-memory"
+[server]
+command = "{sys.executable}"
+args = ["{server}"]
+[write]
+tool = "put"
+arguments = {{ text = "{{fact}}" }}
+[search]
+tool = "find"
+arguments = {{ q = "{{query}}" }}
+[readback]
+tool = "find"
+arguments = {{ q = "{{fact}}" }}
+hit_separator = "{separator}"
+"""
+
+
+def test_a_republished_bundle_whose_mapping_holds_a_catastrophic_pattern_replays_in_seconds(
+    tmp_path, capsys
+):
+    """The publisher's run read forty ``a``s with a harmless separator; the republished
+    bundle's recorded mapping says ``(?:a|a)+b``, which Python's ``re`` takes hours over
+    on that answer: full replay, which reads the answer with the recorded mapping, ends
+    in seconds all the same."""
+    pytest.importorskip("mcp.server.mcpserver")
+    from tests.test_attacks import Bundle, canon
+    from tests.test_attacks_public import _reseal
+
+    server = tmp_path / "as_server.py"
+    server.write_text(AS_SERVER)
+    mapping = tmp_path / "as.toml"
+    mapping.write_text(_as_mapping(server, "b"))
+    ledger = str(tmp_path / "l.sqlite")
+    path = subset(tmp_path, ["bl-audit-channel"])
+    argv = ["run", "--platform", f"mcp:{mapping}", "--protocols", path, "--ledger", ledger]
+    main([*argv, "--run-id", "as"])
+    bundle = str(tmp_path / "as.jsonl")
+    assert main(["export", "as", "-o", bundle, "--ledger", ledger]) == 0
+    b = Bundle(bundle)
+    at = b.index(lambda o: o["kind"] == "run_started")
+    started = json.loads(b.lines[at])
+    platform = started["body"]["record"]["platform"]
+    hostile = platform["mapping"].replace('hit_separator = "b"', 'hit_separator = "(?:a|a)+b"')
+    assert hostile != platform["mapping"]
+    platform["mapping"] = hostile
+    platform["mapping_hash"] = blake3.blake3(hostile.encode()).hexdigest()
+    b.lines[at] = canon(started)
+    _reseal(b)
+    republished = b.write(tmp_path / "republished.jsonl")
+    capsys.readouterr()
+    began = time.monotonic()
+    code = main(["replay", republished, "--level", "full"])
+    took = time.monotonic() - began
+    said = capsys.readouterr()
+    assert took < 10, f"full replay took {took:.1f} s"
+    assert code in (0, 1), said.err[-300:]  # its verdicts may differ; it must end, in one line
+
+
+def test_a_mapping_pattern_outside_the_linear_time_language_is_refused_at_load():
+    search = 'arguments = { q = "{query}", n = "{k}" }'
+    for key, text in (
+        ("readback.hit_separator", _swap('id_field = "id"', 'hit_separator = "(a)\\\\1"')),
+        ("readback.id_pattern", _swap('id_field = "id"', 'id_pattern = "(?=a)(a)"')),
+        ("search.hits.line", _swap(search, search + '\nhits = { line = "(?<=x)a" }')),
+    ):
+        with pytest.raises(UnusableInput) as caught:
+            parse(text, "maps/toy.toml")
+        assert key in str(caught.value) and "not supported" in str(caught.value)
+
+
+# -- isolation: every exposed tool keeps identities apart (issue 50, item 3) -----------------
+
+
+@pytest.mark.slow
+def test_a_second_identity_cannot_read_change_or_delete_the_firsts_memories_on_mcp_memory_service(
+    tmp_path, mcp_dir
+):
+    """Identity 1 stores a private memory; identity 2 tries every tool it is shown and the
+    ones the server has beyond them (the quality analysis, update and delete by the
+    memory's content hash): it neither sees the memory nor changes it, and identity 1
+    still reads it back unchanged."""
+    import asyncio
+
+    from benchledger.harness.platforms.generic_mcp import GenericMcp
+
+    m = load(SHIPPED)
+    exe = generic_install.install(m, mcp_dir)
+    secret = "Identity one's private fact: the vault code is 4417"
+
+    async def attempt() -> tuple[set[str], dict[str, tuple[bool, str]], list[str]]:
+        async with GenericMcp.running(m, (exe, *m.args), dict(m.env), str(tmp_path),
+                                      pool_size=2) as g, g.session(1) as one:  # fmt: skip
+            stored = await one.call_tool("memory_store", {"content": secret,
+                                                          "conversation_id": "c1"})  # fmt: skip
+            digest = re.search(r"hash: ([0-9a-f]{64})", stored.text)
+            assert digest is not None, stored.text
+            h = digest.group(1)
+            async with g.session(2) as two:
+                shown = {t["name"] for t in await two.list_tools()}
+                tries = {
+                    "memory_search": {"query": "vault code", "limit": 10},
+                    "memory_list": {"page_size": 100},
+                    "memory_quality": {"action": "analyze"},
+                    "memory_update": {"content_hash": h, "updates": {"content": "changed"}},
+                    "memory_delete": {"content_hash": h},
+                    "memory_store": {"content": "identity two's own", "conversation_id": "c2"},
+                }
+                got = {}
+                for tool, args in tries.items():
+                    r = await two.call_tool(tool, args)
+                    got[tool] = (r.is_error, r.text)
+            back = await one.call_tool("memory_list", {"page_size": 100})
+            return shown, got, [s for _, s in m.memories(back.text)]
+
+    shown, got, ones = asyncio.run(attempt())
+    for tool, (_, text) in got.items():
+        assert "4417" not in text, (tool, text)
+    for tool in ("memory_quality", "memory_update", "memory_delete"):
+        assert got[tool][0], (tool, got[tool])  # refused, never forwarded
+    assert not got["memory_store"][0]
+    assert any(secret in s for s in ones)
+    assert shown == {"memory_store", "memory_search", "memory_list", "memory_delete"}
+
+
+LIST_SERVER = """\
+import json
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("list-memory")
+kept: list[str] = []
+
+
+@app.tool()
+def put(text: str) -> str:
+    kept.append(text)
+    return "kept"
+
+
+@app.tool()
+def find(q: str) -> str:
+    return json.dumps({"items": [{"id": str(i), "text": t} for i, t in enumerate(kept)]})
+
+
+app.run()
+"""
+
+
+def _list_mapping(server, *, search_tool: str = "find", path: str = "items") -> str:
+    return f"""\
+name = "list-memory"
+[server]
+command = "{sys.executable}"
+args = ["{server}"]
+[write]
+tool = "put"
+arguments = {{ text = "{{fact}}" }}
+[search]
+tool = "{search_tool}"
+arguments = {{ q = "{{query}}" }}
+[readback]
+tool = "find"
+arguments = {{ q = "{{fact}}" }}
+path = "{path}"
+id_field = "id"
+text_field = "text"
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "says"),
+    [({"search_tool": "fnd"}, "search.tool", "did you mean find?"),
+     ({"path": "memories"}, "readback.path", "no array at 'memories' (its keys there: items)")],
+    ids=["tool-name-typo", "wrong-readback-path"],
+)  # fmt: skip
+def test_a_mapping_that_does_not_fit_its_server_is_refused_before_the_run_naming_the_key(
+    tmp_path, capsys, change, key, says
+):
+    """A tool name the server does not list, or a read-back path its answer does not have,
+    is the mapping's mistake: one line naming the file and the key, exit 2, nothing
+    written (not a unit failing as "no pending insight", nor advice about pool keys)."""
+    pytest.importorskip("mcp.server.mcpserver")
+    server = tmp_path / "list_server.py"
+    server.write_text(LIST_SERVER)
+    mapping = tmp_path / "list.toml"
+    mapping.write_text(_list_mapping(server, **change))
+    ledger = tmp_path / "l.sqlite"
+    path = subset(tmp_path, ["bl-audit-channel"])
+    argv = ["run", "--platform", f"mcp:{mapping}", "--protocols", path, "--ledger", str(ledger)]
+    code = main([*argv, "--run-id", "fit"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and str(mapping) in err
+    assert f"{key}: " in err and says in err
+    assert "--pool-base" not in err and "--admin-key" not in err
+    assert main(["runs", "--ledger", str(ledger)]) in (0, 2)
+    assert "fit" not in capsys.readouterr().out
+
+
+# -- install.npm: a server from npm, found by name (issue 49, item 5) ------------------------
+
+
+def test_an_npm_install_must_be_one_package_pinned_exactly():
+    for npm, word in (("left-pad", "pin one package"), ("left-pad@^1.0.0", "pin one package"),
+                      ("a@1.0.0 b@2.0.0", "pin one package")):  # fmt: skip
+        with pytest.raises(UnusableInput) as caught:
+            parse(GOOD + f'[install]\nnpm = "{npm}"\n', "maps/toy.toml")
+        assert "install.npm" in str(caught.value) and word in str(caught.value)
+    with pytest.raises(UnusableInput, match="not both"):
+        parse(GOOD + '[install]\nnpm = "toy@1.0.0"\npip = "toy==1.0.0"\n', "maps/toy.toml")
+    m = parse(GOOD + '[install]\nnpm = "@scope/toy-server@1.2.3"\n', "maps/toy.toml")
+    assert (m.npm, m.pip) == ("@scope/toy-server@1.2.3", "")
+
+
+@pytest.mark.slow
+def test_a_mapping_installing_its_server_from_npm_runs_with_no_machine_path_in_the_run(
+    tmp_path, monkeypatch
+):
+    """server-memory's npm package, named in the mapping as NAME@VERSION and its command by
+    name: installed under the install folder on first use, the run seals, and nothing in
+    its record names a folder of this machine."""
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        pytest.skip("install.npm needs Node.js and npm on PATH")
+    from benchledger.harness.platforms.server_memory import VERSION
+
+    folder = tmp_path / "installs"
+    monkeypatch.setenv("BENCHLEDGER_MCP_DIR", str(folder))
+    body = SERVER_MEMORY_MAPPING.split("[identities]", 1)[1].replace("{{", "{").replace("}}", "}")
+    mapping = tmp_path / "from-npm.toml"
+    head = (f'name = "server-memory-npm"\n[install]\n'
+            f'npm = "@modelcontextprotocol/server-memory@{VERSION}"\n'
+            '[server]\ncommand = "mcp-server-memory"\n[server.env]\n'
+            'MEMORY_FILE_PATH = "{data}/memory.jsonl"\n')  # fmt: skip
+    mapping.write_text(head + "[identities]" + body)
+    ledger = str(tmp_path / "l.sqlite")
+    path = subset(tmp_path, SUBSET[:2])
+    argv = ["run", "--platform", f"mcp:{mapping}", "--protocols", path, "--ledger", ledger]
+    code = main([*argv, "--run-id", "npm"])
+    if code != 0:
+        package = f"@modelcontextprotocol/server-memory@{VERSION}"
+        view = [shutil.which("npm") or "npm", "view", package]
+        if subprocess.run(view, capture_output=True, timeout=120).returncode != 0:
+            pytest.skip("the npm registry cannot be reached here")
+    assert code == 0
+    store = open_store(ledger)
+    try:
+        started = next(e for e, _ in Ledger(store).events("npm", "npm")
+                       if isinstance(e, RunStartedEvent))  # fmt: skip
+    finally:
+        store.close()
+    said = json.dumps(msgspec.to_builtins(started.body))
+    assert str(folder) not in said and "node_modules" not in said
+    assert started.body.record is not None
+    assert "mcp-server-memory" in started.body.record.platform.mapping
+
+
+KEYED_SERVER = """\
+import json
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("keyed-memory")
+kept: dict[str, str] = {}
+
+
+@app.tool()
+def save(key: str, value: str) -> str:
+    kept[key] = value  # one value per key: a save under a key replaces it
+    return "saved " + key
+
+
+@app.tool()
+def items(q: str) -> str:
+    return json.dumps({"items": [{"key": k, "value": v} for k, v in kept.items()]})
+
+
+app.run()
+"""
+
+
+def test_a_correction_that_replaces_by_key_without_naming_the_original_is_measured(
+    tmp_path, capsys
+):
+    """A server keeping one value per key corrects by saving under the same key: the
+    mapping's correction names the key ({title}) and neither {id} nor {old}, loads, sends
+    the key (never the literal placeholder), and the update counts as captured with the
+    original gone."""
+    pytest.importorskip("mcp.server.mcpserver")
+    server = tmp_path / "keyed_server.py"
+    server.write_text(KEYED_SERVER)
+    mapping = tmp_path / "keyed.toml"
+    mapping.write_text(
+        f"""\
+name = "keyed-memory"
+[server]
+command = "{sys.executable}"
+args = ["{server}"]
+[write]
+tool = "save"
+arguments = {{ key = "{{title}}", value = "{{fact}}" }}
+[search]
+tool = "items"
+arguments = {{ q = "{{query}}" }}
+search.hits = "items"
+[readback]
+tool = "items"
+arguments = {{ q = "{{fact}}" }}
+path = "items"
+id_field = "key"
+text_field = "value"
+[correction]
+mode = "update"
+tool = "save"
+arguments = {{ key = "{{title}}", value = "{{fact}}" }}
+""".replace("search.hits", "hits")
+    )
+    ledger = str(tmp_path / "l.sqlite")
+    path = subset(tmp_path, ["bl-audit-channel"])  # taught, then corrected
+    argv = ["run", "--platform", f"mcp:{mapping}", "--protocols", path, "--ledger", ledger]
+    assert main([*argv, "--run-id", "keyed"]) == 0
+    out = capsys.readouterr().out
+    found = _decisions(ledger, "keyed")
+    updates = {check: v for (_, stage, check), v in found.items() if stage == "update"}
+    assert updates == {"update_captured": True, "duplicated": False}, out
+    store = open_store(ledger)
+    try:
+        calls = [e.body for e, _ in Ledger(store).events("keyed")
+                 if type(e).__name__ == "SessionCallEvent" and e.body.tool == "save"]  # fmt: skip
+        record = next(e.body.record for e, _ in Ledger(store).events("keyed", "keyed")
+                      if isinstance(e, RunStartedEvent))  # fmt: skip
+    finally:
+        store.close()
+    sent = json.dumps([c.arguments for c in calls])
+    assert calls and "{title}" not in sent and "{fact}" not in sent
+    assert record is not None and record.platform.mapping_name == "keyed-memory"
+    assert record.platform.hits is not None and record.platform.hits.path == "items"
+
+
+def test_every_placeholder_a_correction_or_read_back_may_hold_is_filled_never_sent_literally():
+    m = parse(_swap('arguments = { id = "{id}" }',
+                    'arguments = { id = "{id}", topic = "{title}", about = "{entity}", '
+                    'was = "{old}", now = "{fact}" }'), "toy.toml")  # fmt: skip
+    got = m.fill_correction(id="m7", old="the old fact", fact="the new fact", entity="orders")
+    assert got == {"id": "m7", "topic": "orders", "about": "orders", "was": "the old fact",
+                   "now": "the new fact"}  # fmt: skip
+    rb = parse(_swap("[readback]\ntool = \"list\"\n",
+                     '[readback]\ntool = "list"\narguments = { q = "{fact}", t = "{title}" }\n'),
+               "toy.toml")  # fmt: skip
+    assert rb.fill_readback(fact="f", entity="orders") == {"q": "f", "t": "orders"}
+
+
+MMS_SEARCH = (
+    "Found 2 memories (mode: semantic) for query: 'vault code'\n\n"
+    "1. [D1:3 | 8 May 2023] Mira: the vault code is 4417\n"
+    "   Hash: " + "a" * 64 + "\n   Created: 2026-12-07T18:33:36.100414Z [untagged]\n\n"
+    "2. [D2:1 | 9 May 2023] Tom: lunch was at noon\n"
+    "   Hash: " + "b" * 64 + "\n   Created: 2026-12-07T18:33:36.110083Z [untagged]"
+)  # what mcp-memory-service 12.4.0's memory_search answers (docs/mcp-memory-service.md)
+
+
+def test_the_shipped_mapping_itemises_mcp_memory_services_text_search_answer_into_ranked_hits():
+    from benchledger.projections.retrieval import hits, items
+
+    rule = load(SHIPPED).hits
+    assert rule is not None
+    found = items(MMS_SEARCH, rule)
+    assert [i for i, _ in found] == ["a" * 64, "b" * 64]
+    assert "4417" in found[0][1] and "Found 2 memories" not in found[0][1]
+    # A pool identity's search is answered by its own server and the shared one.
+    both = json.dumps([MMS_SEARCH, "No memories found for query: 'vault code'"])
+    assert len(hits(both, rule)) == 2 and hits(MMS_SEARCH) == [MMS_SEARCH]
+
+
+def test_the_platforms_doc_defines_every_placeholder_the_loader_allows():
+    from benchledger.harness.platforms.mcp_mapping import _ALLOWED, PLACEHOLDERS
+
+    table = re.search(r"### Placeholders\n.*?\n\n(\| placeholder.*?)\n\n", _doc(), re.S)
+    assert table is not None
+    rows = {m.group(1) for m in re.finditer(r"^\| `\{(\w+)\}` \|", table.group(1), re.M)}
+    allowed = {name for names in _ALLOWED.values() for name in names}
+    assert rows == set(PLACEHOLDERS) == allowed
+
+
+def test_locomo_retrieval_reads_a_mapped_servers_text_answer_as_its_ranked_memories():
+    """The ask's search answered by mcp-memory-service (one text of numbered memories):
+    with the run's recorded hit rule each memory is a hit with its own dialogue id, in
+    rank order; without it the whole text is one hit, the first id alone."""
+    from benchledger.ledger.events import EpisodeFinishedBody, SessionCallBody
+    from benchledger.projections.suites.locomo.decisions import ASK, retrieved
+
+    call = SessionCallBody(episode=ASK, method="tools/call", tool="memory_search",
+                           content=[{"type": "text", "text": MMS_SEARCH}])  # fmt: skip
+    events = [(1, call), (2, EpisodeFinishedBody(episode=ASK, tool_calls=1))]
+    assert retrieved(events, load(SHIPPED).hits) == (("D1:3", "D2:1"), (1,))
+    assert retrieved(events) == (("D1:3",), (1,))

@@ -1,4 +1,4 @@
-"""A mapped server's first-use install: a Python that fits, a virtual environment, pip.
+"""A mapped server's first-use install: pip into a virtual environment, or npm.
 
 A mapping with ``[install]`` (harness/platforms/mcp_mapping.py) names one pinned PyPI
 package and what the Python it runs on must offer (``install.python``: ``>=3.N``,
@@ -8,6 +8,10 @@ or ``$BENCHLEDGER_MCP_DIR``) with the first Python that fits: ``--mcp-python``, 
 ``python3.1N`` and ``python3`` on PATH, ``/usr/bin/python3``, ``~/.pyenv/versions/*``;
 each is run and checked, since a pyenv shim may fail and a pyenv build may lack
 loadable SQLite extensions. None fitting is a one-line refusal naming what is missing.
+
+A mapping with ``install.npm = "NAME@VERSION"`` is installed by npm into
+``<dir>/npm/NAME-VERSION`` and its ``server.command`` found by name in that folder's
+``node_modules/.bin``: the mapping (which the run records) names no path of this machine.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+import tempfile
 from typing import Final
 
 from benchledger.harness.errors import PlatformStartFailed
@@ -108,8 +114,64 @@ def install(mapping: McpMapping, root: str, python: str = "") -> str:
     return ensure(venv, lambda: find_python(mapping.python, python))
 
 
+NPM_TIMEOUT_S: Final = 600.0
+
+
+def _npm_entry(home: str, command: str) -> str:
+    """``command`` in an npm install folder's ``node_modules/.bin`` ("" when not there)."""
+    found = os.path.join(home, "node_modules", ".bin", command)
+    return found if os.access(found, os.X_OK) else ""
+
+
+def install_npm(mapping: McpMapping, root: str) -> str:
+    """The mapping's command from its npm package, installed into ``<root>/npm/NAME-VERSION``
+    on first use (to a scratch folder renamed into place: an interrupted install is never
+    taken for one). PlatformStartFailed, saying what to do, when npm cannot install it."""
+    package, _, version = mapping.npm.rpartition("@")
+    home = os.path.join(os.path.abspath(root), "npm", f"{package.replace('/', '+')}-{version}")
+    found = _npm_entry(home, mapping.command)
+    if found:
+        return found
+    remedy = f"; see {mapping.path} ([install], server.command)"
+    npm = shutil.which("npm")
+    if npm is None:
+        raise PlatformStartFailed(f"install.npm needs npm, which is not on PATH: install "
+                                  f"Node.js with npm{remedy}")  # fmt: skip
+    os.makedirs(os.path.dirname(home), exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=".npm-", dir=os.path.dirname(home))
+    print(f"installing {mapping.npm} with npm into {home} (first use)", file=sys.stderr,
+          flush=True)  # fmt: skip
+    try:
+        cmd = [npm, "install", "--prefix", scratch, "--no-audit", "--no-fund",
+               "--loglevel=error", mapping.npm]  # fmt: skip
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise PlatformStartFailed(
+                f"npm install {mapping.npm} took over {NPM_TIMEOUT_S:g}s: "
+                f"check the npm registry is reachable{remedy}"
+            ) from None
+        if done.returncode != 0:
+            said = " ".join((done.stderr or done.stdout).split())[-300:]
+            raise PlatformStartFailed(f"npm install {mapping.npm} exited {done.returncode} "
+                                      f"({said!r}){remedy}")  # fmt: skip
+        if not _npm_entry(scratch, mapping.command):
+            what = f"{mapping.command!r} (node_modules/.bin)"
+            raise PlatformStartFailed(f"{mapping.npm} installed no command {what}{remedy}")
+        try:
+            os.rename(scratch, home)
+        except OSError:
+            if not _npm_entry(home, mapping.command):  # else another run installed it first
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return _npm_entry(home, mapping.command)
+
+
 def command(mapping: McpMapping, root: str, python: str = "") -> str:
     """The server's command: installed (``[install]``), else as the mapping names it."""
+    if mapping.npm:
+        return install_npm(mapping, root)
     if mapping.pip:
         return install(mapping, root, python)
     if os.sep in mapping.command:

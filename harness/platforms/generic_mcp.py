@@ -30,6 +30,7 @@ identity is put in), so replay serves them from the log (replay/log_generic_mcp.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import os
 import re
@@ -40,6 +41,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, Final, TextIO
 
+import blake3
 import httpx2
 import msgspec
 
@@ -68,7 +70,9 @@ from benchledger.harness.platforms.platform import PlatformSpec, Provisioner
 from benchledger.harness.platforms.session import ObservedSession, notify, observed
 from benchledger.harness.platforms.stdio import SerialServer, open_session
 from benchledger.harness.scrub import scrubber
-from benchledger.ledger.events import PlatformRecord
+from benchledger.ledger.errors import UnusableInput
+from benchledger.ledger.events import HitRule, PlatformRecord
+from benchledger.projections.retrieval import NoSuchPath
 from benchledger.protocols.grading import surfaced
 
 SHARED: Final = "shared"
@@ -137,9 +141,9 @@ class MappedSession:
         return arguments
 
     async def list_tools(self) -> list[dict[str, Any]]:
-        """The server's own tools (the identity's argument hidden), recorded."""
+        """The server's tools the mapping exposes (the identity's argument hidden), recorded."""
         start = time.perf_counter()
-        tools = await self._own.list_tools()
+        tools = [t for t in await self._own.list_tools() if t["name"] in self.mapping.exposed]
         arg = self.mapping.argument
         for t in tools:
             if self._inject and t["name"] in self.mapping.argument_tools:
@@ -154,9 +158,42 @@ class MappedSession:
                latency_ms=ms)  # fmt: skip
         return tools
 
+    async def _refusal(self, name: str, arguments: dict[str, Any]) -> str:
+        """Why this identity may not make this call ("" when it may): a tool the mapping
+        does not expose, or a checked tool naming a memory that is not the caller's."""
+        if name not in self.mapping.exposed:
+            return f"unknown tool {name}: this platform's mapping does not expose it"
+        if name not in self.mapping.checked_tools or not self._inject:
+            return ""
+        key = self.mapping.id_argument
+        allowed = set(self.mapping.correction.arguments) if self.mapping.correction else set()
+        extra = sorted(set(arguments) - allowed)
+        if extra:
+            return f"{name} takes only {', '.join(sorted(allowed))} here, not {', '.join(extra)}"
+        named = arguments.get(key)
+        if not isinstance(named, str) or not named:
+            return f"{name} must name one memory by {key}"
+        # The caller's own memories, as its read-back lists them (unrecorded: a guard).
+        args = self.mapping.fill_readback(fact="", entity="")
+        got = await self._own.call(self.mapping.readback.tool, self.wire(
+            self.mapping.readback.tool, args))  # fmt: skip
+        try:
+            own = {i for i, _ in self.mapping.memories(got.text)} if not got.is_error else set()
+        except NoSuchPath:
+            own = set()
+        return "" if named in own else f"no memory {named[:80]} among this identity's"
+
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallResult:
-        """One call on the own server, or a read of both merged; recorded either way."""
+        """One call on the own server, or a read of both merged; recorded either way. A call
+        the identity may not make (``_refusal``) is answered as an error, never forwarded."""
         start = time.perf_counter()
+        refused = await self._refusal(name, arguments)
+        if refused:
+            ms = (time.perf_counter() - start) * 1000
+            content = ({"type": "text", "text": refused},)
+            notify(self._observer, "tools/call", name, arguments, is_error=True,
+                   latency_ms=ms, content=content)  # fmt: skip
+            return CallResult(refused, True, None, ms, content)
         mine = await self._own.call(name, self.wire(name, arguments))
         got = mine
         if self._shared is not None and name in self.mapping.read_tools:
@@ -209,6 +246,11 @@ class GenericMcp:
             async with AsyncExitStack() as stack:
                 yield cls(mapping, argv, env, folder, pool_size=pool_size, stack=stack,
                           errlog=errlog)  # fmt: skip
+
+    @property
+    def hit_rule(self) -> HitRule | None:
+        """Where this server's search answers hold their hits (``search.hits``)."""
+        return self.mapping.hits
 
     def email(self, pool_index: int) -> str:
         """Pool index N is the identity ``bench-agent-NNN``."""
@@ -304,17 +346,29 @@ class GenericMcp:
                                 self._inject(pool_index), self._inject(None))  # fmt: skip
 
     async def describe(self) -> Description:
-        """What the server says it is; every tool the mapping names must be listed."""
+        """What the server says it is. The mapping must fit it (UnusableInput naming the key,
+        exit 2): every tool it names listed, and its read-back answered where ``readback.path``
+        says (read on a fresh identity, whose store is empty)."""
         server = await self._server(self._key(1))
         listed = {t["name"] for t in await server.list_tools()}
-        missing = sorted(self.mapping.tools - listed)
-        if missing:
-            raise InfraError(
-                "refused",
-                f"the server started by {' '.join(self.argv)[:120]} lacks the tools "
-                f"{', '.join(missing)} that {self.mapping.path} names",
-                retryable=False,
-            )
+        m = self.mapping
+        named = [("write.tool", m.write.tool), ("search.tool", m.search.tool),
+                 ("readback.tool", m.readback.tool),
+                 *([("correction.tool", m.correction.tool)] if m.correction else []),
+                 *(("expose", t) for t in sorted(m.expose))]  # fmt: skip
+        for key, tool in named:
+            if tool not in listed:
+                near = difflib.get_close_matches(tool, sorted(listed), n=1)
+                hint = f" (did you mean {near[0]}?)" if near else ""
+                raise UnusableInput(m.path, f"{key}: the server lists no tool {tool[:60]!r}"
+                                            f"{hint}; it lists {len(listed)} tools")  # fmt: skip
+        if m.items_at:
+            args = m.fill_readback(fact="", entity="")
+            got = await server.call(m.readback.tool, self.wire_as(1, m.readback.tool, args))
+            try:
+                m.memories(got.text if not got.is_error else "")
+            except NoSuchPath as exc:
+                raise UnusableInput(m.path, f"readback.path: {exc}") from None
         said = server.session.server
         return Description(
             name=said.get("name") or self.mapping.name,
@@ -350,11 +404,27 @@ class GenericMcp:
         args = self.mapping.fill_readback(fact=fact, entity=entity)
         return lambda: self._read(who, rec, self.mapping.readback.tool, args)
 
+    def wire_as(self, who: int | None, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        """``args`` as identity ``who``'s call of ``tool`` sends them (its identity put in)."""
+        inject = self._inject(who)
+        if inject and tool in self.mapping.argument_tools:
+            return {**args, self.mapping.argument: inject}
+        return args
+
     def _held(self, rb: ReadBack, fact: str) -> list[tuple[str, str]]:
-        """The memories of a read-back holding ``fact`` (any, for ""), newest first? No:
-        in the answer's order, which the mapping's read-back decides."""
+        """The memories of a read-back holding ``fact`` (any, for ""), in the answer's
+        order; a read-back without ``readback.path`` fails the step, never reads as empty."""
         text = str(rb.body.get("text", "")) if rb.status == 200 else ""
-        return [(i, s) for i, s in self.mapping.memories(text) if not fact or surfaced(fact, s)]
+        try:
+            found = self.mapping.memories(text)
+        except NoSuchPath as exc:
+            raise InfraError("refused", f"{self.mapping.path}: readback.path: {exc}",
+                             retryable=False) from None  # fmt: skip
+        if self.mapping.keyed:
+            # A correction replaces by key, keeping the id: a memory is its key and its
+            # text, so the correction is a memory of its own and the original can be gone.
+            found = [(f"{i}~{blake3.blake3(s.encode()).hexdigest()[:12]}", s) for i, s in found]
+        return [(i, s) for i, s in found if not fact or surfaced(fact, s)]
 
     async def _captures(
         self, ev: UnitRecorder, stage: str, rec: Observer, identity: int, target: Target, fact: str
@@ -458,6 +528,7 @@ class GenericMcp:
         ids, seq = await self._captures(ev, "update", rec, identity, target, target.correction)
         refs = [*rec.seqs, *([seq] if seq is not None else [])]
         new = [i for i in ids if i != original]
+        entity = _entity(target.entity_urn)
         if not new:
             return UpdateCheck(None, "no memory with the correction in the read-back", refs)
         wanted = original.partition("#")[2]
@@ -466,7 +537,6 @@ class GenericMcp:
             held = any(i == wanted for i, _ in self._held(rb, ""))
             return {"status": "pending" if held else "deleted"}
 
-        entity = _entity(target.entity_urn)
         status, seq = await ev.read(
             "original_status", self._readback(identity, rec, target.fact, entity),
             original_status,
@@ -545,4 +615,6 @@ class GenericMcpProvisioner(Provisioner):
         """The mapping file, its text and hash, and what the server said it is."""
         rec = super().record(described)
         return msgspec.structs.replace(rec, mapping=self.mapping.text,
-                                       mapping_hash=self.mapping.sha)  # fmt: skip
+                                       mapping_hash=self.mapping.sha,
+                                       mapping_name=self.mapping.name,
+                                       hits=self.mapping.hits)  # fmt: skip

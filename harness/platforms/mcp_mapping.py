@@ -8,16 +8,17 @@ before anything starts with one line naming the file, the key and the problem
 a search, a read-back and a correction (``fill``), the memories and their ids in an
 answer (``memories``), the model-free agents' ``Vocabulary`` for the server.
 
-Templates are TOML values whose strings may hold placeholders: ``{fact}``, ``{title}``,
-``{entity}`` (write), ``{query}``, ``{k}`` (search), ``{id}``, ``{old}`` (correction),
-``{data}`` (the server's data folder, in ``server.args``/``server.env``). A string that is
-one placeholder alone (``"{k}"``) takes the value's own type.
+Templates are TOML values whose strings may hold the placeholders of ``PLACEHOLDERS``
+(each defined for every agent and suite, docs/platforms.md "Placeholders"), each only
+where ``_ALLOWED`` says; any other is refused at load. A string that is one placeholder
+alone (``"{k}"``) takes the value's own type. Patterns (``search.hits``, the read-back's
+``id_pattern`` and ``hit_separator``) are ``projections.pattern``'s, which cannot hang a
+reader of a recorded run.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import tomllib
 from collections.abc import Mapping as AnyMapping
@@ -27,13 +28,19 @@ import blake3
 
 from benchledger.harness.agents.memory_tools import Vocabulary, register
 from benchledger.ledger.errors import UnusableInput
-from benchledger.projections.retrieval import hits
+from benchledger.ledger.events import HitRule
+from benchledger.projections import pattern
+from benchledger.projections.retrieval import items
 
 PREFIX: Final = "mcp:"  # how --platform names a mapping file
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _TOOL = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PIP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[0-9][0-9A-Za-z.+!-]*$")
+# An npm package pinned to one version (a scope allowed): NAME@MAJOR.MINOR.PATCH[-pre].
+_NPM = re.compile(
+    r"^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*@\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$"
+)
 _URL = re.compile(r"^https?://[^/@\s]+(/\S*)?$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 REQUIREMENTS: Final = ("sqlite-extensions",)  # what install.python may ask of a Python
@@ -55,25 +62,38 @@ _KEYS: Final[dict[str, frozenset[str]]] = {
             "readback",
             "correction",
             "shared",
+            "expose",
         }
     ),
     "server": frozenset({"command", "args", "env", "secrets", "url"}),
-    "install": frozenset({"pip", "python"}),
+    "install": frozenset({"pip", "python", "npm"}),
     "identities": frozenset({"separate", "argument", "tools"}),
     "write": frozenset({"tool", "arguments"}),
-    "search": frozenset({"tool", "arguments"}),
+    "search": frozenset({"tool", "arguments", "hits"}),
+    "search.hits": frozenset({"path", "id_field", "text_field", "line", "id", "separator"}),
     "readback": frozenset(
         {"tool", "arguments", "path", "id_field", "id_pattern", "text_field", "hit_separator"}
     ),
     "correction": frozenset({"mode", "tool", "arguments"}),
     "shared": frozenset({"separate", "identity"}),
 }
+# Every placeholder, as every agent and suite fills it (docs/platforms.md, "Placeholders").
+PLACEHOLDERS: Final[dict[str, str]] = {
+    "data": "the server's own data folder (absolute)",
+    "fact": "the memory's text: the fact written, the correction, the fact read back",
+    "title": "the memory's subject (a protocol's dataset name, a LoCoMo turn's id)",
+    "entity": "the same as {title} (a knowledge graph's entity name)",
+    "query": "the search's text",
+    "k": "how many hits a search asks for (an integer)",
+    "id": "the original memory's id, found with the read-back (a correction)",
+    "old": "the original memory's text (a correction)",
+}
 _ALLOWED: Final[dict[str, frozenset[str]]] = {
     "server.args": frozenset({"data"}),
     "server.env": frozenset({"data"}),
     "write.arguments": frozenset({"fact", "title", "entity"}),
     "search.arguments": frozenset({"query", "k"}),
-    "readback.arguments": frozenset({"fact", "entity"}),
+    "readback.arguments": frozenset({"fact", "title", "entity"}),
     "correction.arguments": frozenset({"id", "old", "fact", "entity", "title"}),
 }
 _REQUIRED: Final = ("name", "server", "write", "search", "readback")
@@ -119,6 +139,44 @@ class McpMapping:
     shared_separate: str = ""  # "process": a server of its own; "argument": an identity
     shared_identity: str = ""  # the shared knowledge's identity ("argument")
     url: str = ""
+    hits: HitRule | None = None  # search.hits: where a search answer's hits are
+    expose: frozenset[str] = frozenset()  # more of the server's tools agents may call
+    npm: str = ""  # install.npm: NAME@VERSION, installed under the install folder
+
+    @property
+    def exposed(self) -> frozenset[str]:
+        """The tools agents see and may call: the mapped ones and ``expose`` (docs/platforms.md,
+        "Isolation"); any other the server lists is neither listed to agents nor forwarded."""
+        return self.tools | self.expose
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the correction replaces by key, naming neither ``{id}`` nor ``{old}``."""
+        return self.correction is not None and not (
+            uses(self.correction.arguments, "id") or uses(self.correction.arguments, "old")
+        )
+
+    @property
+    def id_argument(self) -> str:
+        """The correction's argument naming the original by ``{id}`` ("" when none does)."""
+        if self.correction is None:
+            return ""
+        return next((k for k, v in self.correction.arguments.items() if uses(v, "id")), "")
+
+    @property
+    def checked_tools(self) -> frozenset[str]:
+        """Exposed tools of a shared pool server that take no identity: each call's memory
+        id is checked to be the caller's own (the correction), since the server would
+        reach any identity's memory by its id."""
+        if self.separate != "argument" or self.correction is None:
+            return frozenset()
+        return frozenset({self.correction.tool}) - self.argument_tools
+
+    @property
+    def readback_rule(self) -> HitRule:
+        """Where a read-back answer's memories are (the ``readback`` keys)."""
+        return HitRule(path=self.items_at, id_field=self.id_field, text_field=self.text_field,
+                       id=self.id_pattern, separator=self.hit_separator)  # fmt: skip
 
     @property
     def read_tools(self) -> frozenset[str]:
@@ -156,72 +214,29 @@ class McpMapping:
             lifecycle=self,
         )
 
-    def fill_readback(self, **values: Any) -> dict[str, Any]:
-        """The read-back call's arguments."""
-        return dict(fill(self.readback.arguments, **values))
+    def fill_readback(self, *, fact: str, entity: str) -> dict[str, Any]:
+        """The read-back call's arguments (``{title}`` is ``{entity}``)."""
+        return dict(fill(self.readback.arguments, fact=fact, entity=entity, title=entity))
 
-    def fill_correction(self, **values: Any) -> dict[str, Any]:
+    def fill_correction(self, *, id: str, old: str, fact: str, entity: str) -> dict[str, Any]:
         """The correction call's arguments (``{}`` when the mapping has none)."""
-        return dict(fill(self.correction.arguments, **values)) if self.correction else {}
+        if self.correction is None:
+            return {}
+        return dict(fill(self.correction.arguments, id=id, old=old, fact=fact, entity=entity,
+                         title=entity))  # fmt: skip
 
     def memories(self, text: str) -> list[tuple[str, str]]:
-        """The memories in a read-back or search answer, as ``(id, text)`` in answer order.
+        """The memories in a read-back answer, as ``(id, text)`` in answer order.
 
-        A JSON answer's memories are the items of the array at ``path`` (dot-separated keys;
-        in each part of a fanned-out ``[own, shared]`` answer), else its hits
-        (``projections.retrieval.hits``); a text answer's are its parts between
-        ``hit_separator`` matches (all of it without one). A memory's id is its
-        ``id_field`` (an object), else the first group of ``id_pattern`` in its text, else
-        a hash of its text; its text is its ``text_field`` when it has one.
+        ``projections.retrieval.items`` under the ``readback`` keys: a JSON answer's are the
+        items of the array at ``path`` (in each part of a fanned-out ``[own, shared]``
+        answer), else its hits; a text answer's its parts between ``hit_separator`` matches
+        (all of it without one). A memory's id is its ``id_field``, else the group of
+        ``id_pattern``, else a hash of its text. A JSON answer without ``path`` raises
+        ``retrieval.NoSuchPath`` (a wrong path, never read as an empty store).
         """
-        parsed = _json(text)
-        items: list[Any]
-        if parsed is not None and self.items_at:
-            items = _at(parsed, self.items_at)
-        elif parsed is not None:
-            items = [_json(h) if h.startswith("{") else h for h in hits(text)]
-        elif self.hit_separator:
-            items = [p for p in re.split(self.hit_separator, text) if p.strip()]
-        else:
-            items = [text] if text.strip() else []
-        found: list[tuple[str, str]] = []
-        for item in items:
-            ident = ""
-            said = item if isinstance(item, str) else json.dumps(item, sort_keys=True,
-                                                                 ensure_ascii=False)  # fmt: skip
-            if isinstance(item, dict):
-                if self.id_field and item.get(self.id_field) is not None:
-                    ident = str(item[self.id_field])
-                if self.text_field and isinstance(item.get(self.text_field), str):
-                    said = item[self.text_field]
-            if not ident and self.id_pattern:
-                m = re.search(self.id_pattern, item if isinstance(item, str) else said)
-                ident = m.group(1) if m else ""
-            found.append((ident or blake3.blake3(said.encode()).hexdigest()[:16], said))
-        return found
-
-
-def _at(value: Any, path: str) -> list[Any]:
-    """The items of the array at ``path`` under ``value`` (in each element of a list)."""
-    if isinstance(value, list):
-        return [item for v in value for item in _at(v, path)]
-    if not isinstance(value, dict):
-        return [value] if isinstance(value, str) else []  # a text part of a fanned-out answer
-    head, _, rest = path.partition(".")
-    got = value.get(head)
-    if rest:
-        return _at(got, rest)
-    return list(got) if isinstance(got, list) else []
-
-
-def _json(text: str) -> Any:
-    stripped = text.lstrip()
-    if not stripped or stripped[0] not in "[{":
-        return None
-    try:
-        return json.loads(stripped)
-    except ValueError:
-        return None
+        return [(ident or blake3.blake3(said.encode()).hexdigest()[:16], said)
+                for ident, said in items(text, self.readback_rule, strict=True)]  # fmt: skip
 
 
 def uses(template: Any, name: str) -> bool:
@@ -305,6 +320,37 @@ class _Check:
             for v in value:
                 self.template(v, key)
 
+    def pattern(self, key: str, source: str, *, groups: int | None = None) -> None:
+        """A pattern the reader can run (``projections.pattern``), with ``groups`` groups."""
+        if not source:
+            return
+        try:
+            compiled = pattern.compile(source)
+        except pattern.PatternError as exc:
+            raise self.fail(key, f"not a regular expression this reader runs ({exc}; "
+                            "docs/platforms.md, Patterns)") from None  # fmt: skip
+        if groups is not None and compiled.groups != groups:
+            raise self.fail(key, "must have exactly one group (the id)")
+
+    def hits(self, search: dict[str, Any]) -> HitRule | None:
+        """``search.hits``: a JSON path, or a table saying where the hits are."""
+        value = search.get("hits")
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = {"path": value}
+        table = self.table({"hits": value}, "search.hits", required=True)
+        said = {k: self.text(table, f"search.hits.{k}") for k in _KEYS["search.hits"]}
+        ways = [k for k in ("path", "line", "separator") if said[k]]
+        if len(ways) != 1:
+            raise self.fail("search.hits", "give one of path (JSON), line or separator (text)")
+        if said["path"] and (said["line"] or said["separator"]):
+            raise self.fail("search.hits.path", "a JSON path takes no text patterns")
+        for k in ("line", "separator"):
+            self.pattern(f"search.hits.{k}", said[k])
+        self.pattern("search.hits.id", said["id"], groups=1)
+        return HitRule(**said)
+
     def call(self, data: dict[str, Any], key: str, *, required: bool) -> ToolCallTemplate | None:
         table = self.table(data, key, required=required)
         if not table:
@@ -364,8 +410,16 @@ def parse(text: str, path: str) -> McpMapping:
                                             "environment, never from the mapping")  # fmt: skip
     install = c.table(data, "install", required=False)
     pip = c.text(install, "install.pip") if install else ""
-    if install and not pip:
-        raise c.fail("install.pip", "missing (the package to install, pinned: NAME==VERSION)")
+    npm = c.text(install, "install.npm") if install else ""
+    if install and not (pip or npm):
+        raise c.fail("install.pip", "missing (the package to install, pinned: NAME==VERSION; "
+                     "or install.npm = NAME@VERSION)")  # fmt: skip
+    if pip and npm:
+        raise c.fail("install.npm", "install one package: install.pip or install.npm, not both")
+    if npm and not _NPM.match(npm):
+        raise c.fail("install.npm", f"{npm[:60]!r}: pin one package exactly, NAME@VERSION")
+    if npm and install.get("python"):
+        raise c.fail("install.python", "only with install.pip")
     if pip and not _PIP.match(pip):
         raise c.fail("install.pip", f"{pip[:60]!r}: pin one package exactly, NAME==VERSION")
     python = c.strings(install, "install.python") if install else ()
@@ -401,15 +455,9 @@ def parse(text: str, path: str) -> McpMapping:
     id_field = c.text(rb, "readback.id_field")
     id_pattern = c.text(rb, "readback.id_pattern")
     separator = c.text(rb, "readback.hit_separator")
-    for key, pattern in (("readback.id_pattern", id_pattern),
-                         ("readback.hit_separator", separator)):  # fmt: skip
-        if pattern:
-            try:
-                compiled = re.compile(pattern)
-            except re.error as exc:
-                raise c.fail(key, f"not a regular expression: {exc}") from None
-            if key == "readback.id_pattern" and compiled.groups != 1:
-                raise c.fail(key, "must have exactly one group (the id)")
+    c.pattern("readback.id_pattern", id_pattern, groups=1)
+    c.pattern("readback.hit_separator", separator)
+    found = c.hits(data["search"])
     correction = c.call(data, "correction", required=False)
     mode = ""
     if correction is not None:
@@ -419,8 +467,23 @@ def parse(text: str, path: str) -> McpMapping:
                                             "correction) or delete (then the write)")  # fmt: skip
         if mode == "update" and not uses(correction.arguments, "fact"):
             raise c.fail("correction.arguments", "an update must place the correction: {fact}")
-        if not (uses(correction.arguments, "id") or uses(correction.arguments, "old")):
-            raise c.fail("correction.arguments", "must name the original: {id} or {old}")
+        if not any(uses(correction.arguments, n) for n in ("id", "old", "title", "entity")):
+            raise c.fail("correction.arguments", "must name the original: {id} or {old}, or "
+                         "the key it was written under ({title} or {entity})")  # fmt: skip
+    expose = frozenset(c.strings(data, "expose"))
+    for tool in sorted(expose):
+        if not _TOOL.match(tool):
+            raise c.fail("expose", f"{tool[:60]!r} is not a tool name")
+        if separate == "argument" and tool not in argument_tools:
+            # One pool server holds every identity's memories: a tool that gets no identity
+            # reads or changes them all (docs/platforms.md, "Isolation").
+            raise c.fail("expose", f"{tool} gets no identity: list it in identities.tools "
+                         "(the server filters by that argument) or do not expose it")  # fmt: skip
+    if (correction is not None and separate == "argument" and correction.tool not in argument_tools
+            and not any(uses(v, "id") for v in correction.arguments.values())):  # fmt: skip
+        raise c.fail("correction.tool", f"{correction.tool} gets no identity, so the harness "
+                     "checks the memory it names is the caller's: name it by {id} in an "
+                     "argument, or list the tool in identities.tools")  # fmt: skip
     shared = c.table(data, "shared", required=False)
     shared_separate = c.text(shared, "shared.separate", required=True) if shared else ""
     if shared_separate not in ("", *SEPARATIONS):
@@ -447,7 +510,7 @@ def parse(text: str, path: str) -> McpMapping:
         id_pattern=id_pattern, text_field=c.text(rb, "readback.text_field"),
         hit_separator=separator, correction=correction, correction_mode=mode,
         shared=bool(shared), shared_separate=shared_separate,
-        shared_identity=shared_identity, url=url,
+        shared_identity=shared_identity, url=url, hits=found, expose=expose, npm=npm,
     )  # fmt: skip
 
 

@@ -210,5 +210,8 @@ class LocomoSuite:
                              "the sample's first unit")  # fmt: skip
         q = item.question
         await ctx.episode(Episode(ASK, SYSTEM_PROMPT, q.question, item, ASK_BUDGET), who)
-        ctx.decisions(ask_rulings(item, ctx.log))
+        # A mapped platform's search.hits itemises its answers, as re-derivation will from
+        # the run's record (``items.items``); other platforms have none.
+        rule = getattr(ctx.platform, "hit_rule", None)
+        ctx.decisions(ask_rulings(item._replace(hits=rule) if rule else item, ctx.log))
         await ctx.commit()

@@ -30,6 +30,7 @@ from benchledger.ledger.events import (
     Body,
     EpisodeFinishedBody,
     GraderDecisionBody,
+    HitRule,
     InfraErrorBody,
     SessionCallBody,
 )
@@ -96,15 +97,16 @@ def _is(evidence: str) -> Callable[[str], bool]:
     return lambda dia_id: dia_id == wanted
 
 
-def retrieved(events: Events) -> tuple[tuple[str, ...], tuple[int, ...]]:
+def retrieved(events: Events, rule: HitRule | None = None
+              ) -> tuple[tuple[str, ...], tuple[int, ...]]:  # fmt: skip
     """The dialogue ids the ask episode's tool calls returned, best first (each once), and
-    the seqs of the calls that returned any."""
+    the seqs of the calls that returned any (``rule``: the run's recorded hit rule)."""
     ids: dict[str, None] = {}
     seqs: list[int] = []
     for seq, call in _calls(events, ASK):
         if call.is_error:
             continue
-        found = [d for hit in retrieval.hits(call.text()) if (d := memory_id(hit))]
+        found = [d for hit in retrieval.hits(call.text(), rule) if (d := memory_id(hit))]
         if found:
             seqs.append(seq)
         ids.update(dict.fromkeys(found))
@@ -119,7 +121,7 @@ def graded(item: LocomoItem, events: Events) -> Asked | None:
     seq, finished = found
     q = item.question
     prediction = final_answer(finished.final_answer)
-    ids, calls = retrieved(events)
+    ids, calls = retrieved(events, item.hits)
     ranks = tuple(retrieval.rank(ids, _is(e)) for e in q.evidence)
     latency = sum(b.latency_ms for _, b in _calls(events, ASK))
     return Asked(prediction, seq, ids, calls, grading.score(prediction, q.answer, q.category),
