@@ -1199,3 +1199,99 @@ def test_a_report_file_of_a_hostile_bundle_holds_no_control_character(
     assert not _CONTROL.findall(text), _CONTROL.findall(text)
     if fmt == "json":
         json.loads(text)  # still JSON: the escapes decode to the same strings
+
+
+# -- a mapped server echoing its secret everywhere (issue 50 item 2) ----------------------------
+
+ECHOING_SERVER = """\
+import os
+import sys
+from mcp.server.mcpserver import MCPServer
+
+TOKEN = os.environ["ECHO_TOKEN"]
+if not sys.argv[1].endswith("bench-agent-001"):  # every other identity's server dies at start
+    print("fatal: cannot start, token " + TOKEN, file=sys.stderr, flush=True)
+    sys.exit(3)
+app = MCPServer("echo-" + TOKEN, version="1." + TOKEN)
+kept: list[str] = []
+
+
+@app.tool(description="Keeps a memory; authorised by " + TOKEN)
+def put(text: str) -> str:
+    kept.append(text)
+    return "kept with token " + TOKEN
+
+
+@app.tool(description="Finds memories; token " + TOKEN)
+def find(q: str) -> str:
+    return "\\n".join(kept) + " token=" + TOKEN
+
+
+app.run()
+"""
+ECHOED = "tok-c0ffee5a1dbe7e4fa11b0a7d"  # no repeats: any 8 characters of it are its own
+
+
+def _pieces(secret: str) -> list[str]:
+    """Every 8-character piece of ``secret``: a cut through it must not leave one behind."""
+    return [secret[i : i + 8] for i in range(len(secret) - 7)]
+
+
+def test_a_mapped_servers_secret_echoed_in_its_name_tools_answers_and_dying_stderr_is_nowhere(
+    tmp_path, monkeypatch, capsys
+):
+    """The server's name and version, its tools' descriptions, its answers and the stderr it
+    prints when it dies at start all carry the secret its mapping names: no piece of it is
+    in the ledger, a full or a redacted bundle, the run's output, the log, or a display."""
+    pytest.importorskip("mcp.server.mcpserver")
+    from benchledger import protocols
+    from tests.test_runner import subset
+
+    server = tmp_path / "echo_server.py"
+    server.write_text(ECHOING_SERVER)
+    mapping = tmp_path / "echo.toml"
+    mapping.write_text(f"""\
+name = "echo"
+[server]
+command = "{sys.executable}"
+args = ["{server}", "{{data}}"]
+secrets = ["ECHO_TOKEN"]
+[write]
+tool = "put"
+arguments = {{ text = "{{fact}}" }}
+[search]
+tool = "find"
+arguments = {{ q = "{{query}}" }}
+[readback]
+tool = "find"
+arguments = {{ q = "{{fact}}" }}
+""")
+    monkeypatch.setenv("ECHO_TOKEN", ECHOED)
+    assert protocols.LIFECYCLE_DIR
+    path = subset(tmp_path, ["bl-audit-channel", "bl-benchmark-tier", "bl-whale-orders"])
+    ledger = str(tmp_path / "l.sqlite")
+    common = ["--ledger", ledger]
+    run = ["run", "--platform", f"mcp:{mapping}", "--agent", "fake:0", "--protocols", path]
+    assert main([*run, "--run-id", "e", *common]) != 0  # identities 2+ cannot start
+    shown = capsys.readouterr()
+    said = shown.out + shown.err
+    assert "stderr log ends" in said  # the dying server's stderr was quoted
+    assert main(["seal", "e", *common]) == 0
+    full, redacted = tmp_path / "full.jsonl", tmp_path / "redacted.jsonl"
+    assert main(["export", "e", "-o", str(full), *common]) == 0
+    withhold = "session_call,model_call,read_back"
+    assert main(["export", "e", "-o", str(redacted), "--withhold", withhold, *common]) == 0
+    displays = [
+        ["report", "e", *common], ["report", "e", "--format", "json", *common],
+        ["report", str(redacted), "--format", "html", "-o", str(tmp_path / "r.html")],
+        ["audit", "e", "capture_rate", *common], ["runs", *common], ["log", "e", *common],
+    ]  # fmt: skip
+    for argv in displays:
+        assert main(argv) == 0, argv
+        shown = capsys.readouterr()
+        said += shown.out + shown.err
+    files = [p for p in tmp_path.iterdir() if p.is_file() and p.suffix != ".py"]
+    stored = b"".join(p.read_bytes() for p in files) + said.encode()
+    leaked = [piece for piece in _pieces(ECHOED) if piece.encode() in stored]
+    assert not leaked, leaked
+    assert b"<redacted>" in full.read_bytes() and b"<redacted>" in redacted.read_bytes()
