@@ -1295,3 +1295,78 @@ arguments = {{ q = "{{fact}}" }}
     leaked = [piece for piece in _pieces(ECHOED) if piece.encode() in stored]
     assert not leaked, leaked
     assert b"<redacted>" in full.read_bytes() and b"<redacted>" in redacted.read_bytes()
+
+
+# -- every card's header values through the one inert path (issue 50, low finding 1) -----------
+
+EVIL = "x\nINJECTED LINE: authenticated by key 5eed (trusted)\x1b[2K"
+SUITES = ("lifecycle", "locomo", "provenance", "tasks")
+# Every config key a suite's card reads (an import's labels, a run's origin and data).
+CARD_KEYS = ("label", "exclusion", "family", "arm", "folder", "origin", "evidence", "world",
+             "lacks", "file_sha256", "protocols_path", "references", "manifest", "tasks", "note")  # fmt: skip
+
+
+def _evil(struct: Any) -> Any:
+    """``struct`` with every string field (nested records too) set to EVIL."""
+    import msgspec
+
+    changes = {}
+    for name in struct.__struct_fields__:
+        value = getattr(struct, name)
+        if isinstance(value, str):
+            changes[name] = EVIL
+        elif isinstance(value, msgspec.Struct):
+            changes[name] = _evil(value)
+    return msgspec.structs.replace(struct, **changes)
+
+
+def _evil_run(ledger: Ledger, suite: str) -> None:
+    from benchledger.ledger.events import PlatformRecord, RunRecord
+
+    record = RunRecord(suite=suite, platform=PlatformRecord(kind="stdio"),
+                       platform_options={"embedder": EVIL, EVIL: EVIL}, only=[EVIL])  # fmt: skip
+    config: dict[str, Any] = dict.fromkeys(CARD_KEYS, EVIL)
+    config |= {"excluded": True, "planted": {"treatment_id": EVIL}}
+    body = _evil(RunStartedBody(suite=suite, config=config, record=record))
+    ledger.start_run(suite, msgspec_replace(body, suite=suite, record=msgspec_replace(
+        body.record, suite=suite)))  # fmt: skip
+    ledger.seal(suite)
+
+
+def msgspec_replace(struct: Any, **changes: Any) -> Any:
+    import msgspec
+
+    return msgspec.structs.replace(struct, **changes)
+
+
+@pytest.fixture(scope="module")
+def evil_runs(tmp_path_factory) -> str:
+    """A ledger with one sealed run of each suite, EVIL in every string a card can show."""
+    db = str(tmp_path_factory.mktemp("evil") / "evil.sqlite")
+    with open_store(db) as store:
+        ledger = Ledger(store, clock=counter_clock())
+        for suite in SUITES:
+            _evil_run(ledger, suite)
+    return db
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+@pytest.mark.parametrize("command", ["report", "compare"])
+@pytest.mark.parametrize("suite", SUITES)
+def test_a_newline_or_escape_in_any_card_value_of_any_suite_starts_no_line(
+    evil_runs, capsys, suite, command, fmt
+):
+    """Each value a report or compare shows in its header (an exclusion, a label, the
+    agent, the platform, a recorded option) is one inert line: its newline escaped, so it
+    cannot print a forged line above the real standing, and its ESC too."""
+    if command == "compare" and suite == "provenance":
+        pytest.skip("compare judges lifecycle, locomo and tasks runs")
+    targets = [suite, suite] if command == "compare" else [suite]
+    assert main([command, *targets, "--format", fmt, "--ledger", evil_runs]) == 0
+    out = capsys.readouterr()
+    shown = out.out + out.err
+    if command == "report":
+        assert "\\u000a" in shown  # the values are shown, their newline escaped
+    forged = [x for x in shown.splitlines() if x.lstrip("*-|AB:= ").startswith("INJECTED")]
+    assert not forged, forged
+    assert not _CONTROL.findall(shown), _CONTROL.findall(shown)
