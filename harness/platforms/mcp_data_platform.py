@@ -43,7 +43,7 @@ from benchledger.harness.platforms.http import (
     translate,
 )
 from benchledger.harness.platforms.session import ObservedSession, observed, parse, scrubbed
-from benchledger.harness.scrub import Scrubber, scrubber
+from benchledger.harness.scrub import scrubber
 from benchledger.protocols.grading import surfaced
 
 HANDLE_FIELD = "session_id"

@@ -10,12 +10,12 @@ cause of a session that ended picked out of the SDK's nested task-group errors.
 ``observed`` is the one session boundary: every platform kind opens its sessions through
 it, and it gives the session its platform's scrubber, so everything the server sends (its
 name and version, its tools and their descriptions, its answers, and the stderr a failure
-quotes) is scrubbed there once, whichever adapter reads it (docs/trust.md, "Secrets a server echoes").
+quotes) is scrubbed there once, whichever adapter reads it (docs/trust.md, "Secrets a
+server echoes").
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 from collections.abc import AsyncIterator, Callable
