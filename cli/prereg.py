@@ -29,8 +29,11 @@ from benchledger.projections.prereg import (
 def _protocol_items(suite_name: str, path: str | None) -> tuple[str, list[str], str]:
     """(protocol set hash, item content hashes, path) of the protocols a run would load."""
     suite = suite_for(suite_name)
-    loaded = suite.load(path or suite.default_path())
     item_hash = suites.lookup(suite.name).item_hash
+    if item_hash is None:  # checked here, where the suite is named, not by --suite's choices
+        raise UsageError(f"--suite {suite.name}: its runs name no items a pre-registration "
+                         "can pin")  # fmt: skip
+    loaded = suite.load(path or suite.default_path())
     items = [item_hash(item) for item in loaded.items] if item_hash else []
     return loaded.set_hash, items, loaded.path
 
@@ -139,11 +142,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="PATH",
         help="the items the run will load (default: the suite's committed set)",
     )
-    n.add_argument(
-        "--suite",
-        default=suites.DEFAULT_SUITE,
-        choices=[name for name in suites.names() if suites.lookup(name).item_hash],
-    )
+    # No choices: listing them would load every installed suite, and one that cannot load
+    # would refuse every command built with this group. The suite is resolved where named.
+    n.add_argument("--suite", default=suites.DEFAULT_SUITE, metavar="SUITE")
     gate_bar_args(n)
     n.add_argument("--strict", action="store_true", help="the gate will fail on inconclusive")
     n.add_argument("-o", "--output", required=True, metavar="FILE")
