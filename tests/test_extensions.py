@@ -218,3 +218,47 @@ def test_broken_plugins_of_every_kind_are_refused_only_where_they_are_named(tmp_
     res = _benchledger(site, *argv, "--ledger", ledger)
     assert res.returncode in (0, 3), res.stderr  # gate: 3, undecided at 2 units
     assert "plugin" not in res.stderr and res.stdout
+
+
+SHADOWING = """\
+[benchledger.platforms]
+embedded = tests.no_such_module:EMBEDDED
+
+[benchledger.suites]
+lifecycle = tests.no_such_module:LIFECYCLE
+
+[benchledger.models]
+scripted = tests.no_such_module:SCRIPTED
+
+[benchledger.ledgers]
+sqlite = tests.no_such_module:open_sqlite
+"""
+SHADOWED = [("platforms", "embedded"), ("suites", "lifecycle"), ("models", "scripted"),
+            ("ledgers", "sqlite")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("command", "name"), SHADOWED, ids=[c for c, _ in SHADOWED])
+def test_a_plugin_named_like_a_built_in_is_listed_as_shadowed(tmp_path, command, name):
+    """Issue 50: an installed plugin named like one of benchledger's own was dropped
+    without a word; it is listed, as shadowed, beside the built-in that wins."""
+    site = tmp_path / "site"
+    _install(site, SHADOWING)
+    res = _benchledger(site, command, "--json")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    rows = [r for r in json.loads(res.stdout) if r["name"] == name]
+    assert [r["origin"] for r in rows] == ["benchledger", f"{DIST} {VERSION}"], rows
+    assert rows[1]["shadowed"] == f"by benchledger's own {name}" and "error" not in rows[1]
+    table = _benchledger(site, command).stdout.splitlines()
+    [line] = [x for x in table if x.split()[:2] == [name, DIST]]
+    assert f"SHADOWED by benchledger's own {name}: not used" in line
+
+
+def test_a_run_that_chooses_a_shadowed_name_warns_once_for_each_and_uses_the_built_in(tmp_path):
+    site = tmp_path / "site"
+    _install(site, SHADOWING)
+    res = _benchledger(site, "run", "--limit", "1", "--ledger", str(tmp_path / "l.sqlite"))
+    assert res.returncode == 0, res.stderr
+    warned = [x for x in res.stderr.splitlines() if x.startswith("benchledger: warning:")]
+    kinds = sorted(x.split()[2] for x in warned)
+    assert kinds == ["ledger", "model", "platform", "suite"], warned
+    assert all(f"{DIST} {VERSION}" in x and "is shadowed and not used" in x for x in warned)
