@@ -29,11 +29,8 @@ from benchledger.projections.prereg import (
 def _protocol_items(suite_name: str, path: str | None) -> tuple[str, list[str], str]:
     """(protocol set hash, item content hashes, path) of the protocols a run would load."""
     suite = suite_for(suite_name)
-    item_hash = suites.lookup(suite.name).item_hash
-    if item_hash is None:  # checked here, where the suite is named, not by --suite's choices
-        raise UsageError(f"--suite {suite.name}: its runs name no items a pre-registration "
-                         "can pin")  # fmt: skip
     loaded = suite.load(path or suite.default_path())
+    item_hash = suites.lookup(suite.name).item_hash
     items = [item_hash(item) for item in loaded.items] if item_hash else []
     return loaded.set_hash, items, loaded.path
 
@@ -110,6 +107,9 @@ def prereg_for_run(args: argparse.Namespace, items: str = "") -> Preregistration
 
 def cmd_prereg_new(args: argparse.Namespace) -> int:
     """Write a pre-registration file to publish before the run."""
+    if suites.lookup(args.suite).item_hash is None:  # checked where named, not as choices
+        raise UsageError(f"--suite {args.suite}: its runs have no items a pre-registration "
+                         "can pin")  # fmt: skip
     p = _build(args, args.baseline, args.protocols)
     with atomic_output(args.output) as fh:
         fh.write(to_bytes(p))
