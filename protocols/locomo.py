@@ -304,9 +304,11 @@ NO_TURN: Final = "names no turn"
 # stripped, against the retrieved dialogue ids; each listed id counts, as written).
 GRADED: Final = {
     SEVERAL: "matched whole it equals no retrieved id: one miss in evidence recall, recall@k "
-    "and MRR (not one per id it names); at session level its first id's session counts",
+    "and MRR (not one per id it names); under session-level retrieval, evidence recall "
+    "counts its first id's session",
     NOT_AN_ID: "it equals no retrieved id: a miss in evidence recall, recall@k and MRR",
-    NO_TURN: "no turn of the conversation has it: a miss in evidence recall, recall@k and MRR",
+    NO_TURN: "no retrieved id can equal it: a miss in evidence recall, recall@k and MRR; "
+    "under session-level retrieval, evidence recall counts its session if there is one",
 }
 
 
