@@ -297,3 +297,17 @@ def test_list_and_hash_read_a_locomo_file_with_lone_surrogate_escapes(tmp_path, 
     texts = [t.text for s in loaded.samples[0].sessions for t in s.turns]
     assert "line 1 \ufffd of 2" in texts and "line 2 \U0001f60a of 10" in texts
     assert all(len(s.content_hash) == 64 for s in loaded.samples)  # the ledger can hold it
+
+
+def test_a_locomo_file_as_published_runs_to_a_sealed_run_that_rederives(tmp_path, capsys):
+    """Its lone surrogate (read as U+FFFD) and malformed evidence (graded as misses) leave
+    a run the ledger can hold: sealed, and re-derived to the same numbers."""
+    from benchledger.cli import main
+
+    path = _as_published(tmp_path)
+    ledger = str(tmp_path / "l.sqlite")
+    assert main(["run", "--suite", "locomo", "--data", path, "--ledger", ledger,
+                 "--run-id", "lc"]) == 0  # fmt: skip
+    assert "run lc sealed" in capsys.readouterr().out
+    assert main(["replay", "lc", "--ledger", ledger]) == 0
+    assert "all equal" in capsys.readouterr().out
