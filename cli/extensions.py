@@ -6,6 +6,7 @@ Each lists its registry (``harness.platforms.platform.PLATFORMS``,
 ``ledger.store.LEDGERS``): benchledger's own and every installed distribution's entry
 point, with its origin ("benchledger" or "DIST VERSION") and the object it names. An entry
 that cannot be loaded is listed all the same, saying why; using it is refused in one line.
+An entry point named like one of benchledger's own is listed as shadowed (never loaded).
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ def _rows(registry: Registry[Any], about: Callable[[Any], str]) -> list[dict[str
     for entry in registry.entries():
         row = {"name": entry.name, "origin": entry.origin, "where": entry.where}
         try:
-            row["about"] = about(registry.lookup(entry.name))
+            row["about"] = about(registry.lookup(entry.name, quiet=True))
         except UnusableInput as exc:  # a broken plugin: listed, with why
             row["about"], row["error"] = "", exc.problem
         rows.append(row)
+    for entry in registry.shadowed():  # never loaded: benchledger's own of its name wins
+        rows.append({"name": entry.name, "origin": entry.origin, "where": entry.where,
+                     "about": "", "shadowed": f"by benchledger's own {entry.name}"})  # fmt: skip
     return rows
 
 
@@ -41,6 +45,7 @@ def _show(rows: list[dict[str, str]], as_json: bool) -> int:
     grid = [["NAME", "ORIGIN", "WHERE", "ABOUT"]]
     for r in rows:
         about = f"BROKEN: {r['error']}" if "error" in r else r["about"]
+        about = f"SHADOWED {r['shadowed']}: not used" if "shadowed" in r else about
         grid.append([r["name"], r["origin"], r["where"], about])
     print("\n".join(align(grid)))
     return EXIT_OK

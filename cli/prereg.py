@@ -107,6 +107,9 @@ def prereg_for_run(args: argparse.Namespace, items: str = "") -> Preregistration
 
 def cmd_prereg_new(args: argparse.Namespace) -> int:
     """Write a pre-registration file to publish before the run."""
+    if suites.lookup(args.suite).item_hash is None:  # checked where named, not as choices
+        raise UsageError(f"--suite {args.suite}: its runs have no items a pre-registration "
+                         "can pin")  # fmt: skip
     p = _build(args, args.baseline, args.protocols)
     with atomic_output(args.output) as fh:
         fh.write(to_bytes(p))
@@ -139,11 +142,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="PATH",
         help="the items the run will load (default: the suite's committed set)",
     )
-    n.add_argument(
-        "--suite",
-        default=suites.DEFAULT_SUITE,
-        choices=[name for name in suites.names() if suites.lookup(name).item_hash],
-    )
+    # No choices: listing them would load every installed suite, and one that cannot load
+    # would refuse every command built with this group. The suite is resolved where named.
+    n.add_argument("--suite", default=suites.DEFAULT_SUITE, metavar="SUITE")
     gate_bar_args(n)
     n.add_argument("--strict", action="store_true", help="the gate will fail on inconclusive")
     n.add_argument("-o", "--output", required=True, metavar="FILE")

@@ -7,6 +7,7 @@ import os
 
 from benchledger import protocols
 from benchledger.cli.common import EXIT_OK, UsageError, command_line
+from benchledger.ledger.inert import inert
 from benchledger.protocols import locomo
 from benchledger.protocols.dataset import SEED
 from benchledger.protocols.generate import PACK_DIR, VARIANTS, write
@@ -34,6 +35,8 @@ def cmd_protocols_validate(args: argparse.Namespace) -> int:
         n = sum(len(s.questions) for s in loaded.samples)
         print(f"ok {args.path}: LoCoMo, {len(loaded.samples)} samples, {n} questions, "
               f"sha256 {loaded.sha256}")  # fmt: skip
+        for line in _locomo_notes(loaded):
+            print(line)
         return EXIT_OK
     if _is_cases(args.path):
         cases = protocols.load_cases(args.path)
@@ -52,8 +55,44 @@ def cmd_protocols_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _locomo_notes(loaded: locomo.LocomoSet, most: int = 5) -> list[str]:
+    """What of a valid LoCoMo file is not as LoCoMo meant it, and how each is graded: its
+    malformed or dangling evidence (counted by kind, the first few named) and the lone
+    surrogate escapes read as U+FFFD."""
+    findings = locomo.evidence_findings(loaded.samples)
+    total = sum(len(q.evidence) for s in loaded.samples for q in s.questions)
+    lines = []
+    if findings:
+        lines.append(f"evidence: {len(findings)} of {total} evidence strings are kept as "
+                     "written and graded as below")  # fmt: skip
+    for kind, graded in locomo.GRADED.items():
+        found = [f for f in findings if f.kind == kind]
+        if found:
+            named = ", ".join(f"{f.question} {f.evidence!r}" for f in found[:most])
+            more = f", ... ({len(found)} in all)" if len(found) > most else ""
+            lines.append(f"  {kind}: {len(found)} ({named}{more}); {graded}")
+    if loaded.surrogates:
+        lines.append(f"text: {loaded.surrogates} lone surrogate escape(s) (\\ud83d with no "
+                     "pair) read as U+FFFD, the replacement character")  # fmt: skip
+    return lines
+
+
+def _locomo_count(loaded: locomo.LocomoSet) -> str:
+    n = sum(len(s.questions) for s in loaded.samples)
+    return f"LoCoMo, {len(loaded.samples)} samples, {n} questions"
+
+
 def cmd_protocols_hash(args: argparse.Namespace) -> int:
-    """Print the canonical protocol-set hash, alone on the last line."""
+    """Print the canonical protocol-set hash, alone on the last line (a LoCoMo file's: the
+    sha256 of its bytes, what a locomo run records as its set hash)."""
+    if _is_locomo(args.path):
+        if args.recipe != "benchledger":
+            raise UsageError(f"--recipe {args.recipe}: a LoCoMo file's hash is the sha256 of "
+                             "its bytes; recipes apply to protocol sets")  # fmt: skip
+        loaded = locomo.load(args.path)
+        print(f"{_locomo_count(loaded)}, file sha256")
+        print(loaded.sha256)
+        return EXIT_OK
     pset = protocols.load(args.path)
     print(f"{len(pset.protocols)} protocols, recipe {args.recipe}")
     print(protocols.set_hash(pset.protocols, args.recipe))
@@ -66,7 +105,16 @@ def _expected(q: Question) -> str:
 
 
 def cmd_protocols_list(args: argparse.Namespace) -> int:
-    """One line per protocol (stages, expected answers) or per provenance case."""
+    """One line per protocol (stages, expected answers), per provenance case or per LoCoMo
+    question (category, evidence, gold answer)."""
+    if _is_locomo(args.path):
+        loaded = locomo.load(args.path)
+        print(f"{'id':<16} {'category':>8}  {'evidence':<24} answer")
+        for s in loaded.samples:
+            for q in s.questions:
+                evidence = inert(",".join(q.evidence) or "-", value=True)  # the file's words
+                print(f"{q.id:<16} {q.category:>8}  {evidence:<24} {inert(q.answer, value=True)}")
+        return EXIT_OK
     if _is_cases(args.path):
         cases = protocols.load_cases(args.path)
         print(f"{'id':<16} {'category':<13} {'prime':>5}  sources")
@@ -125,7 +173,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     group = sub.add_parser("protocols", help="validate, hash, list and generate protocol sets")
     psub = group.add_subparsers(dest="protocols", required=True, metavar="ACTION")
     path_help = (
-        "a protocol file, a folder of them, or a provenance cases .jsonl "
+        "a protocol file, a folder of them, a provenance cases .jsonl or a LoCoMo .json "
         f"(default: the committed set, {os.path.relpath(protocols.LIFECYCLE_DIR)})"
     )
     p = psub.add_parser("validate", help="report every problem, with file and line (exit 2)")

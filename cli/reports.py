@@ -32,15 +32,16 @@ from benchledger.harness.peer.layout import find_transcripts
 from benchledger.judging import compare, gate
 from benchledger.ledger import Ledger
 from benchledger.ledger.bundle import export_audit
+from benchledger.ledger.errors import UnusableInput
 from benchledger.ledger.events import RunStartedEvent
 from benchledger.ledgers import reader
 from benchledger.projections.audit import UnknownMetric, abandoned_lines, render
 from benchledger.projections.audit_json import audit_json
-from benchledger.projections.card import standing_lines
+from benchledger.projections.card import FORMATS, standing_lines
 from benchledger.projections.fold import LiveView
 from benchledger.projections.passes import CI_CHOICES, ci_method
 from benchledger.projections.source import RunEvents, banner_of, is_bundle
-from benchledger.projections.suites import lookup, names, of_run
+from benchledger.projections.suites import installed, lookup, of_run
 from benchledger.reading import read
 from benchledger.scoring import card_alone, report
 
@@ -262,10 +263,22 @@ def _prices_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
+def report_formats() -> tuple[str, ...]:
+    """``--format``'s choices: every format a suite that loads can render. A suite plugin
+    that cannot load adds none: it is refused where a run names it, not here, for every run."""
+    found: dict[str, None] = dict.fromkeys(FORMATS)
+    for p in installed():
+        try:
+            found.update(dict.fromkeys(lookup(p.name).formats))
+        except UnusableInput:
+            continue
+    return tuple(found)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add report, compare, gate, audit and import-peer."""
 
-    formats = tuple(dict.fromkeys(f for n in names() for f in lookup(n).formats))
+    formats = report_formats()
     p = sub.add_parser("report", help="a run's scorecard (several runs merge as passes)")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run id or bundle file")
     p.add_argument("--format", choices=formats, default="table")

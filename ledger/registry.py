@@ -5,6 +5,8 @@ Platforms, suites, model providers and ledger backends are each found by name in
 heavy), and an installed distribution adds its own through the kind's entry-point group
 (``benchledger.platforms``, ``benchledger.suites``, ``benchledger.models``,
 ``benchledger.ledgers``), whose value names the object (``package.module:NAME``).
+An entry point named like one of benchledger's own is shadowed: benchledger's is used, the
+plugin is listed as shadowed, and naming it says so on stderr (docs/plugins.md).
 docs/plugins.md shows a complete plugin. The registry lives in the ledger package only
 because every layer may import it; it knows nothing of what it holds.
 """
@@ -59,7 +61,8 @@ class Registry(Generic[T]):
 
     ``check`` (optional) validates a loaded object and returns it typed; a plugin that fails
     it is a ``BrokenPlugin``. Entry points are read once, on the first lookup or listing;
-    a name registered in code wins over an entry point of the same name.
+    a name registered in code wins over an entry point of the same name, which is kept as
+    ``shadowed`` (listed, and warned of when its name is looked up).
     """
 
     def __init__(self, kind: str, group: str, check: Callable[[object], T] | None = None):
@@ -68,6 +71,8 @@ class Registry(Generic[T]):
         self._check = check
         self._entries: dict[str, Entry[T]] = {}
         self._loaded: dict[str, T] = {}
+        self._shadowed: dict[str, list[Entry[T]]] = {}
+        self._warned: set[str] = set()
         self._scanned = False
         self._lock = threading.Lock()
 
@@ -97,14 +102,23 @@ class Registry(Generic[T]):
         with self._lock:
             self._scanned = True
             for ep in found:
+                entry = Entry(ep.name, cast(Callable[[], T], ep.load), _origin(ep), ep.value)
                 if ep.name not in self._entries:
-                    load = cast(Callable[[], T], ep.load)
-                    self._entries[ep.name] = Entry(ep.name, load, _origin(ep), ep.value)
+                    self._entries[ep.name] = entry
+                else:  # named like one registered in code: that one wins
+                    self._shadowed.setdefault(ep.name, []).append(entry)
 
     def entries(self) -> list[Entry[T]]:
         """Every registered name (built-in and installed), sorted by name."""
         self._scan()
         return sorted(self._entries.values(), key=lambda e: e.name)
+
+    def shadowed(self) -> list[Entry[T]]:
+        """Installed entry points never used: each named like an entry registered in code
+        (benchledger's own), which wins. Sorted by name."""
+        self._scan()
+        return sorted((e for found in self._shadowed.values() for e in found),
+                      key=lambda e: (e.name, e.origin))  # fmt: skip
 
     def names(self) -> tuple[str, ...]:
         """The registered names, sorted."""
@@ -113,12 +127,16 @@ class Registry(Generic[T]):
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self.names()
 
-    def lookup(self, name: str) -> T:
+    def lookup(self, name: str, *, quiet: bool = False) -> T:
         """The object called ``name``; UnknownName lists the known ones, BrokenPlugin says
-        why an installed one could not be used."""
+        why an installed one could not be used. When an installed plugin of that name is
+        shadowed, one warning line on stderr says which is used (once per name; ``quiet``:
+        a listing or a walk over every entry, which chooses nothing, says nothing)."""
+        self._scan()
+        if not quiet and name in self._shadowed and name not in self._warned:
+            self._warn_shadowed(name)
         if name in self._loaded:
             return self._loaded[name]
-        self._scan()
         entry = self._entries.get(name)
         if entry is None:
             raise UnknownName(self.kind, name, self.names())
@@ -141,6 +159,14 @@ class Registry(Generic[T]):
         with self._lock:
             self._loaded[name] = obj
         return obj
+
+    def _warn_shadowed(self, name: str) -> None:
+        with self._lock:
+            self._warned.add(name)
+        theirs = "; ".join(f"{e.origin} ({e.where})" for e in self._shadowed[name])
+        print(f"benchledger: warning: {self.kind} {name!r} is benchledger's own; the installed "
+              f"{self.kind} plugin of the same name, {theirs}, is shadowed and not used: "
+              "rename its entry point", file=sys.stderr)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=4)

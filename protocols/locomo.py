@@ -13,7 +13,9 @@ import json
 import os
 import re
 import stat
-from typing import Any
+import sys
+from collections.abc import Sequence
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
@@ -24,7 +26,15 @@ from benchledger.protocols.errors import InvalidInput, Problem
 
 CATEGORIES = (1, 2, 3, 4, 5)
 ADVERSARIAL = 5
-_SESSION = re.compile(r"session_(\d+)")
+# A session key as LoCoMo writes it: ASCII digits, no leading zero, a sane number of them.
+# Anything else spelled like one (``session_01``, another script's digits) is refused, not
+# read as the session it does not name.
+_SESSION = re.compile(r"session_([1-9][0-9]{0,5})", re.ASCII)
+_SESSION_LIKE = re.compile(r"session_(\d+)")
+# A well-formed dialogue id: D<session>:<turn>.
+_DIA_ID = re.compile(r"D([1-9][0-9]*):([1-9][0-9]*)", re.ASCII)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
 
 
 class Turn(msgspec.Struct, frozen=True):
@@ -77,11 +87,14 @@ class Sample(msgspec.Struct, frozen=True):
 
 
 class LocomoSet(msgspec.Struct, frozen=True):
-    """A LoCoMo file as loaded: its path, the sha256 of its bytes and its samples in order."""
+    """A LoCoMo file as loaded: its path, the sha256 of its bytes and its samples in order;
+    ``surrogates``: how many lone surrogate escapes (``\\ud83d`` with no pair) were read as
+    U+FFFD (the ledger, UTF-8 throughout, cannot hold one)."""
 
     file: str
     sha256: str
     samples: tuple[Sample, ...]
+    surrogates: int = 0
 
 
 def read_bytes(path: str) -> bytes:
@@ -106,11 +119,18 @@ def load(path: str) -> LocomoSet:
     """The LoCoMo file at ``path``, checked whole; InvalidInput listing every problem."""
     data = read_bytes(path)
     digest = hashlib.sha256(data).hexdigest()
-    return LocomoSet(path, digest, parse(data, path))
+    doc, surrogates = decode(data, path)
+    return LocomoSet(path, digest, samples_of(doc, path), surrogates)
 
 
 def parse(data: bytes, file: str) -> tuple[Sample, ...]:
     """The samples in LoCoMo JSON ``data`` (named ``file`` in problems); InvalidInput."""
+    return samples_of(decode(data, file)[0], file)
+
+
+def decode(data: bytes, file: str) -> tuple[Any, int]:
+    """LoCoMo JSON ``data`` decoded, each lone surrogate escape read as U+FFFD, and how many
+    there were; InvalidInput (one line) for what is not JSON."""
     try:
         check_depth(data, where=file)  # the ledger's one nesting bound
     except TooDeep as exc:
@@ -121,6 +141,35 @@ def parse(data: bytes, file: str) -> tuple[Sample, ...]:
         raise InvalidInput([Problem(file, None, "", f"not UTF-8 text ({exc.reason})")]) from None
     except json.JSONDecodeError as exc:
         raise InvalidInput([Problem(file, exc.lineno, "", f"not JSON: {exc.msg}")]) from None
+    except ValueError:  # Python's bound on int() of a long digit string
+        why = f"a number of more than {sys.get_int_max_str_digits()} digits"
+        raise InvalidInput([Problem(file, None, "", why)]) from None
+    return _without_surrogates(doc)
+
+
+def _without_surrogates(doc: Any) -> tuple[Any, int]:
+    """``doc`` with every lone surrogate in its strings (keys too) replaced by U+FFFD, and
+    the count. A paired escape (an emoji) is one character once decoded: never replaced."""
+    count = 0
+
+    def walk(value: Any) -> Any:
+        nonlocal count
+        if isinstance(value, str):
+            fixed, n = _SURROGATE.subn(REPLACEMENT, value)
+            count += n
+            return fixed
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, dict):
+            return {walk(k): walk(v) for k, v in value.items()}
+        return value
+
+    return walk(doc), count
+
+
+def samples_of(doc: Any, file: str) -> tuple[Sample, ...]:
+    """The samples of a decoded LoCoMo document, checked whole; InvalidInput listing every
+    problem."""
     check = _Check(file)
     samples = check.samples(doc)
     if check.problems:
@@ -186,6 +235,10 @@ class _Check:
         return Sample(name, speaker_a, speaker_b, sessions, questions)
 
     def sessions(self, conv: dict[str, Any], name: str) -> tuple[Session, ...]:
+        for k in conv:
+            if _SESSION_LIKE.fullmatch(k) and not _SESSION.fullmatch(k):
+                self.problem(f"{name}:conversation.{k}", "not a session key: sessions are "
+                             "session_N, N in ASCII digits with no leading zero")  # fmt: skip
         numbers = sorted(int(m[1]) for k in conv if (m := _SESSION.fullmatch(k)))
         if not numbers:
             self.problem(f"{name}:conversation", "holds no session_N")
@@ -221,7 +274,7 @@ class _Check:
             return None
         question = self.text(item, where, "question")
         category = item.get("category")
-        if isinstance(category, bool) or category not in CATEGORIES:
+        if type(category) is not int or category not in CATEGORIES:  # 1.0 and True are not 1
             self.problem(f"{where}.category", f"must be one of 1 to 5, got {category!r}")
             return None
         key = "answer"
@@ -240,3 +293,47 @@ class _Check:
             self.problem(f"{where}.evidence", "must be a list of dialogue ids (text)")
             return None
         return Question(f"{name}:q{i + 1}", question, category, answer, tuple(evidence))
+
+
+# -- evidence as the published file writes it ----------------------------------------------
+
+SEVERAL: Final = "several ids in one string"
+NOT_AN_ID: Final = "not a dialogue id"
+NO_TURN: Final = "names no turn"
+# How projections/suites/locomo/grading.py grades each (an evidence id is matched whole,
+# stripped, against the retrieved dialogue ids; each listed id counts, as written).
+GRADED: Final = {
+    SEVERAL: "matched whole it equals no retrieved id: one miss in evidence recall, recall@k "
+    "and MRR (not one per id it names); under session-level retrieval, evidence recall "
+    "counts its first id's session",
+    NOT_AN_ID: "it equals no retrieved id: a miss in evidence recall, recall@k and MRR",
+    NO_TURN: "no retrieved id can equal it: a miss in evidence recall, recall@k and MRR; "
+    "under session-level retrieval, evidence recall counts its session if there is one",
+}
+
+
+class Finding(NamedTuple):
+    """One evidence string the grading cannot match as LoCoMo meant it."""
+
+    question: str  # SAMPLE_ID:qN
+    evidence: str  # as written
+    kind: str  # SEVERAL, NOT_AN_ID or NO_TURN
+
+
+def evidence_findings(samples: Sequence[Sample]) -> list[Finding]:
+    """Every malformed evidence string (several ids in one, or no dialogue id at all) and
+    every well-formed id naming no turn of its sample, in file order."""
+    out: list[Finding] = []
+    for sample in samples:
+        turns = {t.dia_id.strip() for s in sample.sessions for t in s.turns}
+        for q in sample.questions:
+            for e in q.evidence:
+                wanted = e.strip()
+                if _DIA_ID.fullmatch(wanted):
+                    if wanted not in turns:
+                        out.append(Finding(q.id, e, NO_TURN))
+                elif len(_DIA_ID.findall(wanted)) > 1:
+                    out.append(Finding(q.id, e, SEVERAL))
+                else:
+                    out.append(Finding(q.id, e, NOT_AN_ID))
+    return out

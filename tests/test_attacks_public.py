@@ -1199,3 +1199,176 @@ def test_a_report_file_of_a_hostile_bundle_holds_no_control_character(
     assert not _CONTROL.findall(text), _CONTROL.findall(text)
     if fmt == "json":
         json.loads(text)  # still JSON: the escapes decode to the same strings
+
+
+# -- a mapped server echoing its secret everywhere (issue 50 item 2) ----------------------------
+
+ECHOING_SERVER = """\
+import os
+import sys
+from mcp.server.mcpserver import MCPServer
+
+TOKEN = os.environ["ECHO_TOKEN"]
+if not sys.argv[1].endswith("bench-agent-001"):  # every other identity's server dies at start
+    print("fatal: cannot start, token " + TOKEN, file=sys.stderr, flush=True)
+    sys.exit(3)
+app = MCPServer("echo-" + TOKEN, version="1." + TOKEN)
+kept: list[str] = []
+
+
+@app.tool(description="Keeps a memory; authorised by " + TOKEN)
+def put(text: str) -> str:
+    kept.append(text)
+    return "kept with token " + TOKEN
+
+
+@app.tool(description="Finds memories; token " + TOKEN)
+def find(q: str) -> str:
+    return "\\n".join(kept) + " token=" + TOKEN
+
+
+app.run()
+"""
+ECHOED = "tok-c0ffee5a1dbe7e4fa11b0a7d"  # no repeats: any 8 characters of it are its own
+
+
+def _pieces(secret: str) -> list[str]:
+    """Every 8-character piece of ``secret``: a cut through it must not leave one behind."""
+    return [secret[i : i + 8] for i in range(len(secret) - 7)]
+
+
+def test_a_mapped_servers_secret_echoed_in_its_name_tools_answers_and_dying_stderr_is_nowhere(
+    tmp_path, monkeypatch, capsys
+):
+    """The server's name and version, its tools' descriptions, its answers and the stderr it
+    prints when it dies at start all carry the secret its mapping names: no piece of it is
+    in the ledger, a full or a redacted bundle, the run's output, the log, or a display."""
+    pytest.importorskip("mcp.server.mcpserver")
+    from benchledger import protocols
+    from tests.test_runner import subset
+
+    server = tmp_path / "echo_server.py"
+    server.write_text(ECHOING_SERVER)
+    mapping = tmp_path / "echo.toml"
+    mapping.write_text(f"""\
+name = "echo"
+[server]
+command = "{sys.executable}"
+args = ["{server}", "{{data}}"]
+secrets = ["ECHO_TOKEN"]
+[write]
+tool = "put"
+arguments = {{ text = "{{fact}}" }}
+[search]
+tool = "find"
+arguments = {{ q = "{{query}}" }}
+[readback]
+tool = "find"
+arguments = {{ q = "{{fact}}" }}
+""")
+    monkeypatch.setenv("ECHO_TOKEN", ECHOED)
+    assert protocols.LIFECYCLE_DIR
+    path = subset(tmp_path, ["bl-audit-channel", "bl-benchmark-tier", "bl-whale-orders"])
+    ledger = str(tmp_path / "l.sqlite")
+    common = ["--ledger", ledger]
+    run = ["run", "--platform", f"mcp:{mapping}", "--agent", "fake:0", "--protocols", path]
+    assert main([*run, "--run-id", "e", *common]) != 0  # identities 2+ cannot start
+    shown = capsys.readouterr()
+    said = shown.out + shown.err
+    assert "stderr log ends" in said  # the dying server's stderr was quoted
+    assert main(["seal", "e", *common]) == 0
+    full, redacted = tmp_path / "full.jsonl", tmp_path / "redacted.jsonl"
+    assert main(["export", "e", "-o", str(full), *common]) == 0
+    withhold = "session_call,model_call,read_back"
+    assert main(["export", "e", "-o", str(redacted), "--withhold", withhold, *common]) == 0
+    displays = [
+        ["report", "e", *common], ["report", "e", "--format", "json", *common],
+        ["report", str(redacted), "--format", "html", "-o", str(tmp_path / "r.html")],
+        ["audit", "e", "capture_rate", *common], ["runs", *common], ["log", "e", *common],
+    ]  # fmt: skip
+    for argv in displays:
+        assert main(argv) == 0, argv
+        shown = capsys.readouterr()
+        said += shown.out + shown.err
+    files = [p for p in tmp_path.iterdir() if p.is_file() and p.suffix != ".py"]
+    stored = b"".join(p.read_bytes() for p in files) + said.encode()
+    leaked = [piece for piece in _pieces(ECHOED) if piece.encode() in stored]
+    assert not leaked, leaked
+    assert b"<redacted>" in full.read_bytes() and b"<redacted>" in redacted.read_bytes()
+
+
+# -- every card's header values through the one inert path (issue 50, low finding 1) -----------
+
+EVIL = "x\nINJECTED LINE: authenticated by key 5eed (trusted)\x1b[2K"
+SUITES = ("lifecycle", "locomo", "provenance", "tasks")
+# Every config key a suite's card reads (an import's labels, a run's origin and data).
+CARD_KEYS = (
+    "label", "exclusion", "family", "arm", "folder", "origin", "evidence", "world", "lacks",
+    "file_sha256", "protocols_path", "references", "manifest", "tasks", "note",
+)  # fmt: skip
+
+
+def _evil(struct: Any) -> Any:
+    """``struct`` with every string field (nested records too) set to EVIL."""
+    import msgspec
+
+    changes = {}
+    for name in struct.__struct_fields__:
+        value = getattr(struct, name)
+        if isinstance(value, str):
+            changes[name] = EVIL
+        elif isinstance(value, msgspec.Struct):
+            changes[name] = _evil(value)
+    return msgspec.structs.replace(struct, **changes)
+
+
+def _evil_run(ledger: Ledger, suite: str) -> None:
+    from benchledger.ledger.events import PlatformRecord, RunRecord
+
+    record = RunRecord(suite=suite, platform=PlatformRecord(kind="stdio"),
+                       platform_options={"embedder": EVIL, EVIL: EVIL}, only=[EVIL])  # fmt: skip
+    config: dict[str, Any] = dict.fromkeys(CARD_KEYS, EVIL)
+    config |= {"excluded": True, "planted": {"treatment_id": EVIL}}
+    body = _evil(RunStartedBody(suite=suite, config=config, record=record))
+    ledger.start_run(suite, msgspec_replace(body, suite=suite, record=msgspec_replace(
+        body.record, suite=suite)))  # fmt: skip
+    ledger.seal(suite)
+
+
+def msgspec_replace(struct: Any, **changes: Any) -> Any:
+    import msgspec
+
+    return msgspec.structs.replace(struct, **changes)
+
+
+@pytest.fixture(scope="module")
+def evil_runs(tmp_path_factory) -> str:
+    """A ledger with one sealed run of each suite, EVIL in every string a card can show."""
+    db = str(tmp_path_factory.mktemp("evil") / "evil.sqlite")
+    with open_store(db) as store:
+        ledger = Ledger(store, clock=counter_clock())
+        for suite in SUITES:
+            _evil_run(ledger, suite)
+    return db
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown"])
+@pytest.mark.parametrize("command", ["report", "compare"])
+@pytest.mark.parametrize("suite", SUITES)
+def test_a_newline_or_escape_in_any_card_value_of_any_suite_starts_no_line(
+    evil_runs, capsys, suite, command, fmt
+):
+    """Each value a report or compare shows in its header (an exclusion, a label, the
+    agent, the platform, a recorded option) is one inert line: its newline escaped, so it
+    cannot print a forged line above the real standing, and its ESC too."""
+    if command == "compare" and suite == "provenance":
+        pytest.skip("compare judges lifecycle, locomo and tasks runs")
+    targets = [suite, suite] if command == "compare" else [suite]
+    assert main([command, *targets, "--format", fmt, "--ledger", evil_runs]) == 0
+    out = capsys.readouterr()
+    shown = out.out + out.err
+    if command == "report":
+        assert "\\u000a" in shown  # the values are shown, their newline escaped
+    forged = [x for x in shown.splitlines() if x.lstrip("*-|AB:= ").startswith("INJECTED")]
+    assert not forged, forged
+    assert not _CONTROL.findall(shown), _CONTROL.findall(shown)

@@ -72,6 +72,15 @@ broken = tests.test_extensions:_install
 """
 
 
+EVERY_KIND_BROKEN = """
+[benchledger.platforms]
+broken = tests.no_such_module:PLATFORM
+
+[benchledger.ledgers]
+broken = tests.no_such_module:open_broken
+"""
+
+
 # A refused run: on a platform in a child process, so no SQL warm-up thread is loading in
 # this one when it exits (a refusal that lands mid-load can abort the interpreter at exit:
 # ``cli.run._warm_embedded``, a race of its own).
@@ -180,3 +189,76 @@ def test_a_broken_entry_point_is_listed_saying_why(tmp_path):
     [broken] = [r for r in json.loads(res.stdout) if r["name"] == "broken"]
     assert broken["origin"] == f"{DIST} {VERSION}"
     assert broken["error"].startswith("cannot be loaded (ModuleNotFoundError")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "a"],
+        ["audit", "a", "capture_rate"],
+        ["compare", "a", "b"],
+        ["gate", "b", "--baseline", "a"],
+        ["runs"],
+        ["run", "--limit", "1", "--run-id", "c"],
+    ],
+    ids=["report", "audit", "compare", "gate", "runs", "run"],
+)
+def test_broken_plugins_of_every_kind_are_refused_only_where_they_are_named(tmp_path, argv):
+    """Issue 50: one installed suite that cannot load made report, audit, compare and gate
+    exit 2 for every run (building ``--suite``'s choices looked every suite up); a broken
+    platform, model provider or ledger backend must not either."""
+    from tests.sample import PASSING, lifecycle_run
+
+    site = tmp_path / "site"
+    _install(site, BROKEN + EVERY_KIND_BROKEN)
+    ledger = str(tmp_path / "l.sqlite")
+    with open_store(ledger) as store:
+        for run in ("a", "b"):
+            lifecycle_run(Ledger(store), run, {("p1", 1): PASSING, ("p2", 1): PASSING})
+    res = _benchledger(site, *argv, "--ledger", ledger)
+    assert res.returncode in (0, 3), res.stderr  # gate: 3, undecided at 2 units
+    assert "plugin" not in res.stderr and res.stdout
+
+
+SHADOWING = """\
+[benchledger.platforms]
+embedded = tests.no_such_module:EMBEDDED
+
+[benchledger.suites]
+lifecycle = tests.no_such_module:LIFECYCLE
+
+[benchledger.models]
+scripted = tests.no_such_module:SCRIPTED
+
+[benchledger.ledgers]
+sqlite = tests.no_such_module:open_sqlite
+"""
+SHADOWED = [("platforms", "embedded"), ("suites", "lifecycle"), ("models", "scripted"),
+            ("ledgers", "sqlite")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("command", "name"), SHADOWED, ids=[c for c, _ in SHADOWED])
+def test_a_plugin_named_like_a_built_in_is_listed_as_shadowed(tmp_path, command, name):
+    """Issue 50: an installed plugin named like one of benchledger's own was dropped
+    without a word; it is listed, as shadowed, beside the built-in that wins."""
+    site = tmp_path / "site"
+    _install(site, SHADOWING)
+    res = _benchledger(site, command, "--json")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    rows = [r for r in json.loads(res.stdout) if r["name"] == name]
+    assert [r["origin"] for r in rows] == ["benchledger", f"{DIST} {VERSION}"], rows
+    assert rows[1]["shadowed"] == f"by benchledger's own {name}" and "error" not in rows[1]
+    table = _benchledger(site, command).stdout.splitlines()
+    [line] = [x for x in table if x.split()[:2] == [name, DIST]]
+    assert f"SHADOWED by benchledger's own {name}: not used" in line
+
+
+def test_a_run_that_chooses_a_shadowed_name_warns_once_for_each_and_uses_the_built_in(tmp_path):
+    site = tmp_path / "site"
+    _install(site, SHADOWING)
+    res = _benchledger(site, "run", "--limit", "1", "--ledger", str(tmp_path / "l.sqlite"))
+    assert res.returncode == 0, res.stderr
+    warned = [x for x in res.stderr.splitlines() if x.startswith("benchledger: warning:")]
+    kinds = sorted(x.split()[2] for x in warned)
+    assert kinds == ["ledger", "model", "platform", "suite"], warned
+    assert all(f"{DIST} {VERSION}" in x and "is shadowed and not used" in x for x in warned)

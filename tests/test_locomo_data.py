@@ -175,7 +175,31 @@ BAD = [
     pytest.param(
         _set([0, "qa", 0, "evidence"], "D2:1"), "qa[0].evidence: must be a list", id="evidence-text"
     ),
+    # Issue 50: each was a traceback (KeyError, exit 1) or, for 1.0, a run whose every
+    # metric was n/a.
+    pytest.param(
+        lambda d: _rename(d, "session_2", "session_02"),
+        "conv-1:conversation.session_02: not a session key",
+        id="session-leading-zero",
+    ),
+    pytest.param(
+        lambda d: _rename(d, "session_2", "session_\u0662"),  # ARABIC-INDIC DIGIT TWO
+        "conv-1:conversation.session_\u0662: not a session key",
+        id="session-other-script-digit",
+    ),
+    pytest.param(
+        _set([0, "qa", 0, "category"], 1.0),
+        "qa[0].category: must be one of 1 to 5, got 1.0",
+        id="category-float",
+    ),
 ]
+
+
+def _rename(doc: list, old: str, new: str) -> list:
+    conv = doc[0]["conversation"]
+    conv[new] = conv.pop(old)
+    conv[f"{new}_date_time"] = conv.pop(f"{old}_date_time")
+    return doc
 
 
 @pytest.mark.parametrize(("mutate", "says"), BAD)
@@ -197,6 +221,11 @@ def test_a_bad_locomo_file_is_one_line_per_problem_naming_sample_and_field(tmp_p
         pytest.param(
             b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1), "nested 65 levels", id="deep"
         ),
+        pytest.param(  # was a ValueError traceback (Python's int() digit limit)
+            b'[{"sample_id": ' + b"9" * 5000 + b"}]",
+            "a number of more than 4300 digits",
+            id="long-integer",
+        ),
     ],
 )
 def test_an_unreadable_locomo_file_is_one_line(tmp_path, data, says):
@@ -211,3 +240,74 @@ def test_a_missing_file_is_one_line_naming_it(tmp_path):
     path = os.path.join(tmp_path, "absent.json")
     with pytest.raises(InvalidInput, match=r"absent\.json: cannot read"):
         load(path)
+
+
+# -- LoCoMo data as it really is (issue 49 item 8) -------------------------------------------
+# The published file has evidence written several ids to a string ("D8:6; D9:17"), ids with
+# no turn number ("D") or one colon too many ("D:11:26"), ids naming no turn, and lone
+# surrogate escapes ("\\ud83d" without its pair): each reproduced here.
+
+MALFORMED = ["D2:1; D10:2", "D", "D:10:1", "D7:1", "D10:9"]
+
+
+def _as_published(tmp_path) -> str:
+    doc = [_sample()]
+    doc[0]["qa"][0]["evidence"] = MALFORMED[:3]
+    doc[0]["qa"][1]["evidence"] = MALFORMED[3:]
+    text = json.dumps(doc).replace("line 1 of 2", "line 1 \\ud83d of 2")
+    text = text.replace("line 2 of 10", "line 2 \\ud83d\\ude0a of 10")  # a pair: an emoji
+    path = os.path.join(tmp_path, "locomo10.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path
+
+
+def test_validate_counts_malformed_and_dangling_evidence_and_says_how_each_is_graded(
+    tmp_path, capsys
+):
+    from benchledger.cli import main
+
+    path = _as_published(tmp_path)
+    assert main(["protocols", "validate", path]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"ok {path}: LoCoMo, 1 samples, 3 questions")
+    assert out[1] == "evidence: 5 of 6 evidence strings are kept as written and graded as below"
+    several, not_id, no_turn = out[2], out[3], out[4]
+    assert several.startswith("  several ids in one string: 1 (conv-1:q1 'D2:1; D10:2');")
+    assert "one miss in evidence recall, recall@k and MRR (not one per id it names)" in several
+    assert not_id.startswith("  not a dialogue id: 2 (conv-1:q1 'D', conv-1:q1 'D:10:1');")
+    assert no_turn.startswith("  names no turn: 2 (conv-1:q2 'D7:1', conv-1:q2 'D10:9');")
+    assert out[5].startswith("text: 1 lone surrogate escape(s)")  # the pair is an emoji
+
+
+def test_list_and_hash_read_a_locomo_file_with_lone_surrogate_escapes(tmp_path, capsys):
+    from benchledger.cli import main
+
+    path = _as_published(tmp_path)
+    assert main(["protocols", "hash", path]) == 0
+    out = capsys.readouterr().out.splitlines()
+    with open(path, "rb") as fh:
+        assert out == ["LoCoMo, 1 samples, 3 questions, file sha256",
+                       hashlib.sha256(fh.read()).hexdigest()]  # fmt: skip
+    assert main(["protocols", "list", path]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listed] == ["id", "conv-1:q1", "conv-1:q2", "conv-1:q3"]
+    loaded = load(path)
+    assert loaded.surrogates == 1
+    texts = [t.text for s in loaded.samples[0].sessions for t in s.turns]
+    assert "line 1 \ufffd of 2" in texts and "line 2 \U0001f60a of 10" in texts
+    assert all(len(s.content_hash) == 64 for s in loaded.samples)  # the ledger can hold it
+
+
+def test_a_locomo_file_as_published_runs_to_a_sealed_run_that_rederives(tmp_path, capsys):
+    """Its lone surrogate (read as U+FFFD) and malformed evidence (graded as misses) leave
+    a run the ledger can hold: sealed, and re-derived to the same numbers."""
+    from benchledger.cli import main
+
+    path = _as_published(tmp_path)
+    ledger = str(tmp_path / "l.sqlite")
+    assert main(["run", "--suite", "locomo", "--data", path, "--ledger", ledger,
+                 "--run-id", "lc"]) == 0  # fmt: skip
+    assert "run lc sealed" in capsys.readouterr().out
+    assert main(["replay", "lc", "--ledger", ledger]) == 0
+    assert "all equal" in capsys.readouterr().out

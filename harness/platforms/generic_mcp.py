@@ -292,7 +292,7 @@ class GenericMcp:
         async def serve() -> None:
             try:
                 async with self._open(argv, env, errlog, label) as session:
-                    ready.set_result(SerialServer(session, label, self._scrub))
+                    ready.set_result(SerialServer(session, label))
                     await stop.wait()
             except BaseException as exc:
                 if not ready.done():
@@ -314,7 +314,7 @@ class GenericMcp:
     ) -> AbstractAsyncContextManager[ObservedSession]:
         """An unrecorded session with one server: started over stdio, or reached at the URL."""
         if not self.mapping.url:
-            return open_session(argv, env=env, errlog=errlog, label=label)
+            return open_session(argv, env=env, errlog=errlog, label=label, scrub=self._scrub)
         http = httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=120.0))
         return observed(
             streams(self.mapping.url, http),
@@ -324,6 +324,7 @@ class GenericMcp:
             fail=translate,
             opening=f"opening an MCP session with {label} at {self.mapping.url}",
             during=f"the MCP session with {label}",
+            scrub=self._scrub,
         )
 
     @asynccontextmanager

@@ -43,7 +43,7 @@ from benchledger.harness.platforms.http import (
     translate,
 )
 from benchledger.harness.platforms.session import ObservedSession, observed, parse, scrubbed
-from benchledger.harness.scrub import Scrubber, scrubber
+from benchledger.harness.scrub import scrubber
 from benchledger.protocols.grading import surfaced
 
 HANDLE_FIELD = "session_id"
@@ -124,11 +124,10 @@ class McpSession(ObservedSession):
     hidden = frozenset({"platform_info"})  # the session's own opening call
 
     def __init__(
-        self, client: ClientSession, observer: Observer | None, statuses: list[int], scrub: Scrubber
+        self, client: ClientSession, observer: Observer | None, statuses: list[int]
     ) -> None:
         # ``statuses``: the session's failed POST statuses, which ``translate`` puts back.
-        super().__init__(client, observer, fail=functools.partial(translate, statuses=statuses),
-                         scrub=scrub)  # fmt: skip
+        super().__init__(client, observer, fail=functools.partial(translate, statuses=statuses))
         self.handle = ""
         self.info: dict[str, Any] = {}
 
@@ -227,7 +226,7 @@ class McpDataPlatform:
         async with observed(
             streams(f"{self.base_url}/mcp", self._client(self.key(pool_index), statuses)),
             ListedToolsSession,
-            lambda client: McpSession(client, observer, statuses, self._scrub),
+            lambda client: McpSession(client, observer, statuses),
             transport=TRANSPORT,
             fail=functools.partial(translate, statuses=statuses),
             opening="opening an MCP session",

@@ -235,7 +235,7 @@ def every() -> list[Platform]:
     found = []
     for entry in entries:
         try:
-            found.append(PLATFORMS.lookup(entry.name))
+            found.append(PLATFORMS.lookup(entry.name, quiet=True))  # choosing none: no warning
         except BrokenPlugin:
             continue
     return found

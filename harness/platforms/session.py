@@ -6,11 +6,16 @@ A transport only opens the read/write streams and says how its library errors re
 scrubbed of the client's secrets (harness/scrub.py) before anything reads them, each
 call handed to the observer as the ``session_call`` event body it becomes, and the
 cause of a session that ended picked out of the SDK's nested task-group errors.
+
+``observed`` is the one session boundary: every platform kind opens its sessions through
+it, and it gives the session its platform's scrubber, so everything the server sends (its
+name and version, its tools and their descriptions, its answers, and the stderr a failure
+quotes) is scrubbed there once, whichever adapter reads it (docs/trust.md, "Secrets a
+server echoes").
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -138,23 +143,25 @@ class ObservedSession:
         observer: Observer | None,
         *,
         fail: Fail,
-        scrub: Scrubber | None = None,
     ) -> None:
         self._session = session
         self._observer = observer
         self._fail = fail
-        self._scrub = scrub or scrubber()
+        # Set by ``observed``, the boundary every session is opened through, before ``open``.
+        self.scrub = scrubber()
         self.email = ""
         self.server: dict[str, str] = {}
-        # Report one call to the observer, if any, scrubbed: notify's own parameter list.
-        self.observe = functools.partial(notify, observer, scrub=self._scrub)
+
+    def observe(self, *args: Any, **kwargs: Any) -> None:
+        """Report one call to the observer, if any, scrubbed: notify's own parameter list."""
+        notify(self._observer, *args, scrub=self.scrub, **kwargs)
 
     async def open(self) -> None:
         """The MCP handshake; remembers the server's self-reported name and version."""
         start = time.perf_counter()
         init = await self._session.initialize()
         ms = (time.perf_counter() - start) * 1000
-        self.server = self._scrub.value(
+        self.server = self.scrub.value(
             {"name": init.server_info.name, "version": init.server_info.version}
         )
         self.observe("initialize", result={"server": self.server}, latency_ms=ms)
@@ -176,7 +183,7 @@ class ObservedSession:
         start = time.perf_counter()
         listed = await self._session.list_tools()
         ms = (time.perf_counter() - start) * 1000
-        tools = self._scrub.value([  # the agent, so every model request, sees these
+        tools = self.scrub.value([  # the agent, so every model request, sees these
             {"name": t.name, "description": t.description or "",
              "input_schema": self.schema(t.input_schema)}
             for t in listed.tools
@@ -190,10 +197,10 @@ class ObservedSession:
         res = await self._session.call_tool(name, self.wire(arguments))
         ms = (time.perf_counter() - start) * 1000
         # Scrubbed before anything reads it: the agent, the grader and the record see the same.
-        content = self._scrub.value(
+        content = self.scrub.value(
             tuple(c.model_dump(mode="json", exclude_none=True) for c in res.content)
         )
-        structured = self._scrub.value(res.structured_content)
+        structured = self.scrub.value(res.structured_content)
         text = "\n".join(str(b["text"]) for b in content if "text" in b)
         data = structured if structured is not None else parse(text)
         return CallResult(text, bool(res.is_error), data, ms, content), structured
@@ -217,7 +224,7 @@ class ObservedSession:
         try:
             return await self.recorded(name, arguments)
         except Exception as exc:
-            raise scrubbed(self._fail(exc, f"tools/call {name}"), self._scrub) from None
+            raise scrubbed(self._fail(exc, f"tools/call {name}"), self.scrub) from None
 
 
 @asynccontextmanager
@@ -235,13 +242,15 @@ async def observed(
     """An opened session over the streams ``streams`` yields: ``client(read, write)`` is the
     SDK session, ``make`` wraps it; a failure to open raises ``fail(exc, opening)``, one
     that ends the session its ``cause`` (``fail(exc, during)`` for a transport failure),
-    every InfraError scrubbed."""
+    every InfraError scrubbed. ``scrub`` (the platform's secrets; none by default) is the
+    session's: whatever the server sends is scrubbed by it before anything reads it."""
     scrub = scrub or scrubber()
     try:
         async with AsyncExitStack() as stack:
             try:
                 read, write = await stack.enter_async_context(streams)
                 session = make(await stack.enter_async_context(client(read, write)))
+                session.scrub = scrub
                 await session.open()
             except Exception as exc:
                 raise scrubbed(fail(exc, opening), scrub) from None

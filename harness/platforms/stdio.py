@@ -27,34 +27,45 @@ from benchledger.harness.scrub import Scrubber
 
 READ_TIMEOUT_S = 30.0
 STDERR_TAIL = 300  # characters of the server's stderr quoted when it fails
+STDERR_WINDOW = 8192  # bytes of its end read, scrubbed, then cut to the tail
 # What a dead or silent server looks like from the client; anything else is the caller's.
 TRANSPORT = (MCPError, OSError, TimeoutError, anyio.ClosedResourceError,
              anyio.BrokenResourceError, anyio.EndOfStream)  # fmt: skip
 
 
-def tail(path: str) -> str:
-    """The end of a server's stderr log, as evidence for a failure message ("" if none)."""
+def tail(path: str, scrub: Scrubber | None = None) -> str:
+    """The end of a server's stderr log, as evidence for a failure message ("" if none),
+    scrubbed by ``scrub`` before it is cut: a cut through a secret would leave a part of it
+    that no scrubber recognises."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            f.seek(max(0, os.path.getsize(path) - STDERR_TAIL))
-            return f.read().strip()
+            start = max(0, os.path.getsize(path) - STDERR_WINDOW)
+            f.seek(start)
+            text = f.read()
     except OSError:
         return ""
+    if start:  # the window's first line may begin inside a secret: drop it
+        text = text.partition("\n")[2]
+    if scrub is not None:
+        text = scrub.text(text)
+    return text[-STDERR_TAIL:].strip()
 
 
-def failure(exc: BaseException, doing: str, errlog: str = "") -> InfraError:
+def failure(
+    exc: BaseException, doing: str, errlog: str = "", scrub: Scrubber | None = None
+) -> InfraError:
     """What ended a stdio call or session, as an InfraError saying whether to retry.
 
     A spawn that failed (no such command) is not retried; a server that died or stopped
     answering is (a fresh process may do better). The end of the runtime's server stderr
-    log, when there is any, is quoted as evidence.
+    log, when there is any, is quoted as evidence (scrubbed by ``scrub`` before it is cut).
     """
     found = leaves(exc)
     for leaf in found:
         if isinstance(leaf, InfraError):
             return leaf
     leaf = found[0]
-    said = tail(errlog) if errlog else ""
+    said = tail(errlog, scrub) if errlog else ""
     evidence = f"; the servers' stderr log ends: {said!r}" if said else ""
     if isinstance(leaf, FileNotFoundError | PermissionError):
         return InfraError("refused", f"{doing}: cannot run the server command: {leaf}",
@@ -91,11 +102,14 @@ async def open_session(
     errlog: TextIO,
     label: str,
     observer: Observer | None = None,
+    scrub: Scrubber | None = None,
 ) -> AsyncIterator[StdioSession]:
     """Start ``argv`` as a stdio MCP server (``env`` over the SDK's safe defaults), initialize.
 
     The process lives as long as the context; its stderr goes to ``errlog``. Failures to
-    start, and a server that dies mid-session, raise InfraError quoting its stderr.
+    start, and a server that dies mid-session, raise InfraError quoting its stderr; with
+    ``scrub`` (the secrets the server was given), everything it sends and every failure
+    quoting it is scrubbed of them (``session.observed``).
     """
     params = StdioServerParameters(command=argv[0], args=list(argv[1:]), env=env)
     errlog_path = getattr(errlog, "name", "")
@@ -104,9 +118,10 @@ async def open_session(
         lambda read, write: ClientSession(read, write, read_timeout_seconds=READ_TIMEOUT_S),
         lambda client: StdioSession(client, observer, label),
         transport=TRANSPORT,
-        fail=lambda exc, doing: failure(exc, doing, errlog_path),
+        fail=lambda exc, doing: failure(exc, doing, errlog_path, scrub),
         opening=f"starting the MCP server for {label}",
         during=f"the MCP session with {label}",
+        scrub=scrub,
     ) as session:
         yield session
 
@@ -114,14 +129,14 @@ async def open_session(
 class SerialServer:
     """One long-lived server session the harness calls itself, unrecorded and one call at a
     time (servers that rewrite a file or a store per write lose writes to interleaving);
-    failures name ``label``; with ``scrub``, answers and errors are scrubbed of its secrets
-    before anything reads them (a server may echo its token back)."""
+    failures name ``label``. Answers and the tool list come scrubbed by the session (its
+    platform's secrets, given where it was opened: ``session.observed``); failures are
+    scrubbed here with the same scrubber."""
 
-    def __init__(self, session: ObservedSession, label: str, scrub: Scrubber | None = None) -> None:
+    def __init__(self, session: ObservedSession, label: str) -> None:
         self.session = session
         self.label = label
         self.lock = asyncio.Lock()
-        self.scrub = scrub
 
     async def call(self, name: str, arguments: dict[str, Any]) -> CallResult:
         """One unrecorded ``tools/call``; InfraError when the server fails."""
@@ -130,10 +145,7 @@ class SerialServer:
                 got = await self.session.call(name, arguments)
             except Exception as exc:
                 raise self._scrubbed(failure(exc, f"tools/call {name} on {self.label}")) from None
-        if not self.scrub:
-            return got
-        s = self.scrub.value
-        return CallResult(s(got.text), got.is_error, s(got.data), got.latency_ms, s(got.content))
+        return got
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """The server's tools, unrecorded."""
@@ -144,4 +156,4 @@ class SerialServer:
                 raise self._scrubbed(failure(exc, f"tools/list on {self.label}")) from None
 
     def _scrubbed(self, exc: InfraError) -> BaseException:
-        return scrubbed(exc, self.scrub) if self.scrub else exc
+        return scrubbed(exc, self.session.scrub)

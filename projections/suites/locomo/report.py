@@ -26,7 +26,7 @@ def header(card: Card) -> list[tuple[str, str]]:
     m = card.meta
     config = m.started.config
     landed = sum(1 for _, v, _ in card.ingests if v)
-    return [(k, inert(v)) for k, v in (
+    return [(k, inert(v, value=True)) for k, v in (  # the run's own words: one line each
         ("run", m.run_id),
         ("run root", m.root or "(unsealed)"),
         ("agent", m.agent or "-"),

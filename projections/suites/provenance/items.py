@@ -7,6 +7,7 @@ import os
 from benchledger import protocols
 from benchledger.ledger import UnusableInput
 from benchledger.ledger.events import RunStartedBody
+from benchledger.ledger.inert import inert
 from benchledger.projections.suites.base import ItemSet
 from benchledger.protocols.cases import case_set_hash, load_cases
 
@@ -19,7 +20,8 @@ def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
     if not os.path.exists(path):
         raise UnusableInput(
             "--protocols",
-            f"the run's cases at {path} are not on this machine; pass the case file with "
+            f"the run's cases at {inert(path, value=True)} are not on this machine; pass the "
+            "case file with "
             "--protocols PATH",
         )
     loaded = load_cases(path).cases

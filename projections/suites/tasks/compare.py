@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Final, NamedTuple
 
-from benchledger.ledger.inert import inert_md
+from benchledger.ledger.inert import inert, inert_md
 from benchledger.projections import differences as diffs
 from benchledger.projections.card import (
     Metric,
@@ -50,8 +50,9 @@ class Column(NamedTuple):
 
     @property
     def head(self) -> str:
-        """The column's name: the run's model (its agent when no model was recorded)."""
-        return self.card.meta.model or self.card.meta.agent or self.target
+        """The column's name: the run's model (its agent when no model was recorded), one
+        inert line (the run's own words)."""
+        return inert(self.card.meta.model or self.card.meta.agent or self.target, value=True)
 
 
 class Diff(NamedTuple):

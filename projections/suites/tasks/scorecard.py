@@ -16,6 +16,7 @@ from typing import Any, Final, NamedTuple
 import msgspec
 
 from benchledger.ledger.events import Event, GraderDecisionEvent
+from benchledger.ledger.inert import inert
 from benchledger.projections.card import CI_WILSON, Decision, Metric, Ref, RunMeta
 from benchledger.projections.prices import Cost, PriceTable, Unpriced
 from benchledger.projections.prices import priced as price_usage
@@ -142,13 +143,15 @@ class Card(NamedTuple):
 
     @property
     def excluded(self) -> str:
-        """``EXCLUDED: <label>: <meaning>`` for an attempt the peer set aside ("" if analysed)."""
+        """``EXCLUDED: <label>: <meaning>`` for an attempt the peer set aside ("" if analysed),
+        one inert line: the label and the reason are the import's words (``--invalid``, or
+        a bundle's config), shown as the first line of a report and of each compare column."""
         config = self.meta.config
         if not config.get("excluded"):
             return ""
         label = str(config.get("label") or "")
         meaning = str(config.get("exclusion") or label)
-        return f"EXCLUDED: {label}: {meaning}"
+        return inert(f"EXCLUDED: {label}: {meaning}", value=True)
 
     def setting(self, key: str) -> str:
         """A text fact the import recorded (family, arm, folder, label)."""

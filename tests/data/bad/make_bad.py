@@ -397,8 +397,45 @@ def pk_arms() -> None:
         _write(f"peer/{arm}/planted.json", json.dumps(plant, indent=1))
 
 
+# -- LoCoMo files ----------------------------------------------------------------------------
+
+
+def locomo_files() -> None:
+    """The shipped LoCoMo-shaped set's first conversation, broken as issue 50 found real
+    files could be (each was a traceback, or a run whose every metric was n/a)."""
+    from benchledger.protocols import locomo
+
+    with open(os.path.join(protocols.DATA_DIR, "locomo", "synthetic.json"), "rb") as fh:
+        good = json.loads(fh.read())[:1]
+    locomo.parse(json.dumps(good).encode(), "good.json")  # the base is accepted
+
+    def variant(change: Any) -> str:
+        d = copy.deepcopy(good)
+        change(d[0])
+        return json.dumps(d, indent=1)
+
+    def renamed(new: str) -> Any:
+        def go(sample: dict[str, Any]) -> None:
+            conv = sample["conversation"]
+            conv[new] = conv.pop("session_2")
+            conv[f"{new}_date_time"] = conv.pop("session_2_date_time")
+
+        return go
+
+    files = {
+        "session-leading-zero.json": variant(renamed("session_02")),
+        "session-other-digit.json": variant(renamed("session_\u0662")),
+        "category-float.json": variant(lambda d: d["qa"][0].update(category=1.0)),
+        "long-integer.json": variant(lambda d: d["qa"][0].update(answer=0)).replace(
+            '"answer": 0', '"answer": ' + "7" * 4400, 1
+        ),
+    }
+    for name, data in files.items():
+        _write(f"locomo/{name}", data)
+
+
 def main() -> None:
-    for sub in ("bundles", "ledgers", "protocols", "protocols-good", "cases", "peer"):
+    for sub in ("bundles", "ledgers", "protocols", "protocols-good", "cases", "peer", "locomo"):
         shutil.rmtree(os.path.join(HERE, sub), ignore_errors=True)
     bundles()
     bounded_bundles()
@@ -407,6 +444,7 @@ def main() -> None:
     case_files()
     peer_files()
     pk_arms()
+    locomo_files()
     print(f"wrote the bad-input corpus under {HERE}", file=sys.stderr)
 
 
