@@ -256,7 +256,8 @@ class Worker:
         plan = UnitPlan(planned.item, planned.attempt, stream, identities, resumes=resumes)
         async with AsyncExitStack() as stack:
             client = await self._client(r, plan, stack)
-            outcome = await run_unit(r.plan.suite, self.ledger, client, r.plan.agent, plan)
+            outcome = await run_unit(r.plan.suite, self.ledger, client, r.plan.agent, plan,
+                                     failures=r.driver.failures)  # fmt: skip
         self.on_unit(outcome, run_id)
         if infra_failure(outcome.error) and len(infra) + 1 <= self.infra_retries:
             raise InfraRetry(outcome.error)
