@@ -29,6 +29,7 @@ from benchledger.harness.settings import Settings
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.events import UnitFinishedBody
 from benchledger.platforms import CaptureCheck
+from tests.conftest import write_run
 from tests.test_platform_registry import _example
 
 SEALED = re.compile(r"run (\S+) sealed, root ([0-9a-f]{64})")
@@ -236,3 +237,27 @@ def test_the_library_s_run_result_says_so_too(faults, tmp_path):
     assert result.sealed and result.exit_code == 1
     assert result.harness == ("bl-anchor-tier/1",)
     assert result.log == os.path.join(str(tmp_path / "logs"), "lib.log")
+
+
+def test_a_locomo_card_opens_with_its_questions_that_did_not_run_in_every_format(
+    tmp_path, capsys
+):
+    ledger_file = str(tmp_path / "l.sqlite")
+    ledger = Ledger(open_store(ledger_file))
+    units = {(f"p00{i}", 1): {"locomo_f1": True} for i in range(4)}  # as the record plans
+    errors = {("p002", 1): "internal error in ask: ModuleNotFoundError: No module named 'x'"}
+    write_run(ledger, "lo", units, suite="locomo", errors=errors)
+    ledger.store.close()
+    line = "1 of 4 units did not run (harness failure)"
+    for fmt in ("table", "markdown"):
+        assert main(["report", "lo", "--ledger", ledger_file, "--format", fmt]) == 0
+        first = capsys.readouterr().out.splitlines()[0]
+        assert line in first, (fmt, first)
+    assert main(["report", "lo", "--ledger", ledger_file, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["warning"] == line
+    assert main(["report", "lo", "--ledger", ledger_file, "--format", "html"]) == 0
+    page = capsys.readouterr().out
+    assert page.index(line) < page.index("<ul>")
+    for fmt in ("table", "markdown", "json", "html"):
+        assert main(["compare", "lo", "lo", "--ledger", ledger_file, "--format", fmt]) == 0
+        assert f"lo: {line}" in capsys.readouterr().out, fmt

@@ -12,7 +12,15 @@ from typing import Any, Final
 
 from benchledger.ledger.inert import inert, inert_md
 from benchledger.projections import differences
-from benchledger.projections.card import card_standing, fmt_num, render_card, standing_json
+from benchledger.projections.card import (
+    card_standing,
+    completeness_json,
+    fmt_num,
+    html_banner,
+    render_card,
+    standing_json,
+)
+from benchledger.projections.source import completeness
 from benchledger.projections.suites.locomo.scorecard import DESCRIPTIONS, METRIC_NAMES, Card
 from benchledger.projections.usage_view import usage_json
 
@@ -44,6 +52,13 @@ def header(card: Card) -> list[tuple[str, str]]:
     )]  # fmt: skip
 
 
+def _banners(card: Card) -> list[str]:
+    """The line every format starts with when the run is partial or some of its questions
+    did not run (``Completeness.banner``: "2 of 12 units did not run (harness failure)")."""
+    banner = completeness(card.meta, card.units).banner()
+    return [banner] if banner else []
+
+
 def _latency(card: Card) -> str:
     """The median and the slowest question's tool-call time, over the graded questions."""
     times = sorted(r.asked.latency_ms for r in card.rows)
@@ -63,7 +78,7 @@ def _tokens(card: Card) -> str:
 
 def table(card: Card) -> str:
     """The card as terminal text."""
-    lines = [*card_standing([card.meta])]
+    lines = [*_banners(card), *card_standing([card.meta])]
     lines += [f"{k:<17} {v}" for k, v in header(card)]
     lines.append("")
     lines += [f"{n:<22} {_value(card, n):>6}  (n={card.metrics[n].den})" for n in METRIC_NAMES]
@@ -81,7 +96,9 @@ def table(card: Card) -> str:
 
 def markdown(card: Card) -> str:
     """The card as Markdown."""
-    out = [f"# LoCoMo run {inert_md(card.meta.run_id)}", ""]
+    out = [f"**{inert_md(b)}**" for b in _banners(card)]
+    out += [""] if out else []
+    out += [f"# LoCoMo run {inert_md(card.meta.run_id)}", ""]
     out += [f"- {k}: {inert_md(v)}" for k, v in header(card)]
     out += ["", "| metric | value | n | what |", "|---|---|---|---|"]
     out += [f"| {n} | {_value(card, n)} | {card.metrics[n].den} | {DESCRIPTIONS[n]} |"
@@ -124,6 +141,7 @@ def as_json(card: Card) -> dict[str, Any]:
             "max": max(t) if t else None,
         },
         "notes": list(card.notes),
+        **completeness_json([completeness(card.meta, card.units)]),
     }
 
 
@@ -142,7 +160,8 @@ def page(card: Card) -> str:
     head = "".join(f"<li>{e(k)}: {e(v)}</li>" for k, v in header(card))
     return (
         f"<!doctype html><meta charset=utf-8><title>LoCoMo {e(card.meta.run_id)}</title>"
-        f"<ul>{head}</ul><table><tr><th>metric</th><th>value</th><th>n</th><th>what</th>"
+        f"{html_banner(_banners(card))}<ul>{head}</ul>"
+        f"<table><tr><th>metric</th><th>value</th><th>n</th><th>what</th>"
         f"</tr>{rows}</table><table><tr><th>question</th><th>category</th><th>F1</th>"
         f"<th>prediction</th><th>gold</th><th>retrieved</th></tr>{items}</table>\n"
     )
@@ -160,6 +179,8 @@ def compare(cards: Sequence[Card], ids: Sequence[str], fmt: str) -> str:
     # The shared lead (projections.differences): the metrics and run facts (wall, latency,
     # cost, tokens, platform options) on which the runs disagree, before the full table.
     letters = [inert(i) for i in ids]
+    partial = [f"{letter}: {b}" for letter, c in zip(letters, cards, strict=True)
+               for b in _banners(c)]  # fmt: skip
     lead = differences.what_differs(
         letters,
         metrics=[(n, [_value(c, n) for c in cards]) for n in names],
@@ -167,13 +188,15 @@ def compare(cards: Sequence[Card], ids: Sequence[str], fmt: str) -> str:
     )
     if fmt == "json":
         body = {n: {i: c.metrics[n].rate for i, c in zip(ids, cards, strict=True)} for n in names}
+        warning = {"warning": " | ".join(partial)} if partial else {}
         return json.dumps({"suite": "locomo", "runs": list(ids), "metrics": body,
-                           "what_differs": differences.as_json(lead)},
+                           "what_differs": differences.as_json(lead), **warning},
                           indent=2, sort_keys=True) + "\n"  # fmt: skip
     head = ["metric", *letters]
     lines = [[n, *(_value(c, n) for c in cards)] for n in names]
     if fmt == "markdown":
-        out = [*differences.markdown_lines(lead), "| " + " | ".join(head) + " |",
+        out = [*(f"**{inert_md(b)}**" for b in partial), *differences.markdown_lines(lead),
+               "| " + " | ".join(head) + " |",
                "|" + "---|" * len(head)]  # fmt: skip
         return "\n".join(out + ["| " + " | ".join(x) + " |" for x in lines]) + "\n"
     if fmt == "html":
@@ -181,7 +204,8 @@ def compare(cards: Sequence[Card], ids: Sequence[str], fmt: str) -> str:
         cells = "".join("<tr>" + "".join(f"<td>{e(v)}</td>" for v in x) + "</tr>" for x in lines)
         heads = "".join(f"<th>{e(h)}</th>" for h in head)
         box = f'<div class="differs"><ul>{differences.html_items(lead)}</ul></div>'
-        return f"<!doctype html><meta charset=utf-8>{box}<table><tr>{heads}</tr>{cells}</table>\n"
+        top = html_banner(partial) + box
+        return f"<!doctype html><meta charset=utf-8>{top}<table><tr>{heads}</tr>{cells}</table>\n"
     width = max(len(v) for v in [*head, *(v for x in lines for v in x)]) + 2
-    out = [*differences.text_lines(lead), "", "".join(h.ljust(width) for h in head)]
+    out = [*partial, *differences.text_lines(lead), "", "".join(h.ljust(width) for h in head)]
     return "\n".join(out + ["".join(v.ljust(width) for v in x) for x in lines]) + "\n"
