@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from benchledger.ledger.events import UnitFinishedBody
 from benchledger.platforms import CaptureCheck
 from tests.conftest import write_run
 from tests.test_platform_registry import _example
+from tests.test_queue import _jobs, _sql_ready, _until, pg  # noqa: F401
 
 SEALED = re.compile(r"run (\S+) sealed, root ([0-9a-f]{64})")
 SECRET = "sk-ant-test-0123456789abcdef"  # a key the adapter's error echoes back
@@ -239,9 +241,7 @@ def test_the_library_s_run_result_says_so_too(faults, tmp_path):
     assert result.log == os.path.join(str(tmp_path / "logs"), "lib.log")
 
 
-def test_a_locomo_card_opens_with_its_questions_that_did_not_run_in_every_format(
-    tmp_path, capsys
-):
+def test_a_locomo_card_opens_with_its_questions_that_did_not_run_in_every_format(tmp_path, capsys):
     ledger_file = str(tmp_path / "l.sqlite")
     ledger = Ledger(open_store(ledger_file))
     units = {(f"p00{i}", 1): {"locomo_f1": True} for i in range(4)}  # as the record plans
@@ -261,3 +261,38 @@ def test_a_locomo_card_opens_with_its_questions_that_did_not_run_in_every_format
     for fmt in ("table", "markdown", "json", "html"):
         assert main(["compare", "lo", "lo", "--ledger", ledger_file, "--format", fmt]) == 0
         assert f"lo: {line}" in capsys.readouterr().out, fmt
+
+
+@pytest.mark.postgres
+def test_run_queue_wait_on_a_run_its_worker_sealed_with_a_harness_failure_exits_1(
+    faults,
+    pg,  # noqa: F811  (the queue tests' fixture: a fresh schema and its queue's, dropped after)
+    tmp_path,
+    capsys,
+):
+    faults.bug = {"anchor tier"}
+    url = pg
+    waited: dict[str, int] = {}
+
+    def wait() -> None:
+        argv = ["run", "--queue", "--wait", "--platform", "broken-memory", "--limit", "2",
+                "--run-id", "qh", "--ledger", url]  # fmt: skip
+        waited["code"] = main(argv, settings(tmp_path))
+
+    # The worker takes signals, so it has the main thread; --wait polls in another.
+    waiting = threading.Thread(target=wait)
+    waiting.start()
+    try:
+        _until("the run's jobs queued", lambda: _sql_ready(url) and _jobs(url).get("todo") == 2,
+               60)  # fmt: skip
+        assert main(["worker", "--once", "--ledger", url], settings(tmp_path)) == 0
+        waiting.join(timeout=120)
+        out = capsys.readouterr().out
+        assert waited.get("code") == 1, out[-3000:]
+        assert SEALED.search(out) and "1 of 2 units did not run (harness failure)" in out
+        assert "run FAILED: 1 of 2 units did not run (harness failure); each unit's error " \
+               "names the log holding its traceback" in out  # fmt: skip
+        log = tmp_path / "logs" / "qh.log"  # the worker's, on its machine
+        assert f"(traceback in {log})" in out and "Traceback" in log.read_text()
+    finally:
+        waiting.join(timeout=120)
