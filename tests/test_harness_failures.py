@@ -296,3 +296,17 @@ def test_run_queue_wait_on_a_run_its_worker_sealed_with_a_harness_failure_exits_
         assert f"(traceback in {log})" in out and "Traceback" in log.read_text()
     finally:
         waiting.join(timeout=120)
+
+
+def test_a_run_sealed_despite_infra_failed_units_opens_with_them_named_as_infrastructure(
+    tmp_path, capsys
+):
+    ledger_file = str(tmp_path / "l.sqlite")
+    ledger = Ledger(open_store(ledger_file))
+    units = {(f"p00{i}", 1): {"captured": True} for i in range(3)}
+    errors = {("p001", 1): "capture: transport: MCP session: connection reset"}
+    write_run(ledger, "r", units, errors=errors, seal=True)
+    ledger.store.close()
+    assert main(["report", "r", "--ledger", ledger_file]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "1 of 3 units did not run (infrastructure failure)"
