@@ -187,6 +187,10 @@ def test_every_display_of_its_card_opens_with_how_many_units_did_not_run(faults,
     assert doc["completeness"]["harness_failed_units"] == ["bl-anchor-tier/1"]
     assert main(["compare", "broken", "broken", "--ledger", ledger]) == 0
     assert "1 of 3 units did not run (harness failure)" in capsys.readouterr().out
+    assert main(["log", "broken", "--ledger", ledger]) == 0
+    assert capsys.readouterr().out.startswith("1 of 3 units did not run (harness failure)")
+    # The error naming the log is the unit's own text: re-derivation still agrees.
+    assert main(["replay", "broken", "--ledger", ledger]) == 0
 
 
 def test_every_unit_harness_failed_says_harness_not_infra(faults, tmp_path, capsys):
