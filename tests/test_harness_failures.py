@@ -314,3 +314,17 @@ def test_a_run_sealed_despite_infra_failed_units_opens_with_them_named_as_infras
     assert main(["report", "r", "--ledger", ledger_file]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first == "1 of 3 units did not run (infrastructure failure)"
+
+
+def test_a_failure_log_that_cannot_be_written_is_named_with_why_and_the_run_goes_on(
+    faults, tmp_path, capsys
+):
+    faults.bug = {"anchor tier"}
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the log folder should be")
+    told = Settings(ledger=str(tmp_path / "l.sqlite"), log_dir=str(blocked))
+    code = main(["run", "--platform", "broken-memory", "--limit", "3", "--run-id", "b"], told)
+    out = capsys.readouterr().out
+    assert code == 1 and SEALED.search(out), out[-2000:]
+    (error,) = [e for e in unit_errors(tmp_path, "b").values() if e]
+    assert error.endswith(f"(traceback not written to {blocked}/b.log: File exists)")
