@@ -57,8 +57,12 @@ class RunResult:
     ledger: str  # where it was written (a path or URL; "" for a Ledger passed in)
     missing: tuple[str, ...] = ()  # the planned units that did not finish
     infra: tuple[str, ...] = ()  # units ended in infrastructure errors (run left unsealed)
-    failed: tuple[str, ...] = ()  # ``stream: error`` of each unit that infra-failed
+    failed: tuple[str, ...] = ()  # ``stream: error`` of each unit of this call that failed
     exit_code: int = EXIT_OK  # what ``benchledger run`` would exit with
+    # Units of the run that ended in a bug of ours (harness failures: they did not run, so
+    # the run is not green, exit 1), and the local log holding their tracebacks.
+    harness: tuple[str, ...] = ()
+    log: str = ""
 
     @property
     def sealed(self) -> bool:
@@ -247,6 +251,7 @@ async def run_async(
     sign_key: str | None = None,
     settings: Settings | None = None,
     progress: Progress | None = None,
+    debug: bool = False,
 ) -> RunResult:
     """``run``, awaited in the caller's event loop (see ``run`` for the options)."""
     conf = settings or Settings()
@@ -260,6 +265,7 @@ async def run_async(
         time_scale=time_scale, retry_infra=retry_infra, seal_despite_infra=seal_despite_infra,
         prereg=prereg, settings=conf,
     )  # fmt: skip
+    cfg.debug = debug
     from benchledger.harness.driver import RunDriver
 
     signer = signer_of(sign_key, conf)  # a bad key file: refused, nothing written
@@ -285,6 +291,8 @@ async def run_async(
         infra=tuple(done.infra),
         failed=tuple(f"{o.stream}: {o.error}" for o in done.failed),
         exit_code=status,
+        harness=tuple(done.harness),
+        log=done.log if done.harness else "",
     )
 
 

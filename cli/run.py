@@ -30,6 +30,7 @@ from benchledger.harness import interrupt
 from benchledger.harness.errors import HarnessError
 from benchledger.harness.record import RunConfig
 from benchledger.ledger import Ledger, LedgerError, UnknownRun
+from benchledger.ledger.completeness import Completeness
 from benchledger.ledger.events import infra_failure
 from benchledger.ledger.signing import Signer
 from benchledger.projections import suites as read_suites
@@ -119,7 +120,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
         for o in declared_options()
         if o.dest not in _RUN_LEVEL and _opt(args, o.dest) is not None
     }
-    return config(
+    cfg = config(
         suite=args.suite, protocols=items_path or None, items_options=items_options,
         agent=args.agent, platform=_opt(args, "platform"), k=args.k, limit=args.limit,
         protocol=args.protocol, concurrency=args.concurrency, run_id=args.run_id or "",
@@ -133,6 +134,8 @@ def _config(args: argparse.Namespace) -> RunConfig:
         seal_despite_infra=args.seal_despite_infra, prereg=prereg_for_run(args, items_path),
         settings=args.settings,
     )  # fmt: skip
+    cfg.debug = bool(args.debug)
+    return cfg
 
 
 def ledger_has_runs(ledger: Any) -> bool:
@@ -353,27 +356,47 @@ def _finished(
         kind = "infra-failed" if infra_failure(failed.error) else "harness-failed"
         print(f"{kind}: {failed.stream}: {failed.error}")
     ledger_words = ("--ledger", ledger_location)
+    not_run = _did_not_run(result, run_events.completeness)
     if result.missing:
         resume = _resume_line(result.run_id, ledger_location)
         print(
             f"\nrun {result.run_id} is NOT sealed: {len(result.missing)} planned units did not "
             f"finish ({', '.join(result.missing[:5])}); resume with: {resume}"
         )
+        if not_run:
+            print(f"run FAILED: {not_run}")
         return EXIT_FAILED
     if result.infra:
         _not_sealed_for_infra(result.run_id, result.infra, ledger_location)
+        if not_run:
+            print(f"run FAILED: {not_run}")
         return EXIT_FAILED
     signed = f", signed by key {signer.key_id[:16]}" if signer else ""
     print(f"\nrun {result.run_id} sealed, root {result.root}{signed}")
     verify = command_line("benchledger", "verify", result.run_id, "--root", result.root,
                           *ledger_words)  # fmt: skip
     print(f"verify with: {verify}")
-    if result.status != EXIT_OK:
+    if not_run:  # a unit that did not run is no result: the run is not green
+        print(f"run FAILED: {not_run}")
+        return EXIT_FAILED
+    if result.status != EXIT_OK:  # none harness-failed: every one ended in an infra error
         print(f"run FAILED: every one of its {len(result.outcomes)} units infra-failed")
     elif verdict is False:
         print(f"run FAILED: the {result.suite} lane's overall verdict did not pass")
         return EXIT_FAILED
     return result.status
+
+
+def _did_not_run(result: RunResult, done: Completeness | None) -> str:
+    """``2 of 30 units did not run (harness failure); their tracebacks are in LOG``, for a
+    run with harness-failed units ("" for one without)."""
+    if not result.harness:
+        return ""
+    counted = (done.did_not_run(infra=False) if done is not None and done.harness_failed
+               else f"{len(result.harness)} units did not run (harness failure)")  # fmt: skip
+    where = (f"their tracebacks are in {result.log}" if result.log
+             else "each unit's error names the log holding its traceback")  # fmt: skip
+    return f"{counted}; {where}"
 
 
 def _not_sealed_for_infra(run_id: str, units: list[str], location: str) -> None:
@@ -506,8 +529,11 @@ def _queued_finished(ledger: Ledger, run_id: str, location: str) -> int:
 
     info = ledger.run_info(run_id)
     missing = [] if info.root else ledger.unfinished(run_id)
-    infra = [] if info.root or missing else ledger.infra_failed(run_id)
-    result = RunResult(run_id, info.root, [], missing, infra)
+    infra, harness = ledger.failed(run_id)
+    if info.root or missing:
+        infra = []
+    # The workers wrote the tracebacks, each to its own machine's log: the errors name them.
+    result = RunResult(run_id, info.root, [], missing, infra, harness=harness)
     result.suite = read_record(ledger, run_id).suite
     return _finished(result, ledger, None, location)
 
@@ -604,6 +630,12 @@ def run_options(p: argparse.ArgumentParser, *, worker: bool = False) -> None:
         )
     _platform_args(p)
     p.add_argument("--concurrency", type=whole("--concurrency"), help="units in flight (4)")
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="print each harness failure's traceback as it is written to the run's failure "
+        "log (.benchledger/logs/RUN_ID.log, or $BENCHLEDGER_LOG_DIR; never the ledger)",
+    )
     if worker:
         return
     p.add_argument("--k", type=whole("--k"), help="passes; each is one attempt per protocol (1)")

@@ -20,16 +20,19 @@ import msgspec
 from benchledger.harness import agents
 from benchledger.harness.agents.base import Agent
 from benchledger.harness.errors import HarnessError, InfraError
+from benchledger.harness.logging import FailureLog
 from benchledger.harness.models.errors import PreflightFailed
 from benchledger.harness.plan import MAX_POOL, RunPlan, plan_run, pool_needed
 from benchledger.harness.platforms.base import Clock, Description, PlatformClient
 from benchledger.harness.platforms.provision import PlatformSpec, Provisioner, provisioner
 from benchledger.harness.record import RunConfig, RunRefused
+from benchledger.harness.settings import Settings
 from benchledger.harness.suites import run_config
 from benchledger.harness.unit import UnitOutcome, UnitPlan, run_unit
 from benchledger.ledger import Ledger
 from benchledger.ledger.errors import UnitsMissing
 from benchledger.ledger.events import RunStartedBody, UnitAbandonedBody
+from benchledger.projections import suites as read_suites
 
 TOOL_VERSION: Final = "benchledger 0.1.0"
 
@@ -53,7 +56,9 @@ class RunResult:
     ``missing``: the planned units that did not finish; ``infra``: when every planned
     unit finished, those (``unit/attempt``) that ended in infrastructure errors, which
     keep the run unsealed so they can be retried (``--resume --retry-infra``) or the run
-    sealed as it is (``seal``).
+    sealed as it is (``seal``); ``harness``: the run's units (``unit/attempt``, this
+    process's or not) that ended in a bug of ours, which did not run (their tracebacks are
+    in ``log``, the run's failure log).
     """
 
     run_id: str
@@ -62,6 +67,8 @@ class RunResult:
     missing: list[str] = field(default_factory=list)
     infra: list[str] = field(default_factory=list)
     suite: str = ""  # the run's suite, by name
+    harness: list[str] = field(default_factory=list)
+    log: str = ""  # the run's failure log (harness/logging.py FailureLog), where they are
 
     @property
     def failed(self) -> list[UnitOutcome]:
@@ -69,10 +76,12 @@ class RunResult:
 
     @property
     def status(self) -> int:
-        """1 when units are missing (or the run is unsealed) or every unit it ran failed
-        for infra reasons, else 0."""
+        """1 when units are missing (or the run is unsealed), any unit of the run is
+        harness-failed (it did not run: the run is not green), or every unit this process
+        ran failed, else 0."""
         unsealed = not self.root
-        if self.missing or unsealed or (self.outcomes and len(self.failed) == len(self.outcomes)):
+        everyone = self.outcomes and len(self.failed) == len(self.outcomes)
+        if self.missing or unsealed or self.harness or everyone:
             return EXIT_FAILED
         return EXIT_OK
 
@@ -124,6 +133,20 @@ def _provisioner(spec: PlatformSpec, **kw: Any) -> Provisioner:
         raise RunRefused(str(exc)) from None
 
 
+def _grading_available(plan: RunPlan) -> None:
+    """RunRefused, nothing written, when a module the run's suite grades with is absent
+    (``SuitePlugin.grading_needs``): every unit would fail on it, and the run would seal
+    numbers over the few that did not."""
+    missing = read_suites.plugin(plan.suite.name).missing_modules()
+    if missing:
+        names = ", ".join(missing)
+        raise RunRefused(
+            f"suite {plan.suite.name} cannot grade here: its grading needs the module(s) "
+            f"{names}, not installed in this Python ({sys.executable}); install them "
+            "(`python3 -m pip install benchledger` brings benchledger's own), then run again"
+        )
+
+
 def _preflight_refused(prov: Provisioner, exc: HarnessError) -> RunRefused:
     """Why the platform preflight refuses the run, nothing written."""
     if isinstance(exc, InfraError):
@@ -153,6 +176,22 @@ class RunDriver:
         self._agent = agent
         self.run_id = config.resume or config.run_id
         self.outcomes: list[UnitOutcome] = []
+        self.failures: FailureLog | None = None  # the run's, once its id is known
+
+    def failure_log(self, run_id: str) -> FailureLog:
+        """Where the tracebacks of ``run_id``'s harness failures go (``harness.logging``):
+        the settings' log folder, every secret the run knows scrubbed."""
+        settings = self.cfg.settings or Settings()
+        secrets = (
+            self.cfg.admin_key,
+            self.cfg.pool_base,
+            settings.admin_key,
+            settings.pool_base,
+            settings.anthropic_api_key,
+            settings.openai_api_key,
+        )
+        self.failures = FailureLog(settings.log_dir, run_id, secrets=secrets, debug=self.cfg.debug)
+        return self.failures
 
     def plan(self) -> RunPlan:
         """The run the configuration asks for, new or resumed (RunRefused, nothing written)."""
@@ -167,7 +206,7 @@ class RunDriver:
     ) -> None:
         async with sem:
             outcome = await run_unit(plan.suite, self.ledger, client, plan.agent, unit,
-                                     clock=self.clock)  # fmt: skip
+                                     clock=self.clock, failures=self.failures)  # fmt: skip
         self.outcomes.append(outcome)
         self.progress.unit_done(outcome, len(self.outcomes), len(plan.units))
 
@@ -226,6 +265,8 @@ class RunDriver:
         an infrastructure error); the result says how it went."""
         plan = plan or self.plan()
         self.run_id = plan.run_id
+        self.failure_log(plan.run_id)
+        _grading_available(plan)
         await _model_preflight(plan.agent)
         async with AsyncExitStack() as stack:
             prov = self.provisioner(plan)
@@ -254,6 +295,7 @@ class RunDriver:
         """A queued run's start: preflight the model and the platform, then write its
         ``run_started``; its units are run by queue workers (``harness.work``)."""
         self.run_id = plan.run_id
+        _grading_available(plan)
         await _model_preflight(plan.agent)
         async with AsyncExitStack() as stack:
             prov = self.provisioner(plan)
@@ -268,6 +310,8 @@ class RunDriver:
         (a fresh-state platform's: the runtime of the worker's first pass, described
         before any unit uses it, so no runtime is started only to be described). Writes
         nothing."""
+        self.failure_log(plan.run_id)  # for the worker's units (``failures``)
+        _grading_available(plan)
         await _model_preflight(plan.agent)
         try:
             client = await stack.enter_async_context(prov.runtime())
@@ -326,7 +370,9 @@ class RunDriver:
         A finished run with infra-failed units stays unsealed (naming them in ``infra``)
         unless ``seal_despite_infra``: a seal is final, and would leave them no retry.
         """
-        infra = [] if self.cfg.seal_despite_infra else self.ledger.infra_failed(run_id)
+        infra, harness = self.ledger.failed(run_id)
+        if self.cfg.seal_despite_infra:
+            infra = []
         root, unfinished = "", []
         if infra:  # not sealed either way; units still missing are named first
             unfinished = self.ledger.unfinished(run_id)
@@ -335,5 +381,6 @@ class RunDriver:
                 root = self.ledger.seal_complete(run_id)
             except UnitsMissing as exc:
                 unfinished = exc.missing
+        log = self.failures.path if self.failures is not None else ""
         return RunResult(run_id, root, list(self.outcomes), unfinished,
-                         [] if unfinished else infra)  # fmt: skip
+                         [] if unfinished else infra, harness=harness, log=log)  # fmt: skip

@@ -1,9 +1,17 @@
-"""Client-side log silencing: the harness's MCP and HTTP clients log every request at INFO."""
+"""The harness's local logs: client-side log silencing (the MCP and HTTP clients log every
+request at INFO) and the failure log, where a harness failure's traceback goes."""
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
+import time
+import traceback
 import warnings
+from collections.abc import Iterable
+
+from benchledger.harness.scrub import scrubber
 
 # The in-process embedded platform's uvicorn shares this process, so its loggers are here too.
 _CHATTY = (
@@ -44,3 +52,46 @@ def quiet_logs() -> None:
 class _OnlyCritical(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return record.levelno >= logging.CRITICAL
+
+
+class FailureLog:
+    """Where the tracebacks of a run's harness failures go: one local file per run,
+    ``DIRECTORY/RUN_ID.log``, appended to (docs/runner.md, "Harness failures").
+
+    Never the ledger, which keeps the one-line error that names this file: a traceback
+    holds machine paths and source lines, which are no evidence of the run. Every known
+    secret is scrubbed from what is written (and from the one-line error), as from
+    everything recorded; ``debug`` (``run --debug``) prints each traceback as it is written.
+    """
+
+    def __init__(
+        self,
+        directory: str,
+        run_id: str,
+        *,
+        secrets: Iterable[str] = (),
+        debug: bool = False,
+    ) -> None:
+        self.path = os.path.join(directory, f"{run_id}.log")
+        self._scrub = scrubber(*sorted({s for s in secrets if s}))
+        self.debug = debug
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every known secret replaced."""
+        return self._scrub.text(text)
+
+    def write(self, where: str, exc: BaseException) -> str:
+        """Append ``exc``'s traceback under a heading naming ``where`` (the unit's stream
+        and stage); the file it went to, or why it could not be written."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        text = self.scrub("".join(traceback.format_exception(exc)))
+        entry = f"== {stamp} {where}\n{text}\n"
+        if self.debug:
+            print(entry, end="", file=sys.stderr, flush=True)
+        try:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(entry)
+        except OSError as err:
+            return f"traceback not written to {self.path}: {err.strerror or err}"
+        return f"traceback in {self.path}"

@@ -87,6 +87,9 @@ class RunConfig:
     # Seal even when units ended in infrastructure errors (else the run stays unsealed so
     # they can be retried); a sealing decision, not recorded.
     seal_despite_infra: bool = False
+    # Print each harness failure's traceback as it is written to the run's failure log
+    # (``run --debug``); not recorded.
+    debug: bool = False
     # A queue worker (``benchledger worker``): its protocol and pack paths and its
     # concurrency are its own (the set and the pack are compared by hash).
     local: bool = False

@@ -17,6 +17,8 @@ DEFAULT_NPM_DIR = os.path.join(".benchledger", "npm")
 DEFAULT_BASIC_MEMORY_DIR = os.path.join(".benchledger", "basic-memory")
 # Where mapped servers (--platform mcp:FILE) are installed, one environment per package.
 DEFAULT_MCP_DIR = os.path.join(".benchledger", "mcp")
+# Where harness failures' tracebacks go, one file per run (harness/logging.py FailureLog).
+DEFAULT_LOG_DIR = os.path.join(".benchledger", "logs")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Settings:
     # 30 s to connect and 60 s to read); the fault selftest lowers it to provoke timeouts.
     platform_timeout_s: float = 0.0
     mcp_dir: str = DEFAULT_MCP_DIR
+    log_dir: str = DEFAULT_LOG_DIR
 
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:
@@ -59,6 +62,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         npm_dir=env.get("BENCHLEDGER_NPM_DIR") or DEFAULT_NPM_DIR,
         basic_memory_dir=env.get("BENCHLEDGER_BASIC_MEMORY_DIR") or DEFAULT_BASIC_MEMORY_DIR,
         mcp_dir=env.get("BENCHLEDGER_MCP_DIR") or DEFAULT_MCP_DIR,
+        log_dir=env.get("BENCHLEDGER_LOG_DIR") or DEFAULT_LOG_DIR,
         signing_key=env.get("BENCHLEDGER_SIGNING_KEY", ""),
         platform_timeout_s=_seconds(env.get("BENCHLEDGER_PLATFORM_TIMEOUT_S", "")),
         key_dir=env.get("BENCHLEDGER_KEY_DIR")

@@ -30,6 +30,7 @@ from benchledger.harness.episode import (
     run_episode,
 )
 from benchledger.harness.errors import InfraError
+from benchledger.harness.logging import FailureLog
 from benchledger.harness.platforms.base import Clock, PlatformClient, ReadBack
 from benchledger.harness.record import pool_label
 from benchledger.ledger import Ledger, LedgerError
@@ -130,8 +131,10 @@ class UnitContext:
         clock: Clock | None = None,
         backoff_s: float = BACKOFF_S,
         tools: ToolSets = NO_TOOLS,
+        failures: FailureLog | None = None,
     ) -> None:
         self.ledger = ledger
+        self.failures = failures
         self.tools = tools
         self.platform = platform
         self.agent = agent
@@ -313,6 +316,7 @@ async def run_unit(
     started: UnitStartedBody | None = None,
     stops: tuple[type[BaseException], ...] = (),
     log: list[tuple[int, Body]] | None = None,
+    failures: FailureLog | None = None,
 ) -> UnitOutcome:
     """One unit behind the fault barrier: whatever goes wrong ends it with an error.
 
@@ -320,10 +324,13 @@ async def run_unit(
     plan otherwise. ``stops``: exceptions that end the unit unfinished and propagate (a
     replay's divergences), as storage faults and cancellation do. ``log``: filled with the
     unit's events as they are staged, so a caller sees them even when the unit stops.
+    ``failures``: where a harness failure's traceback goes (its error names the file);
+    None keeps no traceback (a full replay's scratch run).
     """
     start = started or unit_started(suite, platform, plan)
     info = UnitInfo(plan.stream, plan.unit_id, plan.attempt, start.teacher, start.learner)
-    ctx = UnitContext(ledger, platform, agent.for_unit(info), plan, clock=clock, tools=suite.tools)
+    ctx = UnitContext(ledger, platform, agent.for_unit(info), plan, clock=clock, tools=suite.tools,
+                      failures=failures)  # fmt: skip
     if log is not None:
         ctx.w.log = log  # the writer's own list: staged events land in the caller's
     ctx.w.append(start)
@@ -350,9 +357,15 @@ async def run_unit(
 
 def _error(ctx: UnitContext, exc: Exception) -> str:
     """How a unit's failure reads in its ``unit_finished.error``: an infrastructure failure
-    as it is, a bug of ours (the fault barrier) as an internal error."""
+    as it is, a bug of ours (the fault barrier) as an internal error, which a harness
+    failure is: its traceback goes to the run's failure log (never the ledger), and the
+    error names the file."""
     if isinstance(exc, UnitFailed):
         return str(exc)
     if isinstance(exc, InfraError):  # an adapter's failure outside its retries
         return f"{ctx.stage}: {exc}"
-    return f"{INTERNAL_ERROR}{ctx.stage or 'the unit'}: {type(exc).__name__}: {exc}"
+    error = f"{INTERNAL_ERROR}{ctx.stage or 'the unit'}: {type(exc).__name__}: {exc}"
+    if ctx.failures is None:
+        return error
+    where = ctx.failures.write(f"{ctx.plan.stream} ({ctx.stage or 'the unit'})", exc)
+    return ctx.failures.scrub(error) + f" ({where})"

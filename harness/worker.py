@@ -323,7 +323,8 @@ class Worker:
         try:
             async with AsyncExitStack() as stack:
                 client = await self._client(r, plan, stack)
-                outcome = await run_unit(r.plan.suite, self.ledger, client, r.plan.agent, plan)
+                outcome = await run_unit(r.plan.suite, self.ledger, client, r.plan.agent, plan,
+                                         failures=r.driver.failures)  # fmt: skip
         except AppendConflict:
             # This worker went silent and the queue gave its unit to another, which wrote
             # the attempt's streams meanwhile: that one's attempt counts, not this one's.

@@ -57,10 +57,29 @@ class Completeness(NamedTuple):
         errors = "an infrastructure error" if n == 1 else "infrastructure errors"
         return f", {n} in {errors} ({names})"
 
+    def did_not_run(self, *, infra: bool = True) -> str:
+        """``2 of 30 units did not run (harness failure)``, and likewise (with ``infra``) for
+        the units that ended in infrastructure errors: why some finished units measured
+        nothing ("" when none did). Each word is the one ``events.failed_units`` gives, so a
+        display never calls a bug of ours an infrastructure failure, nor the other way round."""
+        total = self.planned or self.finished
+        failed = [(self.harness_failed, "harness failure")]
+        if infra:
+            failed.append((self.infra_failed, "infrastructure failure"))
+        return "; ".join(f"{len(units)} of {total} units did not run ({why})"
+                         for units, why in failed if units)  # fmt: skip
+
     def banner(self) -> str:
-        """The first line of any display of this run; "" for a whole one."""
+        """The first line of any display of this run; "" for a whole one whose every unit
+        ran (a sealed run with failed units opens with ``did_not_run``; a partial run's line
+        names its infrastructure errors already, and adds its harness failures)."""
         if self.whole:
-            return ""
+            return self.did_not_run()
+        ours = self.did_not_run(infra=False)
+        return self._partial() + (f"; {ours}" if ours else "")
+
+    def _partial(self) -> str:
+        """The banner of a run that is unsealed or sealed short of its plan."""
         if not self.sealed and self.infra_failed and not self.short:
             run = self.run_id
             return (

@@ -61,7 +61,7 @@ from benchledger.ledger.events import (
     StreamHead,
     UnitFinishedEvent,
     UnitStartedEvent,
-    infra_failed_units,
+    failed_units,
     make_event,
     stream_unit,
 )
@@ -339,6 +339,11 @@ class Ledger:
         stream is one whose head is ``unit_finished`` (a retried one ends in
         ``unit_abandoned``), so this decodes one event per unit, never the run.
         """
+        return self.failed(run_id, heads)[0]
+
+    def failed(self, run_id: str, heads: list[Record] | None = None) -> tuple[list[str], list[str]]:
+        """(infra-failed, harness-failed) units as ``events.failed_units`` splits them, read
+        from the stream heads as ``infra_failed`` reads them."""
         rows = self.store.heads(run_id) if heads is None else heads
         ends = []
         for row in rows:
@@ -347,7 +352,7 @@ class Ledger:
             event = _stored(decode_event, row.stream, row.seq, row.data)
             error = event.body.error if isinstance(event, UnitFinishedEvent) else ""
             ends.append(("/".join(stream_unit(run_id, row.stream or "")), error))
-        return infra_failed_units(ends)
+        return failed_units(ends)
 
     def seal_complete(self, run_id: str, *, signer: Signer | None = None) -> str:
         """Seal the run once every planned unit has finished; return its root.

@@ -14,6 +14,7 @@ from benchledger.harness.agents.model import ModelAgent
 from benchledger.harness.driver import Progress, RunDriver
 from benchledger.harness.models import FakeTransport, ModelResponse
 from benchledger.harness.record import RunConfig, RunRefused, diff, read_record, redact_command
+from benchledger.harness.settings import Settings
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.events import (
     EpisodeFinishedEvent,
@@ -218,12 +219,16 @@ class Crashing:
         return await self.inner.next_turn(episode, messages, tools, observer)
 
 
-def test_a_bug_in_one_unit_ends_that_unit_and_the_run_goes_on(tmp_path, ledger):
-    cfg = RunConfig(protocols_path=subset(tmp_path), run_id="b")
+def test_a_bug_in_one_unit_ends_that_unit_the_run_goes_on_and_is_not_green(tmp_path, ledger):
+    logs = str(tmp_path / "logs")
+    cfg = RunConfig(protocols_path=subset(tmp_path), run_id="b", settings=Settings(log_dir=logs))
     result = asyncio.run(RunDriver(ledger, cfg, agent=Crashing()).execute())  # type: ignore[arg-type]
-    assert result.root and result.status == 0
+    # Sealed, every other unit run; but a unit that did not run is no result: exit 1.
+    assert result.root and result.status == 1
+    assert result.harness == [f"{SUBSET[0]}/1"] and result.log == f"{logs}/b.log"
     errors = {o.unit_id: o.error for o in result.outcomes}
     assert errors[SUBSET[0]].startswith("internal error in recall: KeyError")
+    assert errors[SUBSET[0]].endswith(f"(traceback in {logs}/b.log)")
     assert all(not errors[p] for p in SUBSET[1:])
 
 
@@ -232,7 +237,8 @@ def test_a_run_whose_units_all_fail_exits_1(tmp_path, ledger):
         async def next_turn(self, episode, messages, tools, observer=None):
             raise RuntimeError("broken")
 
-    cfg = RunConfig(protocols_path=subset(tmp_path, SUBSET[:2]), run_id="f")
+    settings = Settings(log_dir=str(tmp_path / "logs"))
+    cfg = RunConfig(protocols_path=subset(tmp_path, SUBSET[:2]), run_id="f", settings=settings)
     result = asyncio.run(RunDriver(ledger, cfg, agent=AlwaysBroken()).execute())  # type: ignore[arg-type]
     assert result.root and result.status == 1 and len(result.failed) == 2
 

@@ -13,6 +13,7 @@ tasks) are registered in ``projections.suites.builtin``.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
@@ -164,7 +165,10 @@ class SuitePlugin:
     or a full replay needs it: a factory, or its ``"package.module:NAME"`` (how
     benchledger's own name theirs: this floor may not import the harness); None for a
     suite that is read only. ``items`` is its item option (None: it takes none);
-    ``summary`` one line for ``run --help`` and ``benchledger suites``.
+    ``summary`` one line for ``run --help`` and ``benchledger suites``. ``grading_needs``:
+    the modules its grading imports that a plain install may lack (``importlib`` names); a
+    run of the suite is refused up front, nothing written, when one is absent
+    (``missing_modules``), rather than every unit failing on it.
     """
 
     name: str
@@ -172,6 +176,20 @@ class SuitePlugin:
     harness: Callable[[], object] | str | None = None
     items: ItemOption | None = None
     summary: str = ""
+    grading_needs: tuple[str, ...] = ()
+
+    def missing_modules(self) -> list[str]:
+        """The modules of ``grading_needs`` this interpreter cannot import (found, not
+        imported: a heavy grading library loads only when answers are graded)."""
+        return [name for name in self.grading_needs if not _importable(name)]
+
+
+def _importable(name: str) -> bool:
+    """Whether ``name`` can be imported here (a dotted name's parents are imported to tell)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent missing, or a module without a spec
+        return False
 
 
 def _plugin(obj: object) -> SuitePlugin:

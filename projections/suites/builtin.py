@@ -77,6 +77,7 @@ LOCOMO: Final = SuitePlugin(
         "set protocols/data/locomo/synthetic.json)",
     ),
     "LoCoMo's questions on conversations the platform ingested (docs/locomo.md)",
+    grading_needs=("nltk",),  # LoCoMo's own Porter stemmer (projections/suites/locomo/grading.py)
 )
 
 _HERE: Final = "benchledger.projections.suites.builtin"

@@ -40,6 +40,7 @@ from benchledger.projections.stats import (
     mcnemar_exact,
     mean_gain,
 )
+from benchledger.projections.suites.locomo.report import banners
 from benchledger.projections.suites.locomo.scorecard import METRIC_NAMES, Card, row_values
 
 QUESTIONS: Final = f"bootstrap over questions ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})"
@@ -155,8 +156,13 @@ class Sheet(NamedTuple):
             out.append(inert(said, value=True))
         return out
 
+    def partial(self) -> list[str]:
+        """Each run's line saying it is partial or some of its questions did not run."""
+        return [f"{inert(c.run_id)}: {b}" for c in self.columns for b in banners(c.card)]
+
     def standing(self) -> list[str]:
-        return standing_lines(card_runs([c.card.meta for c in self.columns]), named=True)
+        own = standing_lines(card_runs([c.card.meta for c in self.columns]), named=True)
+        return [*self.partial(), *own]
 
 
 def _note(ids: Sequence[str], ds: dict[str, Paired]) -> str:
@@ -216,6 +222,7 @@ def as_json(s: Sheet) -> dict[str, Any]:
         "standing": {c.run_id: standing_json([c.card.meta]) for c in s.columns},
         "platforms": {c.run_id: c.card.meta.platform_facts for c in s.columns},
         "what_differs": differences.as_json(s.lead),
+        **({"warning": " | ".join(s.partial())} if s.partial() else {}),
     }
 
 

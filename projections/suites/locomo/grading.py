@@ -6,7 +6,8 @@ recall (dialogue- or session-level), recall@k and reciprocal rank of evidence am
 retrieved dialogue ids in rank order.
 
 The stemmer is nltk's ``PorterStemmer`` in its default mode, the one LoCoMo's evaluation
-uses; it is imported on first use (the ``locomo`` extra), so a plain install never needs it.
+uses; a core dependency (docs/locomo.md), imported on first use, so a run that grades no
+LoCoMo answer never loads it.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def normalise(text: str) -> str:
 
 @functools.cache
 def _stemmer() -> Callable[[str], str]:
-    # Lazy: nltk is the `locomo` extra, needed only when LoCoMo answers are graded.
+    # Lazy: nltk is needed only when LoCoMo answers are graded.
     from nltk.stem import PorterStemmer
 
     return PorterStemmer().stem

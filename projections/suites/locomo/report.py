@@ -9,7 +9,15 @@ import statistics
 from typing import Any, Final
 
 from benchledger.ledger.inert import inert, inert_md
-from benchledger.projections.card import card_standing, fmt_num, render_card, standing_json
+from benchledger.projections.card import (
+    card_standing,
+    completeness_json,
+    fmt_num,
+    html_banner,
+    render_card,
+    standing_json,
+)
+from benchledger.projections.source import completeness
 from benchledger.projections.suites.locomo.scorecard import DESCRIPTIONS, METRIC_NAMES, Card
 from benchledger.projections.usage_view import usage_json
 
@@ -41,6 +49,13 @@ def header(card: Card) -> list[tuple[str, str]]:
     )]  # fmt: skip
 
 
+def banners(card: Card) -> list[str]:
+    """The line every format starts with when the run is partial or some of its questions
+    did not run (``Completeness.banner``: "2 of 12 units did not run (harness failure)")."""
+    banner = completeness(card.meta, card.units).banner()
+    return [banner] if banner else []
+
+
 def _latency(card: Card) -> str:
     """The median and the slowest question's tool-call time, over the graded questions."""
     times = sorted(r.asked.latency_ms for r in card.rows)
@@ -60,7 +75,7 @@ def _tokens(card: Card) -> str:
 
 def table(card: Card) -> str:
     """The card as terminal text."""
-    lines = [*card_standing([card.meta])]
+    lines = [*banners(card), *card_standing([card.meta])]
     lines += [f"{k:<17} {v}" for k, v in header(card)]
     lines.append("")
     lines += [f"{n:<22} {_value(card, n):>6}  (n={card.metrics[n].den})" for n in METRIC_NAMES]
@@ -78,7 +93,9 @@ def table(card: Card) -> str:
 
 def markdown(card: Card) -> str:
     """The card as Markdown."""
-    out = [f"# LoCoMo run {inert_md(card.meta.run_id)}", ""]
+    out = [f"**{inert_md(b)}**" for b in banners(card)]
+    out += [""] if out else []
+    out += [f"# LoCoMo run {inert_md(card.meta.run_id)}", ""]
     out += [f"- {k}: {inert_md(v)}" for k, v in header(card)]
     out += ["", "| metric | value | n | what |", "|---|---|---|---|"]
     out += [f"| {n} | {_value(card, n)} | {card.metrics[n].den} | {DESCRIPTIONS[n]} |"
@@ -123,6 +140,7 @@ def as_json(card: Card) -> dict[str, Any]:
             "max": max(t) if t else None,
         },
         "notes": list(card.notes),
+        **completeness_json([completeness(card.meta, card.units)]),
     }
 
 
@@ -141,7 +159,8 @@ def page(card: Card) -> str:
     head = "".join(f"<li>{e(k)}: {e(v)}</li>" for k, v in header(card))
     return (
         f"<!doctype html><meta charset=utf-8><title>LoCoMo {e(card.meta.run_id)}</title>"
-        f"<ul>{head}</ul><table><tr><th>metric</th><th>value</th><th>n</th><th>what</th>"
+        f"{html_banner(banners(card))}<ul>{head}</ul>"
+        f"<table><tr><th>metric</th><th>value</th><th>n</th><th>what</th>"
         f"</tr>{rows}</table><table><tr><th>question</th><th>category</th><th>F1</th>"
         f"<th>prediction</th><th>gold</th><th>retrieved</th></tr>{items}</table>\n"
     )
