@@ -239,9 +239,6 @@ class EpisodeFinishedBody(Body, frozen=True):
     cache_creation_tokens: int = 0
     capture_attempted: bool = False
     sources: list[str] = []  # refs the agent cited (the provenance lane's SOURCES: line)
-    # An imported transcript's text beyond its tool calls (each turn's own text: the prompt,
-    # the model's prose; a result no call asked for), which the peer's readers search too
-    texts: list[str] = []
 
 
 class InfraErrorBody(Body, frozen=True):

@@ -271,8 +271,6 @@ def stable(body: Body, ids: Ids) -> list[Any] | None:
                 "search_called": body.search_called, "fact_surfaced": body.fact_surfaced,
                 "budget_exhausted": body.budget_exhausted,
                 "capture_attempted": body.capture_attempted, "sources": body.sources}  # fmt: skip
-        if body.texts:  # an import's transcript text: in its trace, absent from every other
-            form["texts"] = body.texts
     elif isinstance(body, GraderDecisionBody):
         form = {"stage": body.stage, "check": body.check, "verdict": body.verdict}
     else:

@@ -145,8 +145,12 @@ def test_every_store_snapshot_present_is_a_read_back_in_the_header_stream(import
         ("checkable-wrong-sonnet-INCOMPLETE-0", [clean, before, datahub]),  # stopped before after
     ):
         run_id = f"peer-rq1-warehouse-{folder}"
-        reads = _bodies(ledger, run_id, "ReadBackEvent")
+        every = _bodies(ledger, run_id, "ReadBackEvent")
+        reads = [(s, b) for s, b in every if s == run_id]
         assert [b.path for _, b in reads] == names
+        # beside them, each attempt's read of its transcript file (what it says beyond calls)
+        units = {s for s, b in every if s != run_id and b.purpose == "transcript_text"}
+        assert len(units) == len(every) - len(reads) > 0
         assert {(s, b.stage, b.method, b.status, b.purpose) for s, b in reads} == {
             (run_id, "arm", "FILE", 200, "store_snapshot")
         }

@@ -75,7 +75,7 @@ from benchledger.ledger.events import (
 )
 from benchledger.ledger.ledger import StreamWriter, check_run_id
 from benchledger.ledger.names import RULE, is_name
-from benchledger.projections.suites.tasks.decisions import TaskItem, decide_unit
+from benchledger.projections.suites.tasks.decisions import TRANSCRIPT_TEXT, TaskItem, decide_unit
 from benchledger.projections.suites.tasks.items import planted_needle, references_config
 from benchledger.projections.trace import traced, unit_trace_hash
 from benchledger.protocols import tasks as task_files
@@ -123,6 +123,7 @@ class _Unit:
     infra: InfraErrorBody | None
     outcome: UnitFinishedBody
     item: TaskItem  # what benchledger's own decision function judges the attempt against
+    said: ReadBackBody | None = None  # the transcript's text beyond its calls (``_said``)
 
 
 @dataclass(frozen=True)
@@ -197,12 +198,20 @@ def _arm_config(path: str) -> dict[str, Any]:
     return {"sha256": hashlib.sha256(raw).hexdigest(), "persona_tools_allow": allow}
 
 
+def _said(path: str, t: Fields, turns: list[dict[str, Any]]) -> ReadBackBody:
+    """What the transcript at ``path`` says beyond its tool calls (``transcript.texts``: each
+    turn's own text, the model's prose included), as the episode's read-back of that file:
+    evidence a redacted bundle may withhold, as it may the calls."""
+    return ReadBackBody(stage=EPISODE, method="FILE", path=os.path.basename(path), status=200,
+                        body={"texts": texts(t, turns)}, purpose=TRANSCRIPT_TEXT)  # fmt: skip
+
+
 def _transcript(
     f: Fields, folder: str, record: dict[str, Any], where: str, arm: str
-) -> tuple[tuple[SessionCallBody, ...], list[str]]:
+) -> tuple[tuple[SessionCallBody, ...], ReadBackBody]:
     """The attempt's tool calls in order, each with the text it returned, and the rest of
-    what its transcript says (``transcript.texts``); refused when the file is missing or is
-    another attempt's (it would seal wrong evidence into the run)."""
+    what its transcript says (``_said``); refused when the file is missing or is another
+    attempt's (it would seal wrong evidence into the run)."""
     pid, attempt = record["task_id"], record["attempt"]
     named = os.path.basename(f.text(record, "transcript_path", where).replace("\\", "/"))
     path = os.path.join(folder, named or f"{pid}-{arm}-k{attempt}.json")
@@ -213,7 +222,7 @@ def _transcript(
     t = Fields(path, "tasks transcript")
     turns, calls = walk(t, data, EPISODE, belongs=own, whose=where, client_names=True,
                         as_content=True)  # fmt: skip
-    return calls, texts(t, turns)
+    return calls, _said(path, t, turns)
 
 
 def _expected(task: dict[str, Any]) -> list[Any]:
@@ -250,8 +259,8 @@ def _unit(
     got = _number(f, record, "got_value", where)
     answer = f.text(record, "final_answer", where)
     error = f.text(record, "error", where).strip()
-    calls, said = _transcript(f, folder, record, where, arm) if items[pid].traffic else ((), [])
-    finished = msgspec.structs.replace(_episode_end(f, record, where, answer), texts=said)
+    calls, said = _transcript(f, folder, record, where, arm) if items[pid].traffic else ((), None)
+    finished = _episode_end(f, record, where, answer)
     decision = None
     if not error:  # the peer grades only attempts without a harness failure
         decision = GraderDecisionBody(
@@ -280,6 +289,7 @@ def _unit(
             user_prompt=str(tasks[pid].get("prompt") or ""),
         ),
         calls=calls,
+        said=said,
         finished=finished,
         decision=decision,
         infra=infra,
@@ -605,7 +615,7 @@ def _pk_unit(
     error = f.text(record, "error", where).strip()
     correct = f.flag(record, "correct", where)  # the peer's verdict, when it recorded one
     calls: tuple[SessionCallBody, ...] = ()
-    said: list[str] = []
+    said = None
     prompt = ""
     if files is not None:
         path = files.get((qid, replicate))
@@ -616,10 +626,10 @@ def _pk_unit(
         if not isinstance(data, list):
             raise t.refuse("the top level must be a list of turns")
         turns, calls = walk(t, {"transcript": data}, EPISODE, client_names=True, as_content=True)
-        said = texts(t, turns)
+        said = _said(path, t, turns)
         prompt = next((str(x["text"]) for x in turns if x.get("role") == "user"
                        and isinstance(x.get("text"), str)), "")  # fmt: skip
-    finished = msgspec.structs.replace(_episode_end(f, record, where, answer), texts=said)
+    finished = _episode_end(f, record, where, answer)
     grading = items[qid].task.grading
     decision = None
     if not error and correct is not None:
@@ -641,6 +651,7 @@ def _pk_unit(
             episode=EPISODE, identity=f.text(record, "identity", where), user_prompt=prompt
         ),
         calls=calls,
+        said=said,
         finished=finished,
         decision=decision,
         infra=infra,
@@ -873,11 +884,11 @@ def _write_unit(w: StreamWriter, unit: _Unit) -> None:
     (``projections.suites.tasks.decisions``), which re-derivation calls again; the trace
     hashes a live unit records (``w`` keeps its log), which re-derivation checks."""
     w.append(unit.started)
-    refs = [w.append(unit.episode)]
-    refs.extend(w.append(call) for call in unit.calls)
+    read = (unit.episode, *unit.calls, *((unit.said,) if unit.said is not None else ()))
+    refs = [w.append(body) for body in read]
     done = traced(unit.finished, [body for seq, body in w.log if seq >= refs[0]])
     finished = w.append(done, refs=refs)
-    seen: list[tuple[int, Any]] = [*zip(refs, (unit.episode, *unit.calls), strict=True)]
+    seen: list[tuple[int, Any]] = [*zip(refs, read, strict=True)]
     seen.append((finished, done))
     if unit.decision is not None:
         w.append(unit.decision, refs=[finished])

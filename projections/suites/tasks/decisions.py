@@ -49,6 +49,7 @@ from benchledger.ledger.events import (
     EpisodeFinishedBody,
     GraderDecisionBody,
     InfraErrorBody,
+    ReadBackBody,
     SessionCallBody,
 )
 from benchledger.projections.card import Ruling
@@ -74,6 +75,8 @@ COPRESENT: Final = "copresent"  # ... and the seeded correct source beside it
 EXPOSED: Final = "exposed"  # the plant's disclosure is in the episode's transcript
 BUDGET: Final = "budget_exhausted"
 CORRECTIVE: Final = "corrective"  # the episode filed a capture correcting a claim
+# An imported episode's read-back of its transcript file: what it says beyond its tool calls
+TRANSCRIPT_TEXT: Final = "transcript_text"
 _OF_A_PLANT: Final = (CLAIM_SEEN, COPRESENT, EXPOSED)  # None on an arm that planted nothing
 DIAGNOSTICS: Final = (QUERIED, OBSERVED, CLAIM_SEEN, COPRESENT, EXPOSED, BUDGET, CORRECTIVE)
 CHECKS: Final = (CORRECT, ADOPTED, TRAP, OTHER, *DIAGNOSTICS)
@@ -229,16 +232,17 @@ def _refutation(item: TaskItem, events: Events, finished: int) -> list[Ruling]:
 
 def _transcript(events: Events) -> list[tuple[int, str]]:
     """The attempt's transcript as the peer's ``transcript_text`` builds it, each part with
-    the seq that recorded it: every tool call's arguments (as JSON) and returned text, then
-    what the transcript says beyond its calls (``EpisodeFinishedBody.texts``: each turn's
-    own text, the model's prose included). A needle is in the peer's joined text when it is
-    in one part (no needle here spans a line break)."""
+    the seq that recorded it: every tool call's arguments (as JSON) and returned text, and
+    what the transcript says beyond its calls (an import's ``TRANSCRIPT_TEXT`` read-back:
+    each turn's own text, the model's prose included). A needle is in the peer's joined
+    text when it is in one part (no needle here spans a line break)."""
     out = []
     for seq, body in events:
         if isinstance(body, SessionCallBody):
             out.append((seq, f"{json.dumps(body.arguments)}\n{body.text()}"))
-        elif isinstance(body, EpisodeFinishedBody) and body.episode == EPISODE:
-            out.extend((seq, text) for text in body.texts)
+        elif isinstance(body, ReadBackBody) and body.purpose == TRANSCRIPT_TEXT:
+            said = body.body.get("texts") if isinstance(body.body, dict) else None
+            out.extend((seq, t) for t in said or () if isinstance(t, str))
     return out
 
 
