@@ -139,7 +139,8 @@ def inspect_log(run: RunEvents) -> InspectLog:
             values = suite.unit_values(suite.card([run]))
     except UnknownSuite:
         whole, task = None, body.suite
-    means = frozenset(name for v in values.values() for name in v)
+    # In a fixed order (the card's), so exporting the same run twice writes the same bytes.
+    means = tuple(dict.fromkeys(name for v in values.values() for name in v))
     samples = [
         _sample(u, model, meta, (whole, scored), synthetic, superseded.get(k, []),
                 (values.get(u.stream, {}), means))
@@ -301,7 +302,7 @@ def _sample(
     scoring: tuple[UnitScore | None, frozenset[str] | None],
     synthetic: bool,
     superseded: list[str],
-    valued: tuple[Mapping[str, float], frozenset[str]] = ({}, frozenset()),
+    valued: tuple[Mapping[str, float], tuple[str, ...]] = ({}, ()),
 ) -> dict[str, Any]:
     """One unit as an ``EvalSample``; ``valued``: its terms in the card's means, and every
     mean's name (a score of that name is the unit's term, or N when it is in no such mean)."""

@@ -9,6 +9,7 @@ paired difference with its interval and test, and who vouches for each run.
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any
 
@@ -105,3 +106,19 @@ def test_compare_gives_intervals_a_paired_test_and_who_vouches_for_each_run(runs
     for fmt, needle in (("markdown", "| locomo_f1 |"), ("html", "<td>locomo_f1</td>")):
         code, out, _ = cli(capsys, "compare", READER, SCRIPTED, "--format", fmt, "--ledger", runs)
         assert code == 0 and needle in out and "UNAUTHENTICATED" in out and "95%" in out
+
+
+def test_exporting_a_locomo_run_in_two_processes_writes_the_same_bytes(runs, tmp_path):
+    """The card's scores are written in the card's order, never a hash-seeded set's."""
+    import subprocess
+    import sys
+
+    written = []
+    for seed in ("1", "2"):
+        target = tmp_path / f"lr-{seed}.eval"
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        subprocess.run([sys.executable, "-m", "benchledger", "export", READER, "--format",
+                        "inspect", "-o", str(target), "--ledger", runs], env=env, check=True,
+                       capture_output=True)  # fmt: skip
+        written.append(target.read_bytes())
+    assert written[0] == written[1]

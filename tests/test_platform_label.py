@@ -28,13 +28,13 @@ MAPPING = os.path.join(os.path.dirname(__file__), "..", "harness", "platforms", 
 
 @pytest.fixture(scope="module")
 def two_embedders(tmp_path_factory) -> str:
-    """A ledger holding one protocol run with each embedder: "lex" and "wl"."""
+    """A ledger holding a three-protocol run with each embedder: "lex" and "wl"."""
     pytest.importorskip("wordllama", reason="the wordllama extra")
     from benchledger.cli import main
 
     ledger = str(tmp_path_factory.mktemp("labels") / "l.sqlite")
     for run_id, extra in (("lex", []), ("wl", ["--embedder", "wordllama"])):
-        argv = ["run", "--limit", "1", "--ledger", ledger, "--run-id", run_id, *extra]
+        argv = ["run", "--limit", "3", "--ledger", ledger, "--run-id", run_id, *extra]
         assert main(argv) == 0
     return ledger
 
@@ -141,3 +141,21 @@ def test_a_mapped_servers_run_is_named_by_its_mapping_in_runs_and_report(
     for argv in (["runs"], ["report", "echo"]):
         code, out, _ = cli(capsys, *argv, "--ledger", ledger)
         assert code == 0 and shown in out, out
+
+
+def test_a_lifecycle_exports_per_stage_recall_and_mrr_scores_are_the_cards(
+    two_embedders, tmp_path, capsys
+):
+    """Each unit has one ranked episode per stage, so a per-stage retrieval metric's mean
+    over the samples is the card's number under the card's name."""
+    code, out, _ = cli(capsys, "report", "wl", "--format", "json", "--ledger", two_embedders)
+    card = json.loads(out)["metrics"]
+    target = str(tmp_path / "wl.json")
+    code, _, err = cli(capsys, "export", "wl", "--format", "inspect", "-o", target,
+                       "--ledger", two_embedders)  # fmt: skip
+    assert code == 0, err
+    with open(target, encoding="utf-8") as fh:
+        scores = {s["name"]: s for s in json.load(fh)["results"]["scores"]}
+    for name in ("recall_at_1.recall", "recall_at_5.transfer", "mrr.recall", "mrr.transfer"):
+        assert scores[name]["metrics"]["mean"]["value"] == pytest.approx(card[name]["rate"])
+        assert scores[name]["scored_samples"] == card[name]["den"]

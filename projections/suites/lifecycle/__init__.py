@@ -16,6 +16,7 @@ from typing import Any
 from benchledger.ledger.completeness import Completeness
 from benchledger.projections.card import FORMATS, RunMeta
 from benchledger.projections.prices import PriceTable
+from benchledger.projections.retrieval import KS
 from benchledger.projections.source import completeness
 from benchledger.projections.suites.base import Outcome, ReadSuite, UnitScore
 from benchledger.projections.suites.lifecycle import (
@@ -43,6 +44,24 @@ def _scorecard(
     known, why = ranks.known_facts([meta for meta, _ in folded])
     card = scorecard.scorecard(folded, ci=ci, facts=known, facts_note=why)
     return card._replace(prices=prices)
+
+
+def unit_values(card: scorecard.Scorecard) -> dict[str, dict[str, float]]:
+    """Each unit's term in the card's per-stage retrieval means (``recall_at_5.recall``,
+    ``mrr.transfer``): a unit ranks at most one episode per stage, so an exported eval
+    log's score of that name has the card's number as its mean. The pooled ones
+    (``recall_at_5``, ``mrr``) average a unit's stages, so no unit has a term of its own."""
+    cells: dict[str, dict[str, list[float]]] = {}
+    for r in card.ranked:
+        if r.stage not in ranks.RANKED:
+            continue
+        mine = cells.setdefault(r.stream, {})
+        for k in KS:
+            hit = float(r.rank is not None and r.rank <= k)
+            mine.setdefault(ranks.recall_name(k, r.stage), []).append(hit)
+        reciprocal = 0.0 if r.rank is None else 1.0 / r.rank
+        mine.setdefault(ranks.mrr_name(r.stage), []).append(reciprocal)
+    return {s: {n: sum(v) / len(v) for n, v in d.items()} for s, d in cells.items()}
 
 
 def compare_cards(cards: Sequence[scorecard.Scorecard], ids: Sequence[str], fmt: str) -> str:
@@ -100,6 +119,7 @@ SUITE = ReadSuite(
     gate_text=report.gate_text,
     live=live,
     unit_score=UNIT_SCORE,
+    unit_values=unit_values,
     answer_checks=ANSWER_CHECKS,
     scored_checks=SCORED_CHECKS,
     lower_is_better=frozenset(
