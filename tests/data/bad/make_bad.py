@@ -357,7 +357,7 @@ def peer_files() -> None:
         _write(f"peer/{name}", data)
 
 
-# A pkrun arm (issue 50): its world file as the peer's fixture service serves it
+# A pkrun arm (issue 50), beside peer/ (a folder of no arm, a case of its own): its world file as the peer's fixture service serves it
 # (docs/peer-studies.md), its planted claim, two attempts and no transcripts.
 _PK_WORLD = (
     '{"profile":"monitors-3","monitors":3,"listening":"granted","contract":"2026.1",'
@@ -380,9 +380,9 @@ def pk_arms() -> None:
     count_world = _PK_WORLD.replace('"monitors":3', '"monitors":' + huge)
     huge_needle = f"account has {huge} listening monitors provisioned"
     arms = {
-        "pk-world-pool-400-digits": ('{"monitor_pool":' + huge + "," + _PK_WORLD[1:], planted),
-        "pk-world-count-400-digits": (count_world, planted),
-        "pk-planted-400-digits": (_PK_WORLD, {**planted, "needle": huge_needle}),
+        "world-pool-400-digits": ('{"monitor_pool":' + huge + "," + _PK_WORLD[1:], planted),
+        "world-count-400-digits": (count_world, planted),
+        "planted-400-digits": (_PK_WORLD, {**planted, "needle": huge_needle}),
     }
     with tempfile.TemporaryDirectory() as d:  # the base is accepted
         for name, data in (("results.json", json.dumps(results)), ("fixture-world.json",
@@ -392,9 +392,9 @@ def pk_arms() -> None:
         with open_store(":memory:") as store:
             import_arm(Ledger(store), d)
     for arm, (world, plant) in arms.items():
-        _write(f"peer/{arm}/results.json", json.dumps(results, indent=1))
-        _write(f"peer/{arm}/fixture-world.json", world)
-        _write(f"peer/{arm}/planted.json", json.dumps(plant, indent=1))
+        _write(f"pkrun/{arm}/results.json", json.dumps(results, indent=1))
+        _write(f"pkrun/{arm}/fixture-world.json", world)
+        _write(f"pkrun/{arm}/planted.json", json.dumps(plant, indent=1))
 
 
 # -- LoCoMo files ----------------------------------------------------------------------------
