@@ -366,7 +366,7 @@ class GenericMcp:
             args = m.fill_readback(fact="", entity="")
             got = await server.call(m.readback.tool, self.wire_as(1, m.readback.tool, args))
             try:
-                m.memories(got.text if not got.is_error else "")
+                m.memories(got.text if not got.is_error else "", strict=True)
             except NoSuchPath as exc:
                 raise UnusableInput(m.path, f"readback.path: {exc}") from None
         said = server.session.server
@@ -416,7 +416,7 @@ class GenericMcp:
         order; a read-back without ``readback.path`` fails the step, never reads as empty."""
         text = str(rb.body.get("text", "")) if rb.status == 200 else ""
         try:
-            found = self.mapping.memories(text)
+            found = self.mapping.memories(text, strict=True)
         except NoSuchPath as exc:
             raise InfraError("refused", f"{self.mapping.path}: readback.path: {exc}",
                              retryable=False) from None  # fmt: skip
