@@ -1172,3 +1172,28 @@ arguments = {{ ref = "{{id}}" }}
     assert got["own drop"] == (False, "dropped m1")
     assert ones == ["one's private fact 4417"]
     assert shown == {"put", "find", "drop"}
+
+
+def test_the_retrieval_reader_answers_from_a_mapped_servers_memories_not_its_answers_header():
+    """mcp-memory-service echoes the question in its answer's first line; the reader, which
+    itemises the answer by the mapping's search.hits, answers from the memory."""
+    from benchledger.harness.agents.base import Episode
+    from benchledger.harness.agents.retrieval import RetrievalAgent
+    from benchledger.projections.suites.locomo.items import LocomoItem
+    from benchledger.protocols.locomo import Question, Sample
+
+    load(SHIPPED)  # registers its vocabulary
+    question = "What did Mira start?"
+    text = ("Found 2 memories (mode: semantic) for query: 'What did Mira start?'\n\n"
+            "1. [D1:1 | 9:00 am on 2 May, 2023] Mira: Hi Tom, how was your week?\n"
+            "   Hash: " + "a" * 64 + "\n   Created: 2026-12-07T18:33:36Z [untagged]\n\n"
+            "2. [D1:3 | 9:00 am on 2 May, 2023] Mira: I started pottery last week.\n"
+            "   Hash: " + "b" * 64 + "\n   Created: 2026-12-07T18:33:36Z [untagged]")  # fmt: skip
+    q = Question("c-1:q1", question, 4, "pottery", ("D1:3",))
+    episode = Episode("ask", "", question, LocomoItem(q, Sample("c-1", "Mira", "Tom", (), (q,))), 6)
+    messages = [{"role": "user", "text": question},
+                {"role": "tool", "call_id": "c", "name": "memory_search", "text": text,
+                 "is_error": False}]  # fmt: skip
+    turn = RetrievalAgent().decide(episode, messages, ["memory_store", "memory_search",
+                                                       "memory_list"])  # fmt: skip
+    assert turn.text == "FINAL ANSWER: I started pottery last week."
