@@ -177,10 +177,7 @@ class MappedSession:
         args = self.mapping.fill_readback(fact="", entity="")
         got = await self._own.call(self.mapping.readback.tool, self.wire(
             self.mapping.readback.tool, args))  # fmt: skip
-        try:
-            own = {i for i, _ in self.mapping.memories(got.text)} if not got.is_error else set()
-        except NoSuchPath:
-            own = set()
+        own = {i for i, _ in self.mapping.memories(got.text)} if not got.is_error else set()
         return "" if named in own else f"no memory {named[:80]} among this identity's"
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallResult:
