@@ -49,6 +49,10 @@ _CLASSES: Final[dict[str, Callable[[str], bool]]] = {
 _ESCAPES: Final = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "0": "\0"}
 
 
+def _between(lo: str, hi: str) -> Callable[[str], bool]:
+    return lambda c: lo <= c <= hi
+
+
 class _Parser:
     """Recursive descent over the pattern, building the AST the compiler walks."""
 
@@ -151,9 +155,9 @@ class _Parser:
                 break
             first = False
             if ch == "\\":
-                _, test = self.escape(in_class=True)
+                _, named = self.escape(in_class=True)
                 if self.s[self.i - 1] in _CLASSES:
-                    tests.append(test)
+                    tests.append(named)
                     continue
                 ch = self.s[self.i - 1] if self.s[self.i - 1] not in _ESCAPES else \
                     _ESCAPES[self.s[self.i - 1]]  # fmt: skip
@@ -165,7 +169,7 @@ class _Parser:
                     hi = _ESCAPES.get(hi, hi)
                 if hi < ch:
                     raise self.fail(f"bad range {ch}-{hi}")
-                tests.append(lambda c, lo=ch, hi=hi: lo <= c <= hi)
+                tests.append(_between(ch, hi))
             else:
                 chars.add(ch)
         frozen = frozenset(chars)

@@ -11,7 +11,8 @@ kept as its canonical JSON text, so a matcher reads every field the platform ret
 A platform whose answers that rule misreads says where its hits are with a ``HitRule``
 (a mapping's ``search.hits``, recorded in the run's ``PlatformRecord.hits`` so every
 re-derivation itemises the same hits): the array at a JSON path, or, in a text answer, the
-lines a pattern marks as each hit's first (or the parts between a separator's matches),
+lines a pattern marks as each hit's first, less the marker it matched at the line's start
+(or the parts between a separator's matches),
 each hit's id the one group of an id pattern. Its patterns run on ``projections.pattern``,
 which cannot hang a reader whatever a recorded rule says.
 
@@ -101,8 +102,9 @@ def _texts(text: str, rule: HitRule, budget: pattern.Budget) -> list[str]:
         starts = pattern.compile(rule.line)
         found: list[list[str]] = []
         for line in text.split("\n"):
-            if starts.search(line, 0, budget) is not None:
-                found.append([line])
+            m = starts.search(line, 0, budget)
+            if m is not None:  # a marker leading the line (its number) is not the hit's text
+                found.append([line[m.end :] if m.start == 0 else line])
             elif found:  # lines before the first hit are the answer's header
                 found[-1].append(line)
         return [t for t in ("\n".join(h).strip() for h in found) if t]

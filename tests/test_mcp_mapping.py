@@ -1070,3 +1070,130 @@ def test_locomo_retrieval_reads_a_mapped_servers_text_answer_as_its_ranked_memor
     events = [(1, call), (2, EpisodeFinishedBody(episode=ASK, tool_calls=1))]
     assert retrieved(events, load(SHIPPED).hits) == (("D1:3", "D2:1"), (1,))
     assert retrieved(events) == (("D1:3",), (1,))
+
+
+SHARED_POOL_SERVER = """\
+import itertools
+import json
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("pool-memory")
+kept: dict[str, tuple[str, str]] = {}
+made = itertools.count()
+
+
+@app.tool()
+def put(text: str, agent: str = "anyone") -> str:
+    ref = f"m{next(made)}"
+    kept[ref] = (agent, text)
+    return "kept " + ref
+
+
+@app.tool()
+def find(q: str, agent: str = "anyone") -> str:
+    return json.dumps({"items": [{"id": r, "text": t} for r, (a, t) in kept.items() if a == agent]})
+
+
+@app.tool()
+def drop(ref: str, everything: bool = False) -> str:
+    if everything:
+        kept.clear()
+    kept.pop(ref, None)  # by id alone, whoever wrote it
+    return "dropped " + ref
+
+
+@app.tool()
+def dump() -> str:
+    return json.dumps(kept)  # every identity's memories
+
+
+app.run()
+"""
+
+
+def test_on_a_shared_pool_server_a_tool_without_the_identity_is_hidden_or_checked(tmp_path):
+    """One server holds every identity's memories: the tool that takes no identity and is
+    not mapped (``dump``) is neither listed nor forwarded; the correction that takes none
+    (``drop`` by id) is forwarded only for the caller's own memory and its own arguments."""
+    pytest.importorskip("mcp.server.mcpserver")
+    import asyncio
+
+    from benchledger.harness.platforms.generic_mcp import GenericMcp
+
+    server = tmp_path / "pool_server.py"
+    server.write_text(SHARED_POOL_SERVER)
+    m = parse(f"""\
+name = "pool-memory"
+[server]
+command = "{sys.executable}"
+args = ["{server}"]
+[identities]
+separate = "argument"
+argument = "agent"
+tools = ["put", "find"]
+[write]
+tool = "put"
+arguments = {{ text = "{{fact}}" }}
+[search]
+tool = "find"
+arguments = {{ q = "{{query}}" }}
+[readback]
+tool = "find"
+arguments = {{ q = "" }}
+path = "items"
+id_field = "id"
+text_field = "text"
+[correction]
+mode = "delete"
+tool = "drop"
+arguments = {{ ref = "{{id}}" }}
+""", str(tmp_path / "pool.toml"))  # fmt: skip
+
+    async def attempt() -> tuple[set[str], dict[str, tuple[bool, str]], list[str]]:
+        async with GenericMcp.running(m, (m.command, *m.args), {}, str(tmp_path),
+                                      pool_size=2) as g, g.session(1) as one:  # fmt: skip
+            await one.call_tool("put", {"text": "one's private fact 4417"})
+            await one.call_tool("put", {"text": "one's fact to drop"})
+            async with g.session(2) as two:
+                shown = {t["name"] for t in await two.list_tools()}
+                got = {}
+                for name, args in (("dump", {}), ("drop", {"ref": "m0"}),
+                                   ("drop", {"ref": "m9", "everything": True})):  # fmt: skip
+                    r = await two.call_tool(name, args)
+                    got[f"{name}{sorted(args)}"] = (r.is_error, r.text)
+            mine = await one.call_tool("drop", {"ref": "m1"})
+            got["own drop"] = (mine.is_error, mine.text)
+            back = await one.call_tool("find", {"q": ""})
+            return shown, got, [s for _, s in m.memories(back.text)]
+
+    shown, got, ones = asyncio.run(attempt())
+    assert all(is_error and "4417" not in text for is_error, text in
+               (got["dump[]"], got["drop['ref']"], got["drop['everything', 'ref']"]))  # fmt: skip
+    assert got["own drop"] == (False, "dropped m1")
+    assert ones == ["one's private fact 4417"]
+    assert shown == {"put", "find", "drop"}
+
+
+def test_the_retrieval_reader_answers_from_a_mapped_servers_memories_not_its_answers_header():
+    """mcp-memory-service echoes the question in its answer's first line; the reader, which
+    itemises the answer by the mapping's search.hits, answers from the memory."""
+    from benchledger.harness.agents.base import Episode
+    from benchledger.harness.agents.retrieval import RetrievalAgent
+    from benchledger.projections.suites.locomo.items import LocomoItem
+    from benchledger.protocols.locomo import Question, Sample
+
+    load(SHIPPED)  # registers its vocabulary
+    question = "What did Mira start?"
+    text = ("Found 2 memories (mode: semantic) for query: 'What did Mira start?'\n\n"
+            "1. [D1:1 | 9:00 am on 2 May, 2023] Mira: Hi Tom, how was your week?\n"
+            "   Hash: " + "a" * 64 + "\n   Created: 2026-12-07T18:33:36Z [untagged]\n\n"
+            "2. [D1:3 | 9:00 am on 2 May, 2023] Mira: I started pottery last week.\n"
+            "   Hash: " + "b" * 64 + "\n   Created: 2026-12-07T18:33:36Z [untagged]")  # fmt: skip
+    q = Question("c-1:q1", question, 4, "pottery", ("D1:3",))
+    episode = Episode("ask", "", question, LocomoItem(q, Sample("c-1", "Mira", "Tom", (), (q,))), 6)
+    messages = [{"role": "user", "text": question},
+                {"role": "tool", "call_id": "c", "name": "memory_search", "text": text,
+                 "is_error": False}]  # fmt: skip
+    turn = RetrievalAgent().decide(episode, messages, ["memory_store", "memory_search",
+                                                       "memory_list"])  # fmt: skip
+    assert turn.text == "FINAL ANSWER: I started pottery last week."

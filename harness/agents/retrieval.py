@@ -38,6 +38,7 @@ from typing import Any, Final
 from benchledger.harness.agents.base import Agent, Episode, Turn, UnitInfo
 from benchledger.harness.agents.memory_tools import for_tools
 from benchledger.harness.models.transport import ModelObserver
+from benchledger.ledger.events import HitRule
 from benchledger.projections import retrieval
 from benchledger.projections.suites.locomo.grading import ABSTENTIONS
 from benchledger.projections.suites.locomo.items import LocomoItem
@@ -120,12 +121,13 @@ class Span:
         self.sentence, self.speaker, self.date, self.rank = sentence, speaker, date, rank
 
 
-def spans(results: Sequence[str]) -> list[Span]:
-    """Every sentence of every hit of ``results`` (tool result texts), in rank order."""
+def spans(results: Sequence[str], rule: HitRule | None = None) -> list[Span]:
+    """Every sentence of every hit of ``results`` (tool result texts), in rank order
+    (``rule``: where a mapped server's answers hold their hits, its ``search.hits``)."""
     out: list[Span] = []
     rank = 0
     for result in results:
-        for hit in retrieval.hits(result):
+        for hit in retrieval.hits(result, rule):
             rank += 1
             for text in hit_texts(hit):
                 m = _TURN.match(text.strip())
@@ -136,24 +138,26 @@ def spans(results: Sequence[str]) -> list[Span]:
     return out
 
 
-def best_span(question: str, results: Sequence[str]) -> tuple[Span, float] | None:
+def best_span(question: str, results: Sequence[str], rule: HitRule | None = None
+              ) -> tuple[Span, float] | None:  # fmt: skip
     """The best-scoring span for ``question`` among ``results`` and its score (module
     docstring), None when none reaches ``THRESHOLD``."""
     wanted = words(question)
     if not wanted:
         return None
     best: tuple[Span, float] | None = None
-    for span in spans(results):
+    for span in spans(results, rule):
         got = score(wanted, span)
         if got > 0 and (best is None or got > best[1]):  # ties keep the earlier span
             best = (span, got)
     return best if best is not None and best[1] >= THRESHOLD else None
 
 
-def answer(question: str, results: Sequence[str], abstain: str) -> str:
+def answer(question: str, results: Sequence[str], abstain: str,
+           rule: HitRule | None = None) -> str:  # fmt: skip
     """The reader's answer text to ``question`` from ``results`` (``abstain`` below the
     threshold)."""
-    found = best_span(question, results)
+    found = best_span(question, results, rule)
     if found is None:
         return abstain
     span = found[0]
@@ -208,4 +212,5 @@ class RetrievalAgent:
                 return Turn(f"FINAL ANSWER: {abstain}")
             return Turn("", (vocab.search_call("call-1", question, SEARCH_K),))
         texts = [str(r.get("text", "")) for r in results if not r.get("is_error")]
-        return Turn(f"FINAL ANSWER: {answer(question, texts, abstain)}")
+        rule = getattr(vocab.lifecycle, "hits", None) if vocab is not None else None
+        return Turn(f"FINAL ANSWER: {answer(question, texts, abstain, rule)}")

@@ -177,10 +177,7 @@ class MappedSession:
         args = self.mapping.fill_readback(fact="", entity="")
         got = await self._own.call(self.mapping.readback.tool, self.wire(
             self.mapping.readback.tool, args))  # fmt: skip
-        try:
-            own = {i for i, _ in self.mapping.memories(got.text)} if not got.is_error else set()
-        except NoSuchPath:
-            own = set()
+        own = {i for i, _ in self.mapping.memories(got.text)} if not got.is_error else set()
         return "" if named in own else f"no memory {named[:80]} among this identity's"
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallResult:
@@ -367,7 +364,7 @@ class GenericMcp:
             args = m.fill_readback(fact="", entity="")
             got = await server.call(m.readback.tool, self.wire_as(1, m.readback.tool, args))
             try:
-                m.memories(got.text if not got.is_error else "")
+                m.memories(got.text if not got.is_error else "", strict=True)
             except NoSuchPath as exc:
                 raise UnusableInput(m.path, f"readback.path: {exc}") from None
         said = server.session.server
@@ -417,7 +414,7 @@ class GenericMcp:
         order; a read-back without ``readback.path`` fails the step, never reads as empty."""
         text = str(rb.body.get("text", "")) if rb.status == 200 else ""
         try:
-            found = self.mapping.memories(text)
+            found = self.mapping.memories(text, strict=True)
         except NoSuchPath as exc:
             raise InfraError("refused", f"{self.mapping.path}: readback.path: {exc}",
                              retryable=False) from None  # fmt: skip

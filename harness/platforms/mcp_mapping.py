@@ -225,18 +225,18 @@ class McpMapping:
         return dict(fill(self.correction.arguments, id=id, old=old, fact=fact, entity=entity,
                          title=entity))  # fmt: skip
 
-    def memories(self, text: str) -> list[tuple[str, str]]:
+    def memories(self, text: str, *, strict: bool = False) -> list[tuple[str, str]]:
         """The memories in a read-back answer, as ``(id, text)`` in answer order.
 
         ``projections.retrieval.items`` under the ``readback`` keys: a JSON answer's are the
         items of the array at ``path`` (in each part of a fanned-out ``[own, shared]``
         answer), else its hits; a text answer's its parts between ``hit_separator`` matches
         (all of it without one). A memory's id is its ``id_field``, else the group of
-        ``id_pattern``, else a hash of its text. A JSON answer without ``path`` raises
-        ``retrieval.NoSuchPath`` (a wrong path, never read as an empty store).
+        ``id_pattern``, else a hash of its text. ``strict``: a JSON answer without ``path``
+        raises ``retrieval.NoSuchPath`` (a wrong path, never read as an empty store).
         """
         return [(ident or blake3.blake3(said.encode()).hexdigest()[:16], said)
-                for ident, said in items(text, self.readback_rule, strict=True)]  # fmt: skip
+                for ident, said in items(text, self.readback_rule, strict=strict)]  # fmt: skip
 
 
 def uses(template: Any, name: str) -> bool:
