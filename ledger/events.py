@@ -223,6 +223,17 @@ class EpisodeFinishedBody(Body, frozen=True):
     cache_creation_tokens: int = 0
     capture_attempted: bool = False
     sources: list[str] = []  # refs the agent cited (the provenance lane's SOURCES: line)
+    # The platform's declared vocabulary as the episode counted by it (harness/episode.py),
+    # so re-derivation reads which calls were a search or a capture and where a search's
+    # hits are from the ledger alone: ``vocabulary`` its name ("(none)": the platform
+    # declares none); runs recorded before leave it empty, and are read by the tool names
+    # of that version (projections/vocabulary.py). ``not_counted``: each call of a counted
+    # tool that was no attempt, and why (the session did not list it, or an error).
+    search_tools: list[str] = []
+    capture_tools: list[str] = []
+    hits_at: str = ""
+    not_counted: list[str] = []
+    vocabulary: str = ""
 
 
 class InfraErrorBody(Body, frozen=True):

@@ -54,20 +54,34 @@ def _parse(text: str) -> Any:
     return value
 
 
-def hits(result_text: str) -> list[str]:
-    """The hits of one recorded search result, best first, each as text (see the module)."""
+def _at(value: Any, path: str) -> list[Any] | None:
+    """The array at the dot-separated ``path`` of ``value`` (``$``: ``value`` itself)."""
+    for key in [] if path == "$" else path.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, list) else None
+
+
+def hits(result_text: str, at: str = "") -> list[str]:
+    """The hits of one recorded search result, best first, each as text (see the module).
+
+    ``at``: where the platform's vocabulary says its hits are, a dot-separated JSON path to
+    the array of them (``$``: the answer is that array); "" reads them by the rule above.
+    An answer with no array there holds no hit."""
     value = _parse(result_text)
     if value is None:
-        return [result_text] if result_text.strip() else []
+        return [result_text] if result_text.strip() and not at else []
     found: list[Any] = []
+    if at:
+        return [_hit_text(h) for h in _at(value, at) or []]
     # Arrays of objects are the hits; arrays of strings only when there are no objects
     # (a hit's own string lists, such as its entity URNs, are fields, not hits).
     if not _innermost(value, found, dict):
         _innermost(value, found, str)
-    return [
-        h if isinstance(h, str) else json.dumps(h, sort_keys=True, ensure_ascii=False)
-        for h in found
-    ]
+    return [_hit_text(h) for h in found]
+
+
+def _hit_text(hit: Any) -> str:
+    return hit if isinstance(hit, str) else json.dumps(hit, sort_keys=True, ensure_ascii=False)
 
 
 def rank(ranked: Sequence[str], match: Callable[[str], bool]) -> int | None:

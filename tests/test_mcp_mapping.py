@@ -23,9 +23,8 @@ import pytest
 
 from benchledger import protocols
 from benchledger.cli import main
-from benchledger.harness.agents import ScriptedAgent, memory_tools
+from benchledger.harness.agents import ScriptedAgent
 from benchledger.harness.agents.base import Episode
-from benchledger.harness.agents.memory_tools import for_tools
 from benchledger.harness.errors import PlatformStartFailed
 from benchledger.harness.platforms import generic_install
 from benchledger.harness.platforms.mcp_mapping import fill, load, parse
@@ -75,12 +74,6 @@ arguments = { id = "{id}" }
 [shared]
 separate = "process"
 """
-
-
-@pytest.fixture(autouse=True)
-def _vocabularies(monkeypatch):
-    """A mapping registers its vocabulary: each test's registrations end with it."""
-    monkeypatch.setattr(memory_tools, "_KNOWN", list(memory_tools._KNOWN))
 
 
 def _swap(old: str, new: str) -> str:
@@ -188,10 +181,10 @@ def test_the_good_mapping_and_the_shipped_one_load():
     assert "sqlite-extensions" in shipped.python
 
 
-def test_loading_a_mapping_registers_its_vocabulary_for_the_model_free_agents():
+def test_a_mapping_declares_its_vocabulary_for_the_model_free_agents():
     m = load(SHIPPED)
-    vocab = for_tools(["memory_store", "memory_search", "memory_list", "other"])
-    assert vocab is not None and vocab.lifecycle == m
+    vocab = m.vocabulary()
+    assert vocab.lifecycle == m and vocab.expose == m.tools
     assert vocab.write_call("c", "a fact", "D1:3").arguments == {
         "content": "a fact", "conversation_id": "D1:3"
     }  # fmt: skip
@@ -261,7 +254,7 @@ def test_a_python_without_loadable_sqlite_extensions_is_refused_in_one_line(tmp_
 
 
 def _episode(pid: str, stage: str) -> Episode:
-    return Episode(stage, SYSTEM[stage], "prompt", BY_ID[pid], 15)
+    return Episode(stage, SYSTEM[stage], "prompt", BY_ID[pid], 15, load(SHIPPED).vocabulary())
 
 
 def test_the_scripted_agent_corrects_a_mapped_memory_by_reading_its_id_deleting_and_writing():

@@ -2,9 +2,10 @@
 returned, so a score measures the platform's retrieval, not a model (docs/locomo.md,
 "Agents").
 
-It finds the session's memory vocabulary by the tools it lists (``memory_tools.for_tools``,
-never by a platform's name). To answer, it searches once with the question (k = 10) and
-reads the hits (``projections.retrieval.hits``, the ledger's own rule) in rank order. Each
+It speaks the platform's declared vocabulary (``Episode.vocabulary``,
+harness/platforms/vocabulary.py), never a list of its own. To answer, it searches once with
+the question (k = 10) and reads the hits (``projections.retrieval.hits``, the ledger's own
+rule, where the vocabulary says they are) in rank order. Each
 hit's text (its string fields; a LoCoMo turn's ``[D3:1 | DATE] Speaker: text`` memory
 without the bracket) is cut into sentences; each sentence is scored by
 
@@ -36,7 +37,6 @@ from collections.abc import Collection, Sequence
 from typing import Any, Final
 
 from benchledger.harness.agents.base import Agent, Episode, Turn, UnitInfo
-from benchledger.harness.agents.memory_tools import for_tools
 from benchledger.harness.models.transport import ModelObserver
 from benchledger.projections import retrieval
 from benchledger.projections.suites.locomo.grading import ABSTENTIONS
@@ -120,12 +120,13 @@ class Span:
         self.sentence, self.speaker, self.date, self.rank = sentence, speaker, date, rank
 
 
-def spans(results: Sequence[str]) -> list[Span]:
-    """Every sentence of every hit of ``results`` (tool result texts), in rank order."""
+def spans(results: Sequence[str], at: str = "") -> list[Span]:
+    """Every sentence of every hit of ``results`` (tool result texts; the hits ``at`` the
+    vocabulary's hit location), in rank order."""
     out: list[Span] = []
     rank = 0
     for result in results:
-        for hit in retrieval.hits(result):
+        for hit in retrieval.hits(result, at):
             rank += 1
             for text in hit_texts(hit):
                 m = _TURN.match(text.strip())
@@ -136,24 +137,24 @@ def spans(results: Sequence[str]) -> list[Span]:
     return out
 
 
-def best_span(question: str, results: Sequence[str]) -> tuple[Span, float] | None:
+def best_span(question: str, results: Sequence[str], at: str = "") -> tuple[Span, float] | None:
     """The best-scoring span for ``question`` among ``results`` and its score (module
     docstring), None when none reaches ``THRESHOLD``."""
     wanted = words(question)
     if not wanted:
         return None
     best: tuple[Span, float] | None = None
-    for span in spans(results):
+    for span in spans(results, at):
         got = score(wanted, span)
         if got > 0 and (best is None or got > best[1]):  # ties keep the earlier span
             best = (span, got)
     return best if best is not None and best[1] >= THRESHOLD else None
 
 
-def answer(question: str, results: Sequence[str], abstain: str) -> str:
+def answer(question: str, results: Sequence[str], abstain: str, at: str = "") -> str:
     """The reader's answer text to ``question`` from ``results`` (``abstain`` below the
-    threshold)."""
-    found = best_span(question, results)
+    threshold; ``at``: where the hits are)."""
+    found = best_span(question, results, at)
     if found is None:
         return abstain
     span = found[0]
@@ -187,7 +188,7 @@ class RetrievalAgent:
         """The next turn from the episode, the tool results so far and the tools (pure)."""
         p = episode.protocol
         results = [m for m in messages if m["role"] == "tool"]
-        vocab = for_tools(tools)
+        vocab = episode.vocabulary
         if isinstance(p, Case | Task):
             return Turn(f"FINAL ANSWER: {ABSTAIN_ANSWER}")
         locomo = isinstance(p, LocomoItem)
@@ -208,4 +209,5 @@ class RetrievalAgent:
                 return Turn(f"FINAL ANSWER: {abstain}")
             return Turn("", (vocab.search_call("call-1", question, SEARCH_K),))
         texts = [str(r.get("text", "")) for r in results if not r.get("is_error")]
-        return Turn(f"FINAL ANSWER: {answer(question, texts, abstain)}")
+        at = vocab.hits if vocab is not None else ""
+        return Turn(f"FINAL ANSWER: {answer(question, texts, abstain, at)}")

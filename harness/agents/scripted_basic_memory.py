@@ -24,7 +24,7 @@ from benchledger.protocols.cases import Case
 from benchledger.protocols.grading import ABSTAIN_ANSWER, surfaced
 from benchledger.protocols.tasks import Task
 
-NOTES_DIALECT: Final = frozenset({"write_note", "search_notes"})  # listed: speak basic-memory's
+NOTES_DIALECT: Final = "notes"  # the vocabulary's dialect: speak basic-memory's notes
 FOLDER: Final = "datasets"
 NOTE_TYPE: Final = "dataset"
 

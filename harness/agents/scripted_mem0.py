@@ -23,7 +23,7 @@ from benchledger.protocols.cases import Case
 from benchledger.protocols.grading import ABSTAIN_ANSWER, surfaced
 from benchledger.protocols.tasks import Task
 
-MEM0_DIALECT: Final = frozenset({"add_memory", "search_memories"})  # listed: speak mem0's
+MEM0_DIALECT: Final = "mem0"  # the vocabulary's dialect: speak mem0's memories
 SEARCH_LIMIT: Final = 10
 
 

@@ -195,6 +195,8 @@ class GenericMcp:
         self._scrub = scrubber(*(env[k] for k in mapping.secrets if env.get(k)))
         self._starting: dict[str, asyncio.Lock] = {}
         self._identities: dict[int, asyncio.Lock] = {}
+        # Its memory verbs are its mapping's (docs/plugins.md, "The vocabulary").
+        self.vocabulary = mapping.vocabulary()
 
     @classmethod
     @asynccontextmanager

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from benchledger import protocols
 from benchledger.harness.agents.base import Episode
-from benchledger.harness.episode import Findings, Reading, ToolSets
+from benchledger.harness.episode import COUNTED, Findings, Reading
 from benchledger.harness.platforms.base import (
     KnowledgePageTarget,
     LifecycleCapability,
@@ -29,7 +29,6 @@ from benchledger.harness.record import RunConfig
 from benchledger.harness.suites.base import Loaded, Outcome
 from benchledger.harness.unit import UnitContext
 from benchledger.ledger.events import RunRecord
-from benchledger.projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
 from benchledger.projections.suites.lifecycle.decisions import decide_stage
 from benchledger.projections.suites.lifecycle.scorecard import lifecycle_passed
 from benchledger.protocols.grading import surfaced
@@ -71,7 +70,7 @@ def surfacing(fact: str) -> Reading:
 
 
 # The tools whose calls the lifecycle's decisions read as a search and as a capture.
-TOOLS: Final = ToolSets(search=SEARCH_TOOLS, capture=CAPTURE_TOOLS)
+TOOLS: Final = COUNTED  # the calls the platform's vocabulary names
 
 
 class LifecycleSuite:

@@ -5,15 +5,16 @@ A projection over recorded search results, never a grader decision: it adds noth
 the ledger, changes no verdict, and re-derivation recomputes it from the same events.
 
 Per unit and ranked stage (recall, transfer, update_recall; abstain as a diagnostic) the
-fold keeps the stage's **first search call** (a call to a ``projections.card.SEARCH_TOOLS``
-tool, in the episode's last try, that did not return an error): the platform's answer to
+fold keeps the stage's **first search call** (a call of a tool the episode counted as a
+search, ``projections.vocabulary``: the platform's declared vocabulary, in the episode's
+last try, that did not return an error): the platform's answer to
 the agent's first query. Later calls are left out on purpose: the best rank over every
 call would reward an agent for searching more often (more draws) and mix the agent's
 query reformulation into a number meant to describe the platform. The rank is that of the
-first hit (``projections.retrieval.hits``) in which the stage's fact surfaces by the
-surfacing rule (``protocols.grading.surfaced``); None when no hit holds it, when the
-episode made no search, or when the search failed (a miss: it counts 0 in recall@k and
-MRR). The fact looked for: the taught fact (recall, transfer: the promoted fact is the
+first hit (``projections.retrieval.hits``, where the vocabulary says they are) in which
+the stage's fact surfaces by the surfacing rule (``protocols.grading.surfaced``); None when
+no hit holds it, when the episode made no search, or when the search failed (a miss: it
+counts 0 in recall@k and MRR). The fact looked for: the taught fact (recall, transfer: the promoted fact is the
 taught one; abstain), the corrected fact (update_recall).
 
 Abstain asks about something never taught, so no hit is the right one: its rank (of the
@@ -34,11 +35,11 @@ from benchledger.ledger.events import (
     Event,
     SessionCallEvent,
 )
+from benchledger.projections import vocabulary
 from benchledger.projections.card import (
     CI_CLUSTER,
     CI_EPISODES,
     CI_WILSON,
-    SEARCH_TOOLS,
     Decision,
     Metric,
     Ref,
@@ -95,11 +96,14 @@ DESCRIPTIONS: Final = {
 
 class Searched(NamedTuple):
     """A stage's episode as the ranking reads it: its first search call (seq and result
-    text; None: it made none) and its ``episode_finished`` seq (None: not finished)."""
+    text; None: it made none), where its hits are, and its ``episode_finished`` seq (None:
+    not finished); ``calls``: its calls that returned no error, until it finished."""
 
     call: int | None = None
     text: str = ""
     finished: int | None = None
+    at: str = ""
+    calls: tuple[tuple[int, str, str], ...] = ()
 
 
 def apply(searches: dict[str, Searched], event: Event) -> None:
@@ -112,15 +116,17 @@ def apply(searches: dict[str, Searched], event: Event) -> None:
         seen = searches.get(b.episode)
         if (
             seen is not None
-            and seen.call is None
             and seen.finished is None
             and b.method == "tools/call"
-            and b.tool in SEARCH_TOOLS
-            and not b.is_error
+            and (not b.is_error)
         ):
-            searches[b.episode] = seen._replace(call=event.seq, text=b.text())
+            searches[b.episode] = seen._replace(calls=(*seen.calls, (event.seq, b.tool, b.text())))
     elif isinstance(event, EpisodeFinishedEvent) and event.body.episode in searches:
-        searches[event.body.episode] = searches[event.body.episode]._replace(finished=event.seq)
+        seen = searches[event.body.episode]
+        tools = vocabulary.search_tools(event.body)
+        first = next(((seq, text) for seq, tool, text in seen.calls if tool in tools), None)
+        call, text = first if first is not None else (None, "")
+        searches[event.body.episode] = Searched(call, text, event.seq, event.body.hits_at)
 
 
 def facts_of(protocols: Iterable[Any]) -> dict[str, dict[str, str]]:
@@ -158,7 +164,7 @@ def rank_of(searched: Searched, fact: str) -> int | None:
     """The 1-based rank of the first hit of the search in which ``fact`` surfaces."""
     if searched.call is None or not fact:
         return None
-    return rank(hits(searched.text), lambda hit: surfaced(fact, hit))
+    return rank(hits(searched.text, searched.at), lambda hit: surfaced(fact, hit))
 
 
 def ranks(searches: Mapping[str, Searched], facts: Mapping[str, str]) -> dict[str, int | None]:

@@ -101,10 +101,12 @@ def retrieved(events: Events) -> tuple[tuple[str, ...], tuple[int, ...]]:
     the seqs of the calls that returned any."""
     ids: dict[str, None] = {}
     seqs: list[int] = []
+    finished = _finished(events, ASK)
+    at = finished[1].hits_at if finished is not None else ""  # where the platform's hits are
     for seq, call in _calls(events, ASK):
         if call.is_error:
             continue
-        found = [d for hit in retrieval.hits(call.text()) if (d := memory_id(hit))]
+        found = [d for hit in retrieval.hits(call.text(), at) if (d := memory_id(hit))]
         if found:
             seqs.append(seq)
         ids.update(dict.fromkeys(found))
