@@ -37,6 +37,7 @@ from benchledger.harness.platforms.platform import (
     Provisioner,
 )
 from benchledger.harness.platforms.session import notify
+from benchledger.harness.platforms.vocabulary import Vocabulary
 
 __all__ = [
     "PLATFORMS",
@@ -60,5 +61,6 @@ __all__ = [
     "Target",
     "UnitRecorder",
     "UpdateCheck",
+    "Vocabulary",
     "notify",
 ]

@@ -90,6 +90,10 @@ class RunRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     # A platform's own options that shape its answers (``--embedder``), which a resume
     # restores; those a platform does not mark ``recorded`` (commands) are never kept.
     platform_options: dict[str, str] = {}
+    # The platform's declared memory vocabulary (harness/platforms/vocabulary.py ``record``)
+    # and what the probe found before any unit (harness/probe.py; empty: not probed).
+    vocabulary: dict[str, JSON] = {}
+    probe: dict[str, JSON] = {}
 
 
 class Preregistration(msgspec.Struct, frozen=True, omit_defaults=True):

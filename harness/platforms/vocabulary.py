@@ -126,6 +126,7 @@ REFPLATFORM: Final = Vocabulary(
     search_tool="search",
     search=lambda q, k: {"intent": q, "sources": ["memory"], "limit": min(k, 50)},
     expose=None,
+    id_field="ref",
     dialect="peer",
 )
 
