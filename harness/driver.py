@@ -301,6 +301,9 @@ class RunDriver:
             plan.record, platform=prov.record(described), pack_hash=described.pack_hash,
             **(self.probed.recorded() if self.probed is not None else {}),
         )  # fmt: skip
+        told = getattr(plan.suite, "described", None)  # a suite reading what the platform is
+        if told is not None:
+            told(record.platform)
         body = RunStartedBody(
             suite=plan.suite.name,
             protocol_set_hash=record.protocol_set_hash,

@@ -222,7 +222,7 @@ async def run_episode(
                 errors += res.is_error
                 counts = call.name in searching or call.name in capturing
                 why = not_counted(call.name, names, res.is_error) if counts else ""
-                if why:  # only a real call counts (docs/metrics.md, "What counts")
+                if why:  # only a real call counts (docs/plugins.md, "The vocabulary")
                     refused.append(why)
                 else:
                     search |= call.name in searching

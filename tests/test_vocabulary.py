@@ -23,6 +23,8 @@ from benchledger.cli import main
 from benchledger.harness.agents import ScriptedAgent
 from benchledger.harness.agents.base import Episode
 from benchledger.harness.episode import COUNTED, run_episode
+from benchledger.harness.platforms.base import Description
+from benchledger.harness.platforms.mcp_data_platform import McpDataPlatform
 from benchledger.harness.platforms.platform import PLATFORMS
 from benchledger.harness.probe import probe
 from benchledger.ledger import Ledger, open_store
@@ -231,3 +233,32 @@ def test_platform_check_prints_what_works_and_fails_on_a_silent_platform(example
         assert main(["platform", "check", NAME]) == 1
         captured = capsys.readouterr()
         assert "FAIL vocabulary" in captured.out and "would be refused" in captured.err
+
+
+def test_a_platform_without_the_knowledge_page_sink_is_never_asked_to_promote_to_it(
+    monkeypatch, tmp_path, capsys
+):
+    described = McpDataPlatform.describe
+
+    async def datahub_only(self: McpDataPlatform) -> Description:
+        return (await described(self))._replace(sinks=("datahub",))
+
+    # The embedded platform, describing itself with one sink (as such a platform would).
+    monkeypatch.setattr(McpDataPlatform, "describe", datahub_only)
+    db = str(tmp_path / "l.sqlite")
+    ids = ["bl-crown-tier", "bl-anchor-tier"]  # a knowledge_page protocol, a datahub one
+    argv = ["run", "--ledger", db, *(a for i in ids for a in ("--protocol", i))]
+    assert main(argv) == 0, capsys.readouterr().err
+    run_id = SEALED.search(capsys.readouterr().out)[1]  # type: ignore[index]
+    run = from_ledger(Ledger(open_store(db, read_only=True)), run_id)
+    promoted = {
+        e.stream.split("/")[1]: e.body
+        for e, _ in run.events
+        if isinstance(e.body, GraderDecisionBody) and e.body.stage == "promote"
+    }
+    crown = promoted["bl-crown-tier"]
+    assert crown.verdict is None
+    assert crown.reason == (
+        "not applicable: the platform has no knowledge_page sink (its sinks: datahub)"
+    )
+    assert promoted["bl-anchor-tier"].verdict is True

@@ -28,7 +28,7 @@ from benchledger.harness.prompts import SYSTEM
 from benchledger.harness.record import RunConfig
 from benchledger.harness.suites.base import Loaded, Outcome
 from benchledger.harness.unit import UnitContext
-from benchledger.ledger.events import RunRecord
+from benchledger.ledger.events import PlatformRecord, RunRecord
 from benchledger.projections.suites.lifecycle.decisions import decide_stage
 from benchledger.projections.suites.lifecycle.scorecard import lifecycle_passed
 from benchledger.protocols.grading import surfaced
@@ -82,6 +82,9 @@ class LifecycleSuite:
 
     def __init__(self, capture_timeout_s: float = 10.0) -> None:
         self.capture_timeout_s = capture_timeout_s
+        # The sinks the platform described (``Description.sinks``, from the run record);
+        # None: not described yet, every sink assumed.
+        self.sinks: frozenset[str] | None = None
         # One reviewer per platform: promotions to one entity never interleave, so a
         # description update cannot overwrite another unit's (read-modify-write).
         self._locks: dict[tuple[int, str], asyncio.Lock] = {}
@@ -121,6 +124,11 @@ class LifecycleSuite:
 
     def configure(self, record: RunRecord) -> None:
         self.capture_timeout_s = record.capture_timeout_s
+        self.described(record.platform)
+
+    def described(self, platform: PlatformRecord) -> None:
+        """What the platform said it is (a new run's, once its preflight described it)."""
+        self.sinks = frozenset(platform.sinks) if platform.name else None
 
     def _episode(self, p: Protocol, stage: str, prompt: str) -> Episode:
         return Episode(stage, SYSTEM[stage], prompt, p, p.budget_tool_calls)
@@ -165,7 +173,15 @@ class LifecycleSuite:
                     decide(stage)
                     await ctx.commit()
 
-        if client is not None and p.promotes and insight is not None:
+        lacks = self.sinks is not None and p.promotes and p.sink not in self.sinks
+        if client is not None and insight is not None and lacks:
+            # Description.sinks: a promotion to a sink the platform has is never asked for.
+            had = ", ".join(sorted(self.sinks or ())) or "none"
+            await not_applicable(ctx, "promote", f"the platform has no {p.sink} sink (its "
+                                 f"sinks: {had})")  # fmt: skip
+            decide("promote")
+            await ctx.commit()
+        elif client is not None and p.promotes and insight is not None:
             ctx.stage = "promote"
             lock = self._locks.setdefault((id(client), p.entity_urn), asyncio.Lock())
             across = self.entity_lock(p.entity_urn) if self.entity_lock else nullcontext()
