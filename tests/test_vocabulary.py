@@ -127,6 +127,8 @@ def test_a_plugin_speaking_its_own_words_earns_its_scores_from_the_scripted_agen
     assert started.record.vocabulary["search"] == "lookup"
     assert started.record.vocabulary["hits"] == "$"
     assert any(f["what"] == "search" and f["ok"] for f in started.record.probe["findings"])
+    # Re-derived from the ledger alone: the episodes recorded what they counted by.
+    assert main(["replay", run_id, "--level", "rederive", "--ledger", db]) == 0
 
 
 def test_the_retrieval_reader_reads_the_plugins_hits_where_its_vocabulary_says(
@@ -262,3 +264,12 @@ def test_a_platform_without_the_knowledge_page_sink_is_never_asked_to_promote_to
         "not applicable: the platform has no knowledge_page sink (its sinks: datahub)"
     )
     assert promoted["bl-anchor-tier"].verdict is True
+
+
+def test_locomo_ingests_and_ranks_on_the_plugin_in_its_own_words(tiny, tmp_path, capsys):
+    code, out, err, _db = _run(tmp_path, capsys, "--suite", "locomo", "--agent", "retrieval")
+    assert code == 0, err
+    assert "1 of 1 sample ingestions landed whole" in out
+    # The dialogue ids read off its top-level list of hits: retrieval measured, not zero.
+    recall = float(next(x for x in out.splitlines() if x.startswith("recall_at_10")).split()[1])
+    assert recall > 0.5, out
