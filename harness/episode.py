@@ -9,7 +9,7 @@ import blake3
 import msgspec
 
 from benchledger.harness.agents.base import Agent, Episode
-from benchledger.harness.platforms.base import PlatformClient
+from benchledger.harness.platforms.base import CallResult, PlatformClient
 from benchledger.harness.platforms.vocabulary import Vocabulary, vocabulary_of
 from benchledger.harness.prompts import BUDGET_MESSAGE
 from benchledger.ledger.codec import canonical_json
@@ -174,6 +174,7 @@ async def run_episode(
         names = frozenset(str(t.get("name", "")) for t in listed)
         # An agent sees only what the platform declares for it (docs/plugins.md).
         shown = vocab.shown(listed) if vocab is not None else listed
+        offered = frozenset(str(t.get("name", "")) for t in shown)
         for _ in range(episode.budget + EXTRA_COMPLETIONS + 2):
             turn = await agent.next_turn(episode, messages, shown, observer=rec)
             if agent.records_model_calls:
@@ -218,7 +219,14 @@ async def run_episode(
                     )
                     continue
                 calls += 1
-                res = await session.call_tool(call.name, call.arguments)
+                if call.name in names and call.name not in offered:
+                    # Listed, but not the platform's to give an agent (another identity's
+                    # delete): never sent, and no attempt of anything.
+                    res = CallResult(f"{call.name} is not offered to agents on this platform",
+                                     True, None, 0.0)  # fmt: skip
+                    refused.append(f"{call.name} was called but the platform does not offer it")
+                else:
+                    res = await session.call_tool(call.name, call.arguments)
                 errors += res.is_error
                 counts = call.name in searching or call.name in capturing
                 why = not_counted(call.name, names, res.is_error) if counts else ""

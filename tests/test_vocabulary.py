@@ -21,11 +21,13 @@ import pytest
 from benchledger import protocols
 from benchledger.cli import main
 from benchledger.harness.agents import ScriptedAgent
-from benchledger.harness.agents.base import Episode
+from benchledger.harness.agents.base import Episode, ToolCall, Turn
 from benchledger.harness.episode import COUNTED, run_episode
 from benchledger.harness.platforms.base import Description
 from benchledger.harness.platforms.mcp_data_platform import McpDataPlatform
 from benchledger.harness.platforms.platform import PLATFORMS
+from benchledger.harness.platforms.provision import PlatformSpec, provisioner
+from benchledger.harness.platforms.vocabulary import REFPLATFORM
 from benchledger.harness.probe import probe
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.events import EpisodeFinishedBody, GraderDecisionBody, RunStartedBody
@@ -273,3 +275,46 @@ def test_locomo_ingests_and_ranks_on_the_plugin_in_its_own_words(tiny, tmp_path,
     # The dialogue ids read off its top-level list of hits: retrieval measured, not zero.
     recall = float(next(x for x in out.splitlines() if x.startswith("recall_at_10")).split()[1])
     assert recall > 0.5, out
+
+
+class _Calls:
+    """An agent calling the given tool once, then answering."""
+
+    name, model, records_model_calls = "calls", "", False
+
+    def __init__(self, tool: str, arguments: dict[str, Any]) -> None:
+        self.call = ToolCall("c1", tool, arguments)
+
+    def for_unit(self, unit: Any) -> Any:
+        return self
+
+    async def next_turn(
+        self, episode: Any, messages: Any, tools: Any, observer: Any = None
+    ) -> Turn:
+        self.offered = [t["name"] for t in tools]
+        done = any(m["role"] == "tool" for m in messages)
+        return Turn("FINAL ANSWER: done") if done else Turn("", (self.call,))
+
+
+def test_a_listed_tool_the_platform_does_not_offer_is_neither_shown_nor_sent(tmp_path):
+    # refplatform lists trino_query; a vocabulary exposing nothing beyond its own verbs
+    # keeps an agent off it (as a mapping keeps an agent off another identity's delete).
+    narrow = REFPLATFORM._replace(expose=frozenset())
+    agent = _Calls("trino_query", {"sql": "SELECT 1"})
+    ledger = Ledger(open_store(str(tmp_path / "e.sqlite")))
+    w = ledger.writer("run/p/0")
+    p = protocols.load(protocols.LIFECYCLE_DIR).protocols[0]
+
+    async def go() -> Any:
+        prov = provisioner(PlatformSpec("embedded"), pool_size=2)
+        async with prov.runtime() as client:
+            ep = Episode("recall", "", "q", p, 5, narrow)
+            return await run_episode(agent, client, w, ep, 1, "agent-001", tools=COUNTED)
+
+    done = asyncio.run(go())
+    assert sorted(agent.offered) == ["memory_capture", "search"]
+    assert done.tool_calls == 1 and "not offered" in done.tool_results[0]
+    sent = [msgspec.json.decode(r.data)["body"] for r in w.staged]
+    assert not any(b.get("tool") == "trino_query" for b in sent)
+    finished = msgspec.convert(sent[-1], EpisodeFinishedBody)
+    assert finished.not_counted == ["trino_query was called but the platform does not offer it"]
