@@ -10,8 +10,8 @@ as an oracle that knows the data but not the definition. Otherwise, and always f
 abstain, it answers INSUFFICIENT INFORMATION. Its scores measure capture, surfacing
 and promotion, never reasoning.
 
-When the session lists ``search_nodes`` it speaks @modelcontextprotocol/server-memory's
-knowledge-graph tools instead: teach writes the fact as an observation on the protocol's
+On server-memory (its vocabulary's dialect ``graph``) it speaks
+@modelcontextprotocol/server-memory's knowledge-graph tools instead: teach writes the fact as an observation on the protocol's
 entity (``create_entities``, or ``add_observations`` when the entity exists), update
 deletes the old observation and adds the corrected one, and the questions search by
 keyword (``search_nodes`` matches a contiguous substring, so a whole question finds

@@ -1,7 +1,7 @@
 """The scripted agent in mem0's dialect: one memory per fact, searched by meaning.
 
-When a session lists ``add_memory`` and ``search_memories`` (benchledger's MCP server over
-mem0, docs/mem0.md) the scripted agent speaks those tools, as deterministic and model-free
+On mem0 (its vocabulary's dialect ``mem0``: benchledger's MCP server over mem0,
+docs/mem0.md) the scripted agent speaks its tools, as deterministic and model-free
 as on the other platforms: teach adds the fact as one memory naming the protocol's dataset
 (``DATASET: FACT``); update searches for the old fact and replaces that memory's text with
 the correction (``update_memory``; a new memory when the old one is not found); the
