@@ -11,8 +11,9 @@ abstain, it answers INSUFFICIENT INFORMATION. Its scores measure capture, surfac
 and promotion, never reasoning.
 
 On server-memory (its vocabulary's dialect ``graph``) it speaks
-@modelcontextprotocol/server-memory's knowledge-graph tools instead: teach writes the fact as an observation on the protocol's
-entity (``create_entities``, or ``add_observations`` when the entity exists), update
+@modelcontextprotocol/server-memory's knowledge-graph tools instead: teach writes the fact
+as an observation on the protocol's entity (``create_entities``, or ``add_observations``
+when the entity exists), update
 deletes the old observation and adds the corrected one, and the questions search by
 keyword (``search_nodes`` matches a contiguous substring, so a whole question finds
 nothing): the fact's quoted term, else the entity's name. There is no SQL there, so a
