@@ -25,7 +25,7 @@ from benchledger.harness.plan import MAX_POOL, RunPlan, plan_run, pool_needed
 from benchledger.harness.platforms.base import Clock, Description, PlatformClient
 from benchledger.harness.platforms.provision import PlatformSpec, Provisioner, provisioner
 from benchledger.harness.platforms.vocabulary import vocabulary_of
-from benchledger.harness.probe import Probed, probe
+from benchledger.harness.probe import Probed, not_probed, probe
 from benchledger.harness.record import RunConfig, RunRefused
 from benchledger.harness.suites import run_config
 from benchledger.harness.unit import UnitOutcome, UnitPlan, run_unit
@@ -232,7 +232,9 @@ class RunDriver:
                     self.probed = await _probed(prov, fresh)
                     return None, described
             client = await stack.enter_async_context(prov.runtime())
-            return client, await client.describe()
+            described = await client.describe()
+            self.probed = Probed(vocabulary_of(client), not_probed(prov.spec.label, client))
+            return client, described
         except HarnessError as exc:
             raise _preflight_refused(prov, exc) from None
 
@@ -303,7 +305,7 @@ class RunDriver:
         )  # fmt: skip
         told = getattr(plan.suite, "described", None)  # a suite reading what the platform is
         if told is not None:
-            told(record.platform)
+            told(record)
         body = RunStartedBody(
             suite=plan.suite.name,
             protocol_set_hash=record.protocol_set_hash,

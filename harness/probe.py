@@ -66,6 +66,14 @@ class ProbeReport(NamedTuple):
         return [f"{'ok  ' if f.ok else 'FAIL'} {f.what}: {inert(f.detail)}" for f in self.findings]
 
 
+def not_probed(platform: str, client: PlatformClient) -> ProbeReport:
+    """The report of a platform shared by every pass: not probed, since its memory would
+    keep what the probe wrote (its vocabulary recorded all the same)."""
+    vocab = vocabulary_of(client)
+    why = "not probed: a platform shared by every pass would keep the probe's memory"
+    return ProbeReport(platform, vocab.name if vocab else "", (Finding("probe", False, why),))
+
+
 class Probed(NamedTuple):
     """A probed platform's vocabulary and findings, as a new run records them."""
 

@@ -198,7 +198,7 @@ def test_the_report_says_which_stages_did_not_apply_and_why(runs, capsys):
     assert main(["report", "sm", "--ledger", runs]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("n/a stages"))
-    assert "promote in 2 unit(s)" in line and "no knowledge pages" in line
+    assert "promote in 2 unit(s)" in line and "no knowledge_page sink (its sinks: datahub)" in line
     promoted = {
         e.stream.split("/")[1]: e.body
         for e in _events(runs, "sm")

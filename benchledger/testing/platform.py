@@ -51,6 +51,7 @@ from benchledger.harness.platforms.base import (
     ReadBack,
     RefCapability,
     UpdateCheck,
+    target_of,
 )
 from benchledger.harness.platforms.platform import (
     Platform,
@@ -63,7 +64,6 @@ from benchledger.harness.platforms.platform import (
 from benchledger.harness.probe import probe
 from benchledger.harness.prompts import SYSTEM
 from benchledger.harness.settings import Settings
-from benchledger.harness.suites.lifecycle import target
 from benchledger.harness.unit import SystemClock
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.events import SessionCallBody
@@ -282,7 +282,7 @@ class PlatformTestCase:
             since = SystemClock().time()
             await episode("teach")
             ev = _Recorder()
-            got = await client.check_capture(ev, identity=1, target=target(p), since=since,
+            got = await client.check_capture(ev, identity=1, target=target_of(p), since=since,
                                              poll=PollPolicy(10.0, 0.1))  # fmt: skip
             return got, ev.last("capture")
 
@@ -297,13 +297,13 @@ class PlatformTestCase:
             since = SystemClock().time()
             await episode("teach")
             ev = _Recorder()
-            got = await client.check_capture(ev, identity=1, target=target(p), since=since,
+            got = await client.check_capture(ev, identity=1, target=target_of(p), since=since,
                                              poll=PollPolicy(10.0, 0.1))  # fmt: skip
             assert isinstance(got.found, str), f"found is {got.found!r}, not an id"
             since = SystemClock().time()
             await episode("update")
             upd = await client.check_update(ev, identity=1, original=got.found,
-                                            target=target(p), since=since)  # fmt: skip
+                                            target=target_of(p), since=since)  # fmt: skip
             return upd, ev.last("update")
 
         upd, seen = self._teach(check, correction=True)
@@ -318,10 +318,10 @@ class PlatformTestCase:
             since = SystemClock().time()
             await episode("teach")
             ev = _Recorder()
-            got = await client.check_capture(ev, identity=1, target=target(p), since=since,
+            got = await client.check_capture(ev, identity=1, target=target_of(p), since=since,
                                              poll=PollPolicy(10.0, 0.1))  # fmt: skip
             assert isinstance(got.found, str), f"found is {got.found!r}, not an id"
-            promoted = await client.promote(ev, capture=got.found, target=target(p))
+            promoted = await client.promote(ev, capture=got.found, target=target_of(p))
             return promoted, ev.last("sink")
 
         promoted, seen = self._teach(check)

@@ -18,17 +18,16 @@ from benchledger import protocols
 from benchledger.harness.agents.base import Episode
 from benchledger.harness.episode import COUNTED, Findings, Reading
 from benchledger.harness.platforms.base import (
-    KnowledgePageTarget,
     LifecycleCapability,
     PollPolicy,
-    Target,
     declare_not_applicable,
+    target_of,
 )
 from benchledger.harness.prompts import SYSTEM
 from benchledger.harness.record import RunConfig
 from benchledger.harness.suites.base import Loaded, Outcome
 from benchledger.harness.unit import UnitContext
-from benchledger.ledger.events import PlatformRecord, RunRecord
+from benchledger.ledger.events import RunRecord
 from benchledger.projections.suites.lifecycle.decisions import decide_stage
 from benchledger.projections.suites.lifecycle.scorecard import lifecycle_passed
 from benchledger.protocols.grading import surfaced
@@ -36,13 +35,7 @@ from benchledger.protocols.hashing import benchledger_hash
 from benchledger.protocols.pack_schema import check
 from benchledger.protocols.schema import Protocol
 
-
-def target(p: Protocol) -> Target:
-    """Where a protocol's fact lives and where its promotion should land."""
-    page = None
-    if p.page is not None:
-        page = KnowledgePageTarget(p.page.slug, p.page.title, p.page.summary, p.page.body)
-    return Target(p.entity_urn, p.sink, p.fact, page, p.update.fact if p.update else "")
+target = target_of  # where a protocol's fact lives and where its promotion should land
 
 
 # Why a platform without the lifecycle capability has no capture, promote or update stage.
@@ -124,11 +117,13 @@ class LifecycleSuite:
 
     def configure(self, record: RunRecord) -> None:
         self.capture_timeout_s = record.capture_timeout_s
-        self.described(record.platform)
+        self.described(record)
 
-    def described(self, platform: PlatformRecord) -> None:
-        """What the platform said it is (a new run's, once its preflight described it)."""
-        self.sinks = frozenset(platform.sinks) if platform.name else None
+    def described(self, record: RunRecord) -> None:
+        """What the platform said it is (a new run's, once its preflight described it).
+        A run recorded before platforms were probed (no ``probe``) asked every promotion,
+        so its full replay does too."""
+        self.sinks = frozenset(record.platform.sinks) if record.probe else None
 
     def _episode(self, p: Protocol, stage: str, prompt: str) -> Episode:
         return Episode(stage, SYSTEM[stage], prompt, p, p.budget_tool_calls)
