@@ -14,8 +14,8 @@ query reformulation into a number meant to describe the platform. The rank is th
 first hit (``projections.retrieval.hits``, where the vocabulary says they are) in which
 the stage's fact surfaces by the surfacing rule (``protocols.grading.surfaced``); None when
 no hit holds it, when the episode made no search, or when the search failed (a miss: it
-counts 0 in recall@k and MRR). The fact looked for: the taught fact (recall, transfer: the promoted fact is the
-taught one; abstain), the corrected fact (update_recall).
+counts 0 in recall@k and MRR). The fact looked for: the taught fact (recall, transfer: the
+promoted fact is the taught one; abstain), the corrected fact (update_recall).
 
 Abstain asks about something never taught, so no hit is the right one: its rank (of the
 taught fact, the nearest distractor) is reported per unit and as ``abstain_leak_at_5``, a
