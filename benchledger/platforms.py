@@ -37,12 +37,15 @@ from benchledger.harness.platforms.platform import (
     Provisioner,
 )
 from benchledger.harness.platforms.session import notify
+from benchledger.harness.platforms.vocabulary import Vocabulary
+from benchledger.ledger.events import HitRule
 
 __all__ = [
     "PLATFORMS",
     "CallResult",
     "CaptureCheck",
     "Description",
+    "HitRule",
     "LifecycleCapability",
     "Observer",
     "Platform",
@@ -60,5 +63,6 @@ __all__ = [
     "Target",
     "UnitRecorder",
     "UpdateCheck",
+    "Vocabulary",
     "notify",
 ]

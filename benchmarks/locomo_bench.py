@@ -24,9 +24,9 @@ import tempfile
 import time
 from typing import Any
 
-from benchledger.harness.agents.memory_tools import for_tools
 from benchledger.harness.driver import RunDriver
 from benchledger.harness.platforms.provision import EmbeddedProvisioner, PlatformSpec
+from benchledger.harness.platforms.vocabulary import vocabulary_of
 from benchledger.harness.record import RunConfig
 from benchledger.harness.suites.locomo import DEFAULT_DATA
 from benchledger.ledger import Ledger, open_store
@@ -62,7 +62,8 @@ async def _raw(data: str) -> None:
     async with prov.runtime() as client:
         for i, sample in enumerate(samples, 1):
             async with client.session(i) as session:
-                vocab = for_tools([t["name"] for t in await session.list_tools()])
+                await session.list_tools()
+                vocab = vocabulary_of(client)
                 assert vocab is not None
                 for s in sample.sessions:
                     for turn in s.turns:

@@ -1,10 +1,14 @@
-"""``platform serve``: refplatform in the foreground; the serving itself is refplatform's."""
+"""``platform serve``: refplatform in the foreground; the serving itself is refplatform's.
+``platform reset`` empties a served refplatform; ``platform check SPEC`` runs the probe
+(harness/probe.py) on any platform alone and prints what works."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 
-from benchledger.cli.common import UsageError
+from benchledger.cli.common import CommandFailed, UsageError
+from benchledger.ledger.inert import inert
 from benchledger.refplatform.__main__ import add_serve_options, serve
 from benchledger.refplatform.errors import PlatformError
 
@@ -64,8 +68,40 @@ def cmd_platform_reset(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _check(args: argparse.Namespace) -> tuple[str, list[str], str]:
+    """(what the platform says it is, the probe's lines, why it is refused or "")."""
+    from benchledger.harness.errors import HarnessError
+    from benchledger.harness.platforms.platform import resolve
+    from benchledger.harness.platforms.provision import provisioner
+    from benchledger.harness.probe import probe
+
+    try:
+        _, spec = resolve(args.spec)
+        prov = provisioner(spec, pool_size=2, admin_key=args.admin_key or args.settings.admin_key,
+                           pool_base=args.pool_base or "", settings=args.settings)  # fmt: skip
+        async with prov.runtime() as client:
+            described = await client.describe()
+            found = await probe(client, spec.label)
+    except (ValueError, HarnessError) as exc:
+        raise UsageError(f"platform check {inert(args.spec)}: {exc}") from None
+    return f"{described.name} {described.version}", found.lines(), found.refused
+
+
+def cmd_platform_check(args: argparse.Namespace) -> int:
+    """Probe the platform ``SPEC`` names (as ``run --platform`` takes it) on a runtime of
+    its own and print each finding; exit 1 when a run on it would be refused."""
+    said, lines, refused = asyncio.run(_check(args))
+    print(f"platform {inert(args.spec)}: {inert(said)}")
+    for line in lines:
+        print(f"  {line}")
+    if refused:
+        raise CommandFailed(f"a run on it would be refused: {inert(refused)}")
+    print("usable: its memory is written and found again by its own words")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``platform serve`` and ``platform reset``."""
+    """Add ``platform serve``, ``platform reset`` and ``platform check``."""
     group = sub.add_parser("platform", help="the embedded reference memory platform")
     psub = group.add_subparsers(dest="platform", required=True, metavar="ACTION")
     p = psub.add_parser("serve", help="serve refplatform in the foreground")
@@ -78,4 +114,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("url", metavar="URL", help="the platform's URL, as `platform serve` printed it")
     r.add_argument("--admin-key", metavar="KEY", help="default: $BENCHLEDGER_ADMIN_KEY")
+    c = psub.add_parser(
+        "check",
+        help="probe a platform alone (as `run --platform SPEC` names it): write a known "
+        "memory in its vocabulary, search for it by its own words, itemise the hits; print "
+        "what works (exit 1: a run on it would be refused)",
+    )
+    c.add_argument("spec", metavar="SPEC", help="a --platform value: embedded, mcp:FILE, ...")
+    c.add_argument("--admin-key", metavar="KEY", help="default: $BENCHLEDGER_ADMIN_KEY")
+    c.add_argument("--pool-base", metavar="KEY", help="the pool keys' base (a URL platform)")
+    c.set_defaults(func=cmd_platform_check)
     r.set_defaults(func=cmd_platform_reset)

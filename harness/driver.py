@@ -25,6 +25,8 @@ from benchledger.harness.models.errors import PreflightFailed
 from benchledger.harness.plan import MAX_POOL, RunPlan, plan_run, pool_needed
 from benchledger.harness.platforms.base import Clock, Description, PlatformClient
 from benchledger.harness.platforms.provision import PlatformSpec, Provisioner, provisioner
+from benchledger.harness.platforms.vocabulary import vocabulary_of
+from benchledger.harness.probe import Probed, not_probed, probe
 from benchledger.harness.record import RunConfig, RunRefused
 from benchledger.harness.settings import Settings
 from benchledger.harness.suites import run_config
@@ -147,6 +149,18 @@ def _grading_available(plan: RunPlan) -> None:
         )
 
 
+async def _probed(prov: Provisioner, client: PlatformClient) -> Probed:
+    """The probe of a fresh-state platform on its preflight runtime (harness/probe.py);
+    RunRefused, nothing written, when it cannot be measured."""
+    found = await probe(client, prov.spec.label)
+    if found.refused:
+        raise RunRefused(
+            f"platform {prov.spec.label} refused by the probe: {found.refused}; "
+            "nothing was written (`benchledger platform check` shows what works)"
+        )
+    return Probed(vocabulary_of(client), found)
+
+
 def _preflight_refused(prov: Provisioner, exc: HarnessError) -> RunRefused:
     """Why the platform preflight refuses the run, nothing written."""
     if isinstance(exc, InfraError):
@@ -171,6 +185,7 @@ class RunDriver:
     ) -> None:
         self.ledger = ledger
         self.cfg = config
+        self.probed: Probed | None = None  # what the preflight's probe found (None: not probed)
         self.progress = progress or Progress()
         self.clock = clock
         self._agent = agent
@@ -251,10 +266,14 @@ class RunDriver:
         """
         try:
             if prov.fresh_state:
-                async with prov.runtime() as probe:
-                    return None, await probe.describe()
+                async with prov.runtime() as fresh:
+                    described = await fresh.describe()
+                    self.probed = await _probed(prov, fresh)
+                    return None, described
             client = await stack.enter_async_context(prov.runtime())
-            return client, await client.describe()
+            described = await client.describe()
+            self.probed = Probed(vocabulary_of(client), not_probed(prov.spec.label, client))
+            return client, described
         except HarnessError as exc:
             raise _preflight_refused(prov, exc) from None
 
@@ -325,8 +344,12 @@ class RunDriver:
         """Write a new run's ``run_started``, its record completed
         with what the platform said it is."""
         record = msgspec.structs.replace(
-            plan.record, platform=prov.record(described), pack_hash=described.pack_hash
-        )
+            plan.record, platform=prov.record(described), pack_hash=described.pack_hash,
+            **(self.probed.recorded() if self.probed is not None else {}),
+        )  # fmt: skip
+        told = getattr(plan.suite, "described", None)  # a suite reading what the platform is
+        if told is not None:
+            told(record)
         body = RunStartedBody(
             suite=plan.suite.name,
             protocol_set_hash=record.protocol_set_hash,

@@ -9,8 +9,8 @@ import blake3
 import msgspec
 
 from benchledger.harness.agents.base import Agent, Episode
-from benchledger.harness.agents.memory_tools import for_tools
-from benchledger.harness.platforms.base import PlatformClient
+from benchledger.harness.platforms.base import CallResult, PlatformClient
+from benchledger.harness.platforms.vocabulary import Vocabulary, vocabulary_of
 from benchledger.harness.prompts import BUDGET_MESSAGE
 from benchledger.ledger.codec import canonical_json
 from benchledger.ledger.events import (
@@ -22,30 +22,42 @@ from benchledger.ledger.events import (
 )
 from benchledger.ledger.ledger import StreamWriter
 from benchledger.projections.trace import traced
+from benchledger.projections.vocabulary import NO_VOCABULARY
 
 EXTRA_COMPLETIONS = 2  # after the budget is spent, the model gets this many more turns
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens")
 
 
 class ToolSets(NamedTuple):
-    """The tool names an episode records as a search (``search_called``) and a capture
-    (``capture_attempted``): the suite's, since its decisions read them."""
+    """Whether a suite's episodes record a search (``search_called``) and a capture
+    (``capture_attempted``). Which calls are one is the platform's declared vocabulary's
+    (``harness.platforms.vocabulary``), never a list of the harness's own."""
 
-    search: frozenset[str] = frozenset()
-    capture: frozenset[str] = frozenset()
+    search: bool = False
+    capture: bool = False
 
 
 NO_TOOLS: Final = ToolSets()
+COUNTED: Final = ToolSets(search=True, capture=True)
 
 
-def with_mapped(tools: ToolSets, listed: list[str]) -> ToolSets:
-    """``tools`` plus a mapped server's own write and search verbs (``--platform mcp:FILE``,
-    found by the tools its session lists), when the suite counts captures at all."""
-    vocab = for_tools(listed)
-    m = vocab.lifecycle if vocab is not None else None
-    if m is None or not tools.capture:
-        return tools
-    return ToolSets(tools.search | m.read_tools, tools.capture | m.write_tools)
+def not_counted(name: str, listed: frozenset[str], is_error: bool) -> str:
+    """Why a call of ``name`` counts as no attempt ("": it counts): only a call of a tool
+    the session listed that the server did not answer as an error is one."""
+    if name not in listed:
+        return f"{name} was called but the session did not list it"
+    if is_error:
+        return f"{name} was called and the server answered it as an error"
+    return ""
+
+
+def _declared(tools: ToolSets, vocab: Vocabulary | None) -> tuple[frozenset[str], frozenset[str]]:
+    """(search tools, capture tools) an episode counts: the vocabulary's, where the suite
+    counts them (none without a vocabulary: nothing the harness can name is memory)."""
+    if vocab is None:
+        return frozenset(), frozenset()
+    search = vocab.search_tools if tools.search else frozenset()
+    return search, vocab.capture_tools if tools.capture else frozenset()
 
 
 class Findings(NamedTuple):
@@ -153,11 +165,18 @@ async def run_episode(
     results: list[str] = []
     tokens = dict.fromkeys(USAGE_KEYS, 0)
     answer = ""
+    vocab = episode.vocabulary or vocabulary_of(platform)
+    episode = episode._replace(vocabulary=vocab)
+    searching, capturing = _declared(tools, vocab)
+    refused: list[str] = []
     async with platform.session(pool_index, rec) as session:
         listed = await session.list_tools()
-        tools = with_mapped(tools, [t["name"] for t in listed])
+        names = frozenset(str(t.get("name", "")) for t in listed)
+        # An agent sees only what the platform declares for it (docs/plugins.md).
+        shown = vocab.shown(listed) if vocab is not None else listed
+        offered = frozenset(str(t.get("name", "")) for t in shown)
         for _ in range(episode.budget + EXTRA_COMPLETIONS + 2):
-            turn = await agent.next_turn(episode, messages, listed, observer=rec)
+            turn = await agent.next_turn(episode, messages, shown, observer=rec)
             if agent.records_model_calls:
                 usage = dict(turn.usage or {})
                 for key in tokens:
@@ -200,10 +219,22 @@ async def run_episode(
                     )
                     continue
                 calls += 1
-                search |= call.name in tools.search
-                capture |= call.name in tools.capture
-                res = await session.call_tool(call.name, call.arguments)
+                if call.name in names and call.name not in offered:
+                    # Listed, but not the platform's to give an agent (another identity's
+                    # delete): never sent, and no attempt of anything.
+                    res = CallResult(f"{call.name} is not offered to agents on this platform",
+                                     True, None, 0.0)  # fmt: skip
+                    refused.append(f"{call.name} was called but the platform does not offer it")
+                else:
+                    res = await session.call_tool(call.name, call.arguments)
                 errors += res.is_error
+                counts = call.name in searching or call.name in capturing
+                why = not_counted(call.name, names, res.is_error) if counts else ""
+                if why:  # only a real call counts (docs/plugins.md, "The vocabulary")
+                    refused.append(why)
+                else:
+                    search |= call.name in searching
+                    capture |= call.name in capturing
                 results.append(res.text)
                 messages.append(
                     {
@@ -233,6 +264,11 @@ async def run_episode(
         cache_creation_tokens=tokens["cache_creation_tokens"],
         capture_attempted=capture,
         sources=list(found.sources),
+        search_tools=sorted(searching),
+        capture_tools=sorted(capturing),
+        hits=vocab.hits if vocab is not None else None,
+        not_counted=refused,
+        vocabulary=vocab.name if vocab is not None else NO_VOCABULARY,
     )
     # The episode's trace hash covers every body it appended, this outcome included.
     finished = writer.append(traced(outcome, rec.bodies), refs=rec.seqs)

@@ -106,6 +106,10 @@ class RunRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     # A platform's own options that shape its answers (``--embedder``), which a resume
     # restores; those a platform does not mark ``recorded`` (commands) are never kept.
     platform_options: dict[str, str] = {}
+    # The platform's declared memory vocabulary (harness/platforms/vocabulary.py ``record``)
+    # and what the probe found before any unit (harness/probe.py; empty: not probed).
+    vocabulary: dict[str, JSON] = {}
+    probe: dict[str, JSON] = {}
 
 
 class Preregistration(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -239,6 +243,17 @@ class EpisodeFinishedBody(Body, frozen=True):
     cache_creation_tokens: int = 0
     capture_attempted: bool = False
     sources: list[str] = []  # refs the agent cited (the provenance lane's SOURCES: line)
+    # The platform's declared vocabulary as the episode counted by it (harness/episode.py),
+    # so re-derivation reads which calls were a search or a capture and where a search's
+    # hits are from the ledger alone: ``vocabulary`` its name ("(none)": the platform
+    # declares none); runs recorded before leave it empty, and are read by the tool names
+    # of that version (projections/vocabulary.py). ``not_counted``: each call of a counted
+    # tool that was no attempt, and why (the session did not list it, or an error).
+    search_tools: list[str] = []
+    capture_tools: list[str] = []
+    hits: HitRule | None = None
+    not_counted: list[str] = []
+    vocabulary: str = ""
 
 
 class InfraErrorBody(Body, frozen=True):

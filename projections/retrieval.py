@@ -29,6 +29,7 @@ from benchledger.ledger.codec import TooDeep, check_depth
 from benchledger.ledger.events import HitRule
 from benchledger.projections import pattern
 
+ROOT: Final = "$"  # a HitRule path naming the answer itself as the array of hits
 KS: Final = (1, 5, 10)  # the recall@k cut-offs every suite reports
 
 
@@ -121,10 +122,12 @@ def _raw(result_text: str, rule: HitRule | None, budget: pattern.Budget,
         if value is None:
             return [result_text] if result_text.strip() else []
         return _generic(value)
-    if value is None:
-        return list(_texts(result_text, rule, budget))
     textual = bool(rule.line or rule.separator)
-    if rule.path:
+    if value is None:  # a text answer: its hits by the rule's patterns (none at a JSON path)
+        return [] if rule.path and not textual else list(_texts(result_text, rule, budget))
+    if rule.path == ROOT:  # the answer is the array of hits itself
+        found = value if isinstance(value, list) else []
+    elif rule.path:
         found = _at(value, rule.path, strict)
     elif textual and isinstance(value, list) and any(isinstance(v, str) for v in value):
         found = value  # a fanned-out ``[own, shared]`` answer of texts

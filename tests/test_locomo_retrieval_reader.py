@@ -11,16 +11,29 @@ import pytest
 
 from benchledger import protocols
 from benchledger.harness.agents import from_spec
-from benchledger.harness.agents.base import Episode
+from benchledger.harness.agents.base import Episode, Turn
 from benchledger.harness.agents.retrieval import THRESHOLD, RetrievalAgent, best_span, stem
 from benchledger.harness.plan import _select
+from benchledger.harness.platforms.vocabulary import (
+    BASIC_MEMORY,
+    REFPLATFORM,
+    SERVER_MEMORY,
+    Vocabulary,
+)
 from benchledger.harness.record import RunRefused
 from benchledger.projections.suites.locomo.items import LocomoItem
 from benchledger.protocols.grading import ABSTAIN_ANSWER
 from benchledger.protocols.locomo import Question, Sample
 
-REF_TOOLS = ["search", "memory_capture", "fetch"]
-GRAPH_TOOLS = ["create_entities", "search_nodes", "read_graph"]
+REF_TOOLS = REFPLATFORM  # the platforms' declared vocabularies the reader speaks
+GRAPH_TOOLS = SERVER_MEMORY
+
+
+def _decide(episode: Episode, messages: list[dict[str, Any]], vocab: Vocabulary) -> Turn:
+    """The reader's turn on a platform declaring ``vocab``."""
+    return RetrievalAgent().decide(
+        episode._replace(vocabulary=vocab), messages, sorted(vocab.tools)
+    )
 
 
 def _item(question: str, category: int = 4) -> LocomoItem:
@@ -39,9 +52,9 @@ def _tool(text: str, is_error: bool = False) -> dict[str, Any]:
     return {"role": "tool", "call_id": "c", "name": "search", "text": text, "is_error": is_error}
 
 
-def _answer(question: str, result: str, tools: list[str] = REF_TOOLS, category: int = 4) -> str:
+def _answer(question: str, result: str, tools: Vocabulary = REF_TOOLS, category: int = 4) -> str:
     episode = Episode("ask", "", question, _item(question, category), 6)
-    turn = RetrievalAgent().decide(episode, [{"role": "user", "text": question}, _tool(result)],
+    turn = _decide(episode, [{"role": "user", "text": question}, _tool(result)],
                                    tools)  # fmt: skip
     assert not turn.tool_calls
     return turn.text
@@ -60,13 +73,13 @@ TURNS = (
         pytest.param(REF_TOOLS, ("search", {"intent": "Q?", "sources": ["memory"], "limit": 10}),
                      id="refplatform"),
         pytest.param(GRAPH_TOOLS, ("search_nodes", {"query": "Q?"}), id="server-memory"),
-        pytest.param(["write_note", "search_notes"],
+        pytest.param(BASIC_MEMORY,
                      ("search_notes", {"query": "Q?", "page_size": 10, "output_format": "json"}),
                      id="basic-memory"),
     ],
 )  # fmt: skip
-def test_the_reader_searches_with_the_question_in_the_sessions_own_vocabulary(tools, call):
-    turn = RetrievalAgent().decide(Episode("ask", "", "Q?", _item("Q?"), 6), [], tools)
+def test_the_reader_searches_with_the_question_in_the_platforms_declared_vocabulary(tools, call):
+    turn = _decide(Episode("ask", "", "Q?", _item("Q?"), 6), [], tools)
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [call]
 
 
@@ -129,7 +142,7 @@ def test_the_threshold_is_a_share_of_the_questions_content_words():
 
 def test_an_error_result_is_no_evidence():
     episode = Episode("ask", "", "What is the name of Tom's beagle?", _item("x"), 6)
-    turn = RetrievalAgent().decide(episode, [_tool(_refplatform(*TURNS), is_error=True)],
+    turn = _decide(episode, [_tool(_refplatform(*TURNS), is_error=True)],
                                    REF_TOOLS)  # fmt: skip
     assert turn.text == "FINAL ANSWER: no information available"
 
@@ -151,11 +164,11 @@ def _protocol() -> Any:
 def test_on_the_lifecycle_teach_and_update_write_the_fact_as_one_memory(stage):
     p = _protocol()
     fact = p.update.fact if stage == "update" else p.fact
-    turn = RetrievalAgent().decide(Episode(stage, "", "teach", p, 5), [], GRAPH_TOOLS)
+    turn = _decide(Episode(stage, "", "teach", p, 5), [], GRAPH_TOOLS)
     [call] = turn.tool_calls
     assert call.name == "create_entities"
     assert call.arguments["entities"][0]["observations"] == [fact]
-    done = RetrievalAgent().decide(Episode(stage, "", "teach", p, 5), [_tool("[]")], GRAPH_TOOLS)
+    done = _decide(Episode(stage, "", "teach", p, 5), [_tool("[]")], GRAPH_TOOLS)
     assert done.text == "Saved." and not done.tool_calls
 
 
@@ -163,16 +176,12 @@ def test_on_the_lifecycle_a_recall_searches_with_the_prompt_and_answers_the_best
     p = _protocol()
     prompt = "Which channel is the audit channel for this study?"
     ep = Episode("recall", "", prompt, p, 5)
-    [call] = RetrievalAgent().decide(ep, [], REF_TOOLS).tool_calls
+    [call] = _decide(ep, [], REF_TOOLS).tool_calls
     assert call.arguments["intent"] == prompt
     result = _refplatform(p.fact, "Refunds are reported monthly.")
-    assert RetrievalAgent().decide(ep, [_tool(result)], REF_TOOLS).text == (
-        f"FINAL ANSWER: {p.fact}"
-    )
+    assert _decide(ep, [_tool(result)], REF_TOOLS).text == (f"FINAL ANSWER: {p.fact}")
     unrelated = _refplatform("Refunds are reported monthly.")
-    assert RetrievalAgent().decide(ep, [_tool(unrelated)], REF_TOOLS).text == (
-        f"FINAL ANSWER: {ABSTAIN_ANSWER}"
-    )
+    assert _decide(ep, [_tool(unrelated)], REF_TOOLS).text == (f"FINAL ANSWER: {ABSTAIN_ANSWER}")
 
 
 def test_the_reader_is_an_agent_spec_that_takes_no_model():

@@ -26,9 +26,8 @@ import pytest
 
 from benchledger import protocols
 from benchledger.cli import main
-from benchledger.harness.agents import ScriptedAgent, memory_tools
+from benchledger.harness.agents import ScriptedAgent
 from benchledger.harness.agents.base import Episode
-from benchledger.harness.agents.memory_tools import for_tools
 from benchledger.harness.errors import PlatformStartFailed
 from benchledger.harness.platforms import generic_install
 from benchledger.harness.platforms.mcp_mapping import fill, load, parse
@@ -78,12 +77,6 @@ arguments = { id = "{id}" }
 [shared]
 separate = "process"
 """
-
-
-@pytest.fixture(autouse=True)
-def _vocabularies(monkeypatch):
-    """A mapping registers its vocabulary: each test's registrations end with it."""
-    monkeypatch.setattr(memory_tools, "_KNOWN", list(memory_tools._KNOWN))
 
 
 def _swap(old: str, new: str) -> str:
@@ -201,10 +194,10 @@ def test_the_good_mapping_and_the_shipped_one_load():
     assert "sqlite-extensions" in shipped.python
 
 
-def test_loading_a_mapping_registers_its_vocabulary_for_the_model_free_agents():
+def test_a_mapping_declares_its_vocabulary_for_the_model_free_agents():
     m = load(SHIPPED)
-    vocab = for_tools(["memory_store", "memory_search", "memory_list", "other"])
-    assert vocab is not None and vocab.lifecycle == m
+    vocab = m.vocabulary()
+    assert vocab.lifecycle == m and vocab.expose == m.tools
     assert vocab.write_call("c", "a fact", "D1:3").arguments == {
         "content": "a fact", "conversation_id": "D1:3"
     }  # fmt: skip
@@ -274,7 +267,7 @@ def test_a_python_without_loadable_sqlite_extensions_is_refused_in_one_line(tmp_
 
 
 def _episode(pid: str, stage: str) -> Episode:
-    return Episode(stage, SYSTEM[stage], "prompt", BY_ID[pid], 15)
+    return Episode(stage, SYSTEM[stage], "prompt", BY_ID[pid], 15, load(SHIPPED).vocabulary())
 
 
 def test_the_scripted_agent_corrects_a_mapped_memory_by_reading_its_id_deleting_and_writing():
@@ -619,13 +612,11 @@ identity = "shared-knowledge"
         proc.wait(timeout=30)
     assert main(["replay", "url", "--level", "full", "--ledger", ledger]) == 0
     assert "all equal" in capsys.readouterr().out
-    # Its search tool and hits are the mapping's: the lifecycle's ranking says it did not
-    # measure them (a 0 here read as "the server never found the fact").
+    # Its search tool and hits are the mapping's, recorded in each episode: the lifecycle's
+    # ranking reads them there: every searched fact is among the first five hits.
     assert main(["report", "url", "--format", "json", "--ledger", ledger]) == 0
     metrics = json.loads(capsys.readouterr().out)["metrics"]
-    assert (metrics["recall_at_5"]["num"], metrics["recall_at_5"]["den"]) == (0, 0)
-    assert main(["report", "url", "--ledger", ledger]) == 0
-    assert "its retrieval is not measured" in capsys.readouterr().out
+    assert (metrics["recall_at_5"]["num"], metrics["recall_at_5"]["den"]) == (4, 4)
 
 
 def test_a_resume_after_the_mapping_changed_is_refused_naming_the_change(tmp_path, capsys):
@@ -659,16 +650,18 @@ AS_SERVER = """\
 from mcp.server.mcpserver import MCPServer
 
 app = MCPServer("as-memory")
+KEPT = []
 
 
 @app.tool()
 def put(text: str) -> str:
+    KEPT.append(text)
     return "kept"
 
 
 @app.tool()
 def find(q: str) -> str:
-    return "a" * 40
+    return "\\n".join([*KEPT, "a" * 40])
 
 
 app.run()
@@ -1067,9 +1060,10 @@ def test_locomo_retrieval_reads_a_mapped_servers_text_answer_as_its_ranked_memor
 
     call = SessionCallBody(episode=ASK, method="tools/call", tool="memory_search",
                            content=[{"type": "text", "text": MMS_SEARCH}])  # fmt: skip
-    events = [(1, call), (2, EpisodeFinishedBody(episode=ASK, tool_calls=1))]
-    assert retrieved(events, load(SHIPPED).hits) == (("D1:3", "D2:1"), (1,))
-    assert retrieved(events) == (("D1:3",), (1,))
+    ruled = EpisodeFinishedBody(episode=ASK, tool_calls=1, hits=load(SHIPPED).hits)
+    assert retrieved([(1, call), (2, ruled)]) == (("D1:3", "D2:1"), (1,))
+    unruled = EpisodeFinishedBody(episode=ASK, tool_calls=1)
+    assert retrieved([(1, call), (2, unruled)]) == (("D1:3",), (1,))
 
 
 SHARED_POOL_SERVER = """\
@@ -1182,7 +1176,7 @@ def test_the_retrieval_reader_answers_from_a_mapped_servers_memories_not_its_ans
     from benchledger.projections.suites.locomo.items import LocomoItem
     from benchledger.protocols.locomo import Question, Sample
 
-    load(SHIPPED)  # registers its vocabulary
+    vocabulary = load(SHIPPED).vocabulary()
     question = "What did Mira start?"
     text = ("Found 2 memories (mode: semantic) for query: 'What did Mira start?'\n\n"
             "1. [D1:1 | 9:00 am on 2 May, 2023] Mira: Hi Tom, how was your week?\n"
@@ -1190,7 +1184,8 @@ def test_the_retrieval_reader_answers_from_a_mapped_servers_memories_not_its_ans
             "2. [D1:3 | 9:00 am on 2 May, 2023] Mira: I started pottery last week.\n"
             "   Hash: " + "b" * 64 + "\n   Created: 2026-12-07T18:33:36Z [untagged]")  # fmt: skip
     q = Question("c-1:q1", question, 4, "pottery", ("D1:3",))
-    episode = Episode("ask", "", question, LocomoItem(q, Sample("c-1", "Mira", "Tom", (), (q,))), 6)
+    item = LocomoItem(q, Sample("c-1", "Mira", "Tom", (), (q,)))
+    episode = Episode("ask", "", question, item, 6, vocabulary)
     messages = [{"role": "user", "text": question},
                 {"role": "tool", "call_id": "c", "name": "memory_search", "text": text,
                  "is_error": False}]  # fmt: skip

@@ -25,7 +25,6 @@ from benchledger import protocols
 from benchledger.cli import main
 from benchledger.harness.agents import ScriptedAgent
 from benchledger.harness.agents.base import Episode
-from benchledger.harness.agents.memory_tools import MEM0, for_tools
 from benchledger.harness.platforms.base import PollPolicy
 from benchledger.harness.platforms.mem0 import (
     SHARED,
@@ -37,6 +36,7 @@ from benchledger.harness.platforms.mem0 import (
 )
 from benchledger.harness.platforms.mem0_platform import VERSION
 from benchledger.harness.platforms.provision import parse_platform
+from benchledger.harness.platforms.vocabulary import MEM0, vocabulary_of
 from benchledger.harness.suites.lifecycle import target
 from benchledger.harness.unit import UnitContext, UnitPlan
 from benchledger.ledger import Ledger, open_store
@@ -281,8 +281,8 @@ def test_the_platform_pins_an_exact_mem0_version_and_a_command_needs_the_mem0_pl
     assert "mem0" in capsys.readouterr().err
 
 
-def test_a_session_listing_mem0s_tools_gets_the_mem0_vocabulary():
-    vocab = for_tools(["add_memory", "search_memories", "get_memory"])
+def test_the_mem0_adapter_declares_the_mem0_vocabulary():
+    vocab = vocabulary_of(Mem0(None, pool_size=1))
     assert vocab is MEM0
     assert vocab.write_call("c", "text", "D1:1").arguments == {"text": "text"}
     assert vocab.search_call("c", "q", 5).arguments == {"query": "q", "limit": 5}
@@ -295,7 +295,7 @@ def test_the_scripted_agent_adds_searches_and_updates_in_mem0s_dialect():
     agent = ScriptedAgent()
 
     def turn(stage: str, messages: list) -> object:
-        return agent.decide(Episode(stage, "", "question?", p, 15), messages, tools)
+        return agent.decide(Episode(stage, "", "question?", p, 15, MEM0), messages, tools)
 
     teach = turn("teach", [])
     assert teach.tool_calls[0].name == "add_memory"

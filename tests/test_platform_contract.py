@@ -10,14 +10,23 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from typing import Any, ClassVar
 
 import pytest
 
 from benchledger.harness.errors import PlatformStartFailed
+from benchledger.harness.platforms.base import CaptureCheck, UpdateCheck
 from benchledger.harness.platforms.basic_memory_server import find_python
+from benchledger.harness.platforms.builtin import Embedded
+from benchledger.harness.platforms.mcp_data_platform import McpDataPlatform
+from benchledger.harness.platforms.platform import PLATFORMS, PlatformSpec
+from benchledger.harness.platforms.vocabulary import REFPLATFORM
 from benchledger.harness.settings import Settings
+from benchledger.ledger.events import HitRule
 from benchledger.testing.platform import PlatformTestCase
 
 
@@ -76,3 +85,115 @@ class TestBasicMemory(PlatformTestCase):
         given = os.environ.get("BENCHLEDGER_BASIC_MEMORY_DIR")
         folder = given or os.path.join(cache, "benchledger", "basic-memory")
         return dataclasses.replace(Settings(), basic_memory_dir=folder)
+
+
+# -- each bug of a broken adapter fails a named test of the contract ------------------------
+#
+# The embedded platform's adapter with one bug seeded at a time, as a vendor's first try had
+# them (issue 49): a bool for the capture's id, statuses as a list, an UpdateCheck of the
+# wrong arity, answers whose shape the declared vocabulary does not match.
+
+
+class _BoolFound(McpDataPlatform):
+    async def check_capture(self, ev: Any, **kw: Any) -> CaptureCheck:
+        got = await super().check_capture(ev, **kw)
+        return got._replace(found=got.found is not None)  # type: ignore[arg-type]
+
+
+class _Listing:
+    """A recorder handing on every read; an ``update`` read is recorded with its statuses
+    as a list (the adapter itself goes on with what it read)."""
+
+    def __init__(self, ev: Any) -> None:
+        self._ev = ev
+        self.clock = ev.clock
+
+    async def read(self, purpose: str, action: Any, observe: Any) -> Any:
+        kept: list[Any] = []
+
+        def listed(rb: Any) -> Any:
+            kept.append(seen := observe(rb))
+            if purpose == "update" and isinstance(seen, dict) and "statuses" in seen:
+                return {**seen, "statuses": list(seen["statuses"].values())}
+            return seen
+
+        _, seq = await self._ev.read(purpose, action, listed)
+        return kept[-1], seq
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ev, name)
+
+
+class _ListStatuses(McpDataPlatform):
+    async def check_update(self, ev: Any, **kw: Any) -> UpdateCheck:
+        return await super().check_update(_Listing(ev), **kw)
+
+
+class _WrongArity(McpDataPlatform):
+    async def check_update(self, ev: Any, **kw: Any) -> UpdateCheck:
+        got = await super().check_update(ev, **kw)
+        return UpdateCheck(*got, "superseded")  # type: ignore[call-arg]
+
+
+class _ListAnswers(McpDataPlatform):
+    # Says its hits are a top-level list; its search answers {"groups": [...]}.
+    vocabulary = REFPLATFORM._replace(hits=HitRule(path="$", id_field="ref"))
+
+
+@pytest.fixture
+def seeded() -> Iterator[Callable[[type], type[PlatformTestCase]]]:
+    """A contract class on the embedded platform whose client is of the given class."""
+    names: list[str] = []
+
+    def make(client: type) -> type[PlatformTestCase]:
+        name = f"embedded-{client.__name__.strip('_').lower()}"
+
+        class Seeded(Embedded):
+            kinds = (name,)
+
+            def parse(self, text: str) -> PlatformSpec | None:
+                return PlatformSpec(name) if text == name else None
+
+            def provisioner(self, spec: PlatformSpec, provision: Any) -> Any:
+                prov = super().provisioner(PlatformSpec("embedded"), provision)
+                made = prov.runtime
+
+                @asynccontextmanager
+                async def runtime() -> AsyncIterator[Any]:
+                    async with made() as real:
+                        real.__class__ = client  # the same adapter, with the bug seeded
+                        yield real
+
+                prov.runtime = runtime  # type: ignore[method-assign]
+                return prov
+
+        PLATFORMS.add(name, Seeded(), origin="test")
+        names.append(name)
+        return type(
+            f"Test{client.__name__}", (PlatformTestCase,), {"platform": name, "lifecycle": True}
+        )
+
+    yield make
+    for name in names:
+        PLATFORMS.unregister(name)
+
+
+@pytest.mark.parametrize(
+    ("bug", "test", "says"),
+    [
+        (_BoolFound, "test_the_capture_check_returns_the_id_of_the_capture", "not an id"),
+        (_ListStatuses, "test_an_update_check_of_a_real_correction_has_the_documented_shape",
+         "statuses: ["),
+        (_WrongArity, "test_an_update_check_of_a_real_correction_has_the_documented_shape",
+         "positional arguments"),
+        (_ListAnswers, "test_a_memory_written_is_found_by_search_at_a_rank",
+         "none holds the memory"),
+    ],
+    ids=["bool-found", "list-statuses", "update-check-arity", "answer-shape"],
+)  # fmt: skip
+def test_each_seeded_bug_fails_a_named_conformance_test(seeded, bug, test, says):
+    case = seeded(bug)()
+    with pytest.raises((AssertionError, TypeError), match=re.escape(says)):
+        getattr(case, test)()
+    clean = seeded(McpDataPlatform)()
+    getattr(clean, test)()  # the same test passes on the adapter without the bug

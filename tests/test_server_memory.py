@@ -36,6 +36,7 @@ from benchledger.harness.platforms.server_memory import (
     merge,
     observation_id,
 )
+from benchledger.harness.platforms.vocabulary import SERVER_MEMORY
 from benchledger.harness.prompts import SYSTEM
 from benchledger.harness.suites.lifecycle import target
 from benchledger.harness.unit import UnitContext, UnitPlan
@@ -197,7 +198,7 @@ def test_the_report_says_which_stages_did_not_apply_and_why(runs, capsys):
     assert main(["report", "sm", "--ledger", runs]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("n/a stages"))
-    assert "promote in 2 unit(s)" in line and "no knowledge pages" in line
+    assert "promote in 2 unit(s)" in line and "no knowledge_page sink (its sinks: datahub)" in line
     promoted = {
         e.stream.split("/")[1]: e.body
         for e in _events(runs, "sm")
@@ -413,12 +414,12 @@ def test_a_merged_answer_lists_each_entity_once_with_both_servers_observations()
 
 def _turn(stage: str, pid: str, results: list[dict]):
     p = BY_ID[pid]
-    ep = Episode(stage, SYSTEM[stage], "a question?", p, p.budget_tool_calls)
+    ep = Episode(stage, SYSTEM[stage], "a question?", p, p.budget_tool_calls, SERVER_MEMORY)
     messages = [{"role": "user", "text": "a question?"}] + [{"role": "tool", **r} for r in results]
     return ScriptedAgent().decide(ep, messages, {"search_nodes", "create_entities"})
 
 
-def test_the_scripted_agent_speaks_the_graph_dialect_when_search_nodes_is_listed():
+def test_the_scripted_agent_speaks_the_graph_dialect_server_memory_declares():
     p = BY_ID["bl-audit-channel"]
     assert p.update is not None
     teach = _turn("teach", p.id, []).tool_calls[0]

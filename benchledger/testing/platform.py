@@ -15,22 +15,43 @@ it describes itself, every pool index has its own identity, a session lists tool
 calls one (each call observed as the ``session_call`` event it becomes), the client
 closes, the capabilities it has are the ones it claims, its run record names it again
 for a resume, and full replay can serve it from a log or says why not.
+
+Then what it does, not only what it has: a memory written in its declared vocabulary is
+found by search at a rank (the probe, harness/probe.py); and, with
+``LifecycleCapability``, after the scripted agent's teach the capture check returns the
+capture's id (a string, the newest of the ``ids`` its read recorded), after a real
+correction the update check has the documented shape (``UpdateCheck``: ``landed`` an id
+or None, ``original_status`` a status or None; its read's ``statuses`` an id -> status
+map), and a promotion to a sink it describes lands there (``Promotion.ok``; its ``sink``
+read ``shows`` the fact). docs/plugins.md, "The lifecycle capabilities", has the types.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import os
+import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
+from benchledger import protocols
+from benchledger.harness.agents.base import Episode
+from benchledger.harness.agents.scripted import ScriptedAgent
+from benchledger.harness.episode import COUNTED, run_episode
 from benchledger.harness.platforms.base import (
     STAGES,
     CallResult,
+    CaptureCheck,
     Description,
     LifecycleCapability,
     PlatformClient,
+    PollPolicy,
+    Promotion,
+    ReadBack,
     RefCapability,
+    UpdateCheck,
+    target_of,
 )
 from benchledger.harness.platforms.platform import (
     Platform,
@@ -40,8 +61,13 @@ from benchledger.harness.platforms.platform import (
     of_record,
     resolve,
 )
+from benchledger.harness.probe import probe
+from benchledger.harness.prompts import SYSTEM
 from benchledger.harness.settings import Settings
+from benchledger.harness.unit import SystemClock
+from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.events import SessionCallBody
+from benchledger.protocols.schema import Protocol
 
 __all__ = ["PlatformTestCase"]
 
@@ -58,6 +84,45 @@ class _Observed:
 
     def session_call(self, body: SessionCallBody) -> None:
         self.calls.append(body)
+
+
+class _Recorder:
+    """A ``UnitRecorder`` keeping each read's purpose and observed reading, in order."""
+
+    def __init__(self) -> None:
+        self.clock = SystemClock()
+        self.reads: list[tuple[str, Any]] = []
+
+    async def read(
+        self, purpose: str, action: Callable[[], Awaitable[ReadBack]],
+        observe: Callable[[ReadBack], Any],
+    ) -> tuple[Any, int | None]:  # fmt: skip
+        seen = observe(await action())
+        self.reads.append((purpose, seen))
+        return seen, len(self.reads)
+
+    def observer(self, purpose: str) -> Any:
+        kept = _Observed()
+        kept.seqs = []  # type: ignore[attr-defined]
+        return kept
+
+    async def retrying(self, purpose: str, action: Callable[[], Awaitable[T]]) -> T:
+        return await action()
+
+    def last(self, purpose: str) -> Any:
+        """The observed reading of the last read for ``purpose`` (None: none)."""
+        return next((seen for p, seen in reversed(self.reads) if p == purpose), None)
+
+
+def _lifecycle_protocol(sinks: tuple[str, ...], *, correction: bool) -> Protocol:
+    """A committed protocol with a correction, or one promoting to one of ``sinks``."""
+
+    def fits(p: Protocol) -> bool:
+        return p.update is not None if correction else p.promotes and p.sink in sinks
+
+    found = [p for p in protocols.load(protocols.LIFECYCLE_DIR).protocols if fits(p)]
+    assert found, f"no committed protocol {'corrects' if correction else 'promotes to'} {sinks}"
+    return found[0]
 
 
 class PlatformTestCase:
@@ -174,3 +239,91 @@ class PlatformTestCase:
             return
         module, _, name = found.replay.partition(":")
         assert callable(getattr(importlib.import_module(module), name)), found.replay
+
+    # -- what it does -----------------------------------------------------------------------
+
+    def test_a_memory_written_is_found_by_search_at_a_rank(self) -> None:
+        found = self.with_client(lambda client: probe(client, self.platform))
+        assert not found.refused, f"the probe refuses it: {found.refused}"
+        search = next(f for f in found.findings if f.what == "search")
+        assert search.ok and " at rank " in search.detail, search.detail
+
+    def _teach(
+        self, use: Callable[[PlatformClient, Protocol, Callable[[str], Awaitable[Any]]],
+                            Awaitable[T]], *, correction: bool = False,
+    ) -> T:  # fmt: skip
+        """``use(client, protocol, episode)`` after checking the client has the lifecycle;
+        ``episode(stage)`` runs the scripted agent's episode of that stage as identity 1."""
+
+        async def go(client: PlatformClient) -> T:
+            assert isinstance(client, LifecycleCapability), "it offers no LifecycleCapability"
+            sinks = tuple((await client.describe()).sinks)
+            p = _lifecycle_protocol(sinks, correction=correction)
+            with tempfile.TemporaryDirectory() as folder:
+                ledger = Ledger(open_store(os.path.join(folder, "contract.sqlite")))
+                w = ledger.writer("contract/unit/0")
+
+                async def episode(stage: str) -> Any:
+                    prompt = p.update.prompt if stage == "update" and p.update else p.teach.prompt
+                    ep = Episode(stage, SYSTEM[stage], prompt, p, p.budget_tool_calls)
+                    return await run_episode(ScriptedAgent(), client, w, ep, 1, client.email(1),
+                                             tools=COUNTED)  # fmt: skip
+
+                return await use(client, p, episode)
+
+        if self.lifecycle is False:
+            import pytest
+
+            pytest.skip("it offers no LifecycleCapability")
+        return self.with_client(go)
+
+    def test_the_capture_check_returns_the_id_of_the_capture(self) -> None:
+        async def check(client: Any, p: Protocol, episode: Any) -> tuple[CaptureCheck, Any]:
+            since = SystemClock().time()
+            await episode("teach")
+            ev = _Recorder()
+            got = await client.check_capture(ev, identity=1, target=target_of(p), since=since,
+                                             poll=PollPolicy(10.0, 0.1))  # fmt: skip
+            return got, ev.last("capture")
+
+        got, seen = self._teach(check)
+        assert isinstance(got, CaptureCheck), type(got)
+        assert isinstance(got.found, str) and got.found, f"found is {got.found!r}, not an id"
+        assert isinstance(seen, dict) and isinstance(seen.get("ids"), list), seen
+        assert [str(i) for i in seen["ids"]][:1] == [got.found], seen
+
+    def test_an_update_check_of_a_real_correction_has_the_documented_shape(self) -> None:
+        async def check(client: Any, p: Protocol, episode: Any) -> tuple[UpdateCheck, Any]:
+            since = SystemClock().time()
+            await episode("teach")
+            ev = _Recorder()
+            got = await client.check_capture(ev, identity=1, target=target_of(p), since=since,
+                                             poll=PollPolicy(10.0, 0.1))  # fmt: skip
+            assert isinstance(got.found, str), f"found is {got.found!r}, not an id"
+            since = SystemClock().time()
+            await episode("update")
+            upd = await client.check_update(ev, identity=1, original=got.found,
+                                            target=target_of(p), since=since)  # fmt: skip
+            return upd, ev.last("update")
+
+        upd, seen = self._teach(check, correction=True)
+        assert isinstance(upd, UpdateCheck), type(upd)
+        assert upd.landed is None or isinstance(upd.landed, str), upd.landed
+        assert upd.original_status is None or isinstance(upd.original_status, str), upd
+        assert isinstance(seen, dict), seen
+        assert isinstance(seen.get("statuses", {}), dict), f"statuses: {seen.get('statuses')!r}"
+
+    def test_a_promotion_lands_where_its_sinks_say(self) -> None:
+        async def check(client: Any, p: Protocol, episode: Any) -> tuple[Promotion, Any]:
+            since = SystemClock().time()
+            await episode("teach")
+            ev = _Recorder()
+            got = await client.check_capture(ev, identity=1, target=target_of(p), since=since,
+                                             poll=PollPolicy(10.0, 0.1))  # fmt: skip
+            assert isinstance(got.found, str), f"found is {got.found!r}, not an id"
+            promoted = await client.promote(ev, capture=got.found, target=target_of(p))
+            return promoted, ev.last("sink")
+
+        promoted, seen = self._teach(check)
+        assert isinstance(promoted, Promotion) and promoted.ok is True, promoted
+        assert isinstance(seen, dict) and seen.get("shows") is True, seen

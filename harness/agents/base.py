@@ -46,6 +46,9 @@ class Episode(NamedTuple):
     user_prompt: str
     protocol: LifecycleProtocol | Case | Task | LocomoItem
     budget: int
+    # The platform's declared memory vocabulary (harness.platforms.vocabulary.Vocabulary;
+    # None: it declares none), set by the episode runner from the platform's client.
+    vocabulary: Any = None
 
 
 class UnitInfo(NamedTuple):

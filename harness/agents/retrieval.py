@@ -2,9 +2,10 @@
 returned, so a score measures the platform's retrieval, not a model (docs/locomo.md,
 "Agents").
 
-It finds the session's memory vocabulary by the tools it lists (``memory_tools.for_tools``,
-never by a platform's name). To answer, it searches once with the question (k = 10) and
-reads the hits (``projections.retrieval.hits``, the ledger's own rule) in rank order. Each
+It speaks the platform's declared vocabulary (``Episode.vocabulary``,
+harness/platforms/vocabulary.py), never a list of its own. To answer, it searches once with
+the question (k = 10) and reads the hits (``projections.retrieval.hits``, the ledger's own
+rule, where the vocabulary says they are) in rank order. Each
 hit's text (its string fields; a LoCoMo turn's ``[D3:1 | DATE] Speaker: text`` memory
 without the bracket) is cut into sentences; each sentence is scored by
 
@@ -36,7 +37,6 @@ from collections.abc import Collection, Sequence
 from typing import Any, Final
 
 from benchledger.harness.agents.base import Agent, Episode, Turn, UnitInfo
-from benchledger.harness.agents.memory_tools import for_tools
 from benchledger.harness.models.transport import ModelObserver
 from benchledger.ledger.events import HitRule
 from benchledger.projections import retrieval
@@ -123,7 +123,7 @@ class Span:
 
 def spans(results: Sequence[str], rule: HitRule | None = None) -> list[Span]:
     """Every sentence of every hit of ``results`` (tool result texts), in rank order
-    (``rule``: where a mapped server's answers hold their hits, its ``search.hits``)."""
+    (``rule``: where the platform's vocabulary says its answers hold their hits)."""
     out: list[Span] = []
     rank = 0
     for result in results:
@@ -191,7 +191,7 @@ class RetrievalAgent:
         """The next turn from the episode, the tool results so far and the tools (pure)."""
         p = episode.protocol
         results = [m for m in messages if m["role"] == "tool"]
-        vocab = for_tools(tools)
+        vocab = episode.vocabulary
         if isinstance(p, Case | Task):
             return Turn(f"FINAL ANSWER: {ABSTAIN_ANSWER}")
         locomo = isinstance(p, LocomoItem)
@@ -212,5 +212,5 @@ class RetrievalAgent:
                 return Turn(f"FINAL ANSWER: {abstain}")
             return Turn("", (vocab.search_call("call-1", question, SEARCH_K),))
         texts = [str(r.get("text", "")) for r in results if not r.get("is_error")]
-        rule = getattr(vocab.lifecycle, "hits", None) if vocab is not None else None
+        rule = vocab.hits if vocab is not None else None  # where the platform's hits are
         return Turn(f"FINAL ANSWER: {answer(question, texts, abstain, rule)}")

@@ -10,16 +10,20 @@ as an oracle that knows the data but not the definition. Otherwise, and always f
 abstain, it answers INSUFFICIENT INFORMATION. Its scores measure capture, surfacing
 and promotion, never reasoning.
 
-When the session lists ``search_nodes`` it speaks @modelcontextprotocol/server-memory's
-knowledge-graph tools instead: teach writes the fact as an observation on the protocol's
-entity (``create_entities``, or ``add_observations`` when the entity exists), update
+On server-memory (its vocabulary's dialect ``graph``) it speaks
+@modelcontextprotocol/server-memory's knowledge-graph tools instead: teach writes the fact
+as an observation on the protocol's entity (``create_entities``, or ``add_observations``
+when the entity exists), update
 deletes the old observation and adds the corrected one, and the questions search by
 keyword (``search_nodes`` matches a contiguous substring, so a whole question finds
 nothing): the fact's quoted term, else the entity's name. There is no SQL there, so a
 surfaced fact is answered with the oracle.
 
-A server known only by its mapping (``--platform mcp:FILE``) is spoken through the
-mapping (``scripted_mapped``), found by the tools its session lists.
+Which dialect it speaks is the platform's declared vocabulary's (``Episode.vocabulary``,
+harness/platforms/vocabulary.py: ``dialect``), never the tools a session lists; a platform
+declaring a vocabulary of its own (a plugin, a mapping) is spoken through it alone
+(``scripted_mapped``), and one declaring none gets the peer's calls, which count as
+nothing there (harness/episode.py: only a listed tool's call counts).
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ from collections.abc import Collection
 from typing import Any, Final
 
 from benchledger.harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
-from benchledger.harness.agents.memory_tools import for_tools
 from benchledger.harness.agents.scripted_basic_memory import NOTES_DIALECT, notes_turn
 from benchledger.harness.agents.scripted_cases import case_turn
 from benchledger.harness.agents.scripted_locomo import locomo_turn
@@ -47,7 +50,7 @@ from benchledger.protocols.tasks import Task
 
 CAPTURE_TYPE: Final = "schema_entity"
 CAPTURE_CATEGORY: Final = "business_context"
-GRAPH_DIALECT: Final = "search_nodes"  # listed by a session: speak server-memory's tools
+GRAPH_DIALECT: Final = "graph"  # server-memory's vocabulary: its knowledge-graph tools
 ENTITY_TYPE: Final = "dataset"
 _QUOTED = re.compile(r"'([^']+)'")
 
@@ -130,20 +133,21 @@ class ScriptedAgent:
             return locomo_turn(episode, messages, tools)
         results = [m for m in messages if m["role"] == "tool"]
         n = len(results)
-        mapped = for_tools(tools)
-        if mapped is not None and mapped.lifecycle is not None:  # a server known by its mapping
+        vocab = episode.vocabulary
+        dialect = vocab.dialect if vocab is not None else "peer"
+        if vocab is not None and not dialect:  # a vocabulary of its own (scripted_mapped.py)
             question, fact = _question(episode)
             said = oracle(question.grading) if question is not None else ""
             entity, query = dataset_name(p.entity_urn), keyword(fact, p.entity_urn)
-            return mapped_turn(mapped, episode, results, entity=entity, fact=fact, query=query,
+            return mapped_turn(vocab, episode, results, entity=entity, fact=fact, query=query,
                                answer=said)  # fmt: skip
-        if GRAPH_DIALECT in tools:
+        if dialect == GRAPH_DIALECT:
             return self._graph_turn(episode, results)
-        if set(tools) >= MEM0_DIALECT:  # mem0's memories (scripted_mem0.py)
+        if dialect == MEM0_DIALECT:  # mem0's memories (scripted_mem0.py)
             question, fact = _question(episode)
             said = oracle(question.grading) if question is not None else ""
             return mem0_turn(episode, results, fact=fact, answer=said)
-        if set(tools) >= NOTES_DIALECT:  # basic-memory's Markdown notes
+        if dialect == NOTES_DIALECT:  # basic-memory's Markdown notes
             question, fact = _question(episode)
             said = oracle(question.grading) if question is not None else ""
             query = keyword(fact, p.entity_urn)

@@ -1,6 +1,6 @@
 """The scripted agent in basic-memory's dialect: Markdown notes, searched as text.
 
-When a session lists ``write_note`` and ``search_notes`` the scripted agent speaks
+On basic-memory (its vocabulary's dialect ``notes``) the scripted agent speaks
 basic-memory's tools (as deterministic and model-free as on the other platforms): teach
 writes the fact as an observation (``- [definition] FACT``) in the note named by the
 protocol's dataset under ``datasets/`` (appending when that note exists); update replaces
@@ -24,7 +24,7 @@ from benchledger.protocols.cases import Case
 from benchledger.protocols.grading import ABSTAIN_ANSWER, surfaced
 from benchledger.protocols.tasks import Task
 
-NOTES_DIALECT: Final = frozenset({"write_note", "search_notes"})  # listed: speak basic-memory's
+NOTES_DIALECT: Final = "notes"  # the vocabulary's dialect: speak basic-memory's notes
 FOLDER: Final = "datasets"
 NOTE_TYPE: Final = "dataset"
 

@@ -1,7 +1,7 @@
 """The scripted agent on a LoCoMo question: one search, then the gold answer (plumbing only).
 
 Deterministic and model-free. It searches the session's memory with the question (the
-session's vocabulary, ``memory_tools.for_tools``; k = 10) so the retrieval metrics have a
+platform's declared vocabulary, ``Episode.vocabulary``; k = 10) so the retrieval metrics have a
 search to read, then answers the question's gold answer (for an open-domain question,
 category 3, its first ``;``-separated alternative, the one LoCoMo grades against), or, for
 an adversarial question (category 5), "no information available", the answer LoCoMo
@@ -15,7 +15,6 @@ from collections.abc import Collection
 from typing import Any, Final
 
 from benchledger.harness.agents.base import Episode, Turn
-from benchledger.harness.agents.memory_tools import for_tools
 from benchledger.projections.suites.locomo.grading import ABSTENTIONS, ADVERSARIAL, OPEN_DOMAIN
 from benchledger.projections.suites.locomo.items import LocomoItem
 
@@ -27,7 +26,7 @@ def locomo_turn(episode: Episode, messages: list[dict[str, Any]], tools: Collect
     item = episode.protocol
     assert isinstance(item, LocomoItem)  # ScriptedAgent.decide sends only LoCoMo items here
     searched = any(m["role"] == "tool" for m in messages)
-    vocab = for_tools(tools)
+    vocab = episode.vocabulary
     if not searched and vocab is not None:
         return Turn("", (vocab.search_call("call-1", item.question.question, SEARCH_K),))
     q = item.question

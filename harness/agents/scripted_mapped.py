@@ -1,11 +1,12 @@
-"""The scripted agent on a server known only by its mapping (``--platform mcp:FILE``).
+"""The scripted agent on a platform known only by its declared vocabulary.
 
-When a session's tools carry a mapped server's vocabulary (``memory_tools.for_tools``
-finds one with a ``lifecycle`` mapping), the scripted agent speaks the server through the
-mapping, with no dialect of its own: teach writes the fact with the mapping's write
-call; update makes the mapping's correction (finding the original's id with the
-read-back first when the correction names it by id; a ``delete`` correction then writes
-the corrected fact); the questions search with the mapping's search call for a keyword
+A plugin's client, or a server known by its mapping (``--platform mcp:FILE``), declares
+its memory verbs (``Episode.vocabulary``, harness/platforms/vocabulary.py), and the
+scripted agent speaks them, with no dialect of its own: teach writes the fact with the
+vocabulary's write call; update makes the vocabulary's correction (a mapping's: finding
+the original's id with the read-back first when the correction names it by id; a
+``delete`` correction then writes the corrected fact; without a correction the corrected
+fact is written as a new memory); the questions search with the mapping's search call for a keyword
 (the fact's quoted term, else the dataset name: a substring search finds nothing for a
 whole question, a semantic one finds the fact either way) and, only when the fact
 surfaced, answer with the protocol's expected answer (the oracle: there is no SQL).
@@ -16,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchledger.harness.agents.base import Episode, ToolCall, Turn
-from benchledger.harness.agents.memory_tools import Vocabulary
+from benchledger.harness.platforms.vocabulary import Vocabulary
 from benchledger.projections.suites.locomo.items import LocomoItem
 from benchledger.protocols.cases import Case
 from benchledger.protocols.grading import ABSTAIN_ANSWER, surfaced
@@ -33,9 +34,9 @@ def mapped_turn(
     vocab: Vocabulary, episode: Episode, results: list[dict[str, Any]], *,
     entity: str, fact: str, query: str, answer: str,
 ) -> Turn:  # fmt: skip
-    """The next turn on a mapped server (see the module docstring): ``fact`` must surface
-    in the search for ``query`` before ``answer`` is given ("": no question, abstain)."""
-    m = vocab.lifecycle
+    """The next turn on a declared vocabulary (see the module docstring): ``fact`` must
+    surface in the search for ``query`` before ``answer`` is given ("": no question,
+    abstain)."""
     n = len(results)
     p = episode.protocol
     assert not isinstance(p, Case | Task | LocomoItem)  # the scripted agent answers those first
@@ -44,13 +45,26 @@ def mapped_turn(
             return Turn("", (vocab.write_call("call-1", p.fact, entity),))
         return _done(results, "Saved the definition.", "I could not save the definition.")
     if episode.stage == "update" and p.update is not None:
+        if vocab.lifecycle is None:
+            return _corrected(vocab, results, entity=entity, old=p.fact, new=p.update.fact)
         return _update(vocab, results, entity=entity, old=p.fact, new=p.update.fact)
     if n == 0:
         return Turn("", (vocab.search_call("call-1", query, K),))
     found = not results[0].get("is_error") and surfaced(fact, results[0]["text"])
-    if not answer or not found or m is None:
+    if not answer or not found:
         return Turn(f"FINAL ANSWER: {ABSTAIN_ANSWER}")
     return Turn(f"FINAL ANSWER: {answer}")
+
+
+def _corrected(
+    vocab: Vocabulary, results: list[dict[str, Any]], *, entity: str, old: str, new: str
+) -> Turn:
+    """A correction by the vocabulary's own call, or, without one, the new fact written."""
+    if results:
+        return _done(results, "Updated the definition.", "I could not update it.")
+    if vocab.correct is not None and vocab.correct_tool:
+        return Turn("", (ToolCall("call-1", vocab.correct_tool, vocab.correct(old, new, entity)),))
+    return Turn("", (vocab.write_call("call-1", new, entity),))
 
 
 def _update(

@@ -1,7 +1,7 @@
 """The scripted agent in mem0's dialect: one memory per fact, searched by meaning.
 
-When a session lists ``add_memory`` and ``search_memories`` (benchledger's MCP server over
-mem0, docs/mem0.md) the scripted agent speaks those tools, as deterministic and model-free
+On mem0 (its vocabulary's dialect ``mem0``: benchledger's MCP server over mem0,
+docs/mem0.md) the scripted agent speaks its tools, as deterministic and model-free
 as on the other platforms: teach adds the fact as one memory naming the protocol's dataset
 (``DATASET: FACT``); update searches for the old fact and replaces that memory's text with
 the correction (``update_memory``; a new memory when the old one is not found); the
@@ -23,7 +23,7 @@ from benchledger.protocols.cases import Case
 from benchledger.protocols.grading import ABSTAIN_ANSWER, surfaced
 from benchledger.protocols.tasks import Task
 
-MEM0_DIALECT: Final = frozenset({"add_memory", "search_memories"})  # listed: speak mem0's
+MEM0_DIALECT: Final = "mem0"  # the vocabulary's dialect: speak mem0's memories
 SEARCH_LIMIT: Final = 10
 
 

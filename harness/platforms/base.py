@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from benchledger.ledger.events import SessionCallBody
 from benchledger.projections.suites.lifecycle.decisions import NOT_APPLICABLE
+from benchledger.protocols.schema import Protocol as LifecycleProtocol
 
 T = TypeVar("T")
 
@@ -140,6 +141,14 @@ class Target(NamedTuple):
     fact: str
     page: KnowledgePageTarget | None = None
     correction: str = ""  # update protocols: the corrected fact (an adapter may look for it)
+
+
+def target_of(p: LifecycleProtocol) -> Target:
+    """Where a lifecycle protocol's fact lives and where its promotion should land."""
+    page = None
+    if p.page is not None:
+        page = KnowledgePageTarget(p.page.slug, p.page.title, p.page.summary, p.page.body)
+    return Target(p.entity_urn, p.sink, p.fact, page, p.update.fact if p.update else "")
 
 
 class PollPolicy(NamedTuple):

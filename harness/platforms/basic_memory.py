@@ -61,6 +61,7 @@ from benchledger.harness.platforms.base import (
 from benchledger.harness.platforms.http import TRANSPORT, ListedToolsSession, streams, translate
 from benchledger.harness.platforms.server_memory import dataset_name, entity_matches
 from benchledger.harness.platforms.session import ObservedSession, observed
+from benchledger.harness.platforms.vocabulary import BASIC_MEMORY
 from benchledger.protocols.grading import normalize, surfaced
 
 PACKAGE: Final = "basic-memory"
@@ -330,6 +331,8 @@ def _result(data: Any) -> Any:
 
 class BasicMemory:
     """The lifecycle on one basic-memory server at ``url`` whose projects live in ``folder``."""
+
+    vocabulary = BASIC_MEMORY  # its memory verbs (docs/plugins.md, "The vocabulary")
 
     def __init__(self, url: str, folder: str, *, pool_size: int, version: str = "") -> None:
         self.url = url

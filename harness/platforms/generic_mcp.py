@@ -71,7 +71,7 @@ from benchledger.harness.platforms.session import ObservedSession, notify, obser
 from benchledger.harness.platforms.stdio import SerialServer, open_session
 from benchledger.harness.scrub import scrubber
 from benchledger.ledger.errors import UnusableInput
-from benchledger.ledger.events import HitRule, PlatformRecord
+from benchledger.ledger.events import PlatformRecord
 from benchledger.projections.retrieval import NoSuchPath
 from benchledger.protocols.grading import surfaced
 
@@ -229,6 +229,8 @@ class GenericMcp:
         self._scrub = scrubber(*(env[k] for k in mapping.secrets if env.get(k)))
         self._starting: dict[str, asyncio.Lock] = {}
         self._identities: dict[int, asyncio.Lock] = {}
+        # Its memory verbs are its mapping's (docs/plugins.md, "The vocabulary").
+        self.vocabulary = mapping.vocabulary()
 
     @classmethod
     @asynccontextmanager
@@ -243,11 +245,6 @@ class GenericMcp:
             async with AsyncExitStack() as stack:
                 yield cls(mapping, argv, env, folder, pool_size=pool_size, stack=stack,
                           errlog=errlog)  # fmt: skip
-
-    @property
-    def hit_rule(self) -> HitRule | None:
-        """Where this server's search answers hold their hits (``search.hits``)."""
-        return self.mapping.hits
 
     def email(self, pool_index: int) -> str:
         """Pool index N is the identity ``bench-agent-NNN``."""

@@ -43,6 +43,7 @@ from benchledger.harness.platforms.http import (
     translate,
 )
 from benchledger.harness.platforms.session import ObservedSession, observed, parse, scrubbed
+from benchledger.harness.platforms.vocabulary import REFPLATFORM
 from benchledger.harness.scrub import scrubber
 from benchledger.protocols.grading import surfaced
 
@@ -168,6 +169,8 @@ def _total(got: ReadBack | None) -> int:
 
 class McpDataPlatform:
     """A platform speaking txn2/mcp-data-platform's API at ``base_url``."""
+
+    vocabulary = REFPLATFORM  # its memory verbs (docs/plugins.md, "The vocabulary")
 
     def __init__(
         self,

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import blake3
 
-from benchledger.harness.agents.memory_tools import Vocabulary, register
+from benchledger.harness.platforms.vocabulary import Vocabulary
 from benchledger.ledger.errors import UnusableInput
 from benchledger.ledger.events import HitRule
 from benchledger.projections import pattern
@@ -201,16 +201,21 @@ class McpMapping:
         return self.correction is not None and uses(self.correction.arguments, "id")
 
     def vocabulary(self) -> Vocabulary:
-        """The model-free agents' vocabulary for this server (its write and search calls)."""
+        """The server's vocabulary, as its mapping says it: its write, search and correction
+        calls; its read-back counts as a search; an agent sees the mapped tools alone."""
+        fix = self.correction.tool if self.correction and self.correction_mode == "update" else ""
         return Vocabulary(
             name=f"{PREFIX}{self.name}",
-            marker=frozenset({self.write.tool, self.search.tool}),
+            write_tool=self.write.tool,
             write=lambda text, title: fill(
                 self.write.arguments, fact=text, title=title, entity=title
             ),
-            search=lambda q, k: fill(self.search.arguments, query=q, k=k),
-            write_tool=self.write.tool,
             search_tool=self.search.tool,
+            search=lambda q, k: fill(self.search.arguments, query=q, k=k),
+            correct_tool=fix,
+            searches=frozenset({self.readback.tool}),
+            expose=self.tools,
+            hits=self.hits or HitRule(),
             lifecycle=self,
         )
 
@@ -523,7 +528,7 @@ def uses_any(
 
 
 def load(path: str) -> McpMapping:
-    """The mapping file at ``path``, checked, its vocabulary registered for the agents."""
+    """The mapping file at ``path``, checked."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -533,7 +538,5 @@ def load(path: str) -> McpMapping:
 
 
 def loaded(text: str, path: str) -> McpMapping:
-    """``parse``, and the mapping's vocabulary registered (``memory_tools.register``)."""
-    mapping = parse(text, path)
-    register(mapping.vocabulary())
-    return mapping
+    """``parse``: the mapping checked (its vocabulary is its platform client's)."""
+    return parse(text, path)

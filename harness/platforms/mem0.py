@@ -64,6 +64,7 @@ from benchledger.harness.platforms.servers import MEM0_PACKAGE as PACKAGE
 from benchledger.harness.platforms.servers import MEM0_PYPI as PYPI
 from benchledger.harness.platforms.session import notify
 from benchledger.harness.platforms.stdio import SerialServer, open_session
+from benchledger.harness.platforms.vocabulary import MEM0
 from benchledger.harness.record import redact_command
 from benchledger.ledger.events import PlatformRecord
 from benchledger.protocols.grading import normalize, surfaced
@@ -206,6 +207,8 @@ class Mem0Session:
 
 class Mem0:
     """The lifecycle on one mem0 server process (see the module docstring)."""
+
+    vocabulary = MEM0  # its memory verbs (docs/plugins.md, "The vocabulary")
 
     def __init__(self, server: SerialServer | None, *, pool_size: int, version: str = "") -> None:
         self._server = server

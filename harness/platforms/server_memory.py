@@ -59,6 +59,7 @@ from benchledger.harness.platforms.servers import (
 )
 from benchledger.harness.platforms.session import notify
 from benchledger.harness.platforms.stdio import SerialServer, StdioSession, failure, open_session
+from benchledger.harness.platforms.vocabulary import SERVER_MEMORY
 from benchledger.protocols.grading import normalize, surfaced
 
 PACKAGE: Final = SERVER_MEMORY_PACKAGE  # named once, in harness.platforms.servers
@@ -258,6 +259,8 @@ class ServerMemory:
     Build it with ``ServerMemory.running(...)``, which starts the shared graph's server
     for the runtime's lifetime.
     """
+
+    vocabulary = SERVER_MEMORY  # its memory verbs (docs/plugins.md, "The vocabulary")
 
     def __init__(
         self, argv: Sequence[str], folder: str, shared: SerialServer, errlog: TextIO, *,

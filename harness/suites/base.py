@@ -35,7 +35,7 @@ class Suite(Protocol):
     identities_per_unit: int
     run_prefix: str  # a new run's id starts with it (``lc-20260101-...``)
     item_noun: str  # what one item is called in messages: "protocol", "case"
-    tools: ToolSets  # which tool names an episode records as a search, a capture
+    tools: ToolSets  # whether its episodes record searches and captures (by the vocabulary)
 
     def default_path(self) -> str:
         """Where the suite's committed items live."""

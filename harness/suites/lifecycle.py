@@ -16,20 +16,18 @@ from typing import Any, Final
 
 from benchledger import protocols
 from benchledger.harness.agents.base import Episode
-from benchledger.harness.episode import Findings, Reading, ToolSets
+from benchledger.harness.episode import COUNTED, Findings, Reading
 from benchledger.harness.platforms.base import (
-    KnowledgePageTarget,
     LifecycleCapability,
     PollPolicy,
-    Target,
     declare_not_applicable,
+    target_of,
 )
 from benchledger.harness.prompts import SYSTEM
 from benchledger.harness.record import RunConfig
 from benchledger.harness.suites.base import Loaded, Outcome
 from benchledger.harness.unit import UnitContext
 from benchledger.ledger.events import RunRecord
-from benchledger.projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
 from benchledger.projections.suites.lifecycle.decisions import decide_stage
 from benchledger.projections.suites.lifecycle.scorecard import lifecycle_passed
 from benchledger.protocols.grading import surfaced
@@ -37,13 +35,7 @@ from benchledger.protocols.hashing import benchledger_hash
 from benchledger.protocols.pack_schema import check
 from benchledger.protocols.schema import Protocol
 
-
-def target(p: Protocol) -> Target:
-    """Where a protocol's fact lives and where its promotion should land."""
-    page = None
-    if p.page is not None:
-        page = KnowledgePageTarget(p.page.slug, p.page.title, p.page.summary, p.page.body)
-    return Target(p.entity_urn, p.sink, p.fact, page, p.update.fact if p.update else "")
+target = target_of  # where a protocol's fact lives and where its promotion should land
 
 
 # Why a platform without the lifecycle capability has no capture, promote or update stage.
@@ -71,7 +63,7 @@ def surfacing(fact: str) -> Reading:
 
 
 # The tools whose calls the lifecycle's decisions read as a search and as a capture.
-TOOLS: Final = ToolSets(search=SEARCH_TOOLS, capture=CAPTURE_TOOLS)
+TOOLS: Final = COUNTED  # the calls the platform's vocabulary names
 
 
 class LifecycleSuite:
@@ -83,6 +75,9 @@ class LifecycleSuite:
 
     def __init__(self, capture_timeout_s: float = 10.0) -> None:
         self.capture_timeout_s = capture_timeout_s
+        # The sinks the platform described (``Description.sinks``, from the run record);
+        # None: not described yet, every sink assumed.
+        self.sinks: frozenset[str] | None = None
         # One reviewer per platform: promotions to one entity never interleave, so a
         # description update cannot overwrite another unit's (read-modify-write).
         self._locks: dict[tuple[int, str], asyncio.Lock] = {}
@@ -122,6 +117,13 @@ class LifecycleSuite:
 
     def configure(self, record: RunRecord) -> None:
         self.capture_timeout_s = record.capture_timeout_s
+        self.described(record)
+
+    def described(self, record: RunRecord) -> None:
+        """What the platform said it is (a new run's, once its preflight described it).
+        A run recorded before platforms were probed (no ``probe``) asked every promotion,
+        so its full replay does too."""
+        self.sinks = frozenset(record.platform.sinks) if record.probe else None
 
     def _episode(self, p: Protocol, stage: str, prompt: str) -> Episode:
         return Episode(stage, SYSTEM[stage], prompt, p, p.budget_tool_calls)
@@ -166,7 +168,15 @@ class LifecycleSuite:
                     decide(stage)
                     await ctx.commit()
 
-        if client is not None and p.promotes and insight is not None:
+        lacks = self.sinks is not None and p.promotes and p.sink not in self.sinks
+        if client is not None and insight is not None and lacks:
+            # Description.sinks: a promotion to a sink the platform has is never asked for.
+            had = ", ".join(sorted(self.sinks or ())) or "none"
+            await not_applicable(ctx, "promote", f"the platform has no {p.sink} sink (its "
+                                 f"sinks: {had})")  # fmt: skip
+            decide("promote")
+            await ctx.commit()
+        elif client is not None and p.promotes and insight is not None:
             ctx.stage = "promote"
             lock = self._locks.setdefault((id(client), p.entity_urn), asyncio.Lock())
             across = self.entity_lock(p.entity_urn) if self.entity_lock else nullcontext()

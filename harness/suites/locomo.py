@@ -4,7 +4,7 @@ One unit is one question (``SAMPLE:qN``). The units of one sample in one pass sh
 pool identity, the identity of the sample's first unit in this process's plan
 (``group_units``): that unit ingests every turn of every session, in order, as its own
 episode ``ingest`` (one memory per turn, ``[D3:1 | DATE] Speaker: text``, written with the
-session's memory vocabulary, ``harness.agents.memory_tools``), and the ``ingested``
+platform's declared vocabulary, ``harness.platforms.vocabulary``), and the ``ingested``
 decision records how many turns landed. The other units of the sample wait for it and
 ask under that identity. Each question is asked in a fresh session, episode ``ask``, by
 the run's agent; the one decision function (``projections.suites.locomo.decisions``)
@@ -25,15 +25,13 @@ from typing import Any, Final
 
 from benchledger import protocols
 from benchledger.harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
-from benchledger.harness.agents.memory_tools import for_tools
-from benchledger.harness.episode import ToolSets, run_episode
+from benchledger.harness.episode import COUNTED, run_episode
 from benchledger.harness.errors import InfraError
 from benchledger.harness.models.transport import ModelObserver
 from benchledger.harness.record import RunConfig, RunRefused
 from benchledger.harness.suites.base import Loaded, Outcome
 from benchledger.harness.unit import UnitContext, UnitFailed, UnitPlan, identity_label
 from benchledger.ledger.events import InfraErrorBody, RunRecord
-from benchledger.projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
 from benchledger.projections.suites.locomo.decisions import (
     ASK,
     F1,
@@ -86,9 +84,9 @@ class Ingester:
         if len(messages) > 1:  # the writes were made: report them
             landed = sum(not r.get("is_error") for r in results)
             return Turn(f"ingested {landed} of {len(results)} turns")
-        vocab = for_tools([t["name"] for t in tools])
+        vocab = episode.vocabulary
         if vocab is None:
-            return Turn("ingested 0 of 0 turns: the session lists no memory tools to write with")
+            return Turn("ingested 0 of 0 turns: the platform declares no memory vocabulary")
         calls: list[ToolCall] = []
         for session in self.sample.sessions:
             for turn in session.turns:
@@ -109,7 +107,7 @@ class LocomoSuite:
     identities_per_unit = 1  # a unit's own; its sample's first unit's is shared (module doc)
     run_prefix = "lm"
     item_noun = "question"
-    tools = ToolSets(search=SEARCH_TOOLS, capture=CAPTURE_TOOLS)
+    tools = COUNTED  # the calls the platform's vocabulary names
 
     def __init__(self) -> None:
         self.loaded: locomo.LocomoSet | None = None
@@ -210,8 +208,5 @@ class LocomoSuite:
                              "the sample's first unit")  # fmt: skip
         q = item.question
         await ctx.episode(Episode(ASK, SYSTEM_PROMPT, q.question, item, ASK_BUDGET), who)
-        # A mapped platform's search.hits itemises its answers, as re-derivation will from
-        # the run's record (``items.items``); other platforms have none.
-        rule = getattr(ctx.platform, "hit_rule", None)
-        ctx.decisions(ask_rulings(item._replace(hits=rule) if rule else item, ctx.log))
+        ctx.decisions(ask_rulings(item, ctx.log))
         await ctx.commit()

@@ -17,13 +17,12 @@ from typing import Any, Final
 
 from benchledger import protocols
 from benchledger.harness.agents.base import Episode
-from benchledger.harness.episode import Findings, ToolSets
+from benchledger.harness.episode import COUNTED, Findings
 from benchledger.harness.platforms.base import RefCapability
 from benchledger.harness.record import RunConfig, RunRefused
 from benchledger.harness.suites.base import Loaded, Outcome
 from benchledger.harness.unit import UnitContext
 from benchledger.ledger.events import RunRecord
-from benchledger.projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
 from benchledger.projections.suites.provenance.decisions import (
     MAX_SOURCES,
     RESOLVE,
@@ -67,7 +66,7 @@ class ProvenanceSuite:
     run_prefix = "prov"
     item_noun = "case"
     # The lifecycle's: an episode records whether it searched or captured the same way.
-    tools = ToolSets(search=SEARCH_TOOLS, capture=CAPTURE_TOOLS)
+    tools = COUNTED  # the calls the platform's vocabulary names
 
     def default_path(self) -> str:
         return protocols.CASES_PUBLIC_V1

@@ -22,12 +22,11 @@ import msgspec
 
 from benchledger import protocols
 from benchledger.harness.agents.base import Episode
-from benchledger.harness.episode import ToolSets
+from benchledger.harness.episode import COUNTED
 from benchledger.harness.record import RunConfig, RunRefused
 from benchledger.harness.suites.base import Loaded, Outcome
 from benchledger.harness.unit import UnitContext
 from benchledger.ledger.events import RunRecord
-from benchledger.projections.card import CAPTURE_TOOLS, SEARCH_TOOLS
 from benchledger.projections.suites.tasks.decisions import EPISODE, TaskItem, decide_unit
 from benchledger.projections.suites.tasks.items import references_config
 from benchledger.protocols.errors import InvalidInput
@@ -76,7 +75,7 @@ class TasksSuite:
     run_prefix = "tk"
     item_noun = "task"
     # As the other suites count them: the diagnostics read the calls, not these flags.
-    tools = ToolSets(search=SEARCH_TOOLS, capture=CAPTURE_TOOLS)
+    tools = COUNTED  # the calls the platform's vocabulary names
 
     def __init__(self) -> None:
         self.tasks: tuple[Task, ...] = ()

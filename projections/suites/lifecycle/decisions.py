@@ -28,15 +28,14 @@ from benchledger.ledger.events import (
     ReadBackBody,
     SessionCallBody,
 )
-from benchledger.projections.card import CAPTURE_TOOLS, Ruling
+from benchledger.projections import vocabulary
+from benchledger.projections.card import Ruling
 from benchledger.projections.suites.lifecycle import scorecard as lc
 from benchledger.protocols import grading
 from benchledger.protocols.schema import Grading, Protocol
 
 LIVE: Final = ("pending", "approved", "applied")
 NOT_APPLICABLE: Final = "not_applicable"  # the purpose of a platform's "cannot do this" read
-# The tools whose call is a capture attempt, resp. a memory search, in each platform dialect
-# the harness speaks (mcp-data-platform; @modelcontextprotocol/server-memory).
 STAGES: Final = (
     "teach", "capture", "recall", "promote", "transfer", "update", "update_recall", "abstain",
 )  # fmt: skip
@@ -134,18 +133,42 @@ def _tools(events: Events, stage: str, finished: int) -> tuple[list[str], list[s
     return listed, called
 
 
-def _capture_said(attempted: bool, tools: tuple[list[str], list[str]]) -> str:
-    """Which capture tool was (not) called, in the platform's own dialect."""
+def _capture_said(
+    attempted: bool, tools: tuple[list[str], list[str]], e: EpisodeFinishedBody | None = None
+) -> str:
+    """Which capture tool was (not) called, in the platform's own vocabulary; a call that
+    was no attempt (unlisted, or answered as an error) is named with why."""
     listed, called = tools
+    capture = vocabulary.capture_tools(e) if e is not None else vocabulary.BEFORE_CAPTURE
+    if e is not None and vocabulary.recorded(e):
+        if attempted:
+            tool = next((t for t in called if t in capture and t in listed), "")
+            return f"{tool} was called"
+        if e.not_counted:
+            return f"no capture: {'; '.join(e.not_counted)}"
+        if not capture:
+            return "no capture tool: the platform declares no memory vocabulary"
+        if len(capture) == 1:
+            return f"{next(iter(capture))} was not called"
+        return f"no capture tool ({', '.join(sorted(capture))}) was called"
     if attempted:
         # A mapped server's write tool is its own (--platform mcp:FILE): the first called.
-        tool = next((t for t in called if t in CAPTURE_TOOLS), called[0] if called else "")
+        tool = next((t for t in called if t in capture), called[0] if called else "")
         tool = tool or "memory_capture"
         return f"{tool} was called"
-    offered = [t for t in listed if t in CAPTURE_TOOLS]
+    offered = [t for t in listed if t in capture]
     if not offered or offered == ["memory_capture"]:
         return "memory_capture was not called"
     return f"no capture tool ({', '.join(offered)}) was called"
+
+
+def _search_said(e: EpisodeFinishedBody) -> str:
+    """Whether a search was called; a call that was no search is named with why."""
+    if e.search_called:
+        return "search was called"
+    if vocabulary.recorded(e) and e.not_counted:
+        return f"search was not called: {'; '.join(e.not_counted)}"
+    return "search was not called"
 
 
 def _episode_decisions(
@@ -155,14 +178,13 @@ def _episode_decisions(
     seq, e = ep
     if stage == "teach":
         yield _decision(stage, lc.CAPTURE_ATTEMPTED, e.capture_attempted,
-                        _capture_said(e.capture_attempted, tools), [seq])  # fmt: skip
+                        _capture_said(e.capture_attempted, tools, e), [seq])  # fmt: skip
         used = f"{e.tool_calls} of {p.budget_tool_calls} tool calls used"
         yield _decision(stage, lc.TEACH_BUDGET_EXHAUSTED, e.budget_exhausted, used, [seq])
     elif stage == "recall":
         g = p.recall.grading
         yield _graded(stage, lc.RECALL_CORRECT, ep, grading.grade(e.final_answer, g), _expected(g))
-        yield _decision(stage, lc.RECALL_SEARCH_CALLED, e.search_called,
-                        "search was called" if e.search_called else "search was not called",
+        yield _decision(stage, lc.RECALL_SEARCH_CALLED, e.search_called, _search_said(e),
                         [seq])  # fmt: skip
         yield _decision(stage, lc.RECALL_FACT_SURFACED, e.fact_surfaced,
                         "the taught fact appeared in a tool result" if e.fact_surfaced

@@ -5,16 +5,17 @@ A projection over recorded search results, never a grader decision: it adds noth
 the ledger, changes no verdict, and re-derivation recomputes it from the same events.
 
 Per unit and ranked stage (recall, transfer, update_recall; abstain as a diagnostic) the
-fold keeps the stage's **first search call** (a call to a ``projections.card.SEARCH_TOOLS``
-tool, in the episode's last try, that did not return an error): the platform's answer to
+fold keeps the stage's **first search call** (a call of a tool the episode counted as a
+search, ``projections.vocabulary``: the platform's declared vocabulary, in the episode's
+last try, that did not return an error): the platform's answer to
 the agent's first query. Later calls are left out on purpose: the best rank over every
 call would reward an agent for searching more often (more draws) and mix the agent's
 query reformulation into a number meant to describe the platform. The rank is that of the
-first hit (``projections.retrieval.hits``) in which the stage's fact surfaces by the
-surfacing rule (``protocols.grading.surfaced``); None when no hit holds it, when the
-episode made no search, or when the search failed (a miss: it counts 0 in recall@k and
-MRR). The fact looked for: the taught fact (recall, transfer: the promoted fact is the
-taught one; abstain), the corrected fact (update_recall).
+first hit (``projections.retrieval.hits``, where the vocabulary says they are) in which
+the stage's fact surfaces by the surfacing rule (``protocols.grading.surfaced``); None when
+no hit holds it, when the episode made no search, or when the search failed (a miss: it
+counts 0 in recall@k and MRR). The fact looked for: the taught fact (recall, transfer: the
+promoted fact is the taught one; abstain), the corrected fact (update_recall).
 
 Abstain asks about something never taught, so no hit is the right one: its rank (of the
 taught fact, the nearest distractor) is reported per unit and as ``abstain_leak_at_5``, a
@@ -32,13 +33,14 @@ from benchledger.ledger.events import (
     EpisodeFinishedEvent,
     EpisodeStartedEvent,
     Event,
+    HitRule,
     SessionCallEvent,
 )
+from benchledger.projections import vocabulary
 from benchledger.projections.card import (
     CI_CLUSTER,
     CI_EPISODES,
     CI_WILSON,
-    SEARCH_TOOLS,
     Decision,
     Metric,
     Ref,
@@ -95,11 +97,14 @@ DESCRIPTIONS: Final = {
 
 class Searched(NamedTuple):
     """A stage's episode as the ranking reads it: its first search call (seq and result
-    text; None: it made none) and its ``episode_finished`` seq (None: not finished)."""
+    text; None: it made none), where its hits are, and its ``episode_finished`` seq (None:
+    not finished); ``calls``: its calls that returned no error, until it finished."""
 
     call: int | None = None
     text: str = ""
     finished: int | None = None
+    rule: HitRule | None = None
+    calls: tuple[tuple[int, str, str], ...] = ()
 
 
 def apply(searches: dict[str, Searched], event: Event) -> None:
@@ -112,15 +117,17 @@ def apply(searches: dict[str, Searched], event: Event) -> None:
         seen = searches.get(b.episode)
         if (
             seen is not None
-            and seen.call is None
             and seen.finished is None
             and b.method == "tools/call"
-            and b.tool in SEARCH_TOOLS
-            and not b.is_error
+            and (not b.is_error)
         ):
-            searches[b.episode] = seen._replace(call=event.seq, text=b.text())
+            searches[b.episode] = seen._replace(calls=(*seen.calls, (event.seq, b.tool, b.text())))
     elif isinstance(event, EpisodeFinishedEvent) and event.body.episode in searches:
-        searches[event.body.episode] = searches[event.body.episode]._replace(finished=event.seq)
+        seen = searches[event.body.episode]
+        tools = vocabulary.search_tools(event.body)
+        first = next(((seq, text) for seq, tool, text in seen.calls if tool in tools), None)
+        call, text = first if first is not None else (None, "")
+        searches[event.body.episode] = Searched(call, text, event.seq, event.body.hits)
 
 
 def facts_of(protocols: Iterable[Any]) -> dict[str, dict[str, str]]:
@@ -139,12 +146,13 @@ def known_facts(metas: Sequence[RunMeta]) -> tuple[dict[str, dict[str, str]] | N
     out: dict[str, dict[str, str]] = {}
     for meta in metas:
         record = meta.started.record
-        if record is not None and record.platform.mapping:
-            # Its search tool and how its answer splits into hits are the mapping's, which
-            # this ranking does not read yet: not measured, rather than a 0 that looks like one.
+        if record is not None and record.platform.mapping and not record.vocabulary:
+            # Recorded before episodes named their search tools and hit rule: the mapping's
+            # are not in its episodes, so not measured, rather than a 0 that looks like one.
             return None, (
-                f"run {meta.run_id} is on a mapped MCP server (mcp:FILE): the ranking does "
-                "not read a mapping's search tool and hits yet, so its retrieval is not measured"
+                f"run {meta.run_id} is on a mapped MCP server (mcp:FILE) and was recorded "
+                "before episodes named their search tool and hits, so its retrieval is not "
+                "measured"
             )
         try:
             found = items.items(meta.started)
@@ -158,7 +166,7 @@ def rank_of(searched: Searched, fact: str) -> int | None:
     """The 1-based rank of the first hit of the search in which ``fact`` surfaces."""
     if searched.call is None or not fact:
         return None
-    return rank(hits(searched.text), lambda hit: surfaced(fact, hit))
+    return rank(hits(searched.text, searched.rule), lambda hit: surfaced(fact, hit))
 
 
 def ranks(searches: Mapping[str, Searched], facts: Mapping[str, str]) -> dict[str, int | None]:

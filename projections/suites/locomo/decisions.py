@@ -30,7 +30,6 @@ from benchledger.ledger.events import (
     Body,
     EpisodeFinishedBody,
     GraderDecisionBody,
-    HitRule,
     InfraErrorBody,
     SessionCallBody,
 )
@@ -97,12 +96,13 @@ def _is(evidence: str) -> Callable[[str], bool]:
     return lambda dia_id: dia_id == wanted
 
 
-def retrieved(events: Events, rule: HitRule | None = None
-              ) -> tuple[tuple[str, ...], tuple[int, ...]]:  # fmt: skip
+def retrieved(events: Events) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """The dialogue ids the ask episode's tool calls returned, best first (each once), and
-    the seqs of the calls that returned any (``rule``: the run's recorded hit rule)."""
+    the seqs of the calls that returned any (read by the hit rule the episode recorded)."""
     ids: dict[str, None] = {}
     seqs: list[int] = []
+    finished = _finished(events, ASK)
+    rule = finished[1].hits if finished is not None else None  # where the platform's hits are
     for seq, call in _calls(events, ASK):
         if call.is_error:
             continue
@@ -121,7 +121,7 @@ def graded(item: LocomoItem, events: Events) -> Asked | None:
     seq, finished = found
     q = item.question
     prediction = final_answer(finished.final_answer)
-    ids, calls = retrieved(events, item.hits)
+    ids, calls = retrieved(events)
     ranks = tuple(retrieval.rank(ids, _is(e)) for e in q.evidence)
     latency = sum(b.latency_ms for _, b in _calls(events, ASK))
     return Asked(prediction, seq, ids, calls, grading.score(prediction, q.answer, q.category),

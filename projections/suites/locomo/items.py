@@ -18,7 +18,7 @@ import msgspec
 
 from benchledger.ledger import UnusableInput
 from benchledger.ledger.codec import canonical_json
-from benchledger.ledger.events import HitRule, RunStartedBody
+from benchledger.ledger.events import RunStartedBody
 from benchledger.projections.suites.base import ItemSet
 from benchledger.protocols import locomo
 from benchledger.protocols.locomo import Question, Sample, Session, Turn
@@ -33,9 +33,6 @@ class LocomoItem(NamedTuple):
 
     question: Question
     sample: Sample
-    # Where the platform's search answers hold their hits (a mapping's ``search.hits``, as
-    # the run records it), so every reading itemises the same retrieved memories.
-    hits: HitRule | None = None
 
     @property
     def id(self) -> str:
@@ -59,9 +56,9 @@ def item_hash(item: LocomoItem) -> str:
     return hashlib.sha256(canonical_json([item.sample.content_hash, item.question])).hexdigest()
 
 
-def items_of(samples: tuple[Sample, ...], hits: HitRule | None = None) -> list[LocomoItem]:
-    """Every question of ``samples``, in file order (``hits``: the run's hit rule)."""
-    return [LocomoItem(q, s, hits) for s in samples for q in s.questions]
+def items_of(samples: tuple[Sample, ...]) -> list[LocomoItem]:
+    """Every question of ``samples``, in file order."""
+    return [LocomoItem(q, s) for s in samples for q in s.questions]
 
 
 def run_config(loaded: locomo.LocomoSet) -> dict[str, Any]:
@@ -91,14 +88,13 @@ def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
     ``given`` (checked against the recorded sha256: a note when it differs)."""
     run = "run_started"
     config = header.config
-    rule = header.record.platform.hits if header.record is not None else None
     notes: list[str] = []
     if given is not None:
         loaded = locomo.load(given)
         if loaded.sha256 != config.get("file_sha256"):
             notes.append(f"{given} does not hash to the file the run read "
                          f"({str(config.get('file_sha256'))[:12]})")  # fmt: skip
-        found = items_of(loaded.samples, rule)
+        found = items_of(loaded.samples)
         return ItemSet({i.id: i for i in found}, given, notes)
     recorded = config.get("samples")
     if not isinstance(recorded, dict) or not recorded:
@@ -110,5 +106,5 @@ def items(header: RunStartedBody, given: str | None = None) -> ItemSet:
             notes.append(f"sample {sid}: the recorded content does not hash to its "
                          "recorded content_hash")  # fmt: skip
         samples.append(sample)
-    found = items_of(tuple(samples), rule)
+    found = items_of(tuple(samples))
     return ItemSet({i.id: i for i in found}, "(recorded in the run)", notes)

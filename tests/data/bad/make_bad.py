@@ -357,8 +357,9 @@ def peer_files() -> None:
         _write(f"peer/{name}", data)
 
 
-# A pkrun arm (issue 50), beside peer/ (a folder of no arm, a case of its own): its world file as the peer's fixture service serves it
-# (docs/peer-studies.md), its planted claim, two attempts and no transcripts.
+# A pkrun arm (issue 50), beside peer/ (a folder of no arm, a case of its own): its world
+# file as the peer's fixture service serves it (docs/peer-studies.md), its planted claim,
+# two attempts and no transcripts.
 _PK_WORLD = (
     '{"profile":"monitors-3","monitors":3,"listening":"granted","contract":"2026.1",'
     '"workspace_scoped":false,"workspaces":2}\n'
