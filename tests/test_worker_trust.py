@@ -310,3 +310,42 @@ def test_a_worker_that_went_silent_and_woke_after_another_took_its_unit_prints_n
     assert "AppendConflict" not in a_out + a_err and "ConnectorException" not in a_err
     assert a.returncode == 0, a_out + a_err
     assert ledger.run_info("qs").root
+
+
+def test_a_runs_needs_are_met_only_by_built_in_local_ones_or_the_same_values_given():
+    from benchledger.harness.needs import Given, given_labels, unmet
+    from benchledger.ledger.events import PlatformRecord, RunRecord
+
+    def record(kind: str, url: str = "", agent: str = "scripted", embedder: str = "") -> Any:
+        options = {"embedder": embedder} if embedder else {}
+        return RunRecord(suite="lifecycle", platform=PlatformRecord(kind=kind, url=url),
+                         protocols_path="p", protocol_set_hash="h", units=[], k=1,
+                         agent=agent, platform_options=options)  # fmt: skip
+
+    nothing = Given()
+    npm = "npm:@modelcontextprotocol/server-memory@"
+    for local in (record("embedded"), record("process", agent="fake:0.3"),
+                  record("embedded", agent="retrieval", embedder="lexical"),
+                  record("stdio", npm + "2026.8.31")):  # fmt: skip
+        assert unmet(local, nothing) == [], local
+    evil = record("stdio", "server-memory-cmd:./evil.sh --token <redacted>")
+    (why,) = unmet(evil, nothing)
+    assert "--platform server-memory --server-memory-cmd './evil.sh --token <redacted>'" in why
+    given = given_labels(["server-memory"], {"server_memory_cmd": "./evil.sh --token " + "a" * 40})
+    assert unmet(evil, Given(platforms=given)) == []  # its secret redacted, as recorded
+    other = given_labels(["server-memory"], {"server_memory_cmd": "./other.sh"})
+    assert unmet(evil, Given(platforms=other))
+    assert unmet(record("stdio", npm + "2025.1.1"), nothing)  # not the default version
+    url = record("external", "http://127.0.0.1:9/base")
+    assert unmet(url, nothing)
+    assert unmet(url, Given(platforms=given_labels(["http://127.0.0.1:9/base/mcp"], {}))) == []
+    model = record("embedded", agent="openai:m@http://127.0.0.1:9/v1")
+    assert "give --agent openai:m@http://127.0.0.1:9/v1" in unmet(model, nothing)[0]
+    assert unmet(model, Given(agents=frozenset({"openai:m@http://127.0.0.1:9/v1"}))) == []
+    assert unmet(record("embedded", agent="recorded:/etc"), nothing)
+    # Given, the agents replace the local defaults: this worker runs that model only.
+    assert unmet(record("embedded"), Given(agents=frozenset({"anthropic:m"})))
+    ollama = record("embedded", embedder="ollama:e@http://127.0.0.1:9")
+    assert unmet(ollama, nothing) and not unmet(
+        ollama, Given(embedder=ollama.platform_options["embedder"])
+    )
