@@ -137,10 +137,12 @@ def evil(tmp_path: Path) -> tuple[str, Path]:
 @pytest.mark.postgres
 def test_a_default_worker_never_runs_a_server_command_only_the_queued_run_names(pg, evil, capsys):
     cmd, leaked = evil
-    code, _, err = cli(capsys, "run", "--queue", "--platform", "server-memory",
-                       "--server-memory-cmd", cmd, "--limit", "1", "--run-id", "qe",
-                       "--ledger", pg)  # fmt: skip
+    code, out, err = cli(capsys, "run", "--queue", "--platform", "server-memory",
+                         "--server-memory-cmd", cmd, "--limit", "1", "--run-id", "qe",
+                         "--ledger", pg)  # fmt: skip
     assert code == 0, err
+    # What a worker's operator must give to run it, said where the run is queued.
+    assert f"benchledger worker --platform server-memory --server-memory-cmd {cmd}" in out, out
     leaked.unlink()  # the queuer's own preflight ran it: its own choice, on its own machine
     env = {"ANTHROPIC_API_KEY": WORKER_KEY, "BENCHLEDGER_ADMIN_KEY": ADMIN_KEY}
     code, out, err = _worker("--ledger", pg, env=env)
@@ -183,9 +185,10 @@ def test_a_default_worker_never_sends_its_key_to_a_model_server_only_the_queued_
 ):
     server, path = model
     agent = f"openai:m@{server.url}/v1"
-    code, _, err = cli(capsys, "run", "--queue", "--agent", agent, "--protocols", path,
-                       "--run-id", "qo", "--ledger", pg)  # fmt: skip
+    code, out, err = cli(capsys, "run", "--queue", "--agent", agent, "--protocols", path,
+                         "--run-id", "qo", "--ledger", pg)  # fmt: skip
     assert code == 0, err
+    assert f"benchledger worker --agent {agent} --ledger" in out, out
     assert not any(WORKER_KEY in key for key in _keys_seen(server))  # the queuer has none
     contacted = len(server.seen) + len(server.preflights)
     env = {"OPENAI_API_KEY": WORKER_KEY}
