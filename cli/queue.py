@@ -40,11 +40,27 @@ def cmd_worker(args: argparse.Namespace) -> int:
     platforms, agents = tuple(args.platform or ()), tuple(args.agent or ())
     args.platform = args.agent = None
     cfg = _config(args)
+    from benchledger.harness.agents import check_spec
+    from benchledger.harness.needs import given_labels
+    from benchledger.harness.platforms.platform import owner_of, resolve
+
+    try:  # each checked now, as `run` checks its options: one line, exit 2
+        given_labels(platforms, cfg.platform_options)
+        for spec in agents:
+            check_spec(spec)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    named = {resolve(text)[0].name for text in platforms}
+    for dest, value in sorted(cfg.platform_options.items()):
+        found = owner_of(dest)
+        if value and dest.endswith("_cmd") and found and found[0].name not in named:
+            # A command that starts a platform is given with that platform, never alone.
+            raise UsageError(f"{found[1].flag} {found[1].purpose or 'starts a platform'}: "
+                             f"give it with --platform {found[0].name}")  # fmt: skip
     # As `run` does: no collection during the heavy imports (their objects live as long as
     # the process), and the embedded platform's SQL tables loading beside them.
     gc.disable()
     warming = _warm_embedded(args)
-    from benchledger.harness.agents import check_spec
     from benchledger.harness.logging import quiet_logs
     from benchledger.harness.queue import Queue
     from benchledger.harness.record import RunRefused
@@ -70,14 +86,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     async def main() -> int:
         loop = asyncio.get_running_loop()
         async with Queue(location) as queue:
-            try:
-                for spec in agents:
-                    check_spec(spec)
-                worker = Worker(ledger, location, cfg, queue, infra_retries=args.infra_retries,
-                                on_unit=unit_done, platforms=platforms, agents=agents,
-                                on_declined=declined)  # fmt: skip
-            except ValueError as exc:
-                raise RunRefused(str(exc)) from None
+            worker = Worker(ledger, location, cfg, queue, infra_retries=args.infra_retries,
+                            on_unit=unit_done, platforms=platforms, agents=agents,
+                            on_declined=declined)  # fmt: skip
             stopping: list[int] = []
 
             def stop(signum: int) -> None:

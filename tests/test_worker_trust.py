@@ -352,3 +352,15 @@ def test_a_runs_needs_are_met_only_by_built_in_local_ones_or_the_same_values_giv
     assert unmet(ollama, nothing) and not unmet(
         ollama, Given(embedder=ollama.platform_options["embedder"])
     )
+
+
+def test_a_workers_unusable_allowance_is_refused_in_one_line_before_the_queue_is_read(capsys):
+    nowhere = "postgresql://postgres@127.0.0.1:1/none"  # never reached: refused before
+    for argv, needle in (
+        (["--server-memory-cmd", "./serve.sh"], "give it with --platform server-memory"),
+        (["--platform", "embedded", "--mem0-cmd", "x"], "give it with --platform mem0"),
+        (["--platform", "nonsense"], "--platform 'nonsense': use embedded"),
+        (["--agent", "bogus:x"], "--agent 'bogus:x': no such model provider"),
+    ):
+        code, _, err = cli(capsys, "worker", "--once", *argv, "--ledger", nowhere)
+        one_line_exit_2(code, err, needle)
