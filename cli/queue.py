@@ -38,6 +38,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
     # --agent; none: the built-in, local ones (harness.needs). The rest of the options
     # are checked against each run's record.
     platforms, agents = tuple(args.platform or ()), tuple(args.agent or ())
+    if args.allow:
+        more_platforms, more_agents, embedder = allowance(args.allow)
+        platforms, agents = platforms + more_platforms, agents + more_agents
+        if embedder and args.embedder and embedder != args.embedder:
+            raise UsageError(f"{args.allow}: embedder {embedder!r} is not the --embedder given")
+        args.embedder = args.embedder or embedder or None
     args.platform = args.agent = None
     cfg = _config(args)
     from benchledger.harness.agents import check_spec
@@ -132,6 +138,35 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
 
 
+_ALLOW_KEYS = {"platforms": list, "agents": list, "embedder": str}
+
+
+def allowance(path: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    """A worker's allowance file (TOML): ``platforms`` and ``agents``, lists of
+    ``--platform`` and ``--agent`` values (a platform started by a command in its recorded
+    form, ``server-memory-cmd:CMD``), and ``embedder``; UsageError naming the file, the
+    key and the problem."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the allowance: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not TOML: {exc}") from None
+    for key, value in data.items():
+        kind = _ALLOW_KEYS.get(key)
+        if kind is None:
+            raise UsageError(f"{path}: {key}: unknown key (known: {', '.join(_ALLOW_KEYS)})")
+        if not isinstance(value, kind) or (
+            kind is list and not all(isinstance(v, str) and v for v in value)
+        ):
+            what = "a list of non-empty strings" if kind is list else "a string"
+            raise UsageError(f"{path}: {key}: must be {what}")
+    return tuple(data.get("platforms", ())), tuple(data.get("agents", ())), data.get("embedder", "")
+
+
 async def _recover(queue: Queue, stalled_after: float) -> None:
     """Every few seconds, put back the jobs of workers that stopped sending heartbeats."""
     while True:
@@ -203,6 +238,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("worker", help="work queued runs' units, on any machine (run --queue)")
     run_options(p, worker=True)
     p.add_argument("--once", action="store_true", help="exit once no job is left")
+    p.add_argument(
+        "--allow",
+        metavar="FILE",
+        help="a TOML file naming more of what this worker may run: platforms = [...] and "
+        "agents = [...] (--platform and --agent values; a command in its recorded form, "
+        'server-memory-cmd:CMD), embedder = "..." (docs/scaling.md)',
+    )
     p.add_argument(
         "--infra-retries",
         type=whole("--infra-retries", at_least=0),

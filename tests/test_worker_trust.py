@@ -198,7 +198,10 @@ def test_a_default_worker_never_sends_its_key_to_a_model_server_only_the_queued_
     assert "run qo" in out and "--agent" in out and "Traceback" not in out + err, out + err
     code, out, _ = cli(capsys, "queue", "--ledger", pg)
     assert code == 0 and "--agent" in out, out
-    code, out, err = _worker("--agent", agent, "--protocols", path, "--ledger", pg, env=env)
+    # Its operator names the server in an allowance file this time.
+    allow = Path(path).parent / "allow.toml"
+    allow.write_text(f'agents = ["{agent}"]\n')
+    code, out, err = _worker("--allow", str(allow), "--protocols", path, "--ledger", pg, env=env)
     assert code == 0, out + err
     assert "run qo sealed" in out
     assert f"Bearer {WORKER_KEY}" in _keys_seen(server)  # the operator named this server
@@ -364,3 +367,23 @@ def test_a_workers_unusable_allowance_is_refused_in_one_line_before_the_queue_is
     ):
         code, _, err = cli(capsys, "worker", "--once", *argv, "--ledger", nowhere)
         one_line_exit_2(code, err, needle)
+
+
+def test_an_unusable_allowance_file_is_refused_in_one_line_naming_the_file_and_key(
+    tmp_path, capsys
+):
+    nowhere = "postgresql://postgres@127.0.0.1:1/none"  # never reached: refused before
+    allow = tmp_path / "allow.toml"
+    for text, needle in (
+        ('agents = "openai:m@http://x/v1"\n', "agents: must be a list of non-empty strings"),
+        ("commands = []\n", "commands: unknown key"),
+        ("platforms = [\n", "not TOML"),
+        ('platforms = ["nonsense"]\n', "--platform 'nonsense': use embedded"),
+    ):
+        allow.write_text(text)
+        code, _, err = cli(capsys, "worker", "--once", "--allow", str(allow), "--ledger", nowhere)
+        one_line_exit_2(code, err, needle)
+        assert str(allow) in err or "nonsense" in needle
+    code, _, err = cli(capsys, "worker", "--once", "--allow", str(tmp_path / "no.toml"),
+                       "--ledger", nowhere)  # fmt: skip
+    one_line_exit_2(code, err, "no.toml: cannot read the allowance")
