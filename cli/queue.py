@@ -38,13 +38,35 @@ def cmd_worker(args: argparse.Namespace) -> int:
     # --agent; none: the built-in, local ones (harness.needs). The rest of the options
     # are checked against each run's record.
     platforms, agents = tuple(args.platform or ()), tuple(args.agent or ())
+    if args.allow:
+        more_platforms, more_agents, embedder = allowance(args.allow)
+        platforms, agents = platforms + more_platforms, agents + more_agents
+        if embedder and args.embedder and embedder != args.embedder:
+            raise UsageError(f"{args.allow}: embedder {embedder!r} is not the --embedder given")
+        args.embedder = args.embedder or embedder or None
     args.platform = args.agent = None
     cfg = _config(args)
+    from benchledger.harness.agents import check_spec
+    from benchledger.harness.needs import given_labels
+    from benchledger.harness.platforms.platform import owner_of, resolve
+
+    try:  # each checked now, as `run` checks its options: one line, exit 2
+        given_labels(platforms, cfg.platform_options)
+        for spec in agents:
+            check_spec(spec)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    named = {resolve(text)[0].name for text in platforms}
+    for dest, value in sorted(cfg.platform_options.items()):
+        found = owner_of(dest)
+        if value and dest.endswith("_cmd") and found and found[0].name not in named:
+            # A command that starts a platform is given with that platform, never alone.
+            raise UsageError(f"{found[1].flag} {found[1].purpose or 'starts a platform'}: "
+                             f"give it with --platform {found[0].name}")  # fmt: skip
     # As `run` does: no collection during the heavy imports (their objects live as long as
     # the process), and the embedded platform's SQL tables loading beside them.
     gc.disable()
     warming = _warm_embedded(args)
-    from benchledger.harness.agents import check_spec
     from benchledger.harness.logging import quiet_logs
     from benchledger.harness.queue import Queue
     from benchledger.harness.record import RunRefused
@@ -70,14 +92,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     async def main() -> int:
         loop = asyncio.get_running_loop()
         async with Queue(location) as queue:
-            try:
-                for spec in agents:
-                    check_spec(spec)
-                worker = Worker(ledger, location, cfg, queue, infra_retries=args.infra_retries,
-                                on_unit=unit_done, platforms=platforms, agents=agents,
-                                on_declined=declined)  # fmt: skip
-            except ValueError as exc:
-                raise RunRefused(str(exc)) from None
+            worker = Worker(ledger, location, cfg, queue, infra_retries=args.infra_retries,
+                            on_unit=unit_done, platforms=platforms, agents=agents,
+                            on_declined=declined)  # fmt: skip
             stopping: list[int] = []
 
             def stop(signum: int) -> None:
@@ -119,6 +136,35 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return asyncio.run(main())
     except RunRefused as exc:
         raise UsageError(str(exc)) from None
+
+
+_ALLOW_KEYS = {"platforms": list, "agents": list, "embedder": str}
+
+
+def allowance(path: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    """A worker's allowance file (TOML): ``platforms`` and ``agents``, lists of
+    ``--platform`` and ``--agent`` values (a platform started by a command in its recorded
+    form, ``server-memory-cmd:CMD``), and ``embedder``; UsageError naming the file, the
+    key and the problem."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the allowance: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not TOML: {exc}") from None
+    for key, value in data.items():
+        kind = _ALLOW_KEYS.get(key)
+        if kind is None:
+            raise UsageError(f"{path}: {key}: unknown key (known: {', '.join(_ALLOW_KEYS)})")
+        if not isinstance(value, kind) or (
+            kind is list and not all(isinstance(v, str) and v for v in value)
+        ):
+            what = "a list of non-empty strings" if kind is list else "a string"
+            raise UsageError(f"{path}: {key}: must be {what}")
+    return tuple(data.get("platforms", ())), tuple(data.get("agents", ())), data.get("embedder", "")
 
 
 async def _recover(queue: Queue, stalled_after: float) -> None:
@@ -192,6 +238,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("worker", help="work queued runs' units, on any machine (run --queue)")
     run_options(p, worker=True)
     p.add_argument("--once", action="store_true", help="exit once no job is left")
+    p.add_argument(
+        "--allow",
+        metavar="FILE",
+        help="a TOML file naming more of what this worker may run: platforms = [...] and "
+        "agents = [...] (--platform and --agent values; a command in its recorded form, "
+        'server-memory-cmd:CMD), embedder = "..." (docs/scaling.md)',
+    )
     p.add_argument(
         "--infra-retries",
         type=whole("--infra-retries", at_least=0),

@@ -446,8 +446,9 @@ def run_queued(args: argparse.Namespace, cfg: RunConfig) -> int:
 
     from benchledger.harness.driver import RunDriver
     from benchledger.harness.logging import quiet_logs
+    from benchledger.harness.needs import worker_words
     from benchledger.harness.queue import Queue
-    from benchledger.harness.record import RunRefused
+    from benchledger.harness.record import RunRefused, read_record
     from benchledger.harness.worker import queueable
 
     check_run_options(args)
@@ -464,7 +465,9 @@ def run_queued(args: argparse.Namespace, cfg: RunConfig) -> int:
             units = [f"{u.unit_id}/{u.attempt}" for u in plan.units]
             await queue.enqueue(plan.run_id, units)
             print(f"run {plan.run_id} queued: {len(units)} units ({queue.schema})", flush=True)
-            work = command_line("benchledger", "worker", "--ledger", location)
+            # The options a worker's operator must give to run it (harness.needs).
+            needs = worker_words(read_record(ledger, plan.run_id))  # as written: its platform
+            work = command_line("benchledger", "worker", *needs, "--ledger", location)
             print(f"work it on any machine, as many as you like: {work} [--once]", flush=True)
             _pool_note(plan.record.pool_size, plan.suite.identities_per_unit, len(units))
             if args.wait:

@@ -14,6 +14,7 @@ Pure: the record and what was given in, the reasons out.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -84,14 +85,35 @@ def unmet(record: RunRecord, given: Given) -> list[str]:
 
 def platform_hint(label: str) -> str:
     """The options that name the platform a run recorded as ``label``."""
+    return shlex.join(platform_words(label))
+
+
+def platform_words(label: str) -> list[str]:
+    """``platform_hint`` as command-line words."""
     for prefix, option, name in (
         (SERVER_MEMORY_CMD, "--server-memory-cmd", "server-memory"),
         (BASIC_MEMORY_CMD, "--basic-memory-cmd", "basic-memory"),
         (MEM0_CMD, "--mem0-cmd", "mem0"),
     ):
         if label.startswith(prefix):
-            return f"--platform {name} {option} '{label.removeprefix(prefix)}'"
-    return f"--platform {label}"
+            return ["--platform", name, option, label.removeprefix(prefix)]
+    return ["--platform", label]
+
+
+def worker_words(record: RunRecord) -> list[str]:
+    """The options a worker needs to run the run of ``record`` (none when its needs are
+    built in and local): what ``run --queue`` tells the operator to give. A recorded
+    command is as recorded, its secrets redacted: the operator gives them."""
+    words: list[str] = []
+    label = platform_option(record)
+    if not _same_platform(label, default_platforms()):
+        words += platform_words(label)
+    if not local_agent(record.agent):
+        words += ["--agent", record.agent]
+    embedder = record.platform_options.get("embedder", "")
+    if embedder not in _LOCAL_EMBEDDERS:
+        words += ["--embedder", embedder]
+    return words
 
 
 def given_labels(texts: Iterable[str], options: Mapping[str, str]) -> frozenset[str]:

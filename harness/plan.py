@@ -492,8 +492,12 @@ def _needs_given(cfg: RunConfig, record: RunRecord, run_id: str) -> None:
         platforms = frozenset({resolve(cfg.platform)[1].label})
     except ValueError as exc:
         raise RunRefused(str(exc)) from None
-    given = Given(platforms if "platform" in cfg.given else frozenset(),
-                  frozenset({cfg.agent}) if "agent" in cfg.given else frozenset(),
+    # Named: given on the command line, or set by a library caller (not the default).
+    default = RunConfig()
+    platform_named = "platform" in cfg.given or cfg.platform != default.platform
+    agent_named = "agent" in cfg.given or cfg.agent != default.agent
+    given = Given(platforms if platform_named else frozenset(),
+                  frozenset({cfg.agent}) if agent_named else frozenset(),
                   cfg.platform_options.get("embedder", ""))  # fmt: skip
     missing = unmet(record, given)
     if missing:

@@ -393,7 +393,7 @@ class Queue:
         """Run a procrastinate worker on the queue: ``handler(run, unit, job)`` per job,
         ``concurrency`` at once; without ``wait``, return once no job can be claimed.
         ``InfraRetry`` from a handler puts its job back after ``retry_wait`` + 2^n s,
-        ``Declined`` after a few seconds (``_Retry``); ``Unrunnable`` fails it. Each of
+        ``Declined`` after a few seconds (``_retry``); ``Unrunnable`` fails it. Each of
         these, and any other failure of a job, is noted as the job's reason; procrastinate's
         own log (its tracebacks) is silenced: what matters is said in one line by the
         handler, the note, or ``QueueError``."""

@@ -163,13 +163,16 @@ class Worker:
 
     def check(self, run_id: str) -> RunPlan:
         """The run's plan as this worker would run it (reads only): Unrunnable when the
-        ledger holds no such run; Declined naming what the run needs that this worker's
-        operator did not give, or what its options contradict in the run's record."""
+        ledger holds no such run (or none with a record); Declined naming what the run
+        needs that this worker's operator did not give, or what its options contradict
+        in the run's record."""
         try:
             self.ledger.run_info(run_id)
             record = read_record(self.ledger, run_id)
-        except (UnknownRun, RunRefused):
+        except UnknownRun:
             raise Unrunnable(f"no run {run_id} in this ledger") from None
+        except RunRefused as exc:  # no record to run it by
+            raise Unrunnable(str(exc)) from None
         missing = unmet(record, self.given)
         if missing:
             raise Declined(f"run {run_id} needs {'; '.join(missing)}: this worker's operator "

@@ -137,10 +137,12 @@ def evil(tmp_path: Path) -> tuple[str, Path]:
 @pytest.mark.postgres
 def test_a_default_worker_never_runs_a_server_command_only_the_queued_run_names(pg, evil, capsys):
     cmd, leaked = evil
-    code, _, err = cli(capsys, "run", "--queue", "--platform", "server-memory",
-                       "--server-memory-cmd", cmd, "--limit", "1", "--run-id", "qe",
-                       "--ledger", pg)  # fmt: skip
+    code, out, err = cli(capsys, "run", "--queue", "--platform", "server-memory",
+                         "--server-memory-cmd", cmd, "--limit", "1", "--run-id", "qe",
+                         "--ledger", pg)  # fmt: skip
     assert code == 0, err
+    # What a worker's operator must give to run it, said where the run is queued.
+    assert f"benchledger worker --platform server-memory --server-memory-cmd {cmd}" in out, out
     leaked.unlink()  # the queuer's own preflight ran it: its own choice, on its own machine
     env = {"ANTHROPIC_API_KEY": WORKER_KEY, "BENCHLEDGER_ADMIN_KEY": ADMIN_KEY}
     code, out, err = _worker("--ledger", pg, env=env)
@@ -183,9 +185,10 @@ def test_a_default_worker_never_sends_its_key_to_a_model_server_only_the_queued_
 ):
     server, path = model
     agent = f"openai:m@{server.url}/v1"
-    code, _, err = cli(capsys, "run", "--queue", "--agent", agent, "--protocols", path,
-                       "--run-id", "qo", "--ledger", pg)  # fmt: skip
+    code, out, err = cli(capsys, "run", "--queue", "--agent", agent, "--protocols", path,
+                         "--run-id", "qo", "--ledger", pg)  # fmt: skip
     assert code == 0, err
+    assert f"benchledger worker --agent {agent} --ledger" in out, out
     assert not any(WORKER_KEY in key for key in _keys_seen(server))  # the queuer has none
     contacted = len(server.seen) + len(server.preflights)
     env = {"OPENAI_API_KEY": WORKER_KEY}
@@ -195,7 +198,10 @@ def test_a_default_worker_never_sends_its_key_to_a_model_server_only_the_queued_
     assert "run qo" in out and "--agent" in out and "Traceback" not in out + err, out + err
     code, out, _ = cli(capsys, "queue", "--ledger", pg)
     assert code == 0 and "--agent" in out, out
-    code, out, err = _worker("--agent", agent, "--protocols", path, "--ledger", pg, env=env)
+    # Its operator names the server in an allowance file this time.
+    allow = Path(path).parent / "allow.toml"
+    allow.write_text(f'agents = ["{agent}"]\n')
+    code, out, err = _worker("--allow", str(allow), "--protocols", path, "--ledger", pg, env=env)
     assert code == 0, out + err
     assert "run qo sealed" in out
     assert f"Bearer {WORKER_KEY}" in _keys_seen(server)  # the operator named this server
@@ -310,3 +316,74 @@ def test_a_worker_that_went_silent_and_woke_after_another_took_its_unit_prints_n
     assert "AppendConflict" not in a_out + a_err and "ConnectorException" not in a_err
     assert a.returncode == 0, a_out + a_err
     assert ledger.run_info("qs").root
+
+
+def test_a_runs_needs_are_met_only_by_built_in_local_ones_or_the_same_values_given():
+    from benchledger.harness.needs import Given, given_labels, unmet
+    from benchledger.ledger.events import PlatformRecord, RunRecord
+
+    def record(kind: str, url: str = "", agent: str = "scripted", embedder: str = "") -> Any:
+        options = {"embedder": embedder} if embedder else {}
+        return RunRecord(suite="lifecycle", platform=PlatformRecord(kind=kind, url=url),
+                         protocols_path="p", protocol_set_hash="h", units=[], k=1,
+                         agent=agent, platform_options=options)  # fmt: skip
+
+    nothing = Given()
+    npm = "npm:@modelcontextprotocol/server-memory@"
+    for local in (record("embedded"), record("process", agent="fake:0.3"),
+                  record("embedded", agent="retrieval", embedder="lexical"),
+                  record("stdio", npm + "2026.8.31")):  # fmt: skip
+        assert unmet(local, nothing) == [], local
+    evil = record("stdio", "server-memory-cmd:./evil.sh --token <redacted>")
+    (why,) = unmet(evil, nothing)
+    assert "--platform server-memory --server-memory-cmd './evil.sh --token <redacted>'" in why
+    given = given_labels(["server-memory"], {"server_memory_cmd": "./evil.sh --token " + "a" * 40})
+    assert unmet(evil, Given(platforms=given)) == []  # its secret redacted, as recorded
+    other = given_labels(["server-memory"], {"server_memory_cmd": "./other.sh"})
+    assert unmet(evil, Given(platforms=other))
+    assert unmet(record("stdio", npm + "2025.1.1"), nothing)  # not the default version
+    url = record("external", "http://127.0.0.1:9/base")
+    assert unmet(url, nothing)
+    assert unmet(url, Given(platforms=given_labels(["http://127.0.0.1:9/base/mcp"], {}))) == []
+    model = record("embedded", agent="openai:m@http://127.0.0.1:9/v1")
+    assert "give --agent openai:m@http://127.0.0.1:9/v1" in unmet(model, nothing)[0]
+    assert unmet(model, Given(agents=frozenset({"openai:m@http://127.0.0.1:9/v1"}))) == []
+    assert unmet(record("embedded", agent="recorded:/etc"), nothing)
+    # Given, the agents replace the local defaults: this worker runs that model only.
+    assert unmet(record("embedded"), Given(agents=frozenset({"anthropic:m"})))
+    ollama = record("embedded", embedder="ollama:e@http://127.0.0.1:9")
+    assert unmet(ollama, nothing) and not unmet(
+        ollama, Given(embedder=ollama.platform_options["embedder"])
+    )
+
+
+def test_a_workers_unusable_allowance_is_refused_in_one_line_before_the_queue_is_read(capsys):
+    nowhere = "postgresql://postgres@127.0.0.1:1/none"  # never reached: refused before
+    for argv, needle in (
+        (["--server-memory-cmd", "./serve.sh"], "give it with --platform server-memory"),
+        (["--platform", "embedded", "--mem0-cmd", "x"], "give it with --platform mem0"),
+        (["--platform", "nonsense"], "--platform 'nonsense': use embedded"),
+        (["--agent", "bogus:x"], "--agent 'bogus:x': no such model provider"),
+    ):
+        code, _, err = cli(capsys, "worker", "--once", *argv, "--ledger", nowhere)
+        one_line_exit_2(code, err, needle)
+
+
+def test_an_unusable_allowance_file_is_refused_in_one_line_naming_the_file_and_key(
+    tmp_path, capsys
+):
+    nowhere = "postgresql://postgres@127.0.0.1:1/none"  # never reached: refused before
+    allow = tmp_path / "allow.toml"
+    for text, needle in (
+        ('agents = "openai:m@http://x/v1"\n', "agents: must be a list of non-empty strings"),
+        ("commands = []\n", "commands: unknown key"),
+        ("platforms = [\n", "not TOML"),
+        ('platforms = ["nonsense"]\n', "--platform 'nonsense': use embedded"),
+    ):
+        allow.write_text(text)
+        code, _, err = cli(capsys, "worker", "--once", "--allow", str(allow), "--ledger", nowhere)
+        one_line_exit_2(code, err, needle)
+        assert str(allow) in err or "nonsense" in needle
+    code, _, err = cli(capsys, "worker", "--once", "--allow", str(tmp_path / "no.toml"),
+                       "--ledger", nowhere)  # fmt: skip
+    one_line_exit_2(code, err, "no.toml: cannot read the allowance")
