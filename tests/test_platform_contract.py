@@ -2,7 +2,8 @@
 
 ``benchledger.testing.platform.PlatformTestCase`` is the contract (docs/plugins.md); each
 class here names one built-in platform. server-memory and basic-memory run their real
-servers, installed on first use as their own tests do, and are skipped, saying why, where
+servers (server-memory the session's install, conftest's ``npm_dir``; basic-memory installed
+on first use as its own tests do), and are skipped, saying why, where
 the installer's runtime (Node.js with npm; a Python >= 3.12) is missing.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 from typing import Any, ClassVar
 
 import pytest
@@ -43,14 +43,9 @@ class TestServerMemory(PlatformTestCase):
     refs = True
 
     @pytest.fixture(autouse=True)
-    def _node(self, tmp_path_factory: pytest.TempPathFactory) -> None:
-        missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
-        if missing:
-            pytest.skip(f"server-memory runs on Node.js: {' and '.join(missing)} not on PATH")
-        folder = os.environ.get("BENCHLEDGER_NPM_DIR") or str(
-            tmp_path_factory.getbasetemp() / "contract-npm"
-        )
-        type(self)._npm_dir = folder
+    def _node(self, npm_dir: str) -> None:
+        # the session's install (conftest), shared with test_server_memory's
+        type(self)._npm_dir = npm_dir
 
     _npm_dir: ClassVar[str] = ""
 
