@@ -34,6 +34,9 @@ from benchledger.ledger.keys import load_private_key, write_key_pair
 from benchledger.ledger.signing import Signer
 from tests.sample import PASSING, counter_clock, lifecycle_run
 
+# ``pytester``: a contract's cost is checked by running a subclass as its author would.
+pytest_plugins = ("pytester",)
+
 
 @pytest.fixture
 def sqlite_store(tmp_path) -> Iterator[Store]:

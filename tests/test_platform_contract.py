@@ -71,3 +71,52 @@ class TestBasicMemory(PlatformTestCase):
         given = os.environ.get("BENCHLEDGER_BASIC_MEMORY_DIR")
         folder = given or os.path.join(cache, "benchledger", "basic-memory")
         return dataclasses.replace(Settings(), basic_memory_dir=folder)
+
+
+# -- the contract's own cost: one runtime per class ------------------------------------------
+
+COUNTED = '''
+from benchledger.testing.platform import PlatformTestCase
+
+OPENED = []
+
+
+class _Counting:
+    """The provisioner a run would use, counting the runtimes opened through it."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def runtime(self):
+        OPENED.append(1)
+        return self.inner.runtime()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class TestCounted(PlatformTestCase):
+    platform = "embedded"
+    lifecycle = True
+    refs = True
+
+    def provisioner(self):
+        return _Counting(super().provisioner())
+
+
+def teardown_module():
+    with open(COUNT_FILE, "w") as fh:
+        fh.write(str(len(OPENED)))
+'''
+
+
+def test_a_contract_class_opens_one_runtime_for_its_tests_and_one_for_the_close(
+    pytester: pytest.Pytester,
+) -> None:
+    """A runtime is a real server or process: per test it was most of a contract's time.
+    (before: the embedded platform's contract opened five, one per test that uses a client)"""
+    count = pytester.path / "opened.txt"
+    pytester.makepyfile(test_counted=f"COUNT_FILE = {str(count)!r}\n" + COUNTED)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-q", "test_counted.py")
+    result.assert_outcomes(passed=8)
+    assert count.read_text() == "2"  # the class's own, and the one the close test closes

@@ -10,7 +10,9 @@ contract every suite relies on, the way eventsourcing ships ``RecorderTestCase``
         lifecycle = False                    # it offers no LifecycleCapability
 
 Each test provisions the platform as a run would (through the registry: its ``parse``,
-``settle`` and ``provisioner``), opens a runtime and checks one part of the contract:
+``settle`` and ``provisioner``) and checks one part of the contract on one runtime the
+class opens on first use and closes when its last test is done (a runtime is a real
+server or process: starting one per test was most of a contract's time):
 it describes itself, every pool index has its own identity, a session lists tools and
 calls one (each call observed as the ``session_call`` event it becomes), the client
 closes, the capabilities it has are the ones it claims, its run record names it again
@@ -20,9 +22,13 @@ for a resume, and full replay can serve it from a log or says why not.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib
-from collections.abc import Awaitable, Callable, Mapping
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from typing import Any, ClassVar, TypeVar
+
+import pytest
 
 from benchledger.harness.platforms.base import (
     STAGES,
@@ -58,6 +64,80 @@ class _Observed:
 
     def session_call(self, body: SessionCallBody) -> None:
         self.calls.append(body)
+
+
+class _SharedRuntime:
+    """One runtime held open by a task of its own on an event loop in a thread, as a run
+    holds it while its units come and go; each test's use of the client is one more task
+    on that loop."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stop: asyncio.Event | None = None
+        self._held: concurrent.futures.Future[None] | None = None
+        self._client: PlatformClient | None = None
+
+    def use(
+        self, open_: Callable[[], Provisioner], use: Callable[[PlatformClient], Awaitable[T]]
+    ) -> T:
+        if self._client is None:
+            self._open(open_)
+        assert self._client is not None
+        return self._submit(_awaited(use(self._client)))
+
+    def _open(self, open_: Callable[[], Provisioner]) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=loop.run_forever, name="contract-runtime", daemon=True
+        )
+        self._thread.start()
+        opened: concurrent.futures.Future[PlatformClient] = concurrent.futures.Future()
+
+        async def hold() -> None:
+            self._stop = asyncio.Event()
+            try:
+                async with open_().runtime() as client:
+                    opened.set_result(client)
+                    await self._stop.wait()
+            except BaseException as exc:
+                if not opened.done():  # the runtime never opened: the test using it says why
+                    opened.set_exception(exc)
+                    return
+                raise
+
+        self._held = asyncio.run_coroutine_threadsafe(hold(), loop)
+        try:
+            self._client = opened.result()
+        except BaseException:
+            self.close()
+            raise
+
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> T:
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def close(self) -> None:
+        """Close the runtime (its errors are the last test's to report) and the loop."""
+        loop, self._client = self._loop, None
+        if loop is None:
+            return
+        try:
+            if self._stop is not None:
+                loop.call_soon_threadsafe(self._stop.set)
+            if self._held is not None:
+                self._held.result()
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            assert self._thread is not None
+            self._thread.join()
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+            self._loop = None
+
+
+async def _awaited(value: Awaitable[T]) -> T:
+    return await value
 
 
 class PlatformTestCase:
@@ -96,7 +176,26 @@ class PlatformTestCase:
         provision = Provision(self.pool_size, dict(self.options), settings=self.settings())
         return found.provisioner(spec, provision)
 
+    _runtime: ClassVar[_SharedRuntime | None] = None
+
+    @pytest.fixture(scope="class", autouse=True)
+    def _one_runtime_per_class(self, request: pytest.FixtureRequest) -> Iterator[None]:
+        # Opened on first use, after the test's own fixtures have set the class up.
+        shared = request.cls._runtime = _SharedRuntime()
+        try:
+            yield
+        finally:
+            request.cls._runtime = None
+            shared.close()
+
     def with_client(self, use: Callable[[PlatformClient], Awaitable[T]]) -> T:
+        """``use(client)`` on the class's runtime of the platform (opened on first use)."""
+        shared = type(self)._runtime
+        if shared is None:  # outside pytest's class fixture: a runtime of its own
+            return self.with_fresh_client(use)
+        return shared.use(self.provisioner, use)
+
+    def with_fresh_client(self, use: Callable[[PlatformClient], Awaitable[T]]) -> T:
         """``use(client)`` on one fresh runtime of the platform, closed afterwards."""
 
         async def go() -> T:
@@ -147,7 +246,7 @@ class PlatformTestCase:
             await client.aclose()
             return True
 
-        assert self.with_client(close)
+        assert self.with_fresh_client(close)  # not the class's: later tests still use it
 
     def test_it_has_the_capabilities_it_claims(self) -> None:
         async def has(client: PlatformClient) -> tuple[bool, bool]:
