@@ -59,7 +59,7 @@ class TestBasicMemory(PlatformTestCase):
     lifecycle = True
     refs = True
 
-    @pytest.fixture(autouse=True)
+    @pytest.fixture(autouse=True, scope="class")  # once: it runs each candidate interpreter
     def _python(self) -> None:
         try:
             find_python()
