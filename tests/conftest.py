@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ from benchledger.ledger.events import (
 from benchledger.ledger.keys import load_private_key, write_key_pair
 from benchledger.ledger.signing import Signer
 from tests.sample import PASSING, counter_clock, lifecycle_run
+
 
 
 @pytest.fixture
@@ -63,6 +65,59 @@ def peer_dir() -> str:
 @pytest.fixture
 def peer() -> str:
     return peer_dir()
+
+
+# The knowledge-pollution families several test files read, imported once per session.
+POLLUTION_FAMILIES = ("rq1-warehouse", "directive-contrast")
+
+ImportedArms = dict[str, list[tuple[str, str, str]]]
+
+
+@pytest.fixture(scope="session")
+def pollution_families(tmp_path_factory) -> tuple[str, ImportedArms]:
+    """The peer's rq1-warehouse and directive-contrast families imported (``import_family``)
+    into one SQLite ledger, closed: (its path, each family's (run id, root, label)). The
+    import is seconds of CPU; a test reads a ``copied_ledger`` of it, never the file itself."""
+    from benchledger.harness.peer.tasks_import import import_family
+
+    results = os.path.join(peer_dir(), "bench", "results", "knowledge-pollution")
+    path = str(tmp_path_factory.mktemp("pollution") / "ledger.sqlite")
+    ledger = Ledger(open_store(path))
+    try:
+        runs = {
+            fam: import_family(ledger, os.path.join(results, fam)) for fam in POLLUTION_FAMILIES
+        }
+    finally:
+        ledger.store.close()
+    return path, runs
+
+
+def copied_ledger(path: str, folder: Path) -> str:
+    """A copy of the closed SQLite ledger at ``path`` in ``folder``: the same bytes a fresh
+    build would write (imports are deterministic), for a test to read or add to."""
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = str(folder / os.path.basename(path))
+    shutil.copyfile(path, copy)
+    if os.path.exists(path + "-wal"):  # rows a closed WAL ledger did not checkpoint
+        shutil.copyfile(path + "-wal", copy + "-wal")
+    return copy
+
+
+@pytest.fixture(scope="session")
+def npm_dir(tmp_path_factory) -> str:
+    """Where the pinned server-memory is installed for this session, once for every file
+    that runs it (``$BENCHLEDGER_NPM_DIR`` when set); skipped, saying why, without Node.js."""
+    from benchledger.harness.platforms.provision import (
+        SERVER_MEMORY_VERSION,
+        install_server_memory,
+    )
+
+    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"server-memory runs on Node.js: {' and '.join(missing)} not on PATH")
+    folder = os.environ.get("BENCHLEDGER_NPM_DIR") or str(tmp_path_factory.mktemp("npm"))
+    install_server_memory(SERVER_MEMORY_VERSION, folder)
+    return folder
 
 
 def postgres_url() -> str:

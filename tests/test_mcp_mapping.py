@@ -401,17 +401,17 @@ separate = "process"
 
 
 @pytest.mark.slow
-def test_a_mapped_server_memory_gives_the_hand_written_adapters_verdicts(tmp_path, monkeypatch):
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("server-memory runs on Node.js: node or npm not on PATH")
+def test_a_mapped_server_memory_gives_the_hand_written_adapters_verdicts(
+    tmp_path, monkeypatch, npm_dir
+):
     from benchledger.harness.platforms.provision import (
         SERVER_MEMORY_VERSION,
         install_server_memory,
     )
 
-    npm_dir = os.environ.get("BENCHLEDGER_NPM_DIR") or str(tmp_path / "npm")
-    entry = install_server_memory(SERVER_MEMORY_VERSION, npm_dir)
+    node = shutil.which("node")
+    assert node is not None  # npm_dir skipped without it
+    entry = install_server_memory(SERVER_MEMORY_VERSION, npm_dir)  # the session's install
     monkeypatch.setenv("BENCHLEDGER_NPM_DIR", npm_dir)
     mapping = tmp_path / "server-memory.toml"
     mapping.write_text(SERVER_MEMORY_MAPPING.format(node=node, entry=entry))

@@ -2,15 +2,14 @@
 
 The mapping, the scripted agent's graph dialect, the not-applicable rule and the
 cross-platform comparison are checked on their own; everything else runs the real npm
-server over stdio, installed once per test session (into ``$BENCHLEDGER_NPM_DIR`` when
-set, else a temporary folder) and skipped, saying why, only when ``node`` or ``npm`` is
-missing.
+server over stdio, installed once per test session by conftest's ``npm_dir`` (into
+``$BENCHLEDGER_NPM_DIR`` when set, else a temporary folder) and skipped, saying why, only
+when ``node`` or ``npm`` is missing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import shlex
 import shutil
 import sys
@@ -69,17 +68,6 @@ BY_ID = protocols.load(protocols.LIFECYCLE_DIR).by_id()
 
 
 # -- the real server ----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def npm_dir(tmp_path_factory) -> str:
-    """Where the pinned server is installed for this session (installed on first use)."""
-    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"server-memory runs on Node.js: {' and '.join(missing)} not on PATH")
-    folder = os.environ.get("BENCHLEDGER_NPM_DIR") or str(tmp_path_factory.mktemp("npm"))
-    install_server_memory(SERVER_MEMORY_VERSION, folder)
-    return folder
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -55,17 +56,55 @@ REFPLATFORM_OPTIONS = frozenset(
     }
 )
 
-# In a fresh interpreter: run the command, then write the loaded module names to argv[1].
+# A fresh interpreter per command, without starting one per command: one interpreter
+# imports what every command imports first (benchledger.cli), then forks a child per command
+# (a JSON line on stdin: report path, stderr path, argv), whose sys.modules is a fresh
+# interpreter's at that point. The child runs the command, writes its exit code and loaded
+# module names to the report, and the server answers with the child's own exit status.
 PROBE = """
-import json, sys
+import json, os, sys
 from benchledger import cli
-try:
-    code = cli.main(sys.argv[2:])
-except SystemExit as exit_:  # --version prints and exits from argparse
-    code = exit_.code
-with open(sys.argv[1], "w") as out:
-    json.dump({"code": code, "modules": sorted(sys.modules)}, out)
+for line in sys.stdin:
+    report, err, argv = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+        status = 1
+        try:
+            try:
+                code = cli.main(argv)
+            except SystemExit as exit_:  # --version prints and exits from argparse
+                code = exit_.code
+            with open(report, "w") as out:
+                json.dump({"code": code, "modules": sorted(sys.modules)}, out)
+            status = 0
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
 """
+
+
+@pytest.fixture(scope="module")
+def probe() -> Iterator[subprocess.Popen[str]]:
+    """The interpreter that forks one child per command (PROBE)."""
+    server = subprocess.Popen(
+        [sys.executable, "-c", PROBE],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
+    yield server
+    assert server.stdin is not None
+    server.stdin.close()
+    assert server.wait(timeout=60) == 0
 
 
 @pytest.fixture
@@ -80,17 +119,17 @@ def sealed(tmp_path: Path) -> tuple[str, str]:
     return path, bundle
 
 
-def _loaded_by(argv: list[str], tmp_path: Path) -> tuple[int, list[str]]:
-    """The exit code of ``benchledger ARGV`` run in a fresh interpreter, and its sys.modules."""
-    report = tmp_path / "modules.json"
-    res = subprocess.run(
-        [sys.executable, "-c", PROBE, str(report), *argv],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={**os.environ},
-    )
-    assert res.returncode == 0, res.stderr
+def _loaded_by(
+    probe: subprocess.Popen[str], argv: list[str], tmp_path: Path
+) -> tuple[int, list[str]]:
+    """The exit code of ``benchledger ARGV`` run as in a fresh interpreter, and its
+    sys.modules."""
+    report, err = tmp_path / "modules.json", tmp_path / "stderr.txt"
+    assert probe.stdin is not None and probe.stdout is not None
+    probe.stdin.write(json.dumps([str(report), str(err), argv]) + "\n")
+    probe.stdin.flush()
+    status = probe.stdout.readline()
+    assert status.strip() == "0", (status, err.read_text() if err.exists() else "")
     found = json.loads(report.read_text())
     return found["code"], found["modules"]
 
@@ -120,20 +159,20 @@ def _heavy(modules: list[str]) -> list[str]:
     ],
 )
 def test_everyday_commands_load_no_model_sdk_mcp_server_or_database_engine(
-    command: list[str], sealed: tuple[str, str], tmp_path: Path
+    command: list[str], sealed: tuple[str, str], tmp_path: Path, probe: subprocess.Popen[str]
 ) -> None:
     ledger, bundle = sealed
     argv = [a.format(ledger=ledger, bundle=bundle) for a in command]
-    code, modules = _loaded_by(argv, tmp_path)
+    code, modules = _loaded_by(probe, argv, tmp_path)
     assert code == 0, argv
     assert _heavy(modules) == [], f"benchledger {' '.join(command)} loaded heavy modules"
 
 
 def test_a_command_imports_only_its_own_command_group(
-    sealed: tuple[str, str], tmp_path: Path
+    sealed: tuple[str, str], tmp_path: Path, probe: subprocess.Popen[str]
 ) -> None:
     ledger, _ = sealed
-    code, modules = _loaded_by(["runs", "--ledger", ledger], tmp_path)
+    code, modules = _loaded_by(probe, ["runs", "--ledger", ledger], tmp_path)
     assert code == 0
     groups = {m for m in modules if m.split(".")[:2] == ["benchledger", "cli"]}
     # cli.ledger and what its commands use (the --pubkey options, redacted export).
@@ -178,10 +217,10 @@ RUN_STACKS = ("anthropic", "mcp", "mcp_types", "pydantic", "uvicorn", "starlette
     ],
 )
 def test_a_bad_run_option_is_refused_before_the_runs_heavy_imports(
-    bad: list[str], tmp_path: Path
+    bad: list[str], tmp_path: Path, probe: subprocess.Popen[str]
 ) -> None:
     argv = ["run", *(a.format(tmp=tmp_path) for a in bad), "--ledger", str(tmp_path / "l.db")]
-    code, modules = _loaded_by(argv, tmp_path)
+    code, modules = _loaded_by(probe, argv, tmp_path)
     assert code == 2
     assert [m for m in RUN_STACKS if m in modules] == []
     assert not (tmp_path / "l.db").exists()

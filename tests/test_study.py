@@ -25,7 +25,7 @@ from benchledger.harness.peer.tasks_import import import_arm, import_family
 from benchledger.ledger import Ledger, open_store
 from benchledger.protocols import tasks as task_files
 from tests import test_peer_layouts as layouts
-from tests.conftest import peer_dir
+from tests.conftest import copied_ledger, peer_dir
 
 FAMILIES = ("probe", "rq1-warehouse", "directive-contrast")
 _COUNT = re.compile(r"(\d+)/(\d+)")
@@ -93,12 +93,18 @@ def ours_interval(cell: dict[str, Any]) -> tuple[float, float]:
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """Both families imported into one ledger, and ``study --format json`` over it."""
-    path = str(tmp_path_factory.mktemp("study") / "ledger.sqlite")
+def study(
+    tmp_path_factory: pytest.TempPathFactory, pollution_families: tuple[str, Any]
+) -> Iterator[dict[str, Any]]:
+    """The three families imported into one ledger, and ``study --format json`` over it.
+    The two big ones come from conftest's session import (the study reads runs, not their
+    order of import)."""
+    built, runs = pollution_families
+    path = copied_ledger(built, tmp_path_factory.mktemp("study"))
     ledger = Ledger(open_store(path))
     for family in FAMILIES:
-        import_family(ledger, os.path.join(results(), family))
+        if family not in runs:
+            import_family(ledger, os.path.join(results(), family))
     ledger.store.close()
     out = str(tmp_path_factory.mktemp("out") / "study.json")
     assert main(["study", "--ledger", path, "--format", "json", "-o", out]) == 0

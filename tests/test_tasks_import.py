@@ -25,7 +25,7 @@ from benchledger.ledger.verified import open_run
 from benchledger.protocols.errors import InvalidInput
 from benchledger.replay.levels import replay
 from benchledger.replay.rederive import NOT_RECORDED
-from tests.conftest import cli, one_line_exit_2, peer_dir
+from tests.conftest import cli, copied_ledger, one_line_exit_2, peer_dir
 from tests.test_replay import rechain
 
 FAMILIES = ("rq1-warehouse", "directive-contrast")
@@ -54,10 +54,11 @@ def results_of(arm: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def imported(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("tasks") / "ledger.sqlite")
-    ledger = Ledger(open_store(path))
-    runs = {fam: import_family(ledger, family_dir(fam)) for fam in FAMILIES}
+def imported(tmp_path_factory, pollution_families):
+    """Both families imported into one ledger (conftest's session import, copied)."""
+    built, runs = pollution_families
+    assert tuple(runs) == FAMILIES
+    ledger = Ledger(open_store(copied_ledger(built, tmp_path_factory.mktemp("tasks"))))
     yield ledger, runs
     ledger.store.close()
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
 from benchledger.cli import main
-from benchledger.harness.peer.tasks_import import import_arm
 from benchledger.ledger import Ledger, UnusableInput, open_store
 from benchledger.ledger.events import (
     EpisodeFinishedBody,
@@ -32,7 +31,7 @@ from benchledger.projections.suites.tasks.decisions import TaskItem, decide_unit
 from benchledger.protocols import task_grading
 from benchledger.protocols.tasks import Task
 from benchledger.replay.levels import replay
-from tests.conftest import peer_dir
+from tests.conftest import ImportedArms, copied_ledger, peer_dir
 
 # -- Newcombe's hybrid score interval for two independent rates --------------------------
 
@@ -99,16 +98,27 @@ def seed() -> str:
     return os.path.join(peer_dir(), "bench", "seed", "trino", "setup.sql")
 
 
+def imported_arms(
+    families: tuple[str, ImportedArms], folder: Path, arms: dict[str, tuple[str, str]]
+) -> dict[str, str]:
+    """{"ledger": a copy of conftest's session import of the families, and each key of
+    ``arms`` -> the run id of its (family, arm folder)}: the run ``import_arm`` makes of it
+    (the import records benchledger's rulings)."""
+    built, imported = families
+    ids = {run_id for runs in imported.values() for run_id, _, _ in runs}
+    found = {"ledger": copied_ledger(built, folder)}
+    for key, (family, arm) in arms.items():
+        found[key] = f"peer-{family}-{arm}"
+        assert found[key] in ids, found[key]
+    return found
+
+
 @pytest.fixture(scope="module")
-def study(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Arm folder -> its run id (the import records benchledger's rulings), in one ledger."""
-    path = str(tmp_path_factory.mktemp("tasks") / "ledger.sqlite")
-    ledger = Ledger(open_store(path))
-    runs = {"ledger": path}
-    for arm in (*ARMS, DRIFTED, ABSENT, CONVENTION, FAILED):
-        runs[arm], _, _ = import_arm(ledger, os.path.join(family_dir(), arm))
-    yield runs
-    ledger.store.close()
+def study(tmp_path_factory: pytest.TempPathFactory, pollution_families) -> dict[str, str]:
+    """Arm folder -> its run id, in one ledger."""
+    arms = (*ARMS, DRIFTED, ABSENT, CONVENTION, FAILED)
+    folder = tmp_path_factory.mktemp("tasks")
+    return imported_arms(pollution_families, folder, {a: ("rq1-warehouse", a) for a in arms})
 
 
 def cli(capsys: pytest.CaptureFixture[str], study: dict[str, str], *argv: str) -> str:
@@ -457,22 +467,13 @@ def _ours(ledger: str, run_id: str) -> dict[str, dict[str, bool | None]]:
 
 
 @pytest.fixture(scope="module")
-def checkable(tmp_path_factory) -> dict[str, str]:
+def checkable(tmp_path_factory, pollution_families) -> dict[str, str]:
     """The checkable arms of RQ1 and the three directive levels, imported: arm -> run id."""
-    ledger = str(tmp_path_factory.mktemp("checkable") / "l.sqlite")
-    results = os.path.join(peer_dir(), "bench", "results", "knowledge-pollution")
-    led = Ledger(open_store(ledger))
-    runs = {"ledger": ledger}
-    try:
-        for arm in MECHANISM:
-            runs[arm] = import_arm(led, os.path.join(results, "rq1-warehouse", arm))[0]
-        for arm in ("checkable-wrong-haiku", "checkable-wrong-haiku-plain",
-                    "checkable-wrong-haiku-bare"):  # fmt: skip
-            path = os.path.join(results, "directive-contrast", arm)
-            runs["dc:" + arm] = import_arm(led, path, family="directive-contrast")[0]
-    finally:
-        led.store.close()
-    return runs
+    arms = {arm: ("rq1-warehouse", arm) for arm in MECHANISM}
+    for arm in ("checkable-wrong-haiku", "checkable-wrong-haiku-plain",
+                "checkable-wrong-haiku-bare"):  # fmt: skip
+        arms["dc:" + arm] = ("directive-contrast", arm)
+    return imported_arms(pollution_families, tmp_path_factory.mktemp("checkable"), arms)
 
 
 @pytest.mark.parametrize("arm", list(MECHANISM), ids=list(MECHANISM))
@@ -512,15 +513,10 @@ DELIVERY = {  # arm: (claim_seen, copresent, exposed) of 24; None: no denominato
 
 
 @pytest.fixture(scope="module")
-def wrong(tmp_path_factory) -> dict[str, str]:
+def wrong(tmp_path_factory, pollution_families) -> dict[str, str]:
     """The six RQ1 wrong arms, imported: arm -> run id."""
-    ledger = str(tmp_path_factory.mktemp("wrong") / "l.sqlite")
-    led = Ledger(open_store(ledger))
-    try:
-        return {"ledger": ledger, **{a: import_arm(led, os.path.join(family_dir(), a))[0]
-                                     for a in DELIVERY}}  # fmt: skip
-    finally:
-        led.store.close()
+    arms = {a: ("rq1-warehouse", a) for a in DELIVERY}
+    return imported_arms(pollution_families, tmp_path_factory.mktemp("wrong"), arms)
 
 
 def _count(units: dict[str, dict[str, bool | None]], check: str) -> int | None:
