@@ -32,7 +32,6 @@ if TYPE_CHECKING:
         Checked,
         Exported,
         Run,
-        Unauthenticated,
         Verification,
         Verified,
         export,
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
     )
     from benchledger.running import RunResult, run, run_async
     from benchledger.scoring import Rate, Scorecard, report
+    from benchledger.trust import Unauthenticated
 
 # Public name -> the module that defines it (imported when the name is first used).
 _LAZY: dict[str, str] = {
@@ -56,7 +56,7 @@ _LAZY: dict[str, str] = {
     "Verified": "benchledger.reading",
     "Checked": "benchledger.reading",
     "Exported": "benchledger.reading",
-    "Unauthenticated": "benchledger.reading",
+    "Unauthenticated": "benchledger.trust",
     "report": "benchledger.scoring",
     "Scorecard": "benchledger.scoring",
     "Rate": "benchledger.scoring",

@@ -16,8 +16,8 @@ from benchledger.projections.gate import GateVerdict, bar_of, baseline_of, verdi
 from benchledger.projections.passes import merge, refuse
 from benchledger.projections.prices import PriceTable
 from benchledger.projections.suites import ReadSuite, of_run
-from benchledger.reading import PubKeys, read, trusted_keys
 from benchledger.scoring import Scorecard, card_alone, price_table, summary
+from benchledger.trust import PubKeys, read, trusted_keys
 
 __all__ = ["Comparison", "GateVerdict", "columns_of", "compare", "gate"]
 

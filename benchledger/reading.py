@@ -16,7 +16,6 @@ from benchledger.harness.settings import Settings
 from benchledger.ledger import Ledger
 from benchledger.ledger.bundle import export_redacted, export_run, find_copies
 from benchledger.ledger.completeness import Completeness
-from benchledger.ledger.errors import LedgerError
 from benchledger.ledger.events import Event
 from benchledger.ledger.redaction import Copy, Selection
 from benchledger.ledger.verdict import Failure
@@ -25,7 +24,6 @@ from benchledger.ledger.verified import (
     UNBOUND,
     UNSEALED,
     Origin,
-    RunEvents,
     RunUnverified,
     Standing,
     VerifiedRun,
@@ -33,40 +31,11 @@ from benchledger.ledger.verified import (
 from benchledger.ledger.verified import Verification as DoorVerification
 from benchledger.ledger.verified import open_run as door
 from benchledger.ledgers import LedgerLike, reader
+from benchledger.trust import PubKeys, read, trusted_keys
 
 if TYPE_CHECKING:
     from benchledger.projections.prices import PriceTable
     from benchledger.scoring import CiChoice, Scorecard
-
-# The keys a reader trusts: paths of .pub or trusted-keys files (one path or several).
-PubKeys = str | Sequence[str] | None
-
-
-class Unauthenticated(LedgerError):
-    """Keys were named as trusted, and none of them vouches for the run: nothing is shown
-    (exit 1)."""
-
-    def __init__(self, run_id: str, why: str) -> None:
-        self.run_id = run_id
-        super().__init__(f"run {run_id}: not authenticated by the given keys: {why}")
-
-
-def trusted_keys(pubkey: PubKeys) -> list[bytes] | None:
-    """The raw public keys in the files ``pubkey`` names (None when it names none)."""
-    if not pubkey:
-        return None
-    paths = [pubkey] if isinstance(pubkey, str) else list(pubkey)
-    # Imported only now: key files need cryptography, which a read without keys does not.
-    from benchledger.ledger.keys import load_public_keys
-
-    return load_public_keys(paths)
-
-
-def require_trusted(run: RunEvents, trusted: list[bytes] | None) -> RunEvents:
-    """``run`` when no key was named or a named key signed its seal; else Unauthenticated."""
-    if trusted is None or run.standing is None or run.standing.authenticated:
-        return run
-    raise Unauthenticated(run.run_id, run.standing.line().removeprefix("UNAUTHENTICATED: "))
 
 
 def _when(ns: int) -> str:
@@ -184,23 +153,8 @@ class Run:
         log-driven replay a suite's card counts, if it counts one)."""
         from benchledger.scoring import scorecard_of
 
-        return scorecard_of(self, ci=ci, prices=prices, replay=replay)
-
-
-def read(
-    target: str,
-    ledger: Callable[[], Ledger],
-    trusted: list[bytes] | None,
-    *,
-    require_seal: bool = False,
-    allow_partial: bool = False,
-) -> VerifiedRun:
-    """The run ``target`` names, through the door; refused (Unauthenticated) when keys are
-    named and none vouches for it."""
-    run = door(target, ledger, require_seal=require_seal, allow_partial=allow_partial,
-               trusted=trusted)  # fmt: skip
-    require_trusted(run, trusted)
-    return run
+        return scorecard_of(self.target, self.opened, self.ledger, ci=ci, prices=prices,
+                            replay=replay)  # fmt: skip
 
 
 def open_run(

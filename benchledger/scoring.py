@@ -22,7 +22,7 @@ from benchledger.projections.passes import CiChoice, merge
 from benchledger.projections.prices import PriceTable, load_prices
 from benchledger.projections.suites import ReadSuite, lookup, of_run
 from benchledger.protocols.errors import InvalidInput
-from benchledger.reading import PubKeys, Run, read, trusted_keys
+from benchledger.trust import PubKeys, read, trusted_keys
 
 __all__ = ["CiChoice", "Rate", "Scorecard", "card_alone", "log_replay", "report", "scorecard_of"]
 
@@ -191,11 +191,18 @@ def scored(
 
 
 def scorecard_of(
-    run: Run, *, ci: CiChoice = "auto", prices: str | PriceTable | None = None, replay: bool = True
+    target: str,
+    run: RunEvents,
+    ledger: Callable[[], Ledger],
+    *,
+    ci: CiChoice = "auto",
+    prices: str | PriceTable | None = None,
+    replay: bool = True,
 ) -> Scorecard:
-    """``run``'s scorecard, as ``benchledger report RUN`` computes it."""
-    suite, card = scored([run.target], [run.opened], run.ledger, ci=ci,
-                         prices=price_table(prices), replay=replay)  # fmt: skip
+    """The scorecard of ``run`` (read as ``target``), as ``benchledger report RUN`` computes
+    it (``reading.Run.scorecard``)."""
+    suite, card = scored([target], [run], ledger, ci=ci, prices=price_table(prices),
+                         replay=replay)  # fmt: skip
     return summary(suite, card)
 
 

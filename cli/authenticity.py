@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 
-from benchledger import reading
+from benchledger import trust
 from benchledger.cli.common import EXIT_FAILED, EXIT_OK, UsageError
 from benchledger.ledger.bundle import REDACTED_FORMAT, verify_revealing
 from benchledger.ledger.verified import VerifiedRun, seal_standing
-from benchledger.reading import Unauthenticated, require_trusted, vouched
+from benchledger.reading import vouched
+from benchledger.trust import Unauthenticated, require_trusted
 
 __all__ = [
     "Unauthenticated",
@@ -44,7 +45,7 @@ def pubkey_arg(p: argparse.ArgumentParser, what: str = "") -> None:
 
 def trusted_keys(args: argparse.Namespace) -> list[bytes] | None:
     """The raw public keys named by ``--pubkey`` (None when none was given)."""
-    return reading.trusted_keys(getattr(args, "pubkey", None))
+    return trust.trusted_keys(getattr(args, "pubkey", None))
 
 
 def verify_options(args: argparse.Namespace, *, bundle: bool) -> list[bytes] | None:

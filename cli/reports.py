@@ -42,8 +42,8 @@ from benchledger.projections.fold import LiveView
 from benchledger.projections.passes import CI_CHOICES, ci_method
 from benchledger.projections.source import RunEvents, banner_of, is_bundle
 from benchledger.projections.suites import installed, lookup, of_run
-from benchledger.reading import read
 from benchledger.scoring import card_alone, report
+from benchledger.trust import read
 
 
 def show(run: RunEvents, ledger: Ledger) -> bool | None:

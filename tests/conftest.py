@@ -35,7 +35,6 @@ from benchledger.ledger.signing import Signer
 from tests.sample import PASSING, counter_clock, lifecycle_run
 
 
-
 @pytest.fixture
 def sqlite_store(tmp_path) -> Iterator[Store]:
     store = open_store(str(tmp_path / "ledger.sqlite"))

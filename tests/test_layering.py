@@ -10,6 +10,7 @@ import ast
 import os
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import pairwise
@@ -36,8 +37,17 @@ ALLOWED: dict[str, frozenset[str]] = {
 }
 NAMESPACE = "benchledger"
 OURS = frozenset(ALLOWED)
-# Our top-level folders, each importable only as ``benchledger.NAME``.
-FOLDERS = OURS - {NAMESPACE}
+
+
+def _folders() -> frozenset[str]:
+    """Our top-level folders, each importable only as ``benchledger.NAME``: the build's
+    ``package-dir`` in pyproject.toml, the one place they are listed."""
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as fh:
+        mapped = tomllib.load(fh)["tool"]["setuptools"]["package-dir"]
+    return frozenset(p.removeprefix(NAMESPACE + ".") for p in mapped if p != NAMESPACE)
+
+
+FOLDERS = _folders()
 TOP = "cli"
 # The harness starts refplatform in-process from this one module and nowhere else.
 REFPLATFORM_DOOR = "harness/platforms/embedded.py"
@@ -77,8 +87,10 @@ def _module_name(rel_path: str) -> tuple[str, bool]:
 
 def _within_namespace(target: str) -> str:
     """``benchledger.ledger.chain`` -> ``ledger.chain``: our packages are named here by the
-    folder they live in; a bare ``ledger.chain`` stays as it is (and is refused below)."""
-    return target.removeprefix(NAMESPACE + ".")
+    folder they live in; the namespace's own modules keep their name (``benchledger.scoring``)
+    and a bare ``ledger.chain`` stays as it is (and is refused below)."""
+    inner = target.removeprefix(NAMESPACE + ".")
+    return inner if inner.split(".")[0] in FOLDERS else target
 
 
 def _statement(node: ast.Import | ast.ImportFrom) -> str:
@@ -255,6 +267,15 @@ def test_there_are_no_import_cycles_between_the_modules_of_a_package(package):
         pytest.fail(f"import cycle {' -> '.join(cycle)}:\n  " + "\n  ".join(steps))
 
 
+def test_the_module_cycle_check_sees_the_namespace_s_own_modules_import_each_other():
+    edges = module_imports(NAMESPACE)
+    assert "benchledger.reading" in edges["benchledger.running"]  # absolute
+    assert "benchledger.scoring" in edges["benchledger.reading"]  # lazy, in a method
+    assert "benchledger.testing.ledger" in edges["benchledger.testing"]
+    [imp] = imports_in("from benchledger.scoring import report\n", "cli/x.py")
+    assert (imp.target, imp.imported) == ("benchledger.scoring", NAMESPACE)
+
+
 def test_the_module_cycle_check_sees_a_lazy_from_package_import(tmp_path):
     source = "def f():\n    from benchledger.projections import provenance_audit\n"
     [imp] = imports_in(source, "projections/audit.py")
@@ -269,6 +290,7 @@ def test_every_top_level_package_of_the_repository_has_a_rule():
         if os.path.isfile(os.path.join(REPO, name, "__init__.py")) and name != "tests"
     }
     assert packages == set(OURS), "give each package a row in ALLOWED (and docs/architecture.md)"
+    assert packages - {NAMESPACE} == FOLDERS, "map each folder in pyproject.toml's package-dir"
 
 
 @pytest.mark.parametrize(
