@@ -494,7 +494,8 @@ def _needs_given(cfg: RunConfig, record: RunRecord, run_id: str) -> None:
         raise RunRefused(str(exc)) from None
     given = Given(platforms if "platform" in cfg.given else frozenset(),
                   frozenset({cfg.agent}) if "agent" in cfg.given else frozenset(),
-                  cfg.platform_options.get("embedder", ""))  # fmt: skip
+                  cfg.platform_options.get("embedder", ""),
+                  mem0_llm=cfg.platform_options.get("mem0_llm", ""))  # fmt: skip
     missing = unmet(record, given)
     if missing:
         raise RunRefused(f"run {run_id} needs {'; '.join(missing)}: a resume runs no command "
