@@ -218,3 +218,22 @@ def test_the_server_refuses_an_llm_for_its_dictionary_backend(tmp_path):
                            str(tmp_path), "--llm-url", "http://127.0.0.1:9/v1"],
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2 and "no fact extraction" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_model_refusing_the_key_refuses_the_run_before_anything_is_written(
+    mem0_python, tmp_path, capsys, monkeypatch
+):
+    wrong = "sk-not-the-fakes-key-0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", wrong)
+    ledger = str(tmp_path / "l.sqlite")
+    with FakeOpenAI(ExtractionBrain(), key=KEY) as fake:  # type: ignore[arg-type]
+        argv = ["run", "--protocols", subset(tmp_path, SUBSET[:1]), "--ledger", ledger,
+                "--platform", "mem0", "--mem0-cmd", shlex.join(server_argv(mem0_python)),
+                "--mem0-llm", f"openai:{MODEL}@{fake.url}/v1", "--run-id", "refused"]  # fmt: skip
+        assert main(argv) == 2
+        assert fake.preflights and not fake.seen  # one preflight request, no extraction
+    err = capsys.readouterr().err
+    assert "--mem0-llm" in err and "Traceback" not in err and wrong not in err
+    assert len(err.strip().splitlines()) == 1
+    assert not os.path.exists(ledger) or not _events(ledger, "refused")

@@ -296,7 +296,10 @@ class Mem0:
             yield s
 
     async def describe(self) -> Description:
-        """The mem0 release the server runs; a pool session's tools checked."""
+        """The mem0 release the server runs; a pool session's tools checked; the model of
+        its fact extraction (``--mem0-llm``) reached once."""
+        if self._llm is not None:
+            await self._llm.preflight()
         async with self.session(1) as pool:
             listed = {t["name"] for t in await pool.list_tools()}
         missing = sorted(REQUIRED_TOOLS - listed)

@@ -26,6 +26,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from benchledger.harness.errors import InfraError
+from benchledger.harness.models.errors import PreflightFailed
 from benchledger.harness.models.request import (
     CanonicalRequest,
     build_request,
@@ -112,6 +113,18 @@ class Mem0Llm:
         finally:
             self._server.close()
             await self._server.wait_closed()
+
+    async def preflight(self) -> None:
+        """One minimal request to the model, as ``--agent``'s preflight makes (when its
+        transport has one); InfraError ``refused`` naming ``--mem0-llm`` when it cannot
+        serve the run, so a run is refused before anything is written."""
+        check = getattr(self.transport, "preflight", None)
+        if check is None:
+            return
+        try:
+            await check()
+        except PreflightFailed as exc:
+            raise InfraError("refused", f"--mem0-llm: {exc}", retryable=False) from None
 
     @asynccontextmanager
     async def serving(self, observer: Observer | None) -> AsyncIterator[None]:
