@@ -94,18 +94,20 @@ def test_the_endpoint_answers_only_its_token_and_records_each_request_in_the_cal
                "messages": [{"role": "system", "content": "extract"},
                             {"role": "user", "content": "user: I like tea"}]}  # fmt: skip
 
-    async def go() -> tuple[Any, Any, Seen]:
+    async def go() -> tuple[Any, Any, Any, Seen]:
         seen = Seen()
         transport = FakeTransport(lambda req, hint: ModelResponse('{"memory": []}'), delay_s=0)
         async with Mem0Llm(transport, model=MODEL).running() as llm:
             assert llm.url.startswith("http://127.0.0.1:")
             refused = await asyncio.to_thread(_post, llm, request, "not-the-token")
+            idle = await asyncio.to_thread(_post, llm, request, llm.token)
             async with llm.serving(seen):
                 answered = await asyncio.to_thread(_post, llm, request, llm.token)
-        return refused, answered, seen
+        return refused, idle, answered, seen
 
-    refused, answered, seen = asyncio.run(go())
+    refused, idle, answered, seen = asyncio.run(go())
     assert refused.status_code == 401
+    assert idle.status_code == 409  # no session call in flight: nothing answered unrecorded
     assert answered.status_code == 200
     assert answered.json()["choices"][0]["message"]["role"] == "assistant"
     (call,) = seen.bodies
@@ -113,6 +115,39 @@ def test_the_endpoint_answers_only_its_token_and_records_each_request_in_the_cal
     assert call.request["system"] == "extract"
     assert call.request["messages"] == [{"role": "user", "text": "user: I like tea"}]
     assert call.request["params"] == {"temperature": 0.1, "max_tokens": 50}  # top_p dropped
+
+
+def test_an_anthropic_spec_answers_mem0_through_the_anthropic_api_with_mems_own_limits():
+    from benchledger.harness.platforms.mem0 import llm_agent
+    from benchledger.harness.settings import Settings
+    from tests.fakes.anthropic_api import FakeAnthropic
+
+    prompt = f"{NEW}user: I like tea\n## Current Date\n2026-12-07"
+    extract = {"model": "ignored", "temperature": 0.1, "max_tokens": 2000,
+               "response_format": {"type": "json_object"},
+               "messages": [{"role": "system", "content": "You extract memories."},
+                            {"role": "user", "content": prompt}]}  # fmt: skip
+
+    async def go(url: str) -> tuple[Any, Seen]:
+        agent = llm_agent(f"anthropic:{MODEL}", Settings(anthropic_api_key=KEY,
+                                                         anthropic_base_url=url))  # fmt: skip
+        seen = Seen()
+        async with (
+            Mem0Llm(agent.transport, model=agent.model, params=agent.params).running() as llm,
+            llm.serving(seen),
+        ):
+            answered = await asyncio.to_thread(_post, llm, extract, llm.token)
+        return answered, seen
+
+    with FakeAnthropic(ExtractionBrain(), key=KEY) as fake:  # type: ignore[arg-type]
+        answered, seen = asyncio.run(go(fake.url))
+    assert answered.status_code == 200
+    said = json.loads(answered.json()["choices"][0]["message"]["content"])
+    assert said == {"memory": [{"text": "I like tea"}]}
+    (call,) = seen.bodies
+    assert call.request["params"] == {"max_tokens": 2000, "temperature": 0.1}
+    assert fake.seen[0].body["max_tokens"] == 2000 and "response_format" not in fake.seen[0].body
+    assert KEY not in json.dumps([call.request, call.response])
 
 
 def test_a_run_refuses_a_mem0_llm_that_is_not_a_model(tmp_path, capsys):

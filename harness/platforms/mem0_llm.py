@@ -101,6 +101,7 @@ class Mem0Llm:
         self._lock = asyncio.Lock()
         self._observer: Observer | None = None
         self._failure: InfraError | None = None
+        self._active = False  # a session call is in flight
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Mem0Llm]:
@@ -131,16 +132,18 @@ class Mem0Llm:
         """One session call in flight: its LLM requests are recorded with ``observer``; a
         model that failed it is raised when it returns."""
         async with self._lock:
-            self._observer, self._failure = observer, None
+            self._observer, self._failure, self._active = observer, None, True
             try:
                 yield
             finally:
-                self._observer = None
+                self._observer, self._active = None, False
             if self._failure is not None:
                 raise self._failure
 
     async def answer(self, body: Any) -> tuple[int, dict[str, Any]]:
         """(HTTP status, JSON) for one request of mem0's, answered and recorded."""
+        if not self._active:  # no call to record it with: nothing is answered unrecorded
+            return 409, {"error": {"message": "no session call is in flight"}}
         try:
             request = canonical(body, self.model, self.params)
         except ValueError as exc:
@@ -204,7 +207,7 @@ class Mem0Llm:
 async def _send(writer: asyncio.StreamWriter, status: int, out: dict[str, Any]) -> None:
     data = json.dumps(out).encode()
     reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-              413: "Content Too Large"}.get(status, "")  # fmt: skip
+              409: "Conflict", 413: "Content Too Large"}.get(status, "")  # fmt: skip
     writer.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
                  f"content-length: {len(data)}\r\n\r\n".encode() + data)  # fmt: skip
     await writer.drain()
