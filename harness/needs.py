@@ -1,7 +1,8 @@
 """What a run needs from outside benchledger, and whether the one running it named it.
 
 A run's record says which platform it ran on (a command that starts it, a URL), which
-agent (a model server's URL) and which embedder (an Ollama URL). Whoever can queue a run
+agent (a model server's URL), which embedder (an Ollama URL) and which model mem0's fact
+extraction called (``--mem0-llm``). Whoever can queue a run
 or write a ledger writes that record, so a queue worker, or a ``run --resume``, never
 takes a command or an endpoint from it: each must be named by its own operator, with the
 same option the run was started with, and is compared with the record by content
@@ -58,6 +59,7 @@ class Given:
     platforms: frozenset[str] = field(default_factory=frozenset)
     agents: frozenset[str] = field(default_factory=frozenset)
     embedder: str = ""
+    mem0_llm: str = ""  # the model mem0's fact extraction calls (``--mem0-llm``)
 
 
 def _same_platform(recorded: str, given: Iterable[str]) -> bool:
@@ -80,6 +82,10 @@ def unmet(record: RunRecord, given: Given) -> list[str]:
     embedder = record.platform_options.get("embedder", "")
     if embedder not in _LOCAL_EMBEDDERS and embedder != given.embedder:
         out.append(f"its embedder {embedder} (give --embedder {embedder})")
+    # A model endpoint like an agent's: only the operator names it (docs/mem0.md).
+    llm = record.platform_options.get("mem0_llm", "")
+    if llm and llm != given.mem0_llm:
+        out.append(f"its mem0 LLM {llm} (give --mem0-llm {llm})")
     return out
 
 

@@ -498,7 +498,8 @@ def _needs_given(cfg: RunConfig, record: RunRecord, run_id: str) -> None:
     agent_named = "agent" in cfg.given or cfg.agent != default.agent
     given = Given(platforms if platform_named else frozenset(),
                   frozenset({cfg.agent}) if agent_named else frozenset(),
-                  cfg.platform_options.get("embedder", ""))  # fmt: skip
+                  cfg.platform_options.get("embedder", ""),
+                  mem0_llm=cfg.platform_options.get("mem0_llm", ""))  # fmt: skip
     missing = unmet(record, given)
     if missing:
         raise RunRefused(f"run {run_id} needs {'; '.join(missing)}: a resume runs no command "

@@ -149,6 +149,7 @@ class Worker:
             frozenset().union(*self.platforms.values()),
             frozenset(agents),
             cfg.platform_options.get("embedder", ""),
+            mem0_llm=cfg.platform_options.get("mem0_llm", ""),
         )
         self.on_declined = on_declined
         # Runs this worker may not (Declined) or no worker can (Unrunnable) run, and why:

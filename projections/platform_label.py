@@ -22,6 +22,9 @@ MEM0_KIND: Final = "mem0"
 # mem0 as benchledger runs it unless told otherwise: every memory stored as given (no LLM
 # extracts facts) and ranked by wordllama's embeddings in a local Qdrant (docs/mem0.md).
 MEM0_VECTOR_ONLY: Final = "vector store only: infer=False, wordllama"
+# With ``--mem0-llm SPEC``: mem0 stores what its LLM (SPEC) extracts from each write.
+MEM0_EXTRACTION: Final = "fact extraction: infer=True, LLM {llm}, wordllama"
+MEM0_LLM_OPTION: Final = "mem0_llm"
 # What benchledger's mem0 server reports as its version when it runs its dictionary
 # backend (``--backend memory``, for tests): no mem0 at all.
 MEM0_DICT_VERSION: Final = "memory"
@@ -43,7 +46,8 @@ def mem0_mode(version: str, options: dict[str, str]) -> str:
     """How a mem0 run stored and found memories, from its record."""
     if version == MEM0_DICT_VERSION:
         return MEM0_DICT
-    return MEM0_VECTOR_ONLY
+    llm = options.get(MEM0_LLM_OPTION, "")
+    return MEM0_EXTRACTION.format(llm=llm) if llm else MEM0_VECTOR_ONLY
 
 
 def platform_facts(started: RunStartedBody) -> dict[str, Any]:
@@ -68,7 +72,8 @@ def platform_facts(started: RunStartedBody) -> dict[str, Any]:
     if kind == MEM0_KIND:
         facts["mode"] = mem0_mode(version, options)
         quals.append(facts["mode"])
-    quals += [f"{k}={v}" for k, v in sorted(options.items()) if k != "embedder"]
+    shown = {"embedder", MEM0_LLM_OPTION} if kind == MEM0_KIND else {"embedder"}
+    quals += [f"{k}={v}" for k, v in sorted(options.items()) if k not in shown]
     # run_started.platform already names what the embedded platform is ("... (embedded)").
     base = " ".join(x for x in (started.platform or name, version) if x) or "-"
     facts["label"] = " · ".join([base, *quals])  # no bracket: Markdown would escape it
@@ -79,5 +84,6 @@ def platform_label(started: RunStartedBody) -> str:
     """The run's platform in one line, with what it was run with:
     ``mcp-data-platform (embedded) refplatform-2.0 · embedder wordllama``,
     ``memory 12.4.0 · mapping mcp-memory-service 12.4.0, blake3 0123456789ab``,
-    ``mem0 2.2.1 · vector store only: infer=False, wordllama``."""
+    ``mem0 2.2.1 · vector store only: infer=False, wordllama``,
+    ``mem0 2.2.1 · fact extraction: infer=True, LLM anthropic:MODEL, wordllama``."""
     return str(platform_facts(started)["label"])

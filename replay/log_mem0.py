@@ -6,16 +6,24 @@ a read-back, is a view of the runtime's one long-lived server, whose handshake w
 recorded, so a session replays its calls alone, each checked against the recorded tool and
 arguments (as the agent gave them: the users the adapter adds are not an agent's). No
 server is started and nothing is sent.
+
+A run with ``--mem0-llm`` recorded the model calls mem0's fact extraction made during a
+session call just before that call's own event; they are served back the same way, in
+order, and recorded again in the replayed episode, so its trace is the recorded one.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
+
+import msgspec
 
 from benchledger.harness.errors import InfraError
-from benchledger.harness.platforms.base import Description, Observer
+from benchledger.harness.platforms.base import CallResult, Description, Observer
 from benchledger.harness.platforms.mem0 import Mem0, Scope
+from benchledger.ledger.events import ModelCallBody
 from benchledger.replay.log_platform import LogSession
 from benchledger.replay.tape import Tape
 
@@ -26,6 +34,19 @@ class LogMem0Session(LogSession):
     def __init__(self, tape: Tape, observer: Observer | None, email: str) -> None:
         super().__init__(tape, observer)
         self.email = email
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallResult:
+        """The model calls mem0 made during this call (as recorded), then the call."""
+        # An agent's own model call is taken by its turn before the tools it asks for, so
+        # a model call ahead of a session call is mem0's.
+        while (nxt := self._tape.peek()) is not None and isinstance(nxt[1], ModelCallBody):
+            _, body = self._tape.take(ModelCallBody, None)
+            assert isinstance(body, ModelCallBody)
+            rec = self._observer
+            append = getattr(rec, "append", None)
+            if rec is not None and append is not None:
+                append(msgspec.structs.replace(body, episode=rec.episode), rec.seqs[-1:])  # type: ignore[attr-defined]
+        return await super().call_tool(name, arguments)
 
 
 class LogMem0(Mem0):

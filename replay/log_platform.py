@@ -82,9 +82,10 @@ class LogSession:
         """The recorded listing; a model agent's tools exactly as its next request sent them."""
         body = self._take("tools/list", "", {})
         nxt = self._tape.peek()
-        if nxt is not None and isinstance(nxt[1], ModelCallBody):
-            request = nxt[1].request if isinstance(nxt[1].request, dict) else {}
-            return [dict(t) for t in request.get("tools") or []]
+        request = nxt[1].request if nxt is not None and isinstance(nxt[1], ModelCallBody) else {}
+        # A request without tools is not an agent's turn (mem0's fact extraction makes those).
+        if isinstance(request, dict) and request.get("tools"):
+            return [dict(t) for t in request["tools"]]
         names = body.result.get("tools", []) if isinstance(body.result, dict) else []
         return [{"name": str(n), "description": "", "input_schema": {}} for n in names]
 

@@ -343,6 +343,9 @@ ENVIRONMENT_READERS: dict[str, str] = {
     "harness/platforms/generic_mcp.py:GenericMcpProvisioner.env": "hands the variables a "
     "mapping names secret (server.secrets) to the server it starts, as the mapping says; "
     "their values are never recorded and it reads no setting",
+    "harness/platforms/mem0_server.py:main": "runs in mem0's own venv, a process of its own: "
+    "the harness hands it the token of its loopback LLM endpoint in its environment, kept "
+    "off its command line (docs/mem0.md); it reads no setting",
 }
 _ENV_NAMES = frozenset({"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"})
 SETTINGS_MODULE = "harness.settings"

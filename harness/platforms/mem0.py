@@ -17,6 +17,11 @@ folder, and speaks MCP to it (docs/mem0.md). The lifecycle maps onto it like thi
   update = a memory with the correction, the original's text gone (``update_memory``
   edits in place; still there: a duplicate).
 
+With ``--mem0-llm SPEC`` every write goes through mem0's own fact extraction
+(``infer=True``), its LLM the harness's loopback endpoint (``mem0_llm.py``) answering with
+the operator's model; each of those calls is a ``model_call`` of the session call that
+made it.
+
 A memory's id here is ``USER:MEM0_ID@HASH``: its user, mem0's id and the first 16 hex
 digits of the sha256 of its text, so a memory edited in place is a new version.
 """
@@ -34,8 +39,8 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from typing import Any, Final
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
@@ -56,6 +61,8 @@ from benchledger.harness.platforms.base import (
     UpdateCheck,
     declare_not_applicable,
 )
+from benchledger.harness.platforms.mem0_llm import PROVIDERS as LLM_PROVIDERS
+from benchledger.harness.platforms.mem0_llm import Mem0Llm
 from benchledger.harness.platforms.pinned_venv import PinnedVenv, ensure
 from benchledger.harness.platforms.platform import PlatformSpec, Provisioner
 from benchledger.harness.platforms.server_memory import dataset_name, entity_matches
@@ -66,8 +73,13 @@ from benchledger.harness.platforms.session import notify
 from benchledger.harness.platforms.stdio import SerialServer, open_session
 from benchledger.harness.platforms.vocabulary import MEM0
 from benchledger.harness.record import redact_command
+from benchledger.harness.scrub import scrubber
+from benchledger.harness.settings import Settings
 from benchledger.ledger.events import PlatformRecord
 from benchledger.protocols.grading import normalize, surfaced
+
+if TYPE_CHECKING:
+    from benchledger.harness.agents.model import ModelAgent
 
 NAME: Final = "mem0"  # what the server calls itself in its MCP handshake
 SHARED: Final = "shared"
@@ -172,12 +184,18 @@ class Mem0Session:
     ``Scope``; every call recorded as the agent made it."""
 
     def __init__(
-        self, server: SerialServer, observer: Observer | None, scope: Scope, email: str
+        self,
+        server: SerialServer,
+        observer: Observer | None,
+        scope: Scope,
+        email: str,
+        llm: Mem0Llm | None = None,
     ) -> None:
         self._server = server
         self._observer = observer
         self.scope = scope
         self.email = email
+        self._llm = llm
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """The tools, ``user_ids`` hidden, recorded as ``tools/list``."""
@@ -198,7 +216,11 @@ class Mem0Session:
             notify(self._observer, "tools/call", name, arguments, {"refused": why},
                    is_error=True, content=content)  # fmt: skip
             return CallResult(text, True, None, 0.0, content)
-        got = await self._server.call(name, self.scope.wired(name, arguments))
+        if self._llm is None:
+            got = await self._server.call(name, self.scope.wired(name, arguments))
+        else:  # mem0's LLM requests during the call are recorded as this session's
+            async with self._llm.serving(self._observer):
+                got = await self._server.call(name, self.scope.wired(name, arguments))
         notify(self._observer, "tools/call", name, arguments, is_error=got.is_error,
                latency_ms=got.latency_ms, content=got.content,
                structured=got.data if isinstance(got.data, dict) else None)  # fmt: skip
@@ -210,23 +232,46 @@ class Mem0:
 
     vocabulary = MEM0  # its memory verbs (docs/plugins.md, "The vocabulary")
 
-    def __init__(self, server: SerialServer | None, *, pool_size: int, version: str = "") -> None:
+    def __init__(
+        self,
+        server: SerialServer | None,
+        *,
+        pool_size: int,
+        version: str = "",
+        llm: Mem0Llm | None = None,
+    ) -> None:
         self._server = server
         self.pool_size = pool_size
         self.version = version
+        self._llm = llm
 
     @classmethod
     @asynccontextmanager
     async def running(
-        cls, argv: Sequence[str], folder: str, *, pool_size: int, env: dict[str, str] | None = None
+        cls,
+        argv: Sequence[str],
+        folder: str,
+        *,
+        pool_size: int,
+        env: dict[str, str] | None = None,
+        llm: Mem0Llm | None = None,
     ) -> AsyncIterator[Mem0]:
-        """Start ``argv --folder FOLDER`` (every write of mem0 in ``folder``); stop it on exit."""
+        """Start ``argv --folder FOLDER`` (every write of mem0 in ``folder``); stop it on exit.
+        With ``llm`` (running), mem0 extracts facts through it: its URL and token are given
+        to the server, and the token is scrubbed from everything the server sends."""
         folder = os.path.abspath(folder)
+        extra, env = [], dict(env or {})
+        if llm is not None:
+            extra = ["--llm-url", llm.url]
+            env[mem0_server.TOKEN_VAR] = llm.token
+        scrub = scrubber(llm.token) if llm is not None else None
         with open(os.path.join(folder, "mem0-server.stderr"), "a", encoding="utf-8") as errlog:
-            async with open_session([*argv, "--folder", folder], env=server_env(folder, env),
-                                    errlog=errlog, label=NAME) as session:  # fmt: skip
+            async with open_session([*argv, "--folder", folder, *extra],
+                                    env=server_env(folder, env), errlog=errlog, label=NAME,
+                                    scrub=scrub) as session:  # fmt: skip
                 server = SerialServer(session, NAME)  # mem0 and its local Qdrant take one writer
-                yield cls(server, pool_size=pool_size, version=session.server.get("version", ""))
+                yield cls(server, pool_size=pool_size, version=session.server.get("version", ""),
+                          llm=llm)  # fmt: skip
 
     def email(self, pool_index: int) -> str:
         """An identity is a mem0 user id: pool index N is ``bench-agent-NNN``."""
@@ -237,7 +282,7 @@ class Mem0:
         self, observer: Observer | None, scope: Scope, email: str
     ) -> AsyncIterator[Mem0Session]:
         assert self._server is not None
-        yield Mem0Session(self._server, observer, scope, email)
+        yield Mem0Session(self._server, observer, scope, email, self._llm)
 
     @asynccontextmanager
     async def session(
@@ -254,7 +299,10 @@ class Mem0:
             yield s
 
     async def describe(self) -> Description:
-        """The mem0 release the server runs; a pool session's tools checked."""
+        """The mem0 release the server runs; a pool session's tools checked; the model of
+        its fact extraction (``--mem0-llm``) reached once."""
+        if self._llm is not None:
+            await self._llm.preflight()
         async with self.session(1) as pool:
             listed = {t["name"] for t in await pool.list_tools()}
         missing = sorted(REQUIRED_TOOLS - listed)
@@ -460,18 +508,48 @@ def install(version: str, root: str, python: str = "") -> str:
     return ensure(venv, lambda: python or sys.executable)
 
 
+def llm_agent(spec: str, settings: Settings | None) -> ModelAgent:
+    """The model ``--mem0-llm SPEC`` names, made as ``--agent SPEC`` would be (its key from
+    ``settings``); ValueError, one line, for a spec that is not an Anthropic or
+    OpenAI-compatible model or cannot be served."""
+    from benchledger.harness.agents import from_spec
+    from benchledger.harness.agents.model import ModelAgent
+
+    if spec.partition(":")[0] not in LLM_PROVIDERS or not spec.partition(":")[2]:
+        raise ValueError(f"--mem0-llm {spec!r}: name a model, anthropic:MODEL or "
+                         "openai:MODEL@BASE_URL")  # fmt: skip
+    try:
+        agent = from_spec(spec, settings=settings)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("--agent", "--mem0-llm", 1)) from None
+    if not isinstance(agent, ModelAgent):
+        raise ValueError(f"--mem0-llm {spec!r}: not a model")
+    return agent
+
+
 class Mem0Provisioner(Provisioner):
     """mem0 behind benchledger's MCP server over stdio: each runtime gets a fresh folder
     and its own server process."""
 
     fresh_state = True
 
-    def __init__(self, spec: PlatformSpec, *, pool_size: int, root: str, python: str = "") -> None:
+    def __init__(
+        self,
+        spec: PlatformSpec,
+        *,
+        pool_size: int,
+        root: str,
+        python: str = "",
+        llm: str = "",
+        settings: Settings | None = None,
+    ) -> None:
         super().__init__(spec, pool_size=pool_size)
         self.root = root
         self.python = python
         self._argv: list[str] = []
         self._installing = asyncio.Lock()
+        self.llm = llm
+        self._model = llm_agent(llm, settings) if llm else None
 
     def _resolve(self) -> list[str]:
         if self.spec.url.startswith(CMD):
@@ -492,8 +570,16 @@ class Mem0Provisioner(Provisioner):
         argv = await self.argv()
         folder = tempfile.mkdtemp(prefix="benchledger-mem0-")
         try:
-            async with Mem0.running(argv, folder, pool_size=self.pool_size) as client:
-                yield client
+            async with AsyncExitStack() as stack:
+                llm = None
+                if self._model is not None:  # each runtime its own endpoint and token
+                    m = self._model
+                    llm = await stack.enter_async_context(
+                        Mem0Llm(m.transport, model=m.model, params=m.params).running()
+                    )
+                async with Mem0.running(argv, folder, pool_size=self.pool_size,
+                                        llm=llm) as client:  # fmt: skip
+                    yield client
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 

@@ -54,6 +54,15 @@ class Mem0Platform(Platform):
             purpose="names the Python mem0 is installed with",
         ),
         PlatformOption(
+            "--mem0-llm",
+            "mem0: run mem0's own fact extraction (infer=True) with this model, named as "
+            "--agent names one (anthropic:MODEL, openai:MODEL@BASE_URL); its calls are "
+            "recorded (default: none, every memory stored as given)",
+            "SPEC",
+            purpose="runs mem0's fact extraction with a model",
+            recorded=True,
+        ),
+        PlatformOption(
             "--mem0-dir",
             "mem0: where mem0's virtual environments are kept (default: .benchledger/mem0)",
             "PATH",
@@ -81,7 +90,9 @@ class Mem0Platform(Platform):
         home = os.path.dirname(provision.settings.basic_memory_dir) or "."
         root = provision.options.get("mem0_dir", "") or os.path.join(home, "mem0")
         return Mem0Provisioner(spec, pool_size=provision.pool_size, root=root,
-                               python=provision.options.get("mem0_python", ""))  # fmt: skip
+                               python=provision.options.get("mem0_python", ""),
+                               llm=provision.options.get("mem0_llm", ""),
+                               settings=provision.settings)  # fmt: skip
 
 
 MEM0: Final = Mem0Platform()

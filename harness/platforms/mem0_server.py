@@ -13,9 +13,13 @@ checks it again, so a memory of another user is never read, changed or deleted.
 
 Offline by construction: a local on-disk Qdrant under ``F/qdrant``, mem0's history in
 ``F/history.db``, wordllama's shipped 256-dimensional embeddings (no download), and
-``infer=False`` (every memory is stored as given: no LLM is ever called). ``--backend
-memory`` keeps memories in a dict and ranks by shared words: the same tools without mem0,
-for fast tests of the adapter.
+``infer=False`` (every memory is stored as given: no LLM is ever called). With ``--llm-url
+URL`` an agent's writes go through mem0's own fact extraction (``infer=True``), its LLM
+mem0's ``openai`` provider on that loopback URL, the harness's endpoint, with the bearer
+token from ``$BENCHLEDGER_MEM0_LLM_TOKEN`` (``harness/platforms/mem0_llm.py``): the only
+model mem0 reaches, holding no key of the operator's. ``--backend memory`` keeps memories
+in a dict and ranks by shared words: the same tools without mem0, for fast tests of the
+adapter.
 """
 
 from __future__ import annotations
@@ -34,12 +38,16 @@ from typing import Any, Protocol
 MAX_LIMIT = 100
 WORDLLAMA_DIM = 256
 COLLECTION = "benchledger"
+TOKEN_VAR = "BENCHLEDGER_MEM0_LLM_TOKEN"
+# mem0 reads its LLM's model name to decide which sampling parameters to send; the model
+# the harness answers with is the operator's, whatever mem0 names.
+LLM_MODEL = "benchledger-mem0-llm"
 
 
 class Store(Protocol):
     """Memories kept per mem0 user id: what the tools need of a backend."""
 
-    def add(self, user_id: str, text: str) -> dict[str, Any]: ...
+    def add(self, user_id: str, text: str, infer: bool) -> list[dict[str, Any]]: ...
 
     def search(self, user_id: str, query: str, limit: int) -> list[dict[str, Any]]: ...
 
@@ -79,7 +87,7 @@ def _results(said: Any) -> list[Any]:
 class Mem0Store:
     """The mem0 library, fully offline (see the module docstring)."""
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, llm_url: str = "", llm_token: str = "") -> None:
         import wordllama
         from wordllama import WordLlama
 
@@ -118,12 +126,16 @@ class Mem0Store:
             "embedder": {"provider": "lmstudio", "config": {"embedding_dims": WORDLLAMA_DIM}},
             "llm": {"provider": "lmstudio", "config": {}},
         }
+        if llm_url:  # fact extraction through the harness's loopback endpoint, never a key
+            config["llm"] = {"provider": "openai", "config": {
+                "openai_base_url": llm_url, "api_key": llm_token,
+                "model": LLM_MODEL}}  # fmt: skip
         self.memory = memory_class.from_config(config)
         self.memory.embedding_model = WordLlamaEmbedding()
 
-    def add(self, user_id: str, text: str) -> dict[str, Any]:
-        said = _results(self.memory.add(text, user_id=user_id, infer=False))
-        return _row(said[0]) if said else {}
+    def add(self, user_id: str, text: str, infer: bool) -> list[dict[str, Any]]:
+        said = _results(self.memory.add(text, user_id=user_id, infer=infer))
+        return [_row(r) for r in said]
 
     def search(self, user_id: str, query: str, limit: int) -> list[dict[str, Any]]:
         said = self.memory.search(query, filters={"user_id": user_id}, top_k=limit)
@@ -159,11 +171,11 @@ class DictStore:
     def __init__(self) -> None:
         self.rows: dict[str, dict[str, Any]] = {}
 
-    def add(self, user_id: str, text: str) -> dict[str, Any]:
+    def add(self, user_id: str, text: str, infer: bool) -> list[dict[str, Any]]:
         now = dt.datetime.now(dt.UTC).isoformat()
         row = {"id": str(uuid.uuid4()), "memory": text, "user_id": user_id, "created_at": now}
         self.rows[row["id"]] = row
-        return dict(row)
+        return [dict(row)]
 
     def search(self, user_id: str, query: str, limit: int) -> list[dict[str, Any]]:
         words = set(_WORD.findall(query.lower()))
@@ -218,16 +230,20 @@ def _owned(store: Store, memory_id: str, users: list[str], *, write: bool) -> di
     return row
 
 
-def tools(store: Store, refused: type[Exception] = Refused) -> dict[str, Any]:
+def tools(
+    store: Store, refused: type[Exception] = Refused, *, infer: bool = False
+) -> dict[str, Any]:
     """The server's tools over ``store``: name -> function(**arguments) -> JSON text;
-    a refusal raises ``refused`` (the SDK's ``ToolError``: a tool error saying why)."""
+    a refusal raises ``refused`` (the SDK's ``ToolError``: a tool error saying why).
+    ``infer``: whether every write goes through mem0's fact extraction (the memories
+    stored are then what its LLM extracted: none, one or several)."""
 
     def add_memory(text: str, user_ids: list[str]) -> Any:
         """Store ``text`` as one memory of your own."""
         users = _users(user_ids)
         if not str(text).strip():
             raise Refused("text is empty")
-        return {"results": [store.add(users[0], str(text))]}
+        return {"results": store.add(users[0], str(text), infer)}
 
     def search_memories(query: str, user_ids: list[str], limit: int = 10) -> Any:
         """The memories most like ``query`` (yours and the shared ones), best first."""
@@ -281,18 +297,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="benchledger's MCP server over mem0")
     parser.add_argument("--folder", required=True, help="every write of mem0 goes here")
     parser.add_argument("--backend", choices=("mem0", "memory"), default="mem0")
+    parser.add_argument("--llm-url", default="", help="mem0's LLM: the harness's endpoint")
     args = parser.parse_args(argv)
+    if args.llm_url and args.backend != "mem0":
+        parser.error("--llm-url: the dictionary backend has no fact extraction")
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    store: Store = Mem0Store(args.folder) if args.backend == "mem0" else DictStore()
+    # The endpoint's token comes in the environment, never on the command line.
+    token = os.environ.get(TOKEN_VAR, "")
+    store: Store = (Mem0Store(args.folder, args.llm_url, token) if args.backend == "mem0"
+                    else DictStore())  # fmt: skip
     version = "memory"
     if args.backend == "mem0":
         from importlib.metadata import version as installed
 
         version = installed("mem0ai")
     app = MCPServer("mem0", version=version)
-    for name, fn in tools(store, ToolError).items():
+    for name, fn in tools(store, ToolError, infer=bool(args.llm_url)).items():
         app.add_tool(fn, name=name, description=fn.__doc__, structured_output=False)
     try:
         app.run()
