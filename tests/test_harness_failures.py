@@ -229,7 +229,9 @@ def test_a_resumed_run_that_seals_with_an_earlier_harness_failure_still_exits_1(
 
 
 def main_resume(tmp_path: Path, capsys: Any) -> tuple[int, str, str]:
-    code = main(["run", "--resume", "r", "--retry-infra"], settings(tmp_path))
+    # A plugin platform is never taken from the record: the resume names it again.
+    code = main(["run", "--resume", "r", "--retry-infra", "--platform", "broken-memory"],
+                settings(tmp_path))  # fmt: skip
     out = capsys.readouterr()
     return code, out.out, out.err
 
@@ -289,7 +291,8 @@ def test_run_queue_wait_on_a_run_its_worker_sealed_with_a_harness_failure_exits_
     try:
         _until("the run's jobs queued", lambda: _sql_ready(url) and _jobs(url).get("todo") == 2,
                60)  # fmt: skip
-        assert main(["worker", "--once", "--ledger", url], settings(tmp_path)) == 0
+        argv = ["worker", "--once", "--platform", "broken-memory", "--ledger", url]
+        assert main(argv, settings(tmp_path)) == 0
         waiting.join(timeout=120)
         out = capsys.readouterr().out
         assert waited.get("code") == 1, out[-3000:]

@@ -34,10 +34,20 @@ ADMIN_KEY = "adm-worker-" + "c0de" * 8
 # checks for, a graph kept in memory.
 STUB_SERVER = """\
 import json
+import os
 from mcp.server.mcpserver import MCPServer
 
 app = MCPServer("memory-server")
-graph = {"entities": [], "relations": []}
+# Kept where the adapter says, as the real server keeps it: each session is a new process.
+FILE = os.environ.get("MEMORY_FILE_PATH", "")
+EMPTY = {"entities": [], "relations": []}
+graph = json.load(open(FILE)) if FILE and os.path.exists(FILE) else EMPTY
+
+
+def _keep():
+    if FILE:
+        with open(FILE, "w") as f:
+            json.dump(graph, f)
 
 
 @app.tool()
@@ -46,6 +56,7 @@ def create_entities(entities: list[dict]) -> str:
         graph["entities"].append({"type": "entity", "name": e.get("name", ""),
                                   "entityType": e.get("entityType", ""),
                                   "observations": list(e.get("observations", []))})
+    _keep()
     return json.dumps(entities)
 
 
@@ -55,6 +66,7 @@ def add_observations(observations: list[dict]) -> str:
         for e in graph["entities"]:
             if e["name"] == o.get("entityName"):
                 e["observations"] += o.get("contents", [])
+    _keep()
     return json.dumps(observations)
 
 
@@ -64,18 +76,18 @@ def delete_observations(deletions: list[dict]) -> str:
 
 
 @app.tool()
-def read_graph() -> str:
-    return json.dumps(graph)
+def read_graph() -> dict:
+    return graph  # structured, as the real server's graph answers parse
 
 
 @app.tool()
-def search_nodes(query: str) -> str:
-    return json.dumps(graph)
+def search_nodes(query: str) -> dict:
+    return graph  # structured, as the real server's graph answers parse
 
 
 @app.tool()
-def open_nodes(names: list[str]) -> str:
-    return json.dumps(graph)
+def open_nodes(names: list[str]) -> dict:
+    return graph  # structured, as the real server's graph answers parse
 
 
 app.run()
