@@ -1,0 +1,107 @@
+"""What the probe could not do is declared before the run: a metric that depends on it is
+"not measured: <why>" on every display and in the JSON, never a 0, never a pass.
+
+The platform is docs/plugins.md's worked adapter (tiny-memory), registered in the test
+alone (tests/test_vocabulary.py), run to a sealed run and read back by the commands.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchledger.cli import main
+from benchledger.ledger.events import HitRule
+from tests.test_vocabulary import SEALED, _example, _registered, _run
+
+RETRIEVAL = ("recall_at_1", "recall_at_5", "recall_at_10", "mrr")
+FORMATS = ("table", "markdown", "json", "html")
+
+
+@pytest.fixture
+def example() -> types.ModuleType:
+    return _example()
+
+
+@pytest.fixture
+def idless(example: types.ModuleType) -> Iterator[None]:
+    """tiny-memory declaring its hits without their ids (its answers are lists of
+    ``{"id", "text"}``, but the adapter says nothing of ``id``)."""
+
+    class Idless(example.TinyClient):  # type: ignore[misc, name-defined]
+        vocabulary = example.VOCABULARY._replace(hits=HitRule(path="$"))
+
+    yield from _registered(example, Idless)
+
+
+def _sealed(tmp_path: Path, capsys: Any) -> tuple[str, str]:
+    code, out, err, db = _run(tmp_path, capsys)
+    assert code == 0, err
+    return SEALED.search(out)[1], db  # type: ignore[index]
+
+
+def _report(capsys: Any, run_id: str, db: str, fmt: str) -> str:
+    assert main(["report", run_id, "--ledger", db, "--format", fmt]) == 0
+    return str(capsys.readouterr().out)
+
+
+def test_a_platform_whose_hits_have_no_ids_shows_retrieval_not_measured_in_every_format(
+    idless, tmp_path, capsys
+):
+    run_id, db = _sealed(tmp_path, capsys)
+    shown = {fmt: _report(capsys, run_id, db, fmt) for fmt in FORMATS}
+    metrics = json.loads(shown["json"])["metrics"]
+    for name in RETRIEVAL:
+        m = metrics[name]
+        assert m["rate"] is None and m["num"] is None and m["den"] is None, m
+        assert m["not_measured"].startswith("the probe's hit ids check failed: its hit has no")
+    # The terminal, Markdown and HTML say so, with why, and show no number for them.
+    why = "not measured: the probe's hit ids check failed: its hit has no"
+    assert why in shown["table"] and why in shown["markdown"]
+    assert html.escape(why) in shown["html"]
+    row = next(x for x in shown["table"].splitlines() if x.startswith("  recall "))
+    assert row.split()[2:] == ["not", "measured"] * 4, row
+    row = next(x for x in shown["markdown"].splitlines() if x.startswith("| recall |"))
+    assert row.count("| not measured") == 4, row
+    for name in RETRIEVAL:
+        cells = re.search(rf'<td class="name">{name}</td>(.*?)</tr>', shown["html"])
+        assert cells is not None and "not measured" in cells[1], name
+        assert not re.search(r"\d+/\d+|\d%", cells[1].split("<td>")[0]), cells[1]
+    # What the probe could do is measured as before.
+    assert metrics["personal_recall"]["rate"] == 1.0 and "not_measured" not in metrics[
+        "personal_recall"
+    ]
+
+
+def test_a_platform_without_a_capture_check_shows_capture_metrics_not_measured(
+    example, tmp_path, capsys
+):
+    for _ in _registered(example):  # tiny-memory offers no LifecycleCapability
+        run_id, db = _sealed(tmp_path, capsys)
+        table = _report(capsys, run_id, db, "table")
+        doc = json.loads(_report(capsys, run_id, db, "json"))
+    row = next(x for x in table.splitlines() if x.startswith("capture_rate "))
+    assert row.split()[1:3] == ["-", "not"], row
+    assert "not measured: the probe's capture check failed: the platform offers no capture" in row
+    for name in ("capture_rate", "update_correctness", "transfer_rate", "pass_k"):
+        assert doc["metrics"][name]["rate"] is None and doc["metrics"][name]["not_measured"]
+    # A capture attempt needs no capture check: still measured.
+    assert doc["metrics"]["capture_attempt_rate"]["rate"] == 1.0
+
+
+def test_a_gate_never_passes_a_metric_its_runs_could_not_measure(example, tmp_path, capsys):
+    for _ in _registered(example):
+        run_id, db = _sealed(tmp_path, capsys)
+        code = main(["gate", run_id, "--baseline", run_id, "--ledger", db, "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["passed"] is False and code != 0
+    row = next(r for r in doc["rows"] if r["metric"] == "capture_rate")
+    assert row["verdict"] == "inconclusive" and row["baseline"] is None, row
+    assert row["reason"].startswith("not measured in the baseline: the probe's capture check")
