@@ -80,3 +80,12 @@ def declared(
         out[name] = (m._replace(num=0, den=0, ci=None, num_refs=(), den_refs=(), units=(),
                                 values=(), not_measured=why) if why else m)  # fmt: skip
     return out
+
+
+def terms(
+    values: Mapping[str, Mapping[str, float]], metrics: Mapping[str, Metric]
+) -> dict[str, dict[str, float]]:
+    """Each unit's terms in a card's means (``ReadSuite.unit_values``) without those of a
+    metric not measured: an export scores nothing the card shows no number for."""
+    gone = {n for n, m in metrics.items() if m.not_measured}
+    return {s: {n: v for n, v in d.items() if n not in gone} for s, d in values.items()}

@@ -75,9 +75,10 @@ def test_a_platform_whose_hits_have_no_ids_shows_retrieval_not_measured_in_every
         assert cells is not None and "not measured" in cells[1], name
         assert not re.search(r"\d+/\d+|\d%", cells[1].split("<td>")[0]), cells[1]
     # What the probe could do is measured as before.
-    assert metrics["personal_recall"]["rate"] == 1.0 and "not_measured" not in metrics[
-        "personal_recall"
-    ]
+    assert (
+        metrics["personal_recall"]["rate"] == 1.0
+        and "not_measured" not in metrics["personal_recall"]
+    )
 
 
 def test_a_platform_without_a_capture_check_shows_capture_metrics_not_measured(
@@ -105,3 +106,40 @@ def test_a_gate_never_passes_a_metric_its_runs_could_not_measure(example, tmp_pa
     row = next(r for r in doc["rows"] if r["metric"] == "capture_rate")
     assert row["verdict"] == "inconclusive" and row["baseline"] is None, row
     assert row["reason"].startswith("not measured in the baseline: the probe's capture check")
+
+
+def test_audit_compare_and_both_exports_give_no_number_for_retrieval_they_could_not_measure(
+    idless, tmp_path, capsys
+):
+    run_id, db = _sealed(tmp_path, capsys)
+    why = "not measured: the probe's hit ids check failed: its hit has no"
+    assert main(["audit", run_id, "recall_at_5", "--ledger", db]) == 0
+    text = capsys.readouterr().out
+    assert f"recall_at_5: {why}" in text and "num+den" not in text, text
+    assert main(["audit", run_id, "recall_at_5", "--ledger", db, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["metric"]["rate"] is None and doc["metric"]["num"] is None
+    assert doc["metric"]["not_measured"] and doc["contributions"] == []
+    assert main(["compare", run_id, run_id, "--ledger", db, "--format", "json"]) == 0
+    cells = json.loads(capsys.readouterr().out)["metrics"]["recall_at_5"]
+    assert all(c["rate"] is None and c["not_measured"] for c in cells.values()), cells
+    assert main(["compare", run_id, run_id, "--ledger", db]) == 0
+    row = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("recall_at_5"))
+    assert why in row, row
+    # Inspect's eval log scores no unit on it; Every Eval Ever's record names it, with why.
+    out = tmp_path / "log.json"
+    assert main(["export", run_id, "--format", "inspect", "-o", str(out), "--ledger", db]) == 0
+    log = json.loads(out.read_text())
+    scored = {s["name"] for s in log["results"]["scores"]}
+    assert not any(n.startswith(("recall_at_", "mrr")) for n in scored), scored
+    folder = tmp_path / "eee"
+    folder.mkdir()
+    capsys.readouterr()
+    assert main(["export", run_id, "--format", "eee", "-o", str(folder), "--ledger", db]) == 0
+    (aggregate,) = folder.rglob("*.json")
+    record = json.loads(aggregate.read_text())
+    details = record["source_metadata"]["additional_details"]
+    whys = json.loads(details["not_measured_why"])
+    assert whys["recall_at_5"].startswith("the probe's hit ids check failed"), whys
+    results = {r["evaluation_name"] for r in record["evaluation_results"]}
+    assert not any("recall_at_" in n or "mrr" in n for n in results), results

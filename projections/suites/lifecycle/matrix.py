@@ -377,8 +377,10 @@ def as_json(m: Matrix) -> dict[str, Any]:
         for i, (k, col) in enumerate(zip(keys, m.columns, strict=True)):
             metric = col.card.metrics[name]
             per[k] = {
-                **{key: metric.as_json()[key]
-                   for key in ("num", "den", "rate", "ci_low", "ci_high")},
+                **{
+                    key: metric.as_json()[key]
+                    for key in ("num", "den", "rate", "ci_low", "ci_high")
+                },
                 **({"not_measured": metric.not_measured} if metric.not_measured else {}),
                 **({"vs_baseline": _row_json(rows[i - 1])} if i else {}),
             }

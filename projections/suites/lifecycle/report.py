@@ -263,10 +263,7 @@ def markdown(card: Scorecard) -> str:
     out += markdown_items(header_lines(card))
     out += ["", "| metric | num/den | rate | 95% CI | note |", "| --- | ---: | ---: | --- | --- |"]
     for m in _metrics(card):
-        out.append(
-            f"| {m.name} | {fmt_frac(m)} | {fmt_rate(m)} | {_ci(m)} "
-            f"| {_note(m, card)} |"
-        )
+        out.append(f"| {m.name} | {fmt_frac(m)} | {fmt_rate(m)} | {_ci(m)} | {_note(m, card)} |")
     out += ["", f"**{retrieval_title(card)}**", ""]
     out += ["| " + " | ".join(RETRIEVAL_HEAD) + " |", "| --- |" + " ---: |" * 5]
     out += ["| " + " | ".join(r) + " |" for r in retrieval_rows(card)]
