@@ -143,3 +143,24 @@ def test_audit_compare_and_both_exports_give_no_number_for_retrieval_they_could_
     assert whys["recall_at_5"].startswith("the probe's hit ids check failed"), whys
     results = {r["evaluation_name"] for r in record["evaluation_results"]}
     assert not any("recall_at_" in n or "mrr" in n for n in results), results
+
+
+def test_a_locomo_run_whose_hits_have_no_ids_shows_retrieval_not_measured_in_every_format(
+    idless, tmp_path, capsys
+):
+    code, out, err, db = _run(tmp_path, capsys, "--suite", "locomo", "--agent", "retrieval")
+    assert code == 0, err
+    run_id = SEALED.search(out)[1]  # type: ignore[index]
+    shown = {fmt: _report(capsys, run_id, db, fmt) for fmt in FORMATS}
+    doc = json.loads(shown["json"])
+    why = "not measured: the probe's hit ids check failed: its hit has no"
+    for name in ("evidence_recall", "recall_at_5", "mrr"):
+        m = doc["metrics"][name]
+        assert m["rate"] is None and m["den"] is None and m["not_measured"], m
+        row = next(x for x in shown["table"].splitlines() if x.startswith(name + " "))
+        assert why in row and "(n=-)" in row, row
+        row = next(x for x in shown["markdown"].splitlines() if x.startswith(f"| {name} |"))
+        assert why in row, row
+        assert f"<td>{name}</td><td>{html.escape(why)}" in shown["html"], name
+    assert all(q["evidence_recall"] is None for q in doc["items"]), doc["items"][:1]
+    assert doc["metrics"]["locomo_f1"]["rate"] is not None  # answers are still graded
