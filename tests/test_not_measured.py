@@ -164,3 +164,17 @@ def test_a_locomo_run_whose_hits_have_no_ids_shows_retrieval_not_measured_in_eve
         assert f"<td>{name}</td><td>{html.escape(why)}" in shown["html"], name
     assert all(q["evidence_recall"] is None for q in doc["items"]), doc["items"][:1]
     assert doc["metrics"]["locomo_f1"]["rate"] is not None  # answers are still graded
+
+
+def test_locomo_compare_pairs_nothing_it_could_not_measure(idless, tmp_path, capsys):
+    code, out, err, db = _run(tmp_path, capsys, "--suite", "locomo", "--agent", "retrieval")
+    assert code == 0, err
+    run_id = SEALED.search(out)[1]  # type: ignore[index]
+    assert main(["compare", run_id, run_id, "--ledger", db, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["metrics"]["evidence_recall"] == {run_id: None}
+    assert doc["not_measured"]["evidence_recall"][run_id].startswith("the probe's hit ids")
+    assert doc["paired"]["evidence_recall"][run_id]["pairs"] == 0
+    assert main(["compare", run_id, run_id, "--ledger", db]) == 0
+    row = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("evidence_recall"))
+    assert "not measured: the probe's hit ids check failed" in row, row
