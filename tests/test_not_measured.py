@@ -19,6 +19,7 @@ import pytest
 
 from benchledger.cli import main
 from benchledger.ledger.events import HitRule
+from benchledger.projections import measured
 from tests.test_vocabulary import SEALED, _example, _registered, _run
 
 RETRIEVAL = ("recall_at_1", "recall_at_5", "recall_at_10", "mrr")
@@ -178,3 +179,25 @@ def test_locomo_compare_pairs_nothing_it_could_not_measure(idless, tmp_path, cap
     assert main(["compare", run_id, run_id, "--ledger", db]) == 0
     row = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("evidence_recall"))
     assert "not measured: the probe's hit ids check failed" in row, row
+
+
+def test_which_metrics_each_failed_finding_leaves_not_measured():
+    probe = {
+        "findings": [
+            {"what": "search", "ok": True, "detail": "found it at rank 1"},
+            {"what": "hit ids", "ok": False, "detail": "its hit has no id"},
+            {"what": "update", "ok": False, "detail": "no update check"},
+        ]
+    }
+    for name in ("recall_at_5", "recall_at_1.transfer", "mrr", "mrr.recall",
+                 "abstain_leak_at_5", "evidence_recall"):  # fmt: skip
+        why = measured.why_not(probe, name)
+        assert why == "the probe's hit ids check failed: its hit has no id", name
+    for name in ("update_correctness", "duplicate_rate", "update_capture_rate"):
+        assert measured.why_not(probe, name).startswith("the probe's update check failed")
+    for name in ("personal_recall", "capture_rate", "transfer_rate", "locomo_f1", "pass_k"):
+        assert measured.why_not(probe, name) == "", name
+    # A run recorded before the probe, or not probed, declares nothing.
+    assert measured.why_not({}, "recall_at_5") == ""
+    unprobed = {"findings": [{"what": "probe", "ok": False, "detail": "not probed: shared"}]}
+    assert measured.why_not(unprobed, "capture_rate") == ""
