@@ -61,8 +61,14 @@ class ProbeReport(NamedTuple):
                 "findings": [f._asdict() for f in self.findings]}  # fmt: skip
 
     def lines(self) -> list[str]:
-        """One line per finding, for ``platform check`` (every outside string inert)."""
-        return [f"{'ok  ' if f.ok else 'FAIL'} {f.what}: {inert(f.detail)}" for f in self.findings]
+        """One line per finding, for ``platform check`` (every outside string inert); a
+        failed one that refuses nothing says what a run on it would not measure."""
+        out = []
+        for f in self.findings:
+            out.append(f"{'ok  ' if f.ok else 'FAIL'} {f.what}: {inert(f.detail)}")
+            if not f.ok and (names := measured.affected(f.what)):
+                out.append(f"     so a run on it does not measure {names}")
+        return out
 
 
 def not_probed(platform: str, client: PlatformClient) -> ProbeReport:

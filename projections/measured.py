@@ -43,6 +43,14 @@ def depends_on(metric: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def affected(what: str) -> str:
+    """The metrics a failed finding ``what`` leaves not measured, as one phrase ("": none)."""
+    names = sorted(_DEPENDS.get(what, ()))
+    if what == HIT_IDS:
+        names = ["recall_at_k", "mrr", "abstain_leak_at_5", *names]
+    return ", ".join(names)
+
+
 def failed(probe: Mapping[str, Any]) -> dict[str, str]:
     """A recorded probe's failed findings: what -> what it saw (``record()``'s shape)."""
     found = probe.get("findings") or []

@@ -201,3 +201,11 @@ def test_which_metrics_each_failed_finding_leaves_not_measured():
     assert measured.why_not({}, "recall_at_5") == ""
     unprobed = {"findings": [{"what": "probe", "ok": False, "detail": "not probed: shared"}]}
     assert measured.why_not(unprobed, "capture_rate") == ""
+
+
+def test_platform_check_says_what_a_run_on_it_would_not_measure(idless, capsys):
+    assert main(["platform", "check", "tiny-vocab"]) == 0
+    out = capsys.readouterr().out
+    assert "FAIL hit ids: its hit has no id" in out
+    assert "so a run on it does not measure recall_at_k, mrr, abstain_leak_at_5, evidence" in out
+    assert "FAIL capture: the platform offers no capture check" in out
