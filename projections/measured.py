@@ -58,6 +58,19 @@ def failed(probe: Mapping[str, Any]) -> dict[str, str]:
             if isinstance(f, Mapping) and f.get("ok") is False}  # fmt: skip
 
 
+def declared_lines(records: Iterable[RunRecord | None]) -> list[str]:
+    """What the runs' probes declared unmeasurable, one line per failed finding that
+    leaves any metric so: ``hit ids (its hit has no id): recall_at_k, mrr, ...``."""
+    out: list[str] = []
+    for record in records:
+        for what, detail in failed(record.probe if record is not None else {}).items():
+            names = affected(what)
+            line = f"{what} ({detail}): {names}"
+            if names and line not in out:
+                out.append(line)
+    return out
+
+
 def why_not(probe: Mapping[str, Any], metric: str) -> str:
     """Why ``metric`` is not measured on a run whose probe recorded ``probe`` ("": it is)."""
     bad = failed(probe)

@@ -69,6 +69,9 @@ def test_a_platform_whose_hits_have_no_ids_shows_retrieval_not_measured_in_every
     assert html.escape(why) in shown["html"]
     row = next(x for x in shown["table"].splitlines() if x.startswith("  recall "))
     assert row.split()[2:] == ["not", "measured"] * 4, row
+    # Declared in the header, before any metric: what failed, and what it leaves unmeasured.
+    head = next(x for x in shown["table"].splitlines() if x.startswith("not measured "))
+    assert "hit ids (its hit has no id (its id pattern)): recall_at_k, mrr" in head, head
     row = next(x for x in shown["markdown"].splitlines() if x.startswith("| recall |"))
     assert row.count("| not measured") == 4, row
     for name in RETRIEVAL:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from benchledger.ledger.inert import inert_rows
-from benchledger.projections import disclosure
+from benchledger.projections import disclosure, measured
 from benchledger.projections.card import (
     CI_CLUSTER,
     CI_LABELS,
@@ -136,7 +136,14 @@ def header_lines(card: Scorecard) -> list[tuple[str, str]]:
         ("intervals", "95%, " + intervals_line(card)),
         *_withheld_line(card),
         *_not_applicable_line(card),
+        *_not_measured_line(card),
     ]
+
+
+def _not_measured_line(card: Scorecard) -> list[tuple[str, str]]:
+    """What the probe declared, before any unit, that the run cannot measure."""
+    found = measured.declared_lines(r.started.record for r in card.runs)
+    return [("not measured", "; ".join(found))] if found else []
 
 
 def _passed_noun(card: Scorecard) -> str:
