@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any, Final, NamedTuple
 
-from benchledger.harness.platforms.base import PlatformClient
+from benchledger.harness.platforms.base import LifecycleCapability, PlatformClient
 from benchledger.harness.platforms.vocabulary import Vocabulary, vocabulary_of
 from benchledger.ledger.inert import inert
-from benchledger.projections import retrieval
+from benchledger.projections import measured, retrieval
 from benchledger.protocols.grading import surfaced
 
 MEMORY: Final = "The probe heron Quillon nests beside the north weir of Lake Ostrava."
@@ -61,8 +61,14 @@ class ProbeReport(NamedTuple):
                 "findings": [f._asdict() for f in self.findings]}  # fmt: skip
 
     def lines(self) -> list[str]:
-        """One line per finding, for ``platform check`` (every outside string inert)."""
-        return [f"{'ok  ' if f.ok else 'FAIL'} {f.what}: {inert(f.detail)}" for f in self.findings]
+        """One line per finding, for ``platform check`` (every outside string inert); a
+        failed one that refuses nothing says what a run on it would not measure."""
+        out = []
+        for f in self.findings:
+            out.append(f"{'ok  ' if f.ok else 'FAIL'} {f.what}: {inert(f.detail)}")
+            if not f.ok and (names := measured.affected(f.what)):
+                out.append(f"     so a run on it does not measure {names}")
+        return out
 
 
 def not_probed(platform: str, client: PlatformClient) -> ProbeReport:
@@ -135,6 +141,17 @@ async def probe(client: PlatformClient, platform: str) -> ProbeReport:
     if rank is not None:
         ident = hits[rank - 1][0]
         named = f"{rule.id_field!r} field" if rule.id_field else "id (its id pattern)"
-        found.append(Finding("hit ids", bool(ident), f"its hit's id is {ident}" if ident
+        found.append(Finding(measured.HIT_IDS, bool(ident), f"its hit's id is {ident}" if ident
                              else f"its hit has no {named}"))  # fmt: skip
-    return ProbeReport(platform, vocab.name, tuple(found))
+    return ProbeReport(platform, vocab.name, (*found, *_lifecycle(client)))
+
+
+def _lifecycle(client: PlatformClient) -> tuple[Finding, ...]:
+    """The lifecycle checks a platform cannot make: without ``LifecycleCapability`` it has
+    no capture, update or promotion check, so the metrics needing one are not measured
+    (projections/measured.py). A platform with it is not asked here (none found)."""
+    if isinstance(client, LifecycleCapability):
+        return ()
+    why = "the platform offers no {} check: its adapter does not implement LifecycleCapability"
+    return tuple(Finding(what, False, why.format(what))
+                 for what in (measured.CAPTURE, measured.UPDATE, measured.PROMOTE))  # fmt: skip

@@ -22,7 +22,15 @@ from benchledger.ledger.events import (
 )
 from benchledger.ledger.redaction import WithheldEvent
 from benchledger.ledger.verified import OWN_GRADER, PEER_CLAIMS, Origin
-from benchledger.projections.card import CI_LABELS, Decision, Metric, fmt_interval, fmt_num, fmt_pct
+from benchledger.projections.card import (
+    CI_LABELS,
+    Decision,
+    Metric,
+    fmt_interval,
+    fmt_num,
+    fmt_pct,
+    fmt_why,
+)
 from benchledger.projections.errors import Refused
 
 
@@ -159,6 +167,8 @@ def render(a: Audit, full: bool = False, origin: Origin | None = None) -> str:
         return f"{peer}'s recorded claim" if peer and d.origin != OWN_GRADER else "decision"
 
     m = a.metric
+    if m.not_measured:  # no number and no decisions counted toward one (measured.py)
+        return f"run {a.run_id}  root {a.root or '(unsealed)'}\n{m.name}: {fmt_why(m)}"
     ci = "n/a"
     if m.ci is not None:
         low, high = m.ci.low, m.ci.high

@@ -41,10 +41,14 @@ def audit_doc(a: Audit, run: RunEvents) -> dict[str, Any]:
             else {"low": m.ci.low, "high": m.ci.high, "method": m.ci_method},
             "label": m.label,
             "mean": a.mean,  # a mean of scores (the card shows it as 0.411), not a share
+            # Why the run could not measure it (projections/measured.py): then no number.
+            **(
+                {"num": None, "den": None, "not_measured": m.not_measured} if m.not_measured else {}
+            ),
         },
         # A peer's results file, not re-derived: every decision is the peer's own claim.
         "decisions_are_peer_claims": origin.kind == PEER_CLAIMS and not origin.rederived,
-        "contributions": [_contribution(c) for c in a.contributions],
+        "contributions": [] if m.not_measured else [_contribution(c) for c in a.contributions],
         "on_withheld_evidence": len(a.on_withheld),
         "withheld_units": list(a.withheld_units),
     }

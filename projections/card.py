@@ -14,6 +14,7 @@ from typing import Any, Final, NamedTuple
 
 from benchledger.ledger.completeness import Completeness
 from benchledger.ledger.events import GraderDecisionBody, RunRecord, RunStartedBody
+from benchledger.ledger.inert import inert
 from benchledger.ledger.verified import OWN, Origin, Standing
 from benchledger.projections.platform_label import platform_facts, platform_label
 from benchledger.projections.stats import BOOTSTRAP_REPS, BOOTSTRAP_SEED, Interval
@@ -114,12 +115,20 @@ class Metric(NamedTuple):
     # a unit's stream, a ranked episode (``stream@stage``) or a protocol (pass^k). Empty
     # where a suite does not itemise the metric (exports then show the aggregate only).
     values: tuple[tuple[str, float], ...] = ()
+    # Why the run could not measure it ("": it did), from what the probe found before any
+    # unit (projections/measured.py): then it has no number anywhere, never a 0.
+    not_measured: str = ""
 
     @property
     def rate(self) -> float | None:
+        if self.not_measured:
+            return None
         return self.num / self.den if self.den else None
 
     def as_json(self) -> dict[str, Any]:
+        if self.not_measured:
+            return {"num": None, "den": None, "rate": None, "ci_low": None, "ci_high": None,
+                    "ci_method": None, "not_measured": self.not_measured}  # fmt: skip
         ci = self.ci
         return {"num": self.num, "den": self.den, "rate": self.rate,
                 "ci_low": ci.low if ci else None, "ci_high": ci.high if ci else None,
@@ -286,6 +295,25 @@ def fmt_num(x: float, digits: int = 2) -> str:
 def fmt_pct(x: float | None) -> str:
     """A rate or an interval bound for display: a percentage with one decimal (JSON keeps all)."""
     return "n/a" if x is None else _unsigned_zero(f"{x:.1%}")
+
+
+NOT_MEASURED: Final = "not measured"
+
+
+def fmt_rate(m: Metric) -> str:
+    """A metric's rate as every display shows it: ``not measured`` (its ``why`` beside it,
+    ``fmt_why``) where the run could not measure it, else ``fmt_pct``."""
+    return NOT_MEASURED if m.not_measured else fmt_pct(m.rate)
+
+
+def fmt_frac(m: Metric) -> str:
+    """A metric's ``num/den``; none for a metric not measured (never a 0)."""
+    return "-" if m.not_measured else f"{fmt_num(m.num)}/{m.den}"
+
+
+def fmt_why(m: Metric) -> str:
+    """``not measured: <why>`` for a metric the run could not measure, else ""."""
+    return f"{NOT_MEASURED}: {inert(m.not_measured)}" if m.not_measured else ""
 
 
 def fmt_signed(x: float, digits: int = 3) -> str:

@@ -61,6 +61,11 @@ def record_uuid(run_id: str, root: str) -> str:
     return str(uuid.UUID(bytes=digest[:16], version=4))
 
 
+def _whys(metrics: Mapping[str, Metric]) -> dict[str, str] | None:
+    """Why each metric the probe found unmeasurable is not measured (None: none)."""
+    return {n: m.not_measured for n, m in metrics.items() if m.not_measured} or None
+
+
 def _details(values: Mapping[str, object]) -> dict[str, str]:
     """``additional_details``: every value a string (JSON for anything but text)."""
     return {k: v if isinstance(v, str) else json.dumps(v, sort_keys=True)
@@ -269,6 +274,9 @@ def record(
                     "bundle_sha256": source.bundle_sha256,
                     "dataset_sha256": source.dataset_sha256,
                     "not_measured": not_measured or None,
+                    # Why, for a metric the probe found the platform could not be measured
+                    # on (projections/measured.py); an empty denominator says nothing.
+                    "not_measured_why": _whys(metrics),
                 }
             ),
         },

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from benchledger.ledger.redaction import WithheldEvent
 from benchledger.ledger.verified import OWN, Origin, RunEvents
@@ -175,8 +175,7 @@ class GateVerdict(NamedTuple):
                         "metric": g.row.name,
                         "verdict": g.verdict,
                         "reason": g.reason,
-                        "baseline": {"num": g.row.a_num, "den": g.row.a_den},
-                        "candidate": {"num": g.row.b_num, "den": g.row.b_den},
+                        **_sides_json(g),
                         "better_low": None if g.better is None else g.better.low,
                         "better_high": None if g.better is None else g.better.high,
                         "resolution": g.row.resolution,
@@ -233,6 +232,14 @@ def verdict(
         line += f" [{bar.note}]"
     return GateVerdict(bar, tuple(rows), baseline, candidate, line, passed, tuple(broken),
                        undecided, allow_undecided)  # fmt: skip
+
+
+def _sides_json(g: GatedRow) -> dict[str, Any]:
+    """Both runs' num/den of a gated row; none where a run could not measure it."""
+    if getattr(g.row, "not_measured", ""):
+        return {"baseline": None, "candidate": None, "not_measured": g.reason}
+    return {"baseline": {"num": g.row.a_num, "den": g.row.a_den},
+            "candidate": {"num": g.row.b_num, "den": g.row.b_den}}  # fmt: skip
 
 
 def _needs(g: GatedRow) -> Size | None:

@@ -46,6 +46,7 @@ from benchledger.ledger.events import (
 )
 from benchledger.ledger.redaction import WithheldEvent
 from benchledger.ledger.verified import PEER_CLAIMS, RunEvents
+from benchledger.projections import measured
 from benchledger.projections.platform_label import platform_facts
 from benchledger.projections.suites import UnitScore, UnknownSuite, lookup
 
@@ -136,7 +137,9 @@ def inspect_log(run: RunEvents) -> InspectLog:
         suite = lookup(body.suite)
         whole, task, scored = suite.unit_score, suite.name, suite.scored_checks
         if suite.unit_values is not None:  # its card's means, each unit's term in them
-            values = suite.unit_values(suite.card([run]))
+            card = suite.card([run])
+            # A mean the run could not measure has no terms (projections/measured.py).
+            values = measured.terms(suite.unit_values(card), getattr(card, "metrics", {}))
     except UnknownSuite:
         whole, task = None, body.suite
     # In a fixed order (the card's), so exporting the same run twice writes the same bytes.

@@ -588,6 +588,7 @@ arguments = {{ text = "{{fact}}" }}
 [search]
 tool = "find"
 arguments = {{ q = "{{query}}" }}
+hits = {{ path = "items", id_field = "id", text_field = "text" }}
 [readback]
 tool = "find"
 arguments = {{ q = "" }}
@@ -612,7 +613,8 @@ identity = "shared-knowledge"
         proc.wait(timeout=30)
     assert main(["replay", "url", "--level", "full", "--ledger", ledger]) == 0
     assert "all equal" in capsys.readouterr().out
-    # Its search tool and hits are the mapping's, recorded in each episode: the lifecycle's
+    # Its search tool and hits are the mapping's (search.hits: each hit with its id, so the
+    # probe finds retrieval measurable), recorded in each episode: the lifecycle's
     # ranking reads them there: every searched fact is among the first five hits.
     assert main(["report", "url", "--format", "json", "--ledger", ledger]) == 0
     metrics = json.loads(capsys.readouterr().out)["metrics"]

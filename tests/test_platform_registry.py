@@ -111,10 +111,12 @@ def test_without_the_lifecycle_capability_capture_promote_and_update_are_not_app
     assert stages == {"capture", "promote", "update"}, stages
     assert all(d.reason.startswith("not applicable: ") for d in decided if d.stage in stages)
 
-    # A stage that does not apply counts in no rate: not 0 of 3 captured, but none judged.
+    # A stage that does not apply counts in no rate: not 0 of 3 captured, but not measured,
+    # as the probe declared before the run (no number at all).
     assert main(["report", run_id, "--ledger", ledger, "--format", "json"]) == 0
     capture = json.loads(capsys.readouterr().out)["metrics"]["capture_rate"]
-    assert (capture["num"], capture["den"]) == (0, 0)
+    assert (capture["num"], capture["den"], capture["rate"]) == (None, None, None)
+    assert "LifecycleCapability" in capture["not_measured"]
 
     # Re-derived from the log as live; full replay says why the platform has no log twin.
     assert main(["replay", run_id, "--ledger", ledger]) == 0

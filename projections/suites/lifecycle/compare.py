@@ -76,6 +76,7 @@ class Row(NamedTuple):
     protocols: int = 0  # protocols behind the pairs
     k: int = 1  # attempts per protocol
     icc: float | None = None  # how a protocol's attempts agree (None: k = 1 shows nothing)
+    not_measured: str = ""  # why a run could not measure it (projections/measured.py)
 
     @property
     def skipped(self) -> bool:
@@ -264,13 +265,27 @@ def compare(a: Scorecard, b: Scorecard, names: Sequence[str] | None = None) -> l
     rows = []
     for name in names or [s.name for s in METRICS] + ["pass_k"]:
         spec = _spec(name)
-        if ranks.is_retrieval(name):
+        if why := _not_measured(name, a, b):
+            better = spec.higher_is_better if spec is not None else True
+            rows.append(Row(name, 0, 0, 0, 0, None, None, None, better, note=why,
+                            not_measured=why))  # fmt: skip
+        elif ranks.is_retrieval(name):
             rows.append(_retrieval_row(name, a, b, shared))
         elif spec is None:
             rows.append(_pass_k_row(a, b, shared))
         else:
             rows.append(_rate_row(spec, a, b, shared))
     return rows
+
+
+def _not_measured(name: str, a: Scorecard, b: Scorecard) -> str:
+    """``not measured: <why>`` when either run could not measure ``name`` (no difference
+    is computed from what one of them did not measure), else ""."""
+    for role, card in (("baseline", a), ("candidate", b)):
+        m = card.metrics.get(name)
+        if m is not None and m.not_measured:
+            return f"not measured in the {role}: {m.not_measured}"
+    return ""
 
 
 # -- the gate ------------------------------------------------------------------------------
@@ -356,6 +371,8 @@ def _selection(role: str, meta: RunMeta) -> str:
 
 def judge(row: Row, tolerance: float) -> GateRow:
     """The verdict on one compared metric; see docs/metrics.md, "The gate"."""
+    if row.not_measured:  # never a pass, whatever else passed
+        return GateRow(row, INCONCLUSIVE, None, row.note)
     if row.ci is None:
         if not row.a_den and not row.b_den:
             return GateRow(row, SKIPPED, None, "no units in either run's denominator")

@@ -25,6 +25,7 @@ from benchledger.projections.card import (
     fmt_num,
     fmt_pct,
     fmt_signed,
+    fmt_why,
     html_top_combined,
     standing_json,
     standing_lines,
@@ -216,6 +217,8 @@ def _rate(num: float, den: int) -> str:
 def _own(m: Matrix, name: str, i: int) -> tuple[str, str]:
     """Column ``i``'s own rate and interval for ``name``."""
     metric = m.columns[i].card.metrics[name]
+    if metric.not_measured:
+        return fmt_why(metric), ""
     ci = fmt_interval(metric.ci.low, metric.ci.high) if metric.ci is not None else ""
     if name.startswith("mrr"):  # a mean, not a share: shown as numbers, its interval too
         ci = f"[{metric.ci.low:.3f}, {metric.ci.high:.3f}]" if metric.ci is not None else ""
@@ -374,11 +377,11 @@ def as_json(m: Matrix) -> dict[str, Any]:
         for i, (k, col) in enumerate(zip(keys, m.columns, strict=True)):
             metric = col.card.metrics[name]
             per[k] = {
-                "num": metric.num,
-                "den": metric.den,
-                "rate": metric.rate,
-                "ci_low": metric.ci.low if metric.ci else None,
-                "ci_high": metric.ci.high if metric.ci else None,
+                **{
+                    key: metric.as_json()[key]
+                    for key in ("num", "den", "rate", "ci_low", "ci_high")
+                },
+                **({"not_measured": metric.not_measured} if metric.not_measured else {}),
                 **({"vs_baseline": _row_json(rows[i - 1])} if i else {}),
             }
         metrics[name] = per

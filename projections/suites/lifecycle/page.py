@@ -13,7 +13,17 @@ import re
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
-from benchledger.projections.card import Decision, Metric, fmt_interval, fmt_num, fmt_pct, html_top
+from benchledger.projections.card import (
+    Decision,
+    Metric,
+    fmt_frac,
+    fmt_interval,
+    fmt_num,
+    fmt_pct,
+    fmt_rate,
+    fmt_why,
+    html_top,
+)
 from benchledger.projections.suites.lifecycle import ranks
 from benchledger.projections.suites.lifecycle.scorecard import (
     CHECKS,
@@ -226,8 +236,8 @@ def _metric_row(m: Metric, prose: Prose) -> str:
     note = re.sub(r"`([^`]+)`", r"<code>\1</code>", note)  # the labels' Markdown code spans
     ci = fmt_interval(m.ci.low, m.ci.high) if m.ci is not None else ""
     return (
-        f'<tr><td class="name">{esc(m.name)}</td><td class="num">{fmt_num(m.num)}/{m.den}</td>'
-        f'<td class="num">{ranks.display(m) if ranks.is_retrieval(m.name) else fmt_pct(m.rate)}'
+        f'<tr><td class="name">{esc(m.name)}</td><td class="num">{fmt_frac(m)}</td>'
+        f'<td class="num">{ranks.display(m) if ranks.is_retrieval(m.name) else fmt_rate(m)}'
         f'</td><td class="num"><span class="interval">{ci}</span></td><td>{note}</td></tr>'
     )
 
@@ -260,8 +270,8 @@ def _headline(card: Scorecard, prose: Prose) -> str:
         figures.append(
             _figure(
                 html.escape(label),
-                fmt_pct(m.rate),
-                html.escape(f"{ci}{fmt_num(m.num)}/{m.den} {of}"),
+                fmt_rate(m),
+                html.escape(fmt_why(m) or f"{ci}{fmt_num(m.num)}/{m.den} {of}"),
             )
         )
     figures += [_figure(html.escape(k), v) for k, v in prose.usage]

@@ -41,6 +41,7 @@ from benchledger.projections.card import (
     CI_CLUSTER,
     CI_EPISODES,
     CI_WILSON,
+    NOT_MEASURED,
     Decision,
     Metric,
     Ref,
@@ -284,6 +285,8 @@ def is_retrieval(name: str) -> bool:
 
 def display(m: Metric) -> str:
     """A retrieval metric's value as shown: MRR as a number, recall@k as a percentage."""
+    if m.not_measured:
+        return NOT_MEASURED
     if m.rate is None:
         return "n/a"
     if m.name.startswith("mrr"):

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from benchledger.ledger.inert import inert_rows
-from benchledger.projections import disclosure
+from benchledger.projections import disclosure, measured
 from benchledger.projections.card import (
     CI_CLUSTER,
     CI_LABELS,
@@ -16,10 +16,12 @@ from benchledger.projections.card import (
     card_standing,
     completeness_json,
     failed_text,
+    fmt_frac,
     fmt_interval,
     fmt_num,
-    fmt_pct,
+    fmt_rate,
     fmt_signed,
+    fmt_why,
     options_text,
     render_card,
     standing_json,
@@ -47,7 +49,7 @@ FUNNEL: Final = (
 
 
 def _rate(m: Metric) -> str:
-    return f"{fmt_pct(m.rate):>6}"
+    return f"{fmt_rate(m):>6}"
 
 
 def _ci(m: Metric) -> str:
@@ -67,7 +69,7 @@ def _interval_method(card: Scorecard) -> str:
 def _note(m: Metric, card: Scorecard) -> str:
     units = disclosure.disclosure(card).units
     withheld = f"excludes {disclosure.units_text(len(units))} withheld" if units else ""
-    return "; ".join(x for x in (m.label, _ci_note(m, card), withheld) if x)
+    return "; ".join(x for x in (fmt_why(m), m.label, _ci_note(m, card), withheld) if x)
 
 
 def intervals_line(card: Scorecard) -> str:
@@ -134,7 +136,14 @@ def header_lines(card: Scorecard) -> list[tuple[str, str]]:
         ("intervals", "95%, " + intervals_line(card)),
         *_withheld_line(card),
         *_not_applicable_line(card),
+        *_not_measured_line(card),
     ]
+
+
+def _not_measured_line(card: Scorecard) -> list[tuple[str, str]]:
+    """What the probe declared, before any unit, that the run cannot measure."""
+    found = measured.declared_lines(r.started.record for r in card.runs)
+    return [("not measured", "; ".join(found))] if found else []
 
 
 def _passed_noun(card: Scorecard) -> str:
@@ -199,7 +208,7 @@ def table(card: Scorecard) -> str:
     lines.append("")
     lines.append(f"{'metric':<30} {'num/den':>11} {'rate':>7}  {'95% CI':<16}  note")
     for m in _metrics(card):
-        frac = f"{fmt_num(m.num)}/{m.den}"
+        frac = fmt_frac(m)
         row = f"{m.name:<30} {frac:>11} {_rate(m):>7}  {_ci(m):<16}  {_note(m, card)}"
         lines.append(row.rstrip())
     lines += ["", *retrieval_lines(card)]
@@ -222,14 +231,16 @@ def retrieval_rows(card: Scorecard) -> list[tuple[str, ...]]:
 def retrieval_title(card: Scorecard) -> str:
     """What the retrieval table is, and why it is empty when it is."""
     title = "retrieval: the taught fact's rank in each episode's first search call"
-    return title + (f" (no ranks: {card.ranks_note})" if card.ranks_note else "")
+    why = fmt_why(card.metrics[ranks.mrr_name()])
+    return title + (f" ({why})" if why else f" (no ranks: {card.ranks_note})" if card.ranks_note
+                    else "")  # fmt: skip
 
 
 def leak_line(card: Scorecard) -> str:
     """The abstain distractor diagnostic as one line."""
     m = card.metrics[ranks.LEAK]
     return (
-        f"{ranks.LEAK} {fmt_num(m.num)}/{m.den} {ranks.display(m)}: abstain episodes whose "
+        f"{ranks.LEAK} {fmt_frac(m)} {ranks.display(m)}: abstain episodes whose "
         f"first search put the taught (non-answering) fact in its top {ranks.LEAK_K}; "
         "a diagnostic, in no recall@k"
     )
@@ -259,10 +270,7 @@ def markdown(card: Scorecard) -> str:
     out += markdown_items(header_lines(card))
     out += ["", "| metric | num/den | rate | 95% CI | note |", "| --- | ---: | ---: | --- | --- |"]
     for m in _metrics(card):
-        out.append(
-            f"| {m.name} | {fmt_num(m.num)}/{m.den} | {fmt_pct(m.rate)} | {_ci(m)} "
-            f"| {_note(m, card)} |"
-        )
+        out.append(f"| {m.name} | {fmt_frac(m)} | {fmt_rate(m)} | {_ci(m)} | {_note(m, card)} |")
     out += ["", f"**{retrieval_title(card)}**", ""]
     out += ["| " + " | ".join(RETRIEVAL_HEAD) + " |", "| --- |" + " ---: |" * 5]
     out += ["| " + " | ".join(r) + " |" for r in retrieval_rows(card)]
@@ -401,6 +409,8 @@ def gate_text(rows: list[GateRow], tolerance: float) -> str:
     for g in rows:
         r = g.row
         fa, fb = f"{fmt_num(r.a_num)}/{r.a_den}", f"{fmt_num(r.b_num)}/{r.b_den}"
+        if r.not_measured:  # no number for what a run could not measure
+            fa = fb = "-"
         ci = (
             "" if g.better is None else f"[{fmt_signed(g.better.low)}, {fmt_signed(g.better.high)}]"
         )

@@ -25,6 +25,7 @@ from benchledger.ledger.events import (
     UnitStartedEvent,
 )
 from benchledger.ledger.redaction import WithheldEvent
+from benchledger.projections import measured
 from benchledger.projections.card import (
     CI_CHOICES,
     CI_CLUSTER,
@@ -464,6 +465,7 @@ def scorecard(
     ranked = _ranked(units, facts)
     note = "" if facts is not None else facts_note or "the run's protocols were not found"
     metrics |= rk.metrics(ranked, clustered, note and f"no ranks: {note}")
+    metrics = measured.declared(metrics, (m.started.record for m in metas))
     tokens = sum_tokens(u.tokens for u in units)
     failures = sum(1 for u in units if u.counted and u.error)
     incomplete = sum(

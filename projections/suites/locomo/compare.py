@@ -28,6 +28,7 @@ from benchledger.projections import differences
 from benchledger.projections.card import (
     card_runs,
     fmt_signed,
+    fmt_why,
     standing_json,
     standing_lines,
 )
@@ -83,7 +84,9 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 def column(run_id: str, card: Card) -> Column:
     """``card`` with its per-question values and its intervals."""
-    values = {(r.item.id, r.unit.attempt): row_values(r) for r in card.rows}
+    gone = {n for n, m in card.metrics.items() if m.not_measured}  # no terms: nothing paired
+    values = {(r.item.id, r.unit.attempt): {n: v for n, v in row_values(r).items()
+                                             if n not in gone} for r in card.rows}  # fmt: skip
     col = Column(run_id, card, values, {})
     for name in METRIC_NAMES:
         col.intervals[name] = bootstrap(col.terms(name), _mean, min_groups=MIN_BOOTSTRAP_GROUPS)
@@ -106,6 +109,8 @@ def paired(base: Column, other: Column, name: str) -> Paired:
 
 def _value(card: Card, name: str) -> str:
     m = card.metrics[name]
+    if m.not_measured:
+        return fmt_why(m)
     return "n/a" if m.rate is None else f"{m.rate:.3f}"
 
 
@@ -217,6 +222,7 @@ def as_json(s: Sheet) -> dict[str, Any]:
         "runs": ids,
         "baseline": ids[0],
         "metrics": {n: {c.run_id: c.card.metrics[n].rate for c in s.columns} for n in s.names},
+        "not_measured": _not_measured(s),
         "intervals": {n: {c.run_id: interval(c, n) for c in s.columns} for n in s.names},
         "paired": {n: {i: diff(d) for i, d in s.diffs[n].items()} for n in s.names},
         "standing": {c.run_id: standing_json([c.card.meta]) for c in s.columns},
@@ -224,6 +230,16 @@ def as_json(s: Sheet) -> dict[str, Any]:
         "what_differs": differences.as_json(s.lead),
         **({"warning": " | ".join(s.partial())} if s.partial() else {}),
     }
+
+
+def _not_measured(s: Sheet) -> dict[str, dict[str, str]]:
+    """Each metric some run could not measure: run id -> why (projections/measured.py)."""
+    out: dict[str, dict[str, str]] = {}
+    for n in s.names:
+        for c in s.columns:
+            if why := c.card.metrics[n].not_measured:
+                out.setdefault(n, {})[c.run_id] = why
+    return out
 
 
 def _table(s: Sheet) -> str:

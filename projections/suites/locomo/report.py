@@ -13,11 +13,13 @@ from benchledger.projections.card import (
     card_standing,
     completeness_json,
     fmt_num,
+    fmt_why,
     html_banner,
     render_card,
     standing_json,
 )
 from benchledger.projections.source import completeness
+from benchledger.projections.suites.locomo.decisions import EVIDENCE
 from benchledger.projections.suites.locomo.scorecard import DESCRIPTIONS, METRIC_NAMES, Card
 from benchledger.projections.usage_view import usage_json
 
@@ -26,7 +28,25 @@ ROWS_SHOWN: Final = 50  # the table and Markdown list this many questions (JSON 
 
 def _value(card: Card, name: str) -> str:
     m = card.metrics[name]
+    if m.not_measured:
+        return fmt_why(m)
     return "n/a" if m.rate is None else f"{m.rate:.3f}"
+
+
+def _n(card: Card, name: str) -> str:
+    m = card.metrics[name]
+    return "-" if m.not_measured else str(m.den)
+
+
+def _items(card: Card) -> list[dict[str, Any]]:
+    """Every question as JSON; where the run could not measure retrieval (its hits had no
+    ids), a question's evidence recall and ranks are not given (never a 0)."""
+    out = [r.as_json() for r in card.rows]
+    if card.metrics[EVIDENCE].not_measured:
+        for j in out:
+            j.update(evidence_recall=None, evidence_ranks=None, reciprocal_rank=None,
+                     retrieved=None)  # fmt: skip
+    return out
 
 
 def header(card: Card) -> list[tuple[str, str]]:
@@ -78,12 +98,11 @@ def table(card: Card) -> str:
     lines = [*banners(card), *card_standing([card.meta])]
     lines += [f"{k:<17} {v}" for k, v in header(card)]
     lines.append("")
-    lines += [f"{n:<22} {_value(card, n):>6}  (n={card.metrics[n].den})" for n in METRIC_NAMES]
+    lines += [f"{n:<22} {_value(card, n):>6}  (n={_n(card, n)})" for n in METRIC_NAMES]
     lines.append("")
-    for r in card.rows[:ROWS_SHOWN]:
-        j = r.as_json()
-        lines.append(f"{inert(j['id']):<16} c{j['category']} f1={j['f1']:.2f} "
-                     f"ev={fmt_num(j['evidence_recall'] or 0, 2)} "
+    for j in _items(card)[:ROWS_SHOWN]:
+        ev = "-" if j["evidence_recall"] is None else fmt_num(j["evidence_recall"], 2)
+        lines.append(f"{inert(j['id']):<16} c{j['category']} f1={j['f1']:.2f} ev={ev} "
                      f"answer={inert(j['prediction'])[:60]!s}")  # fmt: skip
     if len(card.rows) > ROWS_SHOWN:
         lines.append(f"... {len(card.rows) - ROWS_SHOWN} more (report --format json lists all)")
@@ -98,12 +117,11 @@ def markdown(card: Card) -> str:
     out += [f"# LoCoMo run {inert_md(card.meta.run_id)}", ""]
     out += [f"- {k}: {inert_md(v)}" for k, v in header(card)]
     out += ["", "| metric | value | n | what |", "|---|---|---|---|"]
-    out += [f"| {n} | {_value(card, n)} | {card.metrics[n].den} | {DESCRIPTIONS[n]} |"
+    out += [f"| {n} | {_value(card, n)} | {_n(card, n)} | {DESCRIPTIONS[n]} |"
             for n in METRIC_NAMES]  # fmt: skip
     out += ["", "| question | category | F1 | evidence recall | prediction | gold |",
             "|---|---|---|---|---|---|"]  # fmt: skip
-    for r in card.rows[:ROWS_SHOWN]:
-        j = r.as_json()
+    for j in _items(card)[:ROWS_SHOWN]:
         ev = "n/a" if j["evidence_recall"] is None else f"{j['evidence_recall']:.2f}"
         said, gold = inert_md(j["prediction"][:80]), inert_md(j["gold_answer"][:80])
         out.append(f"| {inert_md(j['id'])} | {j['category_name']} | {j['f1']:.2f} | {ev} | "
@@ -128,7 +146,7 @@ def as_json(card: Card) -> dict[str, Any]:
         "metrics": {
             n: {**card.metrics[n].as_json(), "label": DESCRIPTIONS[n]} for n in METRIC_NAMES
         },
-        "items": [r.as_json() for r in card.rows],
+        "items": _items(card),
         "ingestion": [{"stream": s, "verdict": v, "reason": why} for s, v, why in card.ingests],
         "harness_failures": card.harness_failures,
         "incomplete": card.incomplete,
@@ -147,14 +165,14 @@ def as_json(card: Card) -> dict[str, Any]:
 def page(card: Card) -> str:
     """The card as a plain HTML page (every value escaped)."""
     e = html.escape
-    rows = "".join(f"<tr><td>{e(n)}</td><td>{_value(card, n)}</td>"
-                   f"<td>{card.metrics[n].den}</td><td>{e(DESCRIPTIONS[n])}</td></tr>"
+    rows = "".join(f"<tr><td>{e(n)}</td><td>{e(_value(card, n))}</td>"
+                   f"<td>{_n(card, n)}</td><td>{e(DESCRIPTIONS[n])}</td></tr>"
                    for n in METRIC_NAMES)  # fmt: skip
     items = "".join(
         f"<tr><td>{e(j['id'])}</td><td>{e(j['category_name'])}</td><td>{j['f1']:.2f}</td>"
         f"<td>{e(j['prediction'])}</td><td>{e(j['gold_answer'])}</td>"
-        f"<td>{e(' '.join(j['retrieved'][:10]))}</td></tr>"
-        for j in (r.as_json() for r in card.rows)
+        f"<td>{e(' '.join((j['retrieved'] or [])[:10]))}</td></tr>"
+        for j in _items(card)
     )
     head = "".join(f"<li>{e(k)}: {e(v)}</li>" for k, v in header(card))
     return (

@@ -21,7 +21,7 @@ from benchledger.ledger.events import (
     InfraErrorEvent,
     SessionCallEvent,
 )
-from benchledger.projections import retrieval
+from benchledger.projections import measured, retrieval
 from benchledger.projections.card import CI_WILSON, Metric, Ref, RunMeta
 from benchledger.projections.prices import Cost, Unpriced
 from benchledger.projections.prices import priced as price_usage
@@ -227,7 +227,8 @@ def scorecard(folded: tuple[RunMeta, list[lc.Unit], Mapping[str, list[tuple[int,
                     if (d := u.decisions.get(INGESTED)) is not None)  # fmt: skip
     errored = sum(1 for u in units if u.counted and u.error)
     incomplete = sum(1 for u in units if u.finished is None and not u.abandoned)
-    return Card(meta, tuple(units), tuple(rows), metrics(rows), errored, incomplete, ingests,
+    shown = measured.declared(metrics(rows), (meta.started.record,))
+    return Card(meta, tuple(units), tuple(rows), shown, errored, incomplete, ingests,
                 tuple(notes))  # fmt: skip
 
 

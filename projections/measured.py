@@ -1,0 +1,112 @@
+"""What a run could not measure: the one place that decides it (docs/metrics.md, "Not measured").
+
+Before any unit the probe (harness/probe.py) records what works on the platform as
+findings in the run record (``RunRecord.probe``). A metric that depends on a finding that
+failed is not measured, and says why, on every display and in the JSON: never a 0, never
+a pass (a gate skips it). A run recorded before platforms were probed, or on a platform
+shared by every pass (not probed), has no failed finding here, so its metrics stand as
+they were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from benchledger.ledger.events import RunRecord
+from benchledger.projections.card import Metric
+
+# The probe's findings a metric can depend on (harness/probe.py records them by these).
+HIT_IDS: Final = "hit ids"  # a search's answer itemised into ranked hits, each with its id
+CAPTURE: Final = "capture"  # the platform's capture check (LifecycleCapability)
+UPDATE: Final = "update"  # its update check
+PROMOTE: Final = "promote"  # its promotion
+
+# Each finding's metrics, by name, on every suite that has them. Retrieval metrics rank a
+# search's hits by id (recall@k, MRR per stage, the abstain leak, LoCoMo's evidence recall).
+_RETRIEVAL_PREFIXES: Final = ("recall_at_", "mrr", "abstain_leak_at_")
+_DEPENDS: Final[dict[str, frozenset[str]]] = {
+    HIT_IDS: frozenset({"evidence_recall"}),
+    # Counted over captured units (or needing every stage to pass), so capture-dependent.
+    CAPTURE: frozenset({"capture_rate", "capture_given_attempted", "capture_budget_starved",
+                        "unprompted_surface", "recall_surfaced", "full_lifecycle", "pass_k"}),
+    UPDATE: frozenset({"update_capture_rate", "update_correctness", "duplicate_rate"}),
+    PROMOTE: frozenset({"transfer_rate", "transfer_surfaced", "transfer_used_given_surfaced"}),
+}  # fmt: skip
+
+
+def depends_on(metric: str) -> tuple[str, ...]:
+    """The probe findings ``metric`` needs working (pure; none: it needs none of them)."""
+    out = [what for what, names in _DEPENDS.items() if metric in names]
+    if metric.startswith(_RETRIEVAL_PREFIXES):
+        out.append(HIT_IDS)
+    return tuple(out)
+
+
+def affected(what: str) -> str:
+    """The metrics a failed finding ``what`` leaves not measured, as one phrase ("": none)."""
+    names = sorted(_DEPENDS.get(what, ()))
+    if what == HIT_IDS:
+        names = ["recall_at_k", "mrr", "abstain_leak_at_5", *names]
+    return ", ".join(names)
+
+
+def failed(probe: Mapping[str, Any]) -> dict[str, str]:
+    """A recorded probe's failed findings: what -> what it saw (``record()``'s shape)."""
+    found = probe.get("findings") or []
+    return {str(f.get("what", "")): str(f.get("detail", "")) for f in found
+            if isinstance(f, Mapping) and f.get("ok") is False}  # fmt: skip
+
+
+def declared_lines(records: Iterable[RunRecord | None]) -> list[str]:
+    """What the runs' probes declared unmeasurable, one line per failed finding that
+    leaves any metric so: ``hit ids (its hit has no id): recall_at_k, mrr, ...``."""
+    out: list[str] = []
+    for record in records:
+        for what, detail in failed(record.probe if record is not None else {}).items():
+            names = affected(what)
+            line = f"{what} ({detail}): {names}"
+            if names and line not in out:
+                out.append(line)
+    return out
+
+
+def why_not(probe: Mapping[str, Any], metric: str) -> str:
+    """Why ``metric`` is not measured on a run whose probe recorded ``probe`` ("": it is)."""
+    bad = failed(probe)
+    for what in depends_on(metric):
+        if what in bad:
+            return f"the probe's {what} check failed: {bad[what]}"
+    return ""
+
+
+def not_measured(records: Iterable[RunRecord | None], metric: str) -> str:
+    """Why ``metric`` is not measured over these runs' records (merged runs: any one's)."""
+    for record in records:
+        why = why_not(record.probe, metric) if record is not None else ""
+        if why:
+            return why
+    return ""
+
+
+def declared(
+    metrics: Mapping[str, Metric], records: Iterable[RunRecord | None]
+) -> dict[str, Metric]:
+    """``metrics`` with each one not measured carrying why, and no number (its counts,
+    interval and references emptied: nothing the probe declared unmeasurable is shown)."""
+    records = tuple(records)
+    out = {}
+    for name, m in metrics.items():
+        why = not_measured(records, name)
+        out[name] = (m._replace(num=0, den=0, ci=None, num_refs=(), den_refs=(), units=(),
+                                values=(), not_measured=why) if why else m)  # fmt: skip
+    return out
+
+
+def terms(
+    values: Mapping[str, Mapping[str, float]], metrics: Mapping[str, Metric]
+) -> dict[str, dict[str, float]]:
+    """Each unit's terms in a card's means (``ReadSuite.unit_values``) without those of a
+    metric not measured: an export scores nothing the card shows no number for."""
+    gone = {n for n, m in metrics.items() if m.not_measured}
+    return {s: {n: v for n, v in d.items() if n not in gone} for s, d in values.items()}
