@@ -310,12 +310,12 @@ class Memory:
         limit = clamp_limit(args.get("limit"))
         offset = max(0, int(args.get("offset") or 0))
         status = str(args.get("filter_status") or records.ACTIVE)
-        column, value = visible(who)
+        owner, whose = visible(who)
         with self.store.read() as db:
             rows = db.execute(
-                f"SELECT * FROM records WHERE {column} = ? AND status = ? "
+                f"SELECT * FROM records WHERE {owner} = ? AND status = ? "
                 "ORDER BY created_at DESC, seq DESC",
-                (value, status),
+                (whose, status),
             ).fetchall()
         filters = {
             "dimension": args.get("filter_dimension"),
