@@ -8,7 +8,8 @@ this order, each a separate text block after the tool's own:
    ``{"semantic_context": {...}, "additional_tables": [...]}`` for the tables it names,
    or ``{"metadata_reference": {...}}`` when this session was already given them; a
    ``datahub_get_entity``/``_schema``/``_queries`` result gets ``{"query_context": ...}``;
-2. ``{"memory_context": [...]}``: up to 5 of the persona's records linked to any URN in
+2. ``{"memory_context": [...]}``: up to 5 of the caller's records (the admin key: its
+   persona's, as the peer's; toolkits/memory.py ``visible``) linked to any URN in
    the result so far, summary-first (280 bytes) under a byte budget, the rest as
    ``memory_context_omitted`` stubs;
 3. ``{"knowledge_pages": [...]}``: pages referencing the URNs of the tool's OWN block;
@@ -146,7 +147,7 @@ class Enricher:
         omitted: list[dict[str, str]] = []
         seen: set[str] = set()
         used = 0
-        for row in self.memory.for_entities(urns, who.persona, MEMORY_LIMIT):
+        for row in self.memory.for_entities(urns, who, MEMORY_LIMIT):
             key = " ".join(row["content"].lower().split())
             if key in seen:
                 continue

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -62,6 +63,7 @@ from tests.test_attacks import (
     verify,
     withhold,
 )
+from tests.test_runner import subset
 
 # -- helpers -----------------------------------------------------------------------------------
 
@@ -1375,3 +1377,158 @@ def test_a_newline_or_escape_in_any_card_value_of_any_suite_starts_no_line(
     forged = [x for x in shown.splitlines() if x.lstrip("*-|AB:= ").startswith("INJECTED")]
     assert not forged, forged
     assert not _CONTROL.findall(shown), _CONTROL.findall(shown)
+
+
+# -- a republished bundle whose mapping holds a catastrophic pattern (issue 50, item 4) ------
+
+AS_SERVER = """\
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("as-memory")
+KEPT = []
+
+
+@app.tool()
+def put(text: str) -> str:
+    KEPT.append(text)
+    return "kept"
+
+
+@app.tool()
+def find(q: str) -> str:
+    return "\\n".join([*KEPT, "a" * 40])
+
+
+app.run()
+"""
+
+
+def _as_mapping(server, separator: str) -> str:
+    return f"""\
+name = "as-memory"
+[server]
+command = "{sys.executable}"
+args = ["{server}"]
+[write]
+tool = "put"
+arguments = {{ text = "{{fact}}" }}
+[search]
+tool = "find"
+arguments = {{ q = "{{query}}" }}
+[readback]
+tool = "find"
+arguments = {{ q = "{{fact}}" }}
+hit_separator = "{separator}"
+"""
+
+
+def test_a_republished_bundle_whose_mapping_holds_a_catastrophic_pattern_replays_in_seconds(
+    tmp_path, capsys
+):
+    """The publisher's run read forty ``a``s with a harmless separator; the republished
+    bundle's recorded mapping says ``(?:a|a)+b``, which Python's ``re`` takes hours over
+    on that answer: full replay, which reads the answer with the recorded mapping, ends
+    in seconds all the same."""
+    pytest.importorskip("mcp.server.mcpserver")
+    server = tmp_path / "as_server.py"
+    server.write_text(AS_SERVER)
+    mapping = tmp_path / "as.toml"
+    mapping.write_text(_as_mapping(server, "b"))
+    ledger = str(tmp_path / "l.sqlite")
+    path = subset(tmp_path, ["bl-audit-channel"])
+    argv = ["run", "--platform", f"mcp:{mapping}", "--protocols", path, "--ledger", ledger]
+    main([*argv, "--run-id", "as"])
+    bundle = str(tmp_path / "as.jsonl")
+    assert main(["export", "as", "-o", bundle, "--ledger", ledger]) == 0
+    b = Bundle(bundle)
+    at = b.index(lambda o: o["kind"] == "run_started")
+    started = json.loads(b.lines[at])
+    platform = started["body"]["record"]["platform"]
+    hostile = platform["mapping"].replace('hit_separator = "b"', 'hit_separator = "(?:a|a)+b"')
+    assert hostile != platform["mapping"]
+    platform["mapping"] = hostile
+    platform["mapping_hash"] = blake3(hostile.encode()).hexdigest()
+    b.lines[at] = canon(started)
+    _reseal(b)
+    republished = b.write(tmp_path / "republished.jsonl")
+    capsys.readouterr()
+    began = time.monotonic()
+    code = main(["replay", republished, "--level", "full"])
+    took = time.monotonic() - began
+    said = capsys.readouterr()
+    assert took < 10, f"full replay took {took:.1f} s"
+    assert code in (0, 1), said.err[-300:]  # its verdicts may differ; it must end, in one line
+
+
+# -- issue 50's attacks kept beside their fixtures, listed here by name (issue 50, item 6) ---
+# This file holds the attacks on published files (the echoed mapping secret, the forged
+# header lines of every card, the catastrophic pattern above). The rest of issue 50 needs
+# the fixtures of another file (a PostgreSQL queue and a stub worker, a real memory server
+# installed once per session, a plugin site): each is listed here, run where it lives, and
+# checked to exist and be collected, so this is the one place a reader finds them all.
+ISSUE_50_ELSEWHERE: dict[str, str] = {
+    # High: a queued run makes every worker run its command and send the worker's keys.
+    "tests/test_worker_trust.py::test_a_default_worker_never_runs_a_server_command_only_the_queued_run_names":
+        "a queued --server-memory-cmd runs on no worker that was not given it",
+    "tests/test_worker_trust.py::test_a_default_worker_never_sends_its_key_to_a_model_server_only_the_queued_run_names":
+        "a queued model endpoint gets no worker's key",
+    "tests/test_worker_trust.py::test_a_resume_runs_no_recorded_command_and_contacts_no_recorded_model_server_unless_given":
+        "run --resume of another's record runs and contacts nothing it names",
+    # Medium: a mapping's secret, one identity against another, a recorded pattern.
+    "tests/test_mcp_mapping.py::test_a_secret_the_server_echoes_never_reaches_the_ledger":
+        "a mapped server echoing its secret in its answers",
+    "tests/test_mcp_mapping.py::test_a_second_identity_cannot_read_change_or_delete_the_firsts_memories_on_mcp_memory_service":
+        "identity 2 against identity 1 on the shipped mcp-memory-service mapping",
+    "tests/test_server_memory.py::test_a_second_identity_cannot_read_change_or_delete_the_firsts_graph_with_any_tool_it_sees":
+        "identity 2 against identity 1 with every tool of server-memory",
+    "tests/test_basic_memory.py::test_a_second_identity_cannot_read_change_or_delete_the_firsts_note_with_any_tool_it_sees":
+        "identity 2 against identity 1 with every tool of basic-memory",
+    "tests/test_mem0.py::test_a_second_identity_can_neither_find_nor_touch_the_first_identitys_memories":
+        "identity 2 against identity 1 with every tool of mem0",
+    "tests/test_refplatform.py::test_a_second_identity_cannot_read_change_or_delete_the_firsts_memory_with_any_tool_it_sees":
+        "identity 2 against identity 1 with every tool of the reference platform",
+    "tests/test_mcp_mapping.py::test_a_mapping_pattern_outside_the_linear_time_language_is_refused_at_load":
+        "a mapping's pattern outside the linear-time language",
+    # Low: plugins, the queue, the worker's output.
+    "tests/test_extensions.py::test_broken_plugins_of_every_kind_are_refused_only_where_they_are_named":
+        "one broken installed plugin stops no command that does not name it",
+    "tests/test_extensions.py::test_a_plugin_named_like_a_built_in_is_listed_as_shadowed":
+        "a plugin named like a built-in is listed as shadowed",
+    "tests/test_extensions.py::test_a_run_that_chooses_a_shadowed_name_warns_once_for_each_and_uses_the_built_in":
+        "a shadowed name chosen warns and runs the built-in",
+    "tests/test_worker_trust.py::test_a_job_no_worker_can_run_is_marked_with_its_reason_and_never_stops_a_worker":
+        "one unrunnable job row stops no worker",
+    "tests/test_worker_trust.py::test_a_worker_that_went_silent_and_woke_after_another_took_its_unit_prints_no_traceback":
+        "a stalled worker prints no traceback",
+}  # fmt: skip
+# Low: the LoCoMo and pkrun files, in the bad-input corpus (tests/data/bad/cases.yaml).
+ISSUE_50_BAD_INPUTS: tuple[str, ...] = (
+    "validate-locomo-session-leading-zero",
+    "validate-locomo-session-other-script-digit",
+    "hash-locomo-session-leading-zero",
+    "validate-locomo-long-integer",
+    "validate-locomo-category-float",
+    "run-locomo-category-float",
+    "import-peer-pkrun-world-pool-of-400-digits",
+    "import-peer-pkrun-world-count-of-400-digits",
+    "import-peer-pkrun-planted-number-of-400-digits",
+)
+
+
+def test_every_issue_50_attack_listed_here_exists_and_is_collected_where_it_lives():
+    """Each listed test is collected by pytest (a renamed or deleted one fails here), and
+    each listed bad input is a case of the bad-input corpus."""
+    import subprocess
+
+    from benchledger.benchmarks.reliability import load_cases
+
+    root = Path(__file__).resolve().parent.parent
+    names = list(ISSUE_50_ELSEWHERE)
+    got = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *names],
+        cwd=root, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    collected = {line.split("[", 1)[0] for line in got.stdout.splitlines() if "::" in line}
+    missing = [name for name in names if name not in collected]
+    assert not missing, (missing, got.stdout[-2000:], got.stderr[-2000:])
+    assert set(ISSUE_50_BAD_INPUTS) <= {c.id for c in load_cases()}

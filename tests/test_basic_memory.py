@@ -35,6 +35,7 @@ from benchledger.harness.platforms.basic_memory_server import (
     serve,
 )
 from benchledger.harness.platforms.provision import parse_platform
+from benchledger.harness.platforms.vocabulary import BASIC_MEMORY
 from benchledger.harness.suites.lifecycle import target
 from benchledger.harness.unit import UnitContext, UnitPlan
 from benchledger.ledger import Ledger, open_store
@@ -235,6 +236,103 @@ def test_an_in_place_correction_is_a_new_version_and_the_original_text_is_gone(a
     assert upd.landed and upd.landed != check.found
     assert upd.landed.split("@")[0] == check.found.split("@")[0]  # the same note, in place
     assert upd.original_status == "superseded" and not upd.duplicated
+
+
+# -- isolation: every tool an agent sees keeps identities apart (issue 50, item 3) ---------
+
+ONE = "bench-agent-001"
+SECRET = "the vault code is 4417"
+# Identity 1's note named every way a call can name it: bare (the caller's own project),
+# with identity 1's project prefixed or as a memory:// URL, and out of the caller's folder.
+NAMED = ("notes/vault", f"{ONE}/notes/vault", f"memory://{ONE}/notes/vault",
+         "../bench-agent-001/notes/vault.md")  # fmt: skip
+_BY_PROJECT = {"project": ONE}
+
+
+def _each(key: str, **more) -> list[dict]:
+    return [{key: n, **more} for n in NAMED] + [{key: "notes/vault", **_BY_PROJECT, **more}]
+
+
+# What identity 2 tries on identity 1's note with each tool it is shown: reads, changes and
+# deletes aimed at the note, listings of identity 1's project, and the project itself; the
+# reads first, the changes next and the deletes last, so each finds the note there.
+BM_ATTEMPTS: dict[str, list[dict]] = {
+    "basic_memory_diagnostics": [{}],
+    "list_workspaces": [{}],
+    "list_memory_projects": [{}],
+    "man": [{"query": "vault"}, _BY_PROJECT],
+    "search_notes": [{"query": "vault"}, {"query": "vault", **_BY_PROJECT},
+                     {"query": "vault", "projects": [ONE]},
+                     {"query": "vault", "search_all_projects": True}],
+    "search": [{"query": "vault"}],
+    "grep": [{"pattern": "4417"}, {"pattern": "4417", **_BY_PROJECT}],
+    "read_note": _each("identifier"),
+    "view_note": _each("identifier"),
+    "read_content": _each("path"),
+    "cat": _each("identifier"),
+    "fetch": [{"id": n} for n in NAMED],
+    "build_context": _each("url"),
+    "recent_activity": [{}, {"timeframe": "1d", **_BY_PROJECT}],
+    "tail": [{}, _BY_PROJECT],
+    "list_directory": [{"dir_name": "/", "depth": 3}, {"dir_name": "/", **_BY_PROJECT},
+                       {"dir_name": f"{ONE}/notes"}, {"dir_name": "../bench-agent-001"}],
+    "ls": [{"path": "/"}, {"path": f"{ONE}/notes"}, {"path": "/", **_BY_PROJECT}],
+    "find": [{"path": "/"}, {"path": f"{ONE}/"}, {"path": "/", **_BY_PROJECT}],
+    "schema_validate": _each("identifier"),
+    "schema_infer": [{"note_type": "note"}, {"note_type": "note", **_BY_PROJECT}],
+    "schema_diff": [{"note_type": "note"}, {"note_type": "note", **_BY_PROJECT}],
+    "write_note": [{"title": "vault", "directory": "notes", "content": "overwritten",
+                    "overwrite": True, **_BY_PROJECT}],
+    "edit_note": _each("identifier", operation="append", content="changed"),
+    "move_note": _each("identifier", destination_path="notes/moved.md"),
+    "create_memory_project": [{"project_name": "mine", "project_path": f"../{ONE}"}],
+    "delete_note": [*_each("identifier"), {"identifier": f"{ONE}/notes", "is_directory": True}],
+    "delete_project": [{"project_name": ONE, "delete_notes": True}],
+}  # fmt: skip
+
+
+def _bytes(path: str) -> bytes | None:
+    """The file's bytes, None when it is gone."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+@pytest.mark.slow
+def test_a_second_identity_cannot_read_change_or_delete_the_firsts_note_with_any_tool_it_sees(
+    argv, tmp_path
+):
+    """Identity 1 keeps a private note; identity 2 calls every tool it is shown, naming the
+    note and identity 1's project every way a call can: no answer holds the note's text,
+    and identity 1's file is on disk unchanged and read back whole."""
+    folder = str(tmp_path)
+    note = {"title": "vault", "directory": "notes", "content": f"# vault\n\n- {SECRET}\n"}
+
+    async def go():
+        async with serve(argv, folder) as url:
+            client = BasicMemory(url, folder, pool_size=4)
+            async with client.session(1) as one:
+                assert not (await one.call_tool("write_note", note)).is_error
+            path = os.path.join(client.project_dir(ONE), "notes", "vault.md")
+            before = _bytes(path)
+            async with client.session(2) as two:
+                shown = {t["name"] for t in BASIC_MEMORY.shown(await two.list_tools())}
+                said = [(tool, args, await two.call_tool(tool, dict(args)))
+                        for tool, tries in BM_ATTEMPTS.items() if tool in shown
+                        for args in tries]  # fmt: skip
+            async with client.session(1) as one:
+                back = await one.call_tool("read_note", {"identifier": "notes/vault"})
+            after = _bytes(path)
+            return shown, said, before, after, back
+
+    shown, said, before, after, back = asyncio.run(go())
+    assert shown == set(BM_ATTEMPTS), "a tool an agent sees is not tried here"
+    for tool, args, got in said:
+        assert "4417" not in got.text, (tool, args, got.text)
+    assert after == before
+    assert SECRET in back.text, back.text
 
 
 # -- the rules, without a server -------------------------------------------------------------

@@ -18,9 +18,7 @@ import shutil
 import stat
 import subprocess
 import sys
-import time
 
-import blake3
 import msgspec
 import pytest
 
@@ -646,88 +644,8 @@ def test_a_resume_after_the_mapping_changed_is_refused_naming_the_change(tmp_pat
     assert code == 2 and "the mapping changed since the run started" in err
 
 
-# -- patterns from a mapping cannot hang a reader (issue 50, item 4) ------------------------
-
-AS_SERVER = """\
-from mcp.server.mcpserver import MCPServer
-
-app = MCPServer("as-memory")
-KEPT = []
-
-
-@app.tool()
-def put(text: str) -> str:
-    KEPT.append(text)
-    return "kept"
-
-
-@app.tool()
-def find(q: str) -> str:
-    return "\\n".join([*KEPT, "a" * 40])
-
-
-app.run()
-"""
-
-
-def _as_mapping(server, separator: str) -> str:
-    return f"""\
-name = "as-memory"
-[server]
-command = "{sys.executable}"
-args = ["{server}"]
-[write]
-tool = "put"
-arguments = {{ text = "{{fact}}" }}
-[search]
-tool = "find"
-arguments = {{ q = "{{query}}" }}
-[readback]
-tool = "find"
-arguments = {{ q = "{{fact}}" }}
-hit_separator = "{separator}"
-"""
-
-
-def test_a_republished_bundle_whose_mapping_holds_a_catastrophic_pattern_replays_in_seconds(
-    tmp_path, capsys
-):
-    """The publisher's run read forty ``a``s with a harmless separator; the republished
-    bundle's recorded mapping says ``(?:a|a)+b``, which Python's ``re`` takes hours over
-    on that answer: full replay, which reads the answer with the recorded mapping, ends
-    in seconds all the same."""
-    pytest.importorskip("mcp.server.mcpserver")
-    from tests.test_attacks import Bundle, canon
-    from tests.test_attacks_public import _reseal
-
-    server = tmp_path / "as_server.py"
-    server.write_text(AS_SERVER)
-    mapping = tmp_path / "as.toml"
-    mapping.write_text(_as_mapping(server, "b"))
-    ledger = str(tmp_path / "l.sqlite")
-    path = subset(tmp_path, ["bl-audit-channel"])
-    argv = ["run", "--platform", f"mcp:{mapping}", "--protocols", path, "--ledger", ledger]
-    main([*argv, "--run-id", "as"])
-    bundle = str(tmp_path / "as.jsonl")
-    assert main(["export", "as", "-o", bundle, "--ledger", ledger]) == 0
-    b = Bundle(bundle)
-    at = b.index(lambda o: o["kind"] == "run_started")
-    started = json.loads(b.lines[at])
-    platform = started["body"]["record"]["platform"]
-    hostile = platform["mapping"].replace('hit_separator = "b"', 'hit_separator = "(?:a|a)+b"')
-    assert hostile != platform["mapping"]
-    platform["mapping"] = hostile
-    platform["mapping_hash"] = blake3.blake3(hostile.encode()).hexdigest()
-    b.lines[at] = canon(started)
-    _reseal(b)
-    republished = b.write(tmp_path / "republished.jsonl")
-    capsys.readouterr()
-    began = time.monotonic()
-    code = main(["replay", republished, "--level", "full"])
-    took = time.monotonic() - began
-    said = capsys.readouterr()
-    assert took < 10, f"full replay took {took:.1f} s"
-    assert code in (0, 1), said.err[-300:]  # its verdicts may differ; it must end, in one line
+# -- patterns from a mapping cannot hang a reader (issue 50, item 4; the republished bundle
+# holding a catastrophic one is in the attack corpus, tests/test_attacks_public.py) ------
 
 
 def test_a_mapping_pattern_outside_the_linear_time_language_is_refused_at_load():

@@ -140,12 +140,15 @@ def argv(request, tmp_path_factory) -> tuple[str, ...]:
 
 
 def test_a_second_identity_can_neither_find_nor_touch_the_first_identitys_memories(argv, tmp_path):
+    """Identity 2 tries every tool it is shown on identity 1's memory (issue 50, item 3):
+    reads, the change and the delete by its id, and the user ids named outright."""
     fact = "Refunds are recorded as negative rows in the orders table"
 
     async def scenario(client, ledger):
         mine = await _add(client, 1, fact)
         ctx = _ctx(client, ledger, "bl-audit-channel", "t/x")
         async with client.session(2, ctx.observer("recall")) as s:
+            shown = {t["name"] for t in MEM0.shown(await s.list_tools())}
             said = [
                 await s.call_tool("search_memories", {"query": "how are refunds recorded"}),
                 await s.call_tool("list_memories", {}),
@@ -159,9 +162,12 @@ def test_a_second_identity_can_neither_find_nor_touch_the_first_identitys_memori
         async with client.session(1) as s:
             still = await s.call_tool("get_memory", {"memory_id": mine})
         await ctx.commit()
-        return said, still
+        return shown, said, still
 
-    (said, still), ledger = _adapter(argv, tmp_path, scenario)
+    (shown, said, still), ledger = _adapter(argv, tmp_path, scenario)
+    # Every tool an agent sees is tried above (add_memory writes only the caller's own).
+    tried = {"search_memories", "list_memories", "get_memory", "update_memory", "delete_memory"}
+    assert shown == tried | {"add_memory"}, "a tool an agent sees is not tried here"
     search, listing, get, update, delete, named, named_one = said
     assert not search.is_error and "negative rows" not in search.text
     assert not listing.is_error and "negative rows" not in listing.text

@@ -403,11 +403,14 @@ def test_an_applied_insight_is_never_superseded_only_reported_similar(driver):
     assert [s["id"] for s in second["similar_existing"]] == [first["id"]]
 
 
-def test_memory_manage_changes_only_the_callers_records_but_lists_the_whole_persona(driver):
+def test_memory_manage_changes_and_lists_only_the_callers_records_and_the_admin_the_persona(
+    driver,
+):
     async def go():
         got = await capture(driver, 1, FACT)
         foreign = await tool_error(driver, 2, "memory_manage", command="forget", id=got["id"])
-        listed = await call(driver, 2, "memory_manage", command="list", filter_entity_urn=ORDERS)
+        theirs = await call(driver, 2, "memory_manage", command="list", filter_entity_urn=ORDERS)
+        listed = await call(driver, None, "memory_manage", command="list", filter_entity_urn=ORDERS)
         updated = await call(
             driver, 1, "memory_manage", command="update", id=got["id"], content=OTHER
         )
@@ -415,10 +418,11 @@ def test_memory_manage_changes_only_the_callers_records_but_lists_the_whole_pers
         forgot = await call(driver, 1, "memory_manage", command="forget", id=got["id"])
         gone = await driver.rest("GET", f"{INSIGHTS}/{got['id']}")
         helped = await call(driver, 1, "memory_manage")
-        return got, foreign, listed, updated, insight.body, forgot, gone, helped
+        return got, foreign, theirs, listed, updated, insight.body, forgot, gone, helped
 
-    got, foreign, listed, updated, insight, forgot, gone, helped = run(go())
+    got, foreign, theirs, listed, updated, insight, forgot, gone, helped = run(go())
     assert foreign.error["message"] == "you can only archive your own memories"
+    assert theirs["total"] == 0 and theirs["records"] == []
     assert (
         listed["total"] == 1
         and listed["records"][0]["created_by"] == "bench-agent-001@apikey.local"
@@ -436,6 +440,89 @@ def test_memory_manage_changes_only_the_callers_records_but_lists_the_whole_pers
         "review_duplicates",
         "consolidate",
     }
+
+
+VAULT = "The 'vault code' of the orders team is 4417."
+VAULT_PREF = "I keep the orders team's vault code 4417 to myself."
+PUBLIC = "The 'anchor tier' is the top 5% of customers by lifetime revenue."
+
+
+def _attempts(mine: str, live: str, changeset: str) -> dict[str, list[dict[str, Any]]]:
+    """What identity 2 tries on identity 1's memories with each tool it is shown: reads
+    naming them, by search, reference, listing, review and enrichment of their entity;
+    changes and deletes by their ids; and a capture of its own on the same entity."""
+    ids = [mine, live]
+    return {
+        "platform_info": [{}],
+        "search": [{"intent": "vault code"}, {"entity_urns": [ORDERS]},
+                   {"intent": "vault code", "sources": ["memory", "insights"],
+                    "status": "pending"}],
+        "fetch": [{"reference": f"mcp:{kind}:{i}"} for kind in ("memory", "insight") for i in ids],
+        "memory_manage": [{"command": "list"}, {"command": "list", "filter_entity_urn": ORDERS},
+                          {"command": "list", "filter_status": "active", "filter_dimension":
+                           "preference"},
+                          {"command": "review_stale"}, {"command": "review_duplicates"},
+                          *({"command": "update", "id": i, "content": "changed"} for i in ids),
+                          *({"command": "forget", "id": i} for i in ids),
+                          {"command": "consolidate", "id": live, "duplicate_id": mine}],
+        "apply_knowledge": [{"action": "bulk_review", "itemize": True},
+                            {"action": "review", "entity_urn": ORDERS},
+                            {"action": "synthesize", "entity_urn": ORDERS},
+                            {"action": "list_changesets", "entity_urn": ORDERS},
+                            {"action": "approve", "insight_ids": [mine]},
+                            {"action": "reject", "insight_ids": [mine]},
+                            {"action": "apply", "insight_ids": [mine], **DESCRIPTION},
+                            {"action": "rollback", "changeset_id": changeset, "confirm": True}],
+        "memory_capture": [{"type": "business_knowledge", "entity_urns": [ORDERS],
+                            "content": "The 'vault code' of the orders team is secret."}],
+        "datahub_get_entity": [{"urn": ORDERS}],
+        "datahub_get_schema": [{"urn": ORDERS}],
+        "datahub_get_queries": [{"urn": ORDERS}],
+        "datahub_get_glossary_term": [{"urn": "urn:li:glossaryTerm:vault"}],
+        "datahub_browse": [{"what": "tags"}],
+        "trino_query": [{"sql": "SELECT count(*) FROM memory.bench.orders"}],
+        "trino_describe_table": [{"catalog": "memory", "schema": "bench", "table": "orders"}],
+        "trino_browse": [{"catalog": "memory", "schema": "bench"}],
+    }  # fmt: skip
+
+
+def test_a_second_identity_cannot_read_change_or_delete_the_firsts_memory_with_any_tool_it_sees(
+    driver,
+):
+    """Identity 1 keeps a pending insight and a live preference (and has a promoted fact's
+    changeset); identity 2 calls every tool it is shown on them. Before, the listing and
+    every enrichment of the entity showed identity 1's pending records (listed by persona),
+    and apply_knowledge reviewed, rejected and rolled back identity 1's knowledge."""
+    from benchledger.harness.platforms.vocabulary import REFPLATFORM
+
+    async def go():
+        mine = (await capture(driver, 1, VAULT))["id"]
+        live = (await call(driver, 1, "memory_capture", type="personal_preference",
+                           content=VAULT_PREF, entity_urns=[ORDERS]))["id"]  # fmt: skip
+        public = (await capture(driver, 1, PUBLIC, CUSTOMERS))["id"]
+        change = {"changes": [{"change_type": "add_tag", "target": "", "detail": "anchor"}]}
+        applied = await _promote(driver, public, entity_urn=CUSTOMERS, **change)
+        tries = _attempts(mine, live, applied["changeset_id"])
+        said = []
+        async with driver.session(2) as s:
+            listed = (await s.client.list_tools()).tools
+            shown = {t["name"] for t in REFPLATFORM.shown([{"name": t.name} for t in listed])}
+            await s.call("search", {"intent": "orders"})  # trino_query's search-first gate
+            for tool, attempts in tries.items():
+                for args in attempts:
+                    said.append((tool, args, await s.call(tool, args)))
+        insight = (await driver.rest("GET", f"{INSIGHTS}/{mine}")).body
+        promoted = (await driver.rest("GET", f"{INSIGHTS}/{public}")).body
+        own = await call(driver, 1, "memory_manage", command="list", filter_dimension="preference")
+        return shown, set(tries), said, insight, promoted, own, live
+
+    shown, tried, said, insight, promoted, own, live = run(go())
+    assert shown == tried, "a tool an agent sees is not tried here"
+    for tool, args, reply in said:
+        assert "4417" not in reply.text, (tool, args, reply.text)
+    assert insight["status"] == "pending" and insight["insight_text"] == VAULT
+    assert promoted["status"] == "applied"  # not rolled back
+    assert [(r["id"], r["content"]) for r in own["records"]] == [(live, VAULT_PREF)]
 
 
 def test_review_duplicates_and_consolidate_retire_a_near_duplicate(driver):
@@ -648,7 +735,7 @@ def test_bulk_review_itemizes_the_pending_queue(driver):
 
 def test_entity_results_carry_enrichment_blocks_after_the_entitys_own_block(driver):
     async def go():
-        await capture(driver, 1, FACT)
+        await capture(driver, 2, FACT)  # the caller's own record: its memory_context
         async with driver.session(2) as s:
             before_search = await s.call("datahub_get_entity", {"urn": ORDERS})
             await s.call("search", {"intent": "orders"})

@@ -337,6 +337,50 @@ def test_the_learner_sees_the_shared_graph_and_never_the_teachers_own_file(argv,
     assert servers == ["bench-agent-002.jsonl", "shared.jsonl"]
 
 
+# -- isolation: every tool an agent sees keeps identities apart (issue 50, item 3) ---------
+
+VAULT = "vault"
+PRIVATE = "identity one's private fact: the vault code is 4417"
+# What identity 2 tries on identity 1's entity, one call per tool it is shown: reads that
+# name it, changes and deletes aimed at it, and writes of its own name.
+ATTEMPTS = {
+    "read_graph": {},
+    "search_nodes": {"query": "vault code"},
+    "open_nodes": {"names": [VAULT]},
+    "create_entities": {"entities": [{"name": VAULT, "entityType": "memory",
+                                      "observations": ["identity two's own"]}]},
+    "create_relations": {"relations": [{"from": VAULT, "to": VAULT, "relationType": "owns"}]},
+    "add_observations": {"observations": [{"entityName": VAULT, "contents": ["changed"]}]},
+    "delete_observations": {"deletions": [{"entityName": VAULT, "observations": [PRIVATE]}]},
+    "delete_relations": {"relations": [{"from": VAULT, "to": VAULT, "relationType": "owns"}]},
+    "delete_entities": {"entityNames": [VAULT]},
+}  # fmt: skip
+
+
+def test_a_second_identity_cannot_read_change_or_delete_the_firsts_graph_with_any_tool_it_sees(
+    argv, tmp_path
+):
+    """Identity 1 keeps a private entity; identity 2 calls every tool it is shown on it
+    (each identity's file has its own server process, so nothing it sends reaches identity
+    1's file): no answer holds the fact, and identity 1 reads its entity back unchanged."""
+
+    async def scenario(client, ledger):
+        await _write(client, 1, VAULT, PRIVATE)
+        async with client.session(2) as two:
+            shown = {t["name"] for t in SERVER_MEMORY.shown(await two.list_tools())}
+            said = {tool: await two.call_tool(tool, args) for tool, args in ATTEMPTS.items()}
+        async with client.session(1) as one:
+            back = await one.call_tool("open_nodes", {"names": [VAULT]})
+        return shown, said, back
+
+    (shown, said, back), _ = _adapter(argv, tmp_path, scenario)
+    assert shown == set(ATTEMPTS), "a tool an agent sees is not tried here"
+    for tool, got in said.items():
+        assert "4417" not in got.text, (tool, got.text)
+    own = [e for e in back.data["entities"] if e["name"] == VAULT]
+    assert [e["observations"] for e in own] == [[PRIVATE]], back.text
+
+
 # -- the mapping, the dialect and the rules, without a server -----------------------------
 
 

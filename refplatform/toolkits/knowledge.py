@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from benchledger.refplatform.auth import Identity
-from benchledger.refplatform.errors import ToolError
+from benchledger.refplatform.errors import NotFound, ToolError
 from benchledger.refplatform.pages import PageStore
 from benchledger.refplatform.store import StateStore
 from benchledger.refplatform.toolkits.catalog import Catalog
@@ -117,4 +117,30 @@ class Knowledge:
                 "bulk_untag is not available on refplatform: its catalog has no tag search; "
                 "remove the tag per entity with apply (change_type remove_tag)"
             )
+        if who.pool_index:
+            self._held_to_own(who, action, args)
         return self._handlers[action](who, args)
+
+    def _held_to_own(self, who: Identity, action: str, args: dict[str, Any]) -> None:
+        """A pool identity reviews and promotes only what it captured itself.
+
+        Every identity of the arm holds the admin role, so in the peer one could approve,
+        reject, apply or roll back another's pending knowledge and read it in a review;
+        one identity must not read or change another's memory (docs/refplatform.md,
+        "Memory and insights"). Another's insight or changeset is reported as absent, as
+        ``fetch`` does; the reviews list the caller's own (``knowledge_review.mine``). The
+        admin key (the harness's reviewer) is not held."""
+        for insight_id in [str(i) for i in args.get("insight_ids") or []]:
+            try:
+                mine = self._insights.row(insight_id)["created_by"] == who.email
+            except NotFound:
+                mine = True  # the action itself says it is not found
+            if not mine:
+                raise ToolError(f"insight {insight_id} not found")
+        if action == "rollback" and args.get("changeset_id"):
+            try:
+                row = self._changesets.row(str(args["changeset_id"]))
+            except NotFound:
+                return
+            if row["applied_by"] != who.email:
+                raise ToolError(f"changeset not found: {args['changeset_id']}")

@@ -31,6 +31,12 @@ BULK_REVIEW_NOTE: Final = (
 _DAY_NS: Final = 86_400 * 10**9
 
 
+def mine(who: Identity) -> dict[str, str]:
+    """The review filter holding a pool identity to the insights it captured (the admin
+    key: none); toolkits/knowledge.py says why."""
+    return {"captured_by": who.email} if who.pool_index else {}
+
+
 def rollback_review_note(changeset_id: str) -> str:
     """The review note of an insight a rollback sent back to the queue."""
     return f"Returned to review: changeset {changeset_id} was rolled back."
@@ -203,7 +209,7 @@ class Insights:
 
     def bulk_review(self, who: Identity, args: dict[str, Any]) -> dict[str, Any]:
         """The ``bulk_review`` action: counts over the pending queue, itemized on request."""
-        pending = self.filtered({"status": records.PENDING})
+        pending = self.filtered({"status": records.PENDING, **mine(who)})
         by_category: dict[str, int] = {}
         by_confidence: dict[str, int] = {}
         for r in pending:
@@ -246,7 +252,7 @@ class Insights:
         urn = str(args.get("entity_urn") or "")
         if not urn:
             raise ToolError("entity_urn is required for review action")
-        rows = self.filtered({"entity_urn": urn})[:100]
+        rows = self.filtered({"entity_urn": urn, **mine(who)})[:100]
         return {
             "entity_urn": urn,
             "current_metadata": self._metadata_or_none(urn),
@@ -264,7 +270,7 @@ class Insights:
         urn = str(args.get("entity_urn") or "")
         if not urn:
             raise ToolError("entity_urn is required for synthesize action")
-        rows = self.filtered({"entity_urn": urn, "status": records.APPROVED})[:100]
+        rows = self.filtered({"entity_urn": urn, "status": records.APPROVED, **mine(who)})[:100]
         if args.get("insight_ids"):
             rows = [r for r in rows if r["id"] in args["insight_ids"]]
         meta = self._metadata_or_none(urn)

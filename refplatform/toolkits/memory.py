@@ -44,6 +44,15 @@ def clamp_limit(limit: int | None, default: int = DEFAULT_LIST, most: int = MAX_
     return min(limit, most)
 
 
+def visible(who: Identity) -> tuple[str, str]:
+    """The records ``who`` may list, as ``(column, value)``: a pool identity its own, the
+    admin key its persona's (the reviewer's reads). The peer lists by persona, so every
+    identity of the arm's ``admin`` persona saw the others' pending records in the listing
+    and in enrichment; one identity must not read another's (docs/refplatform.md, "Memory
+    and insights"), so a pool identity lists only what it captured."""
+    return ("persona", who.persona) if who.pool_index == 0 else ("created_by", who.email)
+
+
 class Memory:
     """Memory records: capture with recall-first supersede, and their lifecycle commands."""
 
@@ -77,14 +86,16 @@ class Memory:
             return cosine(query_vector, stored)
         return cosine(_LEXICAL.embed(query), _LEXICAL.embed(row["content"]))
 
-    def for_entities(self, urns: list[str], persona: str, limit: int) -> list[sqlite3.Row]:
-        """The persona's active records linked to any of ``urns``, newest first (enrichment)."""
+    def for_entities(self, urns: list[str], who: Identity, limit: int) -> list[sqlite3.Row]:
+        """The active records ``who`` may list (``visible``) linked to any of ``urns``,
+        newest first (enrichment)."""
         wanted = set(urns)
+        column, value = visible(who)
         with self.store.read() as db:
             rows = db.execute(
-                "SELECT * FROM records WHERE persona = ? AND status = ? AND insight_status != ? "
+                f"SELECT * FROM records WHERE {column} = ? AND status = ? AND insight_status != ? "
                 "ORDER BY created_at DESC, seq DESC",
-                (persona, records.ACTIVE, records.REJECTED),
+                (value, records.ACTIVE, records.REJECTED),
             ).fetchall()
         return [r for r in rows if wanted & set(records.urns(r))][:limit]
 
@@ -296,16 +307,15 @@ class Memory:
         return {"id": record_id, "message": "Memory archived successfully."}
 
     def _list(self, who: Identity, args: dict[str, Any]) -> dict[str, Any]:
-        # The peer lists by persona, not by owner: every identity of the arm's ``admin``
-        # persona sees the others' records here (search stays owner-scoped).
         limit = clamp_limit(args.get("limit"))
         offset = max(0, int(args.get("offset") or 0))
         status = str(args.get("filter_status") or records.ACTIVE)
+        owner, whose = visible(who)
         with self.store.read() as db:
             rows = db.execute(
-                "SELECT * FROM records WHERE persona = ? AND status = ? "
+                f"SELECT * FROM records WHERE {owner} = ? AND status = ? "
                 "ORDER BY created_at DESC, seq DESC",
-                (who.persona, status),
+                (whose, status),
             ).fetchall()
         filters = {
             "dimension": args.get("filter_dimension"),
