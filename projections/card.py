@@ -22,20 +22,6 @@ from benchledger.projections.usage import Usage
 
 Ref = tuple[str, int]
 
-# The tools an episode counts as a capture or a search attempt, on every platform kind
-# (refplatform's names, then the MCP memory server's).
-# mcp-data-platform's, server-memory's, basic-memory's (write_note, edit_note; search_notes,
-# read_note) and benchledger's mem0 server's (add_memory, update_memory; search_memories,
-# get_memory, list_memories) tools. A mapped server's are its mapping's (harness.episode).
-CAPTURE_TOOLS: Final = frozenset(
-    {"memory_capture", "create_entities", "add_observations", "write_note", "edit_note",
-     "add_memory", "update_memory"}
-)  # fmt: skip
-SEARCH_TOOLS: Final = frozenset(
-    {"search", "search_nodes", "open_nodes", "read_graph", "search_notes", "read_note",
-     "search_memories", "get_memory", "list_memories"}
-)  # fmt: skip
-
 # Withheld in a redacted bundle, these hide a unit's outcome, so no rate can count it.
 OUTCOME_KINDS: Final = frozenset(
     {"unit_started", "grader_decision", "infra_error", "unit_finished", "unit_abandoned"}
