@@ -125,6 +125,17 @@ def _lifecycle_protocol(sinks: tuple[str, ...], *, correction: bool) -> Protocol
     return found[0]
 
 
+async def _taught(client: Any, p: Protocol, episode: Any) -> tuple[CaptureCheck, _Recorder]:
+    """The scripted agent's teach of ``p`` as identity 1, then the platform's capture check
+    of it, read through a fresh recorder: (the check, the recorder)."""
+    since = SystemClock().time()
+    await episode("teach")
+    ev = _Recorder()
+    got = await client.check_capture(ev, identity=1, target=target_of(p), since=since,
+                                     poll=PollPolicy(10.0, 0.1))  # fmt: skip
+    return got, ev
+
+
 class PlatformTestCase:
     """The core platform contract; subclass it and set ``platform`` (see the module doc).
 
@@ -279,11 +290,7 @@ class PlatformTestCase:
 
     def test_the_capture_check_returns_the_id_of_the_capture(self) -> None:
         async def check(client: Any, p: Protocol, episode: Any) -> tuple[CaptureCheck, Any]:
-            since = SystemClock().time()
-            await episode("teach")
-            ev = _Recorder()
-            got = await client.check_capture(ev, identity=1, target=target_of(p), since=since,
-                                             poll=PollPolicy(10.0, 0.1))  # fmt: skip
+            got, ev = await _taught(client, p, episode)
             return got, ev.last("capture")
 
         got, seen = self._teach(check)
@@ -294,11 +301,7 @@ class PlatformTestCase:
 
     def test_an_update_check_of_a_real_correction_has_the_documented_shape(self) -> None:
         async def check(client: Any, p: Protocol, episode: Any) -> tuple[UpdateCheck, Any]:
-            since = SystemClock().time()
-            await episode("teach")
-            ev = _Recorder()
-            got = await client.check_capture(ev, identity=1, target=target_of(p), since=since,
-                                             poll=PollPolicy(10.0, 0.1))  # fmt: skip
+            got, ev = await _taught(client, p, episode)
             assert isinstance(got.found, str), f"found is {got.found!r}, not an id"
             since = SystemClock().time()
             await episode("update")
@@ -315,11 +318,7 @@ class PlatformTestCase:
 
     def test_a_promotion_lands_where_its_sinks_say(self) -> None:
         async def check(client: Any, p: Protocol, episode: Any) -> tuple[Promotion, Any]:
-            since = SystemClock().time()
-            await episode("teach")
-            ev = _Recorder()
-            got = await client.check_capture(ev, identity=1, target=target_of(p), since=since,
-                                             poll=PollPolicy(10.0, 0.1))  # fmt: skip
+            got, ev = await _taught(client, p, episode)
             assert isinstance(got.found, str), f"found is {got.found!r}, not an id"
             promoted = await client.promote(ev, capture=got.found, target=target_of(p))
             return promoted, ev.last("sink")
