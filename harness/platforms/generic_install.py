@@ -27,7 +27,7 @@ from typing import Final
 
 from benchledger.harness.errors import PlatformStartFailed
 from benchledger.harness.platforms.mcp_mapping import McpMapping
-from benchledger.harness.platforms.pinned_venv import PinnedVenv, ensure
+from benchledger.harness.platforms.pinned_venv import PinnedVenv, ensure, install_step, output_tail
 
 # Run by each candidate: its version, and whether it can load SQLite extensions.
 _PROBE: Final = (
@@ -144,17 +144,11 @@ def install_npm(mapping: McpMapping, root: str) -> str:
     try:
         cmd = [npm, "install", "--prefix", scratch, "--no-audit", "--no-fund",
                "--loglevel=error", mapping.npm]  # fmt: skip
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise PlatformStartFailed(
-                f"npm install {mapping.npm} took over {NPM_TIMEOUT_S:g}s: "
-                f"check the npm registry is reachable{remedy}"
-            ) from None
-        if done.returncode != 0:
-            said = " ".join((done.stderr or done.stdout).split())[-300:]
-            raise PlatformStartFailed(f"npm install {mapping.npm} exited {done.returncode} "
-                                      f"({said!r}){remedy}")  # fmt: skip
+        install_step(cmd, NPM_TIMEOUT_S, slow=(
+            f"npm install {mapping.npm} took over {NPM_TIMEOUT_S:g}s: "
+            f"check the npm registry is reachable{remedy}"
+        ), failed=lambda done: (f"npm install {mapping.npm} exited {done.returncode} "
+                                f"({output_tail(done)!r}){remedy}"))  # fmt: skip
         if not _npm_entry(scratch, mapping.command):
             what = f"{mapping.command!r} (node_modules/.bin)"
             raise PlatformStartFailed(f"{mapping.npm} installed no command {what}{remedy}")

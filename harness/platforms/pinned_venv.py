@@ -40,6 +40,29 @@ class PinnedVenv(NamedTuple):
         return os.path.join(self.home, self.entry)
 
 
+def install_step(
+    cmd: Sequence[str],
+    timeout_s: float,
+    *,
+    slow: str,
+    failed: Callable[[subprocess.CompletedProcess[str]], str],
+) -> None:
+    """Run one install step (pip, venv, npm): PlatformStartFailed saying ``slow`` when it
+    runs past ``timeout_s``, or ``failed(done)`` when it exits non-zero. Each installer
+    (this one, a mapping's npm package, server-memory's) words its own messages."""
+    try:
+        done = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise PlatformStartFailed(slow) from None
+    if done.returncode != 0:
+        raise PlatformStartFailed(failed(done))
+
+
+def output_tail(done: subprocess.CompletedProcess[str]) -> str:
+    """The last 300 characters of what a failed step printed, on one line."""
+    return " ".join((done.stderr or done.stdout).split())[-300:]
+
+
 def installed(venv: PinnedVenv) -> str:
     """The venv's entry when ``venv.home`` holds a finished install of ``venv.marker``."""
     try:
@@ -78,18 +101,15 @@ def ensure(
             [os.path.join(venv.home, "bin", "python"), "-m", "pip", "install", "--quiet",
              "--disable-pip-version-check", *venv.requirements],
         ]  # fmt: skip
+        slow = (f"installing {venv.what} took over {PIP_TIMEOUT_S:g}s: check the package "
+                f"index is reachable (pip config list){venv.remedy}")  # fmt: skip
         for cmd in steps:
-            try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                raise PlatformStartFailed(
-                    f"installing {venv.what} took over {PIP_TIMEOUT_S:g}s: check the package "
-                    f"index is reachable (pip config list){venv.remedy}"
-                ) from None
-            if done.returncode != 0:
-                said = " ".join((done.stderr or done.stdout).split())[-300:]
-                raise PlatformStartFailed(f"{' '.join(cmd[-3:])} exited {done.returncode} "
-                                          f"({said!r}): fix the install{venv.remedy}")  # fmt: skip
+
+            def failed(done: subprocess.CompletedProcess[str], cmd: list[str] = cmd) -> str:
+                return (f"{' '.join(cmd[-3:])} exited {done.returncode} "
+                        f"({output_tail(done)!r}): fix the install{venv.remedy}")  # fmt: skip
+
+            install_step(cmd, PIP_TIMEOUT_S, slow=slow, failed=failed)
         if not os.access(venv.path, os.X_OK):
             raise PlatformStartFailed(f"{venv.what} installed no {venv.entry}{venv.remedy}")
         check(venv.path)

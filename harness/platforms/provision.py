@@ -36,6 +36,7 @@ from benchledger.harness.platforms import basic_memory_server, embedded
 from benchledger.harness.platforms.base import Description, PlatformClient
 from benchledger.harness.platforms.basic_memory import SHARED, BasicMemory
 from benchledger.harness.platforms.mcp_data_platform import McpDataPlatform
+from benchledger.harness.platforms.pinned_venv import install_step
 from benchledger.harness.platforms.platform import (
     PlatformSpec,
     Provision,
@@ -244,18 +245,11 @@ def install_server_memory(version: str, npm_dir: str) -> str:
     try:
         cmd = [npm, "install", "--prefix", scratch, "--ignore-scripts", "--no-audit",
                "--no-fund", "--loglevel=error", f"{PACKAGE}@{version}"]  # fmt: skip
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise PlatformStartFailed(
-                f"npm install {PACKAGE}@{version} took over {NPM_TIMEOUT_S:g}s: check the "
-                "npm registry is reachable (npm config get registry)"
-            ) from None
-        if done.returncode != 0:
-            raise PlatformStartFailed(
-                f"npm install {PACKAGE}@{version} exited {done.returncode}: "
-                f"{done.stderr.strip()[:300]!r}"
-            )
+        install_step(cmd, NPM_TIMEOUT_S, slow=(
+            f"npm install {PACKAGE}@{version} took over {NPM_TIMEOUT_S:g}s: check the "
+            "npm registry is reachable (npm config get registry)"
+        ), failed=lambda done: (f"npm install {PACKAGE}@{version} exited {done.returncode}: "
+                                f"{done.stderr.strip()[:300]!r}"))  # fmt: skip
         if not _installed_entry(scratch, version):
             raise PlatformStartFailed(f"npm installed no {PACKAGE}@{version} into {scratch}")
         try:
