@@ -19,9 +19,10 @@ gate's verdict. Everything here is a pure function of its arguments.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
+
+import msgspec
 
 from benchledger.ledger.codec import canonical_json
 from benchledger.ledger.events import RunStartedBody
@@ -109,7 +110,7 @@ def configuration(body: RunStartedBody) -> list[dict[str, Any]]:
         out.append({"name": "dataset", "digest": {"sha256": data}})
     platform = {"platform": body.platform, "version": body.platform_version}
     if body.record is not None:
-        platform["record"] = json.loads(canonical_json(body.record))
+        platform["record"] = msgspec.to_builtins(body.record)
     out.append(
         {
             "name": "platform",
@@ -151,7 +152,7 @@ def eval_result(
 ) -> dict[str, Any]:
     """benchledger's own predicate: the card's metrics with their intervals, the unit
     counts, the pre-registration and the gate (docs/trust.md, "Attestations")."""
-    prereg = json.loads(canonical_json(body.prereg)) if body.prereg is not None else None
+    prereg = msgspec.to_builtins(body.prereg) if body.prereg is not None else None
     return {
         "_type": STATEMENT_TYPE,
         "subject": subject.as_json(),

@@ -29,6 +29,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
+import msgspec
+
 from benchledger.ledger.events import RunStartedBody
 from benchledger.projections.card import CI_LABELS, Metric
 
@@ -88,7 +90,7 @@ def _system(body: RunStartedBody) -> tuple[str, str, dict[str, Any]]:
     platform = body.platform or "unknown-platform"
     driver = body.model or body.agent or "unknown-agent"
     developer, model = slug(platform.split(" ")[0]), slug(driver)
-    record = json.loads(json.dumps(body.record, default=_builtins)) if body.record else None
+    record = msgspec.to_builtins(body.record) if body.record else None
     info = {
         "name": f"{platform} driven by {driver}",
         "id": f"{developer}/{model}",
@@ -101,12 +103,6 @@ def _system(body: RunStartedBody) -> tuple[str, str, dict[str, Any]]:
         }),
     }  # fmt: skip
     return developer, model, info
-
-
-def _builtins(value: object) -> object:
-    import msgspec
-
-    return msgspec.to_builtins(value)
 
 
 def _source_data(body: RunStartedBody, source: Source) -> dict[str, Any]:
