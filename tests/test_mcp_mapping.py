@@ -242,6 +242,20 @@ def test_mcp_names_a_platform_like_any_other():
     assert platform.replay and "--mcp-python" in [o.flag for o in platform.options]
 
 
+def test_a_shipped_mapping_is_named_by_its_name_from_anywhere(tmp_path, monkeypatch, capsys):
+    by_path = load(SHIPPED)
+    monkeypatch.chdir(tmp_path)  # not the repository root: the name finds the package's file
+    platform, spec = resolve("mcp:mcp-memory-service")
+    assert (platform.name, spec.url) == ("mcp", "mcp:mcp-memory-service")
+    assert load("mcp-memory-service").sha == by_path.sha
+    ledger = tmp_path / "l.sqlite"
+    assert main(["run", "--platform", "mcp:no-such-server", "--ledger", str(ledger)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "mcp:no-such-server" in err
+    assert "shipped: mcp-memory-service" in err
+    assert not ledger.exists()
+
+
 def _fake_python(tmp_path, name: str, said: str) -> str:
     path = tmp_path / name
     path.write_text(f"#!/bin/sh\necho '{said}'\n")

@@ -291,7 +291,8 @@ class BasicMemory(Platform):
 
 
 class Mcp(Platform):
-    """Any MCP memory server, driven by a mapping file (``mcp:FILE``, docs/platforms.md)."""
+    """Any MCP memory server, driven by a mapping file (``mcp:FILE``, or ``mcp:NAME`` for a
+    shipped one; docs/platforms.md)."""
 
     name = "mcp"
     summary = "any MCP memory server, driven by a TOML mapping file (mcp:FILE)"
@@ -311,15 +312,15 @@ class Mcp(Platform):
         return "mcp:FILE"
 
     def parse(self, text: str) -> PlatformSpec | None:
-        """``mcp:FILE``; the mapping is loaded and checked now, before anything starts
-        (UnusableInput naming the file, the key and the problem)."""
+        """``mcp:FILE`` or ``mcp:NAME``; the mapping is loaded and checked now, before anything
+        starts (UnusableInput naming the file, the key and the problem)."""
         if not text.startswith("mcp:"):
             return None
         from benchledger.harness.platforms.mcp_mapping import load
 
         if not text.removeprefix("mcp:"):
-            raise ValueError("--platform 'mcp:': name the mapping file, e.g. "
-                             "mcp:harness/platforms/mappings/mcp-memory-service.toml")  # fmt: skip
+            raise ValueError("--platform 'mcp:': name a mapping file or a shipped mapping, "
+                             "e.g. mcp:mcp-memory-service")  # fmt: skip
         load(text.removeprefix("mcp:"))
         return PlatformSpec("mcp", text)
 

@@ -1,9 +1,10 @@
 """A generic MCP memory server's mapping: a TOML file saying how benchledger speaks it.
 
 ``--platform mcp:FILE`` runs any MCP memory server from such a file, no Python written
-for it (docs/platforms.md, "Any MCP memory server"). This module is the pure half: it
-reads and checks a mapping (``load``, ``parse``), refusing a broken or incomplete one
-before anything starts with one line naming the file, the key and the problem
+for it, ``mcp:NAME`` from a shipped one in ``mappings/`` (docs/platforms.md, "Any MCP
+memory server"). This module is the pure half: it reads and checks a mapping (``load``,
+``parse``), refusing a broken or incomplete one before anything starts with one line
+naming the file, the key and the problem
 (``UnusableInput``, exit 2), and says what the mapping means: the arguments of a write,
 a search, a read-back and a correction (``fill``), the memories and their ids in an
 answer (``memories``), the model-free agents' ``Vocabulary`` for the server.
@@ -19,6 +20,7 @@ reader of a recorded run.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import tomllib
 from collections.abc import Mapping as AnyMapping
@@ -527,8 +529,32 @@ def uses_any(
     return {write.tool, search.tool, readback.tool} <= tools
 
 
+# The mappings benchledger ships, named by their file's stem (``mcp:mcp-memory-service``);
+# beside this module, so they are in the wheel as in a checkout.
+SHIPPED_DIR: Final = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mappings")
+
+
+def shipped() -> list[str]:
+    """The names of the shipped mappings, sorted."""
+    return sorted(f.removesuffix(".toml") for f in os.listdir(SHIPPED_DIR) if f.endswith(".toml"))
+
+
+def locate(ref: str) -> str:
+    """The file ``mcp:REF`` names: a path to a mapping file, or the name of a shipped one.
+
+    An existing file wins; a value without a folder or a ``.toml`` ending is a name, and
+    an unknown name is refused in one line listing the shipped ones."""
+    if os.path.isfile(ref) or os.sep in ref or "/" in ref or ref.endswith(".toml"):
+        return ref
+    if ref in shipped():
+        return os.path.join(SHIPPED_DIR, f"{ref}.toml")
+    raise UnusableInput(f"mcp:{ref}", "no such shipped mapping (shipped: "
+                        f"{', '.join(shipped())}; or give a mapping file's path)")  # fmt: skip
+
+
 def load(path: str) -> McpMapping:
-    """The mapping file at ``path``, checked."""
+    """The mapping ``mcp:PATH`` names (a file, or a shipped mapping's name), checked."""
+    path = locate(path)
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
