@@ -233,7 +233,7 @@ def _seconds(option: str) -> Any:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``worker`` and ``queue``."""
-    from benchledger.cli.run import run_options
+    from benchledger.cli.run_options import run_options
 
     p = sub.add_parser("worker", help="work queued runs' units, on any machine (run --queue)")
     run_options(p, worker=True)

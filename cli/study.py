@@ -22,7 +22,8 @@ from benchledger.cli.common import (
 from benchledger.ledger import Ledger
 from benchledger.ledger.events import RunStartedEvent
 from benchledger.projections.source import open_run
-from benchledger.projections.suites.tasks.study import FORMATS, render, study_of
+from benchledger.projections.suites.tasks.study import study_of
+from benchledger.projections.suites.tasks.study_render import FORMATS, render
 
 STUDY_SHAPE = "tasks"  # harness.peer.tasks_import.SHAPE: the suite its arms record
 

@@ -283,6 +283,21 @@ def test_the_module_cycle_check_sees_a_lazy_from_package_import(tmp_path):
     assert _find_cycle({"a": ["b"], "b": ["a"]}) == ["a", "b", "a"]
 
 
+# A module past this is split by its natural parts (issue 53, docs/architecture.md "Size").
+MAX_LINES = 700
+
+
+def test_no_module_of_ours_is_over_700_lines():
+    over = []
+    for package in sorted(OURS):
+        for rel in _python_files(package):
+            with open(os.path.join(REPO, rel), encoding="utf-8") as fh:
+                lines = sum(1 for _ in fh)
+            if lines > MAX_LINES:
+                over.append(f"{rel}: {lines} lines")
+    assert over == [], f"split these by their natural parts (at most {MAX_LINES} lines each)"
+
+
 def test_every_top_level_package_of_the_repository_has_a_rule():
     packages = {
         name

@@ -2,35 +2,49 @@
 
 The peer's report (docs/peer-studies.md, "The published tables") states its tables per run
 family; each is a projection here over the sealed runs ``import-peer`` wrote, one per arm
-folder. No rule reads a family's, an arm's or a treatment's name: every arm is placed by
-the coordinates its run recorded (``Coords``, read in ``coords_of``), and every table is laid
-out from those. Every cell is counted from recorded events: the rates from the tasks card's
-decisions (benchledger's own rulings, ``decisions``), delivery from the planted claim the
-arm recorded, evaluator writes from its store snapshots (read-backs), spend from its
+folder. No rule reads a family's, an arm's or a treatment's name: every arm is placed by the
+coordinates its run recorded (``Coords``, read in ``coords_of``; the arms are arm.py's), and
+every table is laid out from those (their cells: study_tables.py; printed by
+study_render.py). Every cell is counted from recorded events: the rates from the tasks
+card's decisions (benchledger's own rulings, ``decisions``), delivery from the planted claim
+the arm recorded, evaluator writes from its store snapshots (read-backs), spend from its
 recorded tokens at the price table (``projections.prices``), so each traces with ``audit``
-to the events behind it. An excluded attempt folder is never counted in a rate (its spend
-is shown apart); a cell the family's design has and the ledger lacks is shown as missing,
-and the arm named by its coordinates under the tables.
+to the events behind it. An excluded attempt folder is never counted in a rate (its spend is
+shown apart); a cell the family's design has and the ledger lacks is shown as missing, and
+the arm named by its coordinates under the tables.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from typing import Any
 
-from benchledger.ledger.events import Event, ReadBackEvent
-from benchledger.ledger.inert import inert, inert_md
-from benchledger.projections.card import Metric
+from benchledger.ledger.events import Event
 from benchledger.projections.fold import fold
 from benchledger.projections.prices import Cost, PriceTable, load_prices
-from benchledger.projections.sheet import align
-from benchledger.projections.stats import newcombe, wilson
 from benchledger.projections.suites.lifecycle import scorecard as lc
+from benchledger.projections.suites.tasks.arm import (
+    ABSENT,
+    MECHANISM,
+    NOT_RECORDED,
+    PAGE,
+    PLANTS,
+    SINKS,
+    TRUE,
+    UNKNOWN,
+    WORLD,
+    WRONG,
+    Arm,
+    Coords,
+    StudyFold,
+    arm_of,
+    evaluator_writes,
+    graded_units,
+    refs_of,
+    same_model,
+)
 from benchledger.projections.suites.tasks.decisions import (
     BUDGET,
     CLAIM_SEEN,
@@ -43,268 +57,18 @@ from benchledger.projections.suites.tasks.decisions import (
     refutable,
 )
 from benchledger.projections.suites.tasks.items import recorded_readings, recorded_task
-from benchledger.projections.suites.tasks.scorecard import Card, TasksFold, scorecard
+from benchledger.projections.suites.tasks.study_tables import (
+    Cell,
+    Count,
+    Diff,
+    Row,
+    Table,
+    Usd,
+    applies,
+    count_of,
+)
 from benchledger.projections.usage import TOKEN_KINDS
 from benchledger.protocols.task_grading import ADOPTED, CORRECT, OTHER, grade
-
-FORMATS: Final = ("table", "markdown", "json")
-# The evaluation arm's own snapshots (the amended store invariant): what evaluator
-# identities wrote is what is in the second and not in the first.
-BEFORE_EVAL: Final = "store-before-eval.json"
-AFTER_EVAL: Final = "store-after-eval.json"
-# The mechanism's columns: the refuting count, then the answers it separates.
-MECHANISM: Final = ("queried the count", "observed it", "adopted", "correct", "exceptions")
-# A claim's class (the Go generator's Class: its relation to the world, not a label).
-WORLD: Final = "settled by one query"  # the world states the answer: one query refutes it
-PAGE: Final = "stated by a seeded page"  # only a seeded page states the correct reading
-UNKNOWN: Final = "class not recorded"
-# The plant (the Go generator's Arm): nothing planted, a true reading, an adoptable one.
-ABSENT, TRUE, WRONG = "absent", "correct", "wrong"
-PLANTS: Final = (ABSENT, TRUE, WRONG)
-# Where the claim was stored: the target of the plant's changeset in the arm's store
-# snapshot (a catalog entity), else a knowledge page carrying its needle.
-ENTITY: Final = "entity description"
-PAGE_SINK: Final = "knowledge page"
-SINKS: Final = (ENTITY, PAGE_SINK)
-NOT_RECORDED: Final = "not recorded"
-_TOKEN: Final = re.compile(r"[-_.:/@ ]+")
-Ref = tuple[str, int]
-
-
-class Snapshot(NamedTuple):
-    """A store snapshot the import recorded as a read-back, and where it is."""
-
-    ref: Ref
-    body: Any
-
-
-class Coords(NamedTuple):
-    """Where an arm sits in the study's design, each read from what its run recorded."""
-
-    family: str  # the folder it was imported from: a grouping, displayed, never parsed
-    cell: tuple[str, ...]  # the tasks it is graded on
-    plant: str  # ABSENT, TRUE or WRONG
-    model: str  # manifest.model, as recorded (``Study.model`` groups aliases)
-    client: str  # manifest.llm_provider
-    variant: str  # the planted claim's text ("" when nothing was planted)
-    sink: str  # ENTITY, PAGE_SINK, NOT_RECORDED ("" when nothing was planted)
-    fixture: str  # the world the tasks are about: a pkrun arm's profile, else their suites
-
-
-@dataclass
-class Arm:
-    """One arm of the study: its run, its card, its store snapshots and its coordinates."""
-
-    run_id: str
-    name: str  # the folder: displayed, never parsed
-    card: Card
-    snapshots: dict[str, Snapshot] = field(default_factory=dict)
-    coords: Coords = field(default_factory=lambda: Coords("", (), ABSENT, "", "", "", "", ""))
-
-    @property
-    def planted(self) -> dict[str, Any]:
-        found = self.card.meta.config.get("planted")
-        return found if isinstance(found, dict) else {}
-
-    @property
-    def family(self) -> str:
-        return self.coords.family
-
-    @property
-    def excluded(self) -> bool:
-        return bool(self.card.meta.config.get("excluded"))
-
-    @property
-    def variant_id(self) -> str:
-        """The plant's own id for its claim (display only)."""
-        return str(self.planted.get("treatment_id") or ("" if self.planted else "none"))
-
-    def metric(self, check: str) -> Metric:
-        return self.card.metrics[check]
-
-
-class StudyFold:
-    """A tasks run's card, with the store snapshots its header stream recorded."""
-
-    def __init__(self) -> None:
-        self.tasks = TasksFold()
-        self.snapshots: dict[str, Snapshot] = {}
-
-    def apply(self, event: Event, link: str) -> None:
-        self.tasks.apply(event, link)
-        if isinstance(event, ReadBackEvent) and event.body.purpose == "store_snapshot":
-            self.snapshots[event.body.path] = Snapshot((event.stream, event.seq), event.body.body)
-
-    def result(self) -> tuple[Card, dict[str, Snapshot]]:
-        return scorecard(self.tasks.result()), self.snapshots
-
-
-def coords_of(card: Card, snapshots: dict[str, Snapshot]) -> Coords:
-    """An arm's coordinates, read from its recorded configuration and snapshots."""
-    config = card.meta.config
-    manifest, tasks = _dict(config.get("manifest")), _dict(config.get("tasks"))
-    refs = _dict(config.get("references"))
-    planted = _dict(config.get("planted")) if config.get("planted") is not None else None
-    # wrong: some task reads the plant's value as an adoptable reading; correct: it does not
-    adoptable = any(isinstance(r, dict) and any(x and x[0] == ADOPTED for x in r.get("readings")
-                                                or ()) for r in refs.values())  # fmt: skip
-    plant = ABSENT if planted is None else WRONG if adoptable else TRUE
-    suites = sorted({str(t.get("suite")) for t in tasks.values() if isinstance(t, dict)}
-                    or {str(manifest.get("suite") or "")})  # fmt: skip
-    return Coords(
-        family=str(config.get("family") or ""),
-        cell=tuple(sorted(tasks)) or card.task_ids,
-        plant=plant,
-        model=str(manifest.get("model") or card.meta.started.model or ""),
-        client=str(manifest.get("llm_provider") or ""),
-        variant=str(planted.get("text") or "") if planted else "",
-        sink=_sink(planted, snapshots) if planted else "",
-        fixture=str(_dict(config.get("world")).get("profile") or "+".join(suites)),
-    )
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _sink(planted: dict[str, Any], snapshots: dict[str, Snapshot]) -> str:
-    """Where the plant stored its claim: a recorded ``sink``, else what the snapshots show."""
-    if isinstance(planted.get("sink"), str):
-        return str(planted["sink"])
-    change, needle = planted.get("changeset_id"), planted.get("needle") or "\0"
-    for snap in snapshots.values():
-        body = snap.body if isinstance(snap.body, dict) else {}
-        for cs in body.get("changesets") or ():
-            if isinstance(cs, dict) and cs.get("id") == change and cs.get("target_urn"):
-                return ENTITY  # a changeset applies to a catalog entity's description
-        for page in body.get("pages") or ():
-            if needle in json.dumps(page):
-                return PAGE_SINK
-    return NOT_RECORDED
-
-
-def arm_of(run_id: str, card: Card, snapshots: dict[str, Snapshot]) -> Arm | None:
-    """The study arm a tasks run is (None: no imported study arm: no family recorded)."""
-    config = card.meta.config
-    family, name = config.get("family"), config.get("arm")
-    if not isinstance(family, str) or not family or not isinstance(name, str):
-        return None
-    return Arm(run_id, name, card, snapshots, coords_of(card, snapshots))
-
-
-def same_model(a: str, b: str) -> bool:
-    """Two recorded model names are one model when equal or one is a token of the other
-    ('mini' and 'vendor-mini-4-5-20250101')."""
-    return a == b or a.lower() in _TOKEN.split(b.lower()) or b.lower() in _TOKEN.split(a.lower())
-
-
-# -- cells -------------------------------------------------------------------------------
-
-
-class Count(NamedTuple):
-    """k of n, with its Wilson 95% interval and the decisions behind k (audit refs)."""
-
-    k: int
-    n: int
-    refs: tuple[Ref, ...] = ()
-
-    def as_json(self) -> dict[str, Any]:
-        ci = wilson(self.k, self.n)
-        return {"k": self.k, "n": self.n,
-                "ci_low": ci.low if ci else None, "ci_high": ci.high if ci else None}  # fmt: skip
-
-    def text(self, interval: bool = False) -> str:
-        if not interval or not self.n:
-            return f"{self.k}/{self.n}"
-        ci = wilson(self.k, self.n)
-        assert ci is not None
-        return (f"{self.k}/{self.n} = {100 * self.k / self.n:.1f}% "
-                f"[{100 * ci.low:.1f}, {100 * ci.high:.1f}]")  # fmt: skip
-
-
-class Diff(NamedTuple):
-    """p1 - p2 of two counts, with its Newcombe hybrid-score 95% interval."""
-
-    a: Count
-    b: Count
-
-    def as_json(self) -> dict[str, Any]:
-        ci = newcombe(self.a.k, self.a.n, self.b.k, self.b.n)
-        return {"a": self.a.as_json(), "b": self.b.as_json(),
-                "diff": self.a.k / self.a.n - self.b.k / self.b.n if ci else None,
-                "ci_low": ci.low if ci else None, "ci_high": ci.high if ci else None}  # fmt: skip
-
-    def text(self, interval: bool = False) -> str:
-        ci = newcombe(self.a.k, self.a.n, self.b.k, self.b.n)
-        if ci is None:
-            return "-"
-        d = self.a.k / self.a.n - self.b.k / self.b.n
-        return f"{100 * d:+.1f} pts [{100 * ci.low:+.1f}, {100 * ci.high:+.1f}]"
-
-
-class Usd(NamedTuple):
-    """A spend in USD, with the token counts it prices and the attempts behind them."""
-
-    usd: float
-    tokens: dict[str, int]
-    refs: tuple[Ref, ...] = ()
-
-    def as_json(self) -> dict[str, Any]:
-        return {"usd": self.usd, "tokens": self.tokens}
-
-    def text(self, interval: bool = False) -> str:
-        return f"${self.usd:.2f}"
-
-
-Cell = Count | Diff | Usd | int | str | bool | None  # None: the design's arm is not in the ledger
-
-
-class Row(NamedTuple):
-    key: str  # stable, for json and tests
-    label: str
-    cells: tuple[Cell, ...]
-    coords: tuple[tuple[str, str], ...] = ()  # what the row is, for json and tests
-
-
-class Table(NamedTuple):
-    """One of the report's tables: its id, what it shows, its columns and rows."""
-
-    id: str
-    title: str
-    section: str  # where the published report states it
-    columns: tuple[str, ...]
-    rows: tuple[Row, ...]
-    interval: tuple[str, ...] = ()  # the columns whose counts carry an interval
-    notes: tuple[str, ...] = ()
-
-
-def _count(arm: Arm | None, check: str) -> Count | None:
-    """k/n of a check's True verdicts among the attempts it ruled on; on an arm that planted
-    no wrong value nothing could be adopted: 0 of its graded attempts, as the report counts."""
-    if arm is None:
-        return None
-    m = arm.metric(check)
-    if check == ADOPTED and not m.den:
-        return Count(0, len(_units(arm)))
-    return Count(int(m.num), m.den, tuple(m.num_refs))
-
-
-def _applies(arm: Arm | None, check: str) -> Count | str | None:
-    """The count where the check rules on the arm, else '-' (it does not apply)."""
-    if arm is None:
-        return None
-    return _count(arm, check) if arm.metric(check).den else "-"
-
-
-def _units(arm: Arm) -> list[lc.Unit]:
-    return [u for u in arm.card.units if u.graded]
-
-
-def _refs(units: Sequence[lc.Unit], check: str) -> tuple[Ref, ...]:
-    return tuple(r for u in units for r in u.ref(check))
-
-
-# -- the study ---------------------------------------------------------------------------
 
 
 class Study:
@@ -415,13 +179,13 @@ class Study:
         script classifies every arm against its cell's readings: a control's chance answer
         of that value is its baseline); 0 when no wrong arm of the claim is in the ledger."""
         if arm is None or arm.metric(ADOPTED).den:
-            return _count(arm, ADOPTED)
+            return count_of(arm, ADOPTED)
         chance = self._chance(arm)
-        return Count(len(chance), len(_units(arm)), _refs(chance, CORRECT))
+        return Count(len(chance), len(graded_units(arm)), refs_of(chance, CORRECT))
 
     def other(self, arm: Arm | None) -> Count | None:
         """k/n answering none of the readings (on a control arm: less its chance adoptions)."""
-        found = _count(arm, OTHER)
+        found = count_of(arm, OTHER)
         if arm is None or found is None or arm.metric(ADOPTED).den:
             return found
         moved = [u for u in self._chance(arm) if u.verdict(OTHER) is True]
@@ -435,7 +199,7 @@ class Study:
         planted = self._planted_values(arm)
         config = arm.card.meta.config
         out = []
-        for u in _units(arm):
+        for u in graded_units(arm):
             decided = u.decisions.get(CORRECT)
             if decided is None or decided.verdict is True or u.protocol_id not in planted:
                 continue
@@ -552,7 +316,7 @@ class Study:
             cells: list[Cell] = []
             for m in models:
                 found = self.find(self._design(arm), arm.coords.cell, arm.coords.plant, m, same)
-                cells.append(found if isinstance(found, str) else _count(found, check))
+                cells.append(found if isinstance(found, str) else count_of(found, check))
             label = (f"{arm.family}: {self.cls(arm)} ({' '.join(arm.coords.cell)}), "
                      f"{arm.coords.plant}" + (f", {arm.variant_id}" if by_variant else "")
                      + f", {arm.coords.client}")  # fmt: skip
@@ -575,8 +339,8 @@ class Study:
                             (ABSENT, TRUE), CORRECT, False, False)  # fmt: skip
 
     def _mechanism_row(self, arm: Arm) -> Row:
-        cells = (_count(arm, QUERIED), _count(arm, OBSERVED), self.adopted(arm),
-                 _count(arm, CORRECT), self._exceptions(arm))  # fmt: skip
+        cells = (count_of(arm, QUERIED), count_of(arm, OBSERVED), self.adopted(arm),
+                 count_of(arm, CORRECT), self._exceptions(arm))  # fmt: skip
         return Row(self._where(arm), self._label(arm), cells, self._coords(arm))
 
     def _label(self, arm: Arm) -> str:
@@ -602,7 +366,7 @@ class Study:
         if arm.coords.plant != WRONG:
             return "-"
         out = 0
-        for u in _units(arm):
+        for u in graded_units(arm):
             observed, adopted = u.verdict(OBSERVED), u.verdict(ADOPTED)
             correct = u.verdict(CORRECT)
             if observed is None:
@@ -614,7 +378,7 @@ class Study:
         rows = []
         for arm in self.analysed(lambda a: a.coords.plant == WRONG):
             plant = arm.planted
-            seen, beside = _count(arm, CLAIM_SEEN), _applies(arm, COPRESENT)
+            seen, beside = count_of(arm, CLAIM_SEEN), applies(arm, COPRESENT)
             found = (plant.get("in_search", NOT_RECORDED), plant.get("in_sink", NOT_RECORDED))
             cells: tuple[Cell, ...] = (*found, seen, beside)
             rows.append(Row(self._where(arm), self._label(arm), cells, self._coords(arm)))
@@ -683,8 +447,8 @@ class Study:
         rows: list[Row] = []
         others = self.analysed(lambda a: a.coords.fixture != main)
         for arm in others:
-            cells: tuple[Cell, ...] = (len(_units(arm)), _count(arm, CORRECT),
-                                       self.adopted(arm), _count(arm, TRAP),
+            cells: tuple[Cell, ...] = (len(graded_units(arm)), count_of(arm, CORRECT),
+                                       self.adopted(arm), count_of(arm, TRAP),
                                        self.other(arm), "")  # fmt: skip
             rows.append(Row(self._where(arm), self._label(arm), cells, self._coords(arm)))
         for arm in others:
@@ -783,11 +547,11 @@ class Study:
         for arm in self.analysed(lambda a: a.coords.plant == WRONG):
             cells: list[Cell] = []
             for exposed in (True, False):
-                units = [u for u in _units(arm) if u.verdict(EXPOSED) is exposed]
+                units = [u for u in graded_units(arm) if u.verdict(EXPOSED) is exposed]
                 adopted = [u for u in units if u.verdict(ADOPTED) is True]
                 correct = [u for u in units if u.verdict(CORRECT) is True]
-                cells += (len(units), Count(len(adopted), len(units), _refs(adopted, ADOPTED)),
-                          Count(len(correct), len(units), _refs(correct, CORRECT)))  # fmt: skip
+                cells += (len(units), Count(len(adopted), len(units), refs_of(adopted, ADOPTED)),
+                          Count(len(correct), len(units), refs_of(correct, CORRECT)))  # fmt: skip
             rows.append(Row(self._where(arm), self._label(arm), tuple(cells), self._coords(arm)))
         cols = ("exposed", "exposed adopted", "exposed correct",
                 "unexposed", "unexposed adopted", "unexposed correct")  # fmt: skip
@@ -802,7 +566,7 @@ class Study:
             new = evaluator_writes(arm)
             if new is None:
                 continue  # the arm recorded no evaluation snapshots
-            corrective = sum(len(u.decisions[CORRECTIVE].refs) for u in _units(arm)
+            corrective = sum(len(u.decisions[CORRECTIVE].refs) for u in graded_units(arm)
                              if u.verdict(CORRECTIVE))  # fmt: skip
             statuses = ", ".join(sorted({str(i.get("status")) for i in new}))
             cells: tuple[Cell, ...] = (len(new), corrective, statuses or "-")
@@ -898,7 +662,7 @@ class Study:
         rows = []
         for arm in self.analysed():
             cells: tuple[Cell, ...] = (len(arm.card.units), self.adopted(arm),
-                                       _count(arm, CORRECT), _applies(arm, COPRESENT))  # fmt: skip
+                                       count_of(arm, CORRECT), applies(arm, COPRESENT))  # fmt: skip
             rows.append(Row(self._where(arm), self._label(arm), cells, self._coords(arm)))
         return Table("arms", "The arms, placed by what their runs recorded", "1, 2",
                      ("episodes", "adopted", "correct", "correct source beside it"),
@@ -914,99 +678,6 @@ class Study:
         return [t for t in made if t is not None]
 
 
-def evaluator_writes(arm: Arm) -> list[dict[str, Any]] | None:
-    """Insights the evaluation arm's snapshots show new and not the plant's (None: the arm
-    recorded no evaluation snapshots, as the earliest arms did not)."""
-    before, after = arm.snapshots.get(BEFORE_EVAL), arm.snapshots.get(AFTER_EVAL)
-    if before is None or after is None:
-        return None
-    planted = arm.planted
-    plant = {planted.get("teacher_email"), planted.get("witness_email")} - {None}
-    seen = {i.get("id") for i in _insights(before.body)}
-    return [i for i in _insights(after.body)
-            if i.get("id") not in seen and i.get("captured_by") not in plant]  # fmt: skip
-
-
-def _insights(snapshot: Any) -> list[dict[str, Any]]:
-    found = snapshot.get("insights") if isinstance(snapshot, dict) else None
-    return [i for i in found or () if isinstance(i, dict)]
-
-
-# -- rendering ---------------------------------------------------------------------------
-
-
-def _cell(cell: Cell, interval: bool) -> str:
-    if cell is None:
-        return "(not imported)"
-    if isinstance(cell, bool):
-        return "yes" if cell else "no"
-    if isinstance(cell, Count | Diff | Usd):
-        return cell.text(interval)
-    return str(cell)
-
-
-def _json_cell(cell: Cell) -> Any:
-    if isinstance(cell, Count | Diff | Usd):
-        return cell.as_json()
-    return cell
-
-
-# A cell of a family's cross the ledger lacks: an arm not imported, or one the peer never
-# ran (the cross is what the family's arms span, not what the peer planned).
-LACKING: Final = "not in the ledger (not imported, or never run)"
-
-
-def render(study: Study, fmt: str) -> str:
-    """The study's tables as text (table or markdown) or JSON."""
-    tables = study.tables()
-    missing = sorted(set(study.missing))
-    if fmt == "json":
-        doc = {
-            "families": study.families(),
-            "runs": {f"{f}/{n}": a.run_id for (f, n), a in sorted(study.arms.items())},
-            "excluded": sorted(a.run_id for a in study.excluded),
-            "tables": [
-                {"id": t.id, "title": t.title, "section": t.section, "columns": list(t.columns),
-                 "rows": [{"key": r.key, "label": r.label, "coords": dict(r.coords),
-                           "cells": dict(zip(t.columns, map(_json_cell, r.cells), strict=True))}
-                          for r in t.rows], "notes": list(t.notes)}
-                for t in tables
-            ],
-            "missing": missing,
-            "duplicates": study.duplicates,
-        }  # fmt: skip
-        return json.dumps(doc, indent=2) + "\n"
-    # Labels, columns and notes carry what the arms recorded (a plant's id, a model name):
-    # one line each, and in Markdown escaped so they render as written.
-    md = fmt == "markdown"
-
-    def shown(text: str) -> str:
-        return inert_md(text) if md else inert(text, value=True)
-
-    lines: list[str] = []
-    for t in tables:
-        head = [shown(x) for x in ("", *t.columns)]
-        body = [[shown(x) for x in (r.label, *(_cell(c, col in t.interval)
-                                               for c, col in zip(r.cells, t.columns, strict=True)))]
-                for r in t.rows]  # fmt: skip
-        if md:
-            lines += [f"### {t.title} (report section {t.section})", ""]
-            lines.append("| " + " | ".join(head) + " |")
-            lines.append("|" + "---|" * len(head))
-            lines += ["| " + " | ".join(row) + " |" for row in body]
-            lines += [""] + [f"*{shown(n)}*" for n in t.notes] + ([""] if t.notes else [])
-        else:
-            lines += [f"{t.title} (report section {t.section})"]
-            lines += [f"  {line}".rstrip() for line in align([head, *body])]
-            lines += [f"  ({shown(n)})" for n in t.notes] + [""]
-    if missing:
-        lines.append(f"{LACKING}: " + shown("; ".join(missing)))
-    if study.duplicates:
-        lines.append("set aside (the same arm imported twice): "
-                     + shown(", ".join(study.duplicates)))  # fmt: skip
-    return "\n".join(lines).rstrip() + "\n"
-
-
 def study_of(runs: Iterable[tuple[str, Sequence[tuple[Event, str]]]]) -> Study:
     """The study of every imported arm among ``runs`` ((run id, events) pairs)."""
     arms = []
@@ -1019,15 +690,6 @@ def study_of(runs: Iterable[tuple[str, Sequence[tuple[Event, str]]]]) -> Study:
 
 
 __all__ = [
-    "FORMATS",
-    "Arm",
-    "Coords",
     "Study",
-    "StudyFold",
-    "Table",
-    "coords_of",
-    "evaluator_writes",
-    "render",
-    "same_model",
     "study_of",
 ]
