@@ -168,6 +168,8 @@ BROKEN = [
      "search.hits.id", "one group"),
     ("install-npm-with-python", GOOD + '[install]\nnpm = "toy@1.0.0"\npython = [">=3.10"]\n',
      "install.python", "only with install.pip"),
+    ("hits-not-path-or-table", _swap('n = "{k}" }', 'n = "{k}" }\nhits = 3'), "search.hits",
+     "a JSON path or a table, not int"),
 ]  # fmt: skip
 
 
@@ -187,6 +189,10 @@ def test_the_good_mapping_and_the_shipped_one_load():
     toy = parse(GOOD, "toy.toml")
     assert (toy.separate, toy.needs_id, toy.shared) == ("argument", True, True)
     assert toy.secrets == ("TOY_TOKEN",) and "TOY_TOKEN" not in toy.text.split("[server.env]")[1]
+    # An empty optional table is taken as absent, as it always was (recorded runs replay).
+    empty = parse(_swap('mode = "delete"\ntool = "drop"\narguments = { id = "{id}" }\n', "")
+                  .replace('separate = "process"', "") + "[install]\n", "toy.toml")  # fmt: skip
+    assert (empty.pip, empty.npm, empty.correction, empty.shared) == ("", "", None, False)
     shipped = load(SHIPPED)
     assert shipped.pip == "mcp-memory-service==12.4.0"
     assert "sqlite-extensions" in shipped.python

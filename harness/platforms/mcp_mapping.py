@@ -22,12 +22,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import tomllib
-from collections.abc import Mapping as AnyMapping
 from typing import Any, Final
 
 import blake3
+import msgspec
 
+from benchledger.harness.platforms import mapping_schema as schema
 from benchledger.harness.platforms.vocabulary import Vocabulary
 from benchledger.ledger.errors import UnusableInput
 from benchledger.ledger.events import HitRule
@@ -50,35 +50,6 @@ _PY_MIN = re.compile(r"^>=3\.(\d{1,2})$")
 SEPARATIONS: Final = ("process", "argument")
 CORRECTIONS: Final = ("update", "delete")
 
-# Each table's keys, and the placeholders each template may use.
-_KEYS: Final[dict[str, frozenset[str]]] = {
-    "": frozenset(
-        {
-            "name",
-            "version",
-            "server",
-            "install",
-            "identities",
-            "write",
-            "search",
-            "readback",
-            "correction",
-            "shared",
-            "expose",
-        }
-    ),
-    "server": frozenset({"command", "args", "env", "secrets", "url"}),
-    "install": frozenset({"pip", "python", "npm"}),
-    "identities": frozenset({"separate", "argument", "tools"}),
-    "write": frozenset({"tool", "arguments"}),
-    "search": frozenset({"tool", "arguments", "hits"}),
-    "search.hits": frozenset({"path", "id_field", "text_field", "line", "id", "separator"}),
-    "readback": frozenset(
-        {"tool", "arguments", "path", "id_field", "id_pattern", "text_field", "hit_separator"}
-    ),
-    "correction": frozenset({"mode", "tool", "arguments"}),
-    "shared": frozenset({"separate", "identity"}),
-}
 # Every placeholder, as every agent and suite fills it (docs/platforms.md, "Placeholders").
 PLACEHOLDERS: Final[dict[str, str]] = {
     "data": "the server's own data folder (absolute)",
@@ -98,7 +69,6 @@ _ALLOWED: Final[dict[str, frozenset[str]]] = {
     "readback.arguments": frozenset({"fact", "title", "entity"}),
     "correction.arguments": frozenset({"id", "old", "fact", "entity", "title"}),
 }
-_REQUIRED: Final = ("name", "server", "write", "search", "readback")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,37 +252,6 @@ class _Check:
     def fail(self, key: str, problem: str) -> UnusableInput:
         return UnusableInput(self.path, f"{key}: {problem}")
 
-    def table(self, data: AnyMapping[str, Any], key: str, *, required: bool) -> dict[str, Any]:
-        value = data.get(key.rpartition(".")[2])
-        if value is None:
-            if required:
-                raise self.fail(key, "missing (a table is required)")
-            return {}
-        if not isinstance(value, dict):
-            raise self.fail(key, f"must be a table, not {type(value).__name__}")
-        allowed = _KEYS[key]
-        for k in value:
-            if k not in allowed:
-                raise self.fail(f"{key}.{k}", f"unknown key (known: {', '.join(sorted(allowed))})")
-        return value
-
-    def text(self, table: dict[str, Any], key: str, *, required: bool = False) -> str:
-        name = key.rpartition(".")[2]
-        value = table.get(name)
-        if value is None:
-            if required:
-                raise self.fail(key, "missing")
-            return ""
-        if not isinstance(value, str) or not value:  # a separator may be whitespace
-            raise self.fail(key, "must be a non-empty string")
-        return value
-
-    def strings(self, table: dict[str, Any], key: str) -> tuple[str, ...]:
-        value = table.get(key.rpartition(".")[2], [])
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise self.fail(key, "must be a list of non-empty strings")
-        return tuple(value)
-
     def template(self, value: Any, key: str) -> None:
         allowed = _ALLOWED[key.rsplit(".", 1)[0] if key.count(".") > 1 else key]
         if isinstance(value, str):
@@ -339,15 +278,11 @@ class _Check:
         if groups is not None and compiled.groups != groups:
             raise self.fail(key, "must have exactly one group (the id)")
 
-    def hits(self, search: dict[str, Any]) -> HitRule | None:
+    def hits(self, value: str | schema.Hits | None) -> HitRule | None:
         """``search.hits``: a JSON path, or a table saying where the hits are."""
-        value = search.get("hits")
         if value is None:
             return None
-        if isinstance(value, str):
-            value = {"path": value}
-        table = self.table({"hits": value}, "search.hits", required=True)
-        said = {k: self.text(table, f"search.hits.{k}") for k in _KEYS["search.hits"]}
+        said = msgspec.structs.asdict(schema.Hits(path=value) if isinstance(value, str) else value)
         ways = [k for k in ("path", "line", "separator") if said[k]]
         if len(ways) != 1:
             raise self.fail("search.hits", "give one of path (JSON), line or separator (text)")
@@ -358,166 +293,170 @@ class _Check:
         self.pattern("search.hits.id", said["id"], groups=1)
         return HitRule(**said)
 
-    def call(self, data: dict[str, Any], key: str, *, required: bool) -> ToolCallTemplate | None:
-        table = self.table(data, key, required=required)
-        if not table:
+    def call(self, table: schema.Call, key: str) -> ToolCallTemplate:
+        if not _TOOL.match(table.tool):
+            raise self.fail(f"{key}.tool", f"{table.tool[:60]!r} is not a tool name")
+        self.template(table.arguments, f"{key}.arguments")
+        return ToolCallTemplate(table.tool, dict(table.arguments))
+
+    def server(self, server: schema.Server) -> None:
+        """How the server starts (a command) or where it runs (a URL), and its environment."""
+        url, command = server.url, server.command
+        if not (url or command):
+            raise self.fail("server.command", "missing")
+        if url and command:
+            raise self.fail("server.url", "give command (stdio) or url (streamable HTTP), not both")
+        if url and not _URL.match(url):
+            raise self.fail("server.url", "an http(s):// URL without credentials, e.g. "
+                            "http://127.0.0.1:8000/mcp")  # fmt: skip
+        if url and (server.args or server.env or server.secrets):
+            raise self.fail("server.url", "a server at a URL runs already: no args, env or secrets")
+        self.template(list(server.args), "server.args")
+        for k, v in server.env.items():
+            if not _ENV.match(k):
+                raise self.fail(f"server.env.{k}", "not an environment variable name")
+            self.template(v, "server.env")
+        for s in server.secrets:
+            if not _ENV.match(s):
+                raise self.fail("server.secrets", f"{s[:40]!r} is not an environment variable name")
+            if s in server.env:
+                raise self.fail(f"server.env.{s}", "is named secret: its value comes from the "
+                                "environment, never from the mapping")  # fmt: skip
+
+    def install(self, install: schema.Install | None, server: schema.Server) -> None:
+        """One package, pinned: from PyPI (with what its Python needs) or from npm."""
+        if install is None:
+            return
+        pip, npm = install.pip, install.npm
+        if not (pip or npm):
+            raise self.fail("install.pip", "missing (the package to install, pinned: "
+                            "NAME==VERSION; or install.npm = NAME@VERSION)")  # fmt: skip
+        if pip and npm:
+            raise self.fail("install.npm", "install one package: install.pip or install.npm, "
+                            "not both")  # fmt: skip
+        if npm and not _NPM.match(npm):
+            raise self.fail("install.npm", f"{npm[:60]!r}: pin one package exactly, NAME@VERSION")
+        if npm and install.python:
+            raise self.fail("install.python", "only with install.pip")
+        if pip and not _PIP.match(pip):
+            raise self.fail("install.pip", f"{pip[:60]!r}: pin one package exactly, NAME==VERSION")
+        for need in install.python:
+            if need not in REQUIREMENTS and not _PY_MIN.match(need):
+                raise self.fail("install.python", f"{need[:40]!r}: use >=3.N or "
+                                f"{', '.join(REQUIREMENTS)}")  # fmt: skip
+        if server.url:
+            raise self.fail("install", "a server at a URL is not installed: drop [install]")
+        if "/" in server.command:
+            raise self.fail("server.command", "with [install], name the installed command alone")
+
+    def identities(self, ids: schema.Identities) -> str:
+        """How pool identities are kept apart: "process" or "argument"."""
+        separate = ids.separate or ("argument" if ids.argument else "process")
+        if separate not in SEPARATIONS:
+            raise self.fail("identities.separate",
+                            f"{separate[:40]!r}: use {' or '.join(SEPARATIONS)}")  # fmt: skip
+        if separate == "argument" and not (ids.argument and ids.tools):
+            raise self.fail("identities.argument", "argument separation needs argument and "
+                            "tools (the tools the identity's argument goes to)")  # fmt: skip
+        if separate == "process" and (ids.argument or ids.tools):
+            raise self.fail("identities.argument", 'only with separate = "argument"')
+        return separate
+
+    def correction(self, table: schema.Correction | None) -> ToolCallTemplate | None:
+        """The correction call, which must name the original and, updating, the correction."""
+        if table is None:
             return None
-        tool = self.text(table, f"{key}.tool", required=True)
-        if not _TOOL.match(tool):
-            raise self.fail(f"{key}.tool", f"{tool[:60]!r} is not a tool name")
-        arguments = table.get("arguments", {})
-        if not isinstance(arguments, dict):
-            raise self.fail(f"{key}.arguments", "must be a table of the tool's arguments")
-        self.template(arguments, f"{key}.arguments")
-        return ToolCallTemplate(tool, arguments)
+        correction = self.call(table, "correction")
+        if table.mode not in CORRECTIONS:
+            raise self.fail("correction.mode", f"{table.mode[:40]!r}: use update (the tool "
+                            "writes the correction) or delete (then the write)")  # fmt: skip
+        if table.mode == "update" and not uses(correction.arguments, "fact"):
+            raise self.fail("correction.arguments", "an update must place the correction: {fact}")
+        if not any(uses(correction.arguments, n) for n in ("id", "old", "title", "entity")):
+            raise self.fail("correction.arguments", "must name the original: {id} or {old}, or "
+                            "the key it was written under ({title} or {entity})")  # fmt: skip
+        return correction
+
+    def isolation(self, m: schema.Mapping, separate: str,
+                  correction: ToolCallTemplate | None) -> None:  # fmt: skip
+        """On one pool server every tool an agent may call gets the identity, or is checked."""
+        tools = frozenset(m.identities.tools)
+        for tool in sorted(frozenset(m.expose)):
+            if not _TOOL.match(tool):
+                raise self.fail("expose", f"{tool[:60]!r} is not a tool name")
+            if separate == "argument" and tool not in tools:
+                # One pool server holds every identity's memories: a tool that gets no identity
+                # reads or changes them all (docs/platforms.md, "Isolation").
+                raise self.fail("expose", f"{tool} gets no identity: list it in "
+                                "identities.tools (the server filters by that argument) or do "
+                                "not expose it")  # fmt: skip
+        if (correction is not None and separate == "argument" and correction.tool not in tools
+                and not any(uses(v, "id") for v in correction.arguments.values())):  # fmt: skip
+            raise self.fail("correction.tool", f"{correction.tool} gets no identity, so the "
+                            "harness checks the memory it names is the caller's: name it by {id} "
+                            "in an argument, or list the tool in identities.tools")  # fmt: skip
+
+    def shared(self, shared: schema.Shared | None, separate: str, url: str) -> tuple[str, str]:
+        """Where shared knowledge lives: (how it is kept apart, its identity)."""
+        how = shared.separate if shared else ""
+        identity = shared.identity if shared else ""
+        if how not in ("", *SEPARATIONS):
+            raise self.fail("shared.separate", 'use "process" (a server with its own data '
+                            'folder) or "argument" (an identity of the pool server)')  # fmt: skip
+        if how == "argument" and separate != "argument":
+            raise self.fail("shared.separate",
+                            'a shared identity needs identities.separate = "argument"')  # fmt: skip
+        if how == "argument" and not identity:
+            raise self.fail("shared.identity", "missing (the identity holding shared knowledge)")
+        if how == "process" and identity:
+            raise self.fail("shared.identity", 'only with separate = "argument"')
+        if url and (separate != "argument" or how == "process"):
+            raise self.fail("identities.separate", 'a server at a URL is one server: separate = '
+                            '"argument" for identities and shared knowledge')  # fmt: skip
+        return how, identity
 
 
 def parse(text: str, path: str) -> McpMapping:
-    """The mapping in ``text`` (read from ``path``), checked; UnusableInput naming the key."""
+    """The mapping in ``text`` (read from ``path``), checked; UnusableInput naming the key.
+
+    Its shape (tables, keys, types) is ``mapping_schema``'s; what the values mean and how
+    they combine is checked here, table by table, in the order a reader of the file meets
+    them."""
     c = _Check(path)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise UnusableInput(path, f"not TOML: {exc}") from None
-    for k in data:
-        if k not in _KEYS[""]:
-            raise c.fail(k, f"unknown key (known: {', '.join(sorted(_KEYS['']))})")
-    for k in _REQUIRED:
-        if k not in data:
-            raise c.fail(k, "missing (required: " + ", ".join(_REQUIRED) + ")")
-    name = c.text(data, "name", required=True)
-    if not _NAME.match(name):
+    m = schema.read(text, path)
+    if not _NAME.match(m.name):
         raise c.fail("name", "use lower-case letters, digits, '.', '_' or '-' (at most 64)")
-    version = c.text(data, "version")
-    server = c.table(data, "server", required=True)
-    url = c.text(server, "server.url")
-    command = c.text(server, "server.command", required=not url)
-    if url and command:
-        raise c.fail("server.url", "give command (stdio) or url (streamable HTTP), not both")
-    if url and not _URL.match(url):
-        raise c.fail("server.url", "an http(s):// URL without credentials, e.g. "
-                     "http://127.0.0.1:8000/mcp")  # fmt: skip
-    if url and (server.get("args") or server.get("env") or server.get("secrets")):
-        raise c.fail("server.url", "a server at a URL runs already: no args, env or secrets")
-    args = c.strings(server, "server.args")
-    c.template(list(args), "server.args")
-    env = server.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        raise c.fail("server.env", "must be a table of strings")
-    for k, v in env.items():
-        if not _ENV.match(k):
-            raise c.fail(f"server.env.{k}", "not an environment variable name")
-        c.template(v, "server.env")
-    secrets = c.strings(server, "server.secrets")
-    for s in secrets:
-        if not _ENV.match(s):
-            raise c.fail("server.secrets", f"{s[:40]!r} is not an environment variable name")
-        if s in env:
-            raise c.fail(f"server.env.{s}", "is named secret: its value comes from the "
-                                            "environment, never from the mapping")  # fmt: skip
-    install = c.table(data, "install", required=False)
-    pip = c.text(install, "install.pip") if install else ""
-    npm = c.text(install, "install.npm") if install else ""
-    if install and not (pip or npm):
-        raise c.fail("install.pip", "missing (the package to install, pinned: NAME==VERSION; "
-                     "or install.npm = NAME@VERSION)")  # fmt: skip
-    if pip and npm:
-        raise c.fail("install.npm", "install one package: install.pip or install.npm, not both")
-    if npm and not _NPM.match(npm):
-        raise c.fail("install.npm", f"{npm[:60]!r}: pin one package exactly, NAME@VERSION")
-    if npm and install.get("python"):
-        raise c.fail("install.python", "only with install.pip")
-    if pip and not _PIP.match(pip):
-        raise c.fail("install.pip", f"{pip[:60]!r}: pin one package exactly, NAME==VERSION")
-    python = c.strings(install, "install.python") if install else ()
-    for need in python:
-        if need not in REQUIREMENTS and not _PY_MIN.match(need):
-            raise c.fail("install.python", f"{need[:40]!r}: use >=3.N or "
-                                           f"{', '.join(REQUIREMENTS)}")  # fmt: skip
-    if install and url:
-        raise c.fail("install", "a server at a URL is not installed: drop [install]")
-    if install and "/" in command:
-        raise c.fail("server.command", "with [install], name the installed command alone")
-    ids = c.table(data, "identities", required=False)
-    separate = c.text(ids, "identities.separate") or ("argument" if ids.get("argument")
-                                                       else "process")  # fmt: skip
-    if separate not in SEPARATIONS:
-        raise c.fail("identities.separate", f"{separate[:40]!r}: use {' or '.join(SEPARATIONS)}")
-    argument = c.text(ids, "identities.argument")
-    argument_tools = frozenset(c.strings(ids, "identities.tools"))
-    if separate == "argument" and not (argument and argument_tools):
-        raise c.fail("identities.argument", "argument separation needs argument and tools "
-                     "(the tools the identity's argument goes to)")  # fmt: skip
-    if separate == "process" and (argument or argument_tools):
-        raise c.fail("identities.argument", 'only with separate = "argument"')
-    write = c.call(data, "write", required=True)
-    search = c.call(data, "search", required=True)
-    readback = c.call(data, "readback", required=True)
-    assert write is not None and search is not None and readback is not None
+    c.server(m.server)
+    c.install(m.install, m.server)
+    separate = c.identities(m.identities)
+    write, search = c.call(m.write, "write"), c.call(m.search, "search")
+    readback = c.call(m.readback, "readback")
     if not uses(write.arguments, "fact"):
         raise c.fail("write.arguments", "must place the fact: put {fact} in an argument")
     if not uses(search.arguments, "query"):
         raise c.fail("search.arguments", "must place the query: put {query} in an argument")
-    rb = data["readback"]
-    id_field = c.text(rb, "readback.id_field")
-    id_pattern = c.text(rb, "readback.id_pattern")
-    separator = c.text(rb, "readback.hit_separator")
-    c.pattern("readback.id_pattern", id_pattern, groups=1)
-    c.pattern("readback.hit_separator", separator)
-    found = c.hits(data["search"])
-    correction = c.call(data, "correction", required=False)
-    mode = ""
-    if correction is not None:
-        mode = c.text(data["correction"], "correction.mode", required=True)
-        if mode not in CORRECTIONS:
-            raise c.fail("correction.mode", f"{mode[:40]!r}: use update (the tool writes the "
-                                            "correction) or delete (then the write)")  # fmt: skip
-        if mode == "update" and not uses(correction.arguments, "fact"):
-            raise c.fail("correction.arguments", "an update must place the correction: {fact}")
-        if not any(uses(correction.arguments, n) for n in ("id", "old", "title", "entity")):
-            raise c.fail("correction.arguments", "must name the original: {id} or {old}, or "
-                         "the key it was written under ({title} or {entity})")  # fmt: skip
-    expose = frozenset(c.strings(data, "expose"))
-    for tool in sorted(expose):
-        if not _TOOL.match(tool):
-            raise c.fail("expose", f"{tool[:60]!r} is not a tool name")
-        if separate == "argument" and tool not in argument_tools:
-            # One pool server holds every identity's memories: a tool that gets no identity
-            # reads or changes them all (docs/platforms.md, "Isolation").
-            raise c.fail("expose", f"{tool} gets no identity: list it in identities.tools "
-                         "(the server filters by that argument) or do not expose it")  # fmt: skip
-    if (correction is not None and separate == "argument" and correction.tool not in argument_tools
-            and not any(uses(v, "id") for v in correction.arguments.values())):  # fmt: skip
-        raise c.fail("correction.tool", f"{correction.tool} gets no identity, so the harness "
-                     "checks the memory it names is the caller's: name it by {id} in an "
-                     "argument, or list the tool in identities.tools")  # fmt: skip
-    shared = c.table(data, "shared", required=False)
-    shared_separate = c.text(shared, "shared.separate", required=True) if shared else ""
-    if shared_separate not in ("", *SEPARATIONS):
-        raise c.fail("shared.separate", 'use "process" (a server with its own data folder) '
-                     'or "argument" (an identity of the pool server)')  # fmt: skip
-    shared_identity = c.text(shared, "shared.identity") if shared else ""
-    if shared_separate == "argument" and separate != "argument":
-        raise c.fail("shared.separate", 'a shared identity needs identities.separate = "argument"')
-    if shared_separate == "argument" and not shared_identity:
-        raise c.fail("shared.identity", "missing (the identity holding shared knowledge)")
-    if shared_separate == "process" and shared_identity:
-        raise c.fail("shared.identity", 'only with separate = "argument"')
-    if url and (separate != "argument" or shared_separate == "process"):
-        raise c.fail("identities.separate", 'a server at a URL is one server: separate = '
-                     '"argument" for identities and shared knowledge')  # fmt: skip
+    rb = m.readback
+    c.pattern("readback.id_pattern", rb.id_pattern, groups=1)
+    c.pattern("readback.hit_separator", rb.hit_separator)
+    found = c.hits(m.search.hits)
+    correction = c.correction(m.correction)
+    c.isolation(m, separate, correction)
+    shared_separate, shared_identity = c.shared(m.shared, separate, m.server.url)
+    argument_tools = frozenset(m.identities.tools)
     if separate == "argument" and not uses_any(write, search, readback, argument_tools):
         raise c.fail("identities.tools", "must name the write, search and read-back tools")
     return McpMapping(
-        path=path, text=text, sha=blake3.blake3(text.encode()).hexdigest(), name=name,
-        version=version, command=command, args=args, env=dict(env), secrets=secrets, pip=pip,
-        python=python, separate=separate, argument=argument, argument_tools=argument_tools,
-        write=write, search=search, readback=readback, items_at=c.text(rb, "readback.path"),
-        id_field=id_field,
-        id_pattern=id_pattern, text_field=c.text(rb, "readback.text_field"),
-        hit_separator=separator, correction=correction, correction_mode=mode,
-        shared=bool(shared), shared_separate=shared_separate,
-        shared_identity=shared_identity, url=url, hits=found, expose=expose, npm=npm,
+        path=path, text=text, sha=blake3.blake3(text.encode()).hexdigest(), name=m.name,
+        version=m.version, command=m.server.command, args=m.server.args, env=dict(m.server.env),
+        secrets=m.server.secrets, pip=m.install.pip if m.install else "",
+        python=m.install.python if m.install else (), separate=separate,
+        argument=m.identities.argument, argument_tools=argument_tools,
+        write=write, search=search, readback=readback, items_at=rb.path, id_field=rb.id_field,
+        id_pattern=rb.id_pattern, text_field=rb.text_field, hit_separator=rb.hit_separator,
+        correction=correction, correction_mode=m.correction.mode if m.correction else "",
+        shared=m.shared is not None, shared_separate=shared_separate,
+        shared_identity=shared_identity, url=m.server.url, hits=found,
+        expose=frozenset(m.expose), npm=m.install.npm if m.install else "",
     )  # fmt: skip
 
 
