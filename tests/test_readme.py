@@ -67,12 +67,16 @@ def test_documented_commands_exist_with_their_options():
         parser.parse_args([*argv, "--ledger", "x.sqlite"] if argv[0] != "bench" else argv)
 
 
-def test_every_command_in_the_readme_table_exists():
+# The command table is docs/cli.md's (the README links it).
+CLI_DOC = os.path.join("docs", "cli.md")
+
+
+def test_every_command_in_the_cli_doc_table_exists():
     from benchledger.cli import build_parser
 
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    rows = re.findall(r"^\| `benchledger ([a-z][a-z-]*)(?: ([a-z]+))?", _read("README.md"), re.M)
+    rows = re.findall(r"^\| `benchledger ([a-z][a-z-]*)(?: ([a-z]+))?", _read(CLI_DOC), re.M)
     assert len(rows) >= 15
     for name, action in rows:
         assert name in commands, name
@@ -82,7 +86,7 @@ def test_every_command_in_the_readme_table_exists():
 
 
 def _parser_for(words: list[str]):
-    """The (sub)parser a README table row's command words name."""
+    """The (sub)parser a command table row's command words name."""
     from benchledger.cli import build_parser
 
     parser = build_parser()
@@ -95,8 +99,8 @@ def _parser_for(words: list[str]):
     return parser
 
 
-def test_every_flag_and_choice_in_the_readme_table_is_in_the_commands_help():
-    rows = re.findall(r"^\| `benchledger ([^`]+)` \|", _read("README.md"), re.M)
+def test_every_flag_and_choice_in_the_cli_doc_table_is_in_the_commands_help():
+    rows = re.findall(r"^\| `benchledger ([^`]+)` \|", _read(CLI_DOC), re.M)
     assert len(rows) >= 20
     for row in rows:
         words = row.replace("\\|", "|").replace("[", " ").replace("]", " ").split()
@@ -105,7 +109,7 @@ def test_every_flag_and_choice_in_the_readme_table_is_in_the_commands_help():
         for i, word in enumerate(words):
             if not re.fullmatch(r"--?[a-z][a-z-]*", word):
                 continue
-            assert word in options, f"README row `benchledger {row}`: {word} is not an option"
+            assert word in options, f"{CLI_DOC} row `benchledger {row}`: {word} is not an option"
             choices = options[word].choices
             value = words[i + 1] if i + 1 < len(words) else ""
             if choices and re.fullmatch(r"[a-z|]+", value):
@@ -240,10 +244,10 @@ def test_every_figure_in_docs_performance_carries_its_date_and_the_command_that_
     assert tables >= 6
 
 
-def test_every_command_and_every_report_option_has_its_place_in_the_readme_table():
+def test_every_command_and_every_report_option_has_its_place_in_the_cli_doc_table():
     from benchledger.cli import GROUPS
 
-    text = _read("README.md")
+    text = _read(CLI_DOC)
     rows = re.findall(r"^\| `benchledger ([^`]+)` \|", text, re.M)
     # A row's first cell may name several commands: `benchledger platforms [--json]`, `suites`.
     cells = re.findall(r"^\| (`benchledger .*?) \| ", text, re.M)
@@ -264,3 +268,15 @@ def test_the_readme_stream_example_numbers_attempts_from_1_as_runs_do():
 
 def test_the_readme_says_how_long_the_whole_test_suite_takes():
     assert re.search(r"whole test suite[^.]*takes about \d+ minutes", _read("README.md"))
+
+
+def test_the_readme_is_an_orientation_and_the_command_table_lives_in_docs_cli_md():
+    """What it is, the two commands, five common tasks, where to go next: read in five
+    minutes (at most 1,500 words); each command's row is docs/cli.md's, which it links."""
+    text = _read("README.md")
+    heads = re.findall(r"^## (.+)$", text, re.M)
+    assert heads == ["Concepts", "Quickstart", "Five common tasks", "Library", "Where to go next"]
+    assert len(re.findall(r"^\*\*\d\. ", text, re.M)) == 5
+    assert len(text.split()) <= 1500
+    assert not re.search(r"^\| `benchledger ", text, re.M)
+    assert "docs/cli.md" in text.split("## Five common tasks")[1].split("\n## ")[0]
