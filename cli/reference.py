@@ -4,7 +4,7 @@ subcommand's ``--help``, in the order ``benchledger --help`` lists them.
 ``python -m benchledger.cli.reference`` rewrites the part of docs/cli.md between its two
 markers (the rest of the file is written by hand); ``--check`` only says whether that part
 is stale (exit 1), as tests/test_cli_reference.py does. The help is laid out at a fixed
-width, so the file is the same on any terminal.
+width from the checkout's root, so the file is the same on any terminal and from any folder.
 """
 
 from __future__ import annotations
@@ -61,9 +61,10 @@ def _section(words: list[str], parser: argparse.ArgumentParser, summary: str) ->
     return out
 
 
-def reference() -> str:
-    """The generated part of docs/cli.md, between its markers."""
-    with _columns(WIDTH):
+def reference(root: str = ".") -> str:
+    """The generated part of docs/cli.md, between its markers, as run from the checkout
+    ``root`` (a help line may name a path relative to the working folder)."""
+    with _columns(WIDTH), contextlib.chdir(root):
         parser = build_parser()
         lines = [BEGIN, "", "### `benchledger`", "", "```text", parser.format_help().rstrip(),
                  "```", ""]  # fmt: skip
@@ -72,13 +73,13 @@ def reference() -> str:
     return "\n".join([*lines, END])
 
 
-def updated(text: str) -> str:
-    """``text`` (docs/cli.md) with its generated part replaced by ``reference()``."""
+def updated(text: str, root: str = ".") -> str:
+    """``text`` (docs/cli.md) with its generated part replaced by ``reference(root)``."""
     head, sep, rest = text.partition(BEGIN)
     _, sep2, tail = rest.partition(END)
     if not (sep and sep2):
         raise SystemExit(f"{_DOC}: the markers {BEGIN!r} and {END!r} are missing")
-    return head + reference() + tail
+    return head + reference(root) + tail
 
 
 def main(argv: list[str]) -> int:
@@ -86,7 +87,7 @@ def main(argv: list[str]) -> int:
     path = next((a for a in argv if not a.startswith("-")), _DOC)
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
-    new = updated(text)
+    new = updated(text, os.path.dirname(os.path.dirname(os.path.abspath(path))))
     if check:
         if new != text:
             print(f"{path}: the command reference is stale: run "
