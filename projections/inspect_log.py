@@ -305,34 +305,12 @@ def _sample(
 ) -> dict[str, Any]:
     """One unit as an ``EvalSample``; ``valued``: its terms in the card's means, and every
     mean's name (a score of that name is the unit's term, or N when it is in no such mean)."""
-    score, scored = scoring
     assert unit.started is not None
     start = unit.started.body
     messages, tokens, prompt, final, withheld = turns_of(unit.events, model)
-    decisions: dict[str, tuple[GraderDecisionEvent, str]] = {}
-    for event, link in unit.events:
-        if isinstance(event, GraderDecisionEvent):
-            decisions[event.body.check] = (event, link)  # a later decision replaces one
-    whole = _whole_score(unit, score)
-    # The viewer's answer column shows the first score's answer: the unit's graded answers.
-    answers = dict.fromkeys(e.body.answer for e, _ in decisions.values() if e.body.answer)
-    if answers:
-        whole["answer"] = " | ".join(answers)
-    scores = {score.name if score is not None else UNIT_FINISHED: whole}
-    diagnostics = {}
-    for check, (e, link) in decisions.items():
-        if scored is None or check in scored:
-            scores[check] = _score(e, link)
-        else:  # no accuracy: a diagnostic decides nothing, a true adopted is no success
-            diagnostics[check] = _score(e, link, value=False)
-    terms, means = valued
-    for name in means:  # the card's own number under its own name (the verdict in metadata)
-        if name in terms:
-            term = float(terms[name])
-            scores[name] = {**scores.get(name, {"explanation": f"this unit's term in {name}"}),
-                            "value": term}  # fmt: skip
-        elif name in scores:
-            scores[name] = {**scores[name], "value": VALUE[None]}
+    decisions = {e.body.check: (e, link) for e, link in unit.events  # a later one replaces
+                 if isinstance(e, GraderDecisionEvent)}  # fmt: skip
+    scores, diagnostics = _scores(unit, decisions, scoring, valued)
     end = unit.finished
     name = safe_name(start.protocol_id)
     meta = drop_none({
@@ -373,6 +351,38 @@ def _sample(
     if error:
         sample["error"] = {"message": error, "traceback": "", "traceback_ansi": ""}
     return sample
+
+
+def _scores(
+    unit: _Unit,
+    decisions: dict[str, tuple[GraderDecisionEvent, str]],
+    scoring: tuple[UnitScore | None, frozenset[str] | None],
+    valued: tuple[Mapping[str, float], tuple[str, ...]],
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """A sample's scores (the unit's whole score, each scored decision, each card mean's
+    term) and its diagnostics (the decisions its suite does not score)."""
+    score, scored = scoring
+    whole = _whole_score(unit, score)
+    # The viewer's answer column shows the first score's answer: the unit's graded answers.
+    answers = dict.fromkeys(e.body.answer for e, _ in decisions.values() if e.body.answer)
+    if answers:
+        whole["answer"] = " | ".join(answers)
+    scores = {score.name if score is not None else UNIT_FINISHED: whole}
+    diagnostics = {}
+    for check, (e, link) in decisions.items():
+        if scored is None or check in scored:
+            scores[check] = _score(e, link)
+        else:  # no accuracy: a diagnostic decides nothing, a true adopted is no success
+            diagnostics[check] = _score(e, link, value=False)
+    terms, means = valued
+    for name in means:  # the card's own number under its own name (the verdict in metadata)
+        if name in terms:
+            term = float(terms[name])
+            scores[name] = {**scores.get(name, {"explanation": f"this unit's term in {name}"}),
+                            "value": term}  # fmt: skip
+        elif name in scores:
+            scores[name] = {**scores[name], "value": VALUE[None]}
+    return scores, diagnostics
 
 
 def _unit_error(unit: _Unit) -> str:
