@@ -11,5 +11,7 @@ merged k-pass file whose ``passes.txt`` lists each pass's results file.
 - ``importer``: ``import-peer``, a results file as a sealed run;
 - ``arms``: the tasks bench's arm folders, their family and exclusion labels;
 - ``tasks_import``: ``import-peer`` of an arm (or a family of arms), one sealed run each;
+  ``tasks_arm`` reads and checks an arm's files into event bodies, ``pkrun_arm`` the
+  pkrun shape's;
 - ``world``: a pkrun arm's ``fixture-world.json``, as the peer's fixture service serves it.
 """

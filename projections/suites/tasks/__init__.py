@@ -4,8 +4,9 @@
 attempt's final answer), ``items`` finds the run's tasks and reference values again in
 the run itself, ``scorecard`` folds a run into its four rates, ``report`` renders one
 run, ``compare`` sets runs side by side with Newcombe differences, ``audit`` traces a
-rate to its decisions. ``SUITE`` is its ``ReadSuite``: a run is reported on its own and
-compared with others; nothing is gated.
+rate to its decisions; ``study`` lays a planted-claim study's tables out over its arms
+(``arm``; cells ``study_tables``, printed by ``study_render``). ``SUITE`` is its
+``ReadSuite``: a run is reported on its own and compared with others; nothing is gated.
 """
 
 from __future__ import annotations
