@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from benchledger.ledger.events import RunRecord
+from benchledger.ledger.inert import inert
 from benchledger.projections.card import Metric
 
 # The probe's findings a metric can depend on (harness/probe.py records them by these).
@@ -85,7 +86,7 @@ def unsearched(record: RunRecord, metric: str) -> str:
     (``RunRecord.control``: no-memory, full-context; docs/locomo.md) never searches, so it
     ranks no hit."""
     if record.control and HIT_IDS in depends_on(metric):
-        return f"a {record.control} control does not search the platform"
+        return f"a {inert(record.control, value=True)} control does not search the platform"
     return ""
 
 
