@@ -5,8 +5,8 @@ lead ``compare``.
 
 The model is the loopback OpenAI-compatible fake (and once the Anthropic fake) answering by
 rule from the memories in its prompt (tests/fakes/locomo_brain.py). One module fixture
-makes the runs every test reads: a model run at ``--search-k 5`` and its two controls, on
-the first 12 questions of the shipped set (one conversation).
+makes the runs every test reads: a model run at ``--search-k 5`` and its two model
+controls, on the first 12 questions of the shipped set (one conversation).
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ from typing import Any
 import pytest
 
 from benchledger.cli import main
+from benchledger.harness.agents import from_spec
 from benchledger.harness.agents.answering import PROMPT_HASH, prompt
 from benchledger.harness.agents.base import Episode
 from benchledger.harness.agents.retrieval import RetrievalAgent
+from benchledger.harness.plan import _answering
 from benchledger.harness.platforms.vocabulary import REFPLATFORM
-from benchledger.harness.suites.locomo import DEFAULT_DATA
+from benchledger.harness.record import RunConfig
+from benchledger.harness.suites.locomo import DEFAULT_DATA, LocomoSuite
 from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.events import (
     EpisodeFinishedEvent,
@@ -79,14 +82,13 @@ def runs(tmp_path_factory) -> dict[str, Any]:
             "lmn": main(["run", *common, "--agent", f"no-memory:{model}", "--run-id", "lmn"]),
             "lmf": main(["run", *common, "--agent", f"full-context:{model}", "--run-id", "lmf",
                          "--context-budget", str(BUDGET)]),
-            "lmr": main(["run", *common, "--agent", "no-memory", "--run-id", "lmr"]),
         }  # fmt: skip
         seen = list(srv.seen)
     return {"codes": codes, "ledger": ledger, "brain": brain, "seen": seen}
 
 
 def test_each_run_seals_and_verifies_rederives_and_replays_in_full(runs, capsys):
-    assert runs["codes"] == {"lma": 0, "lmn": 0, "lmf": 0, "lmr": 0}
+    assert runs["codes"] == {"lma": 0, "lmn": 0, "lmf": 0}
     for run_id in ("lma", "lmn", "lmf"):
         code, out, _ = cli(capsys, "verify", run_id, "--ledger", runs["ledger"])
         assert code == 0 and out.startswith(f"ok run {run_id}")
@@ -97,11 +99,16 @@ def test_each_run_seals_and_verifies_rederives_and_replays_in_full(runs, capsys)
 
 def test_the_header_records_the_depth_and_the_shipped_prompts_hash(runs):
     records = {r: next(e for e in _events(runs["ledger"], r) if isinstance(e, RunStartedEvent)
-                       ).body.record for r in ("lma", "lmn", "lmf", "lmr")}  # fmt: skip
+                       ).body.record for r in ("lma", "lmn", "lmf")}  # fmt: skip
     assert records["lma"].search_k == 5 and records["lma"].answer_prompt_hash == PROMPT_HASH
     assert records["lmf"].context_budget == BUDGET and records["lmf"].search_k == 0
     assert records["lmn"].answer_prompt_hash == PROMPT_HASH and records["lmn"].search_k == 0
-    assert records["lmr"].answer_prompt_hash == "" and records["lmr"].search_k == 0
+    assert [r.control for r in records.values()] == ["", "no-memory", "full-context"]
+    # The no-memory reader: no model, so no prompt; a control, so no depth.
+    reader = _answering(RunConfig(suite="locomo", agent="no-memory"), LocomoSuite(),
+                        from_spec("no-memory"))  # fmt: skip
+    assert reader == {"search_k": 0, "answer_prompt_hash": "", "control": "no-memory",
+                      "context_budget": 0}  # fmt: skip
 
 
 def test_the_model_is_shown_exactly_the_recorded_hits_of_the_harness_search(runs):
@@ -178,12 +185,12 @@ def test_compare_leads_with_the_controls_and_labels_them(runs, capsys):
     assert json.loads(out)["controls"] == {"lmn": "no-memory", "lmf": "full-context"}
 
 
-def test_the_no_memory_reader_abstains_without_searching(runs):
-    events = _events(runs["ledger"], "lmr")
-    assert _searches(events) == []
-    answers = {e.body.final_answer for e in events if isinstance(e, EpisodeFinishedEvent)
-               and e.body.episode == "ask"}  # fmt: skip
-    assert answers == {"FINAL ANSWER: no information available"}
+def test_the_no_memory_reader_abstains_without_searching():
+    sample = SHIPPED.samples[0]
+    item = LocomoItem(sample.questions[0], sample)
+    episode = Episode("ask", "", item.question.question, item, 6, REFPLATFORM, search_k=10)
+    turn = from_spec("no-memory").decide(episode, [{"role": "user", "text": "q"}], ())  # type: ignore[attr-defined]
+    assert turn.tool_calls == () and turn.text == "FINAL ANSWER: no information available"
 
 
 def test_the_retrieval_reader_searches_at_the_episodes_depth():

@@ -37,12 +37,15 @@ def parse(prompt: str) -> tuple[list[str], str]:
 
 
 def _text(memory: str) -> str:
-    """A memory's words as a reader would take them (a JSON hit: its string fields)."""
+    """A memory's words as a reader would take them: a JSON hit's string field holding a
+    turn (else all its string fields), without the turn's lead."""
     try:
         json.loads(memory)
     except ValueError:
         return _LEAD.sub("", memory)
-    return " ".join(_LEAD.sub("", t) for t in hit_texts(memory))
+    texts = hit_texts(memory)
+    turns = [t for t in texts if _LEAD.match(t)]
+    return " ".join(_LEAD.sub("", t) for t in (turns or texts))
 
 
 class LocomoBrain:
