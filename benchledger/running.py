@@ -109,11 +109,14 @@ def config(
     seal_despite_infra: bool = False,
     prereg: Preregistration | None = None,
     settings: Settings | None = None,
+    search_k: int | None = None,
+    context_budget: int | None = None,
 ) -> RunConfig:
     """The run configuration these options ask for, as ``benchledger run`` builds it from
     its own (an option left None is not given: a resume takes it from the run's record)."""
     _at_least_one(k=k, limit=limit, concurrency=concurrency, pool_size=pool_size, rpm=rpm,
-                   tpm=tpm, max_tokens=max_tokens, top_k=top_k)  # fmt: skip
+                   tpm=tpm, max_tokens=max_tokens, top_k=top_k, search_k=search_k,
+                   context_budget=context_budget)  # fmt: skip
     conf = settings or Settings()
     # Options a resume takes from the run record (record.RESTORED, the one table): given
     # explicitly, they must agree with it.
@@ -121,6 +124,7 @@ def config(
         "protocols": protocols, "agent": agent, "k": k, "concurrency": concurrency,
         "pool_size": pool_size, "platform": platform, "reset_cmd": reset_cmd,
         "platform_scope": platform_scope, "pack": pack, "protocol": protocol, "limit": limit,
+        "search_k": search_k, "context_budget": context_budget,
     }  # fmt: skip
     given = {
         name for name, r in RESTORED.items() if any(value.get(o) is not None for o in r.options)
@@ -166,6 +170,8 @@ def config(
         limit=limit or 0,
         retry_infra=retry_infra,
         seal_despite_infra=seal_despite_infra,
+        search_k=search_k or 0,
+        context_budget=context_budget or 0,
     )
 
 

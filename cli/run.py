@@ -122,7 +122,8 @@ def _config(args: argparse.Namespace) -> RunConfig:
         temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
         time_scale=args.time_scale, retry_infra=args.retry_infra,
         seal_despite_infra=args.seal_despite_infra, prereg=prereg_for_run(args, items_path),
-        settings=args.settings,
+        settings=args.settings, search_k=getattr(args, "search_k", None),
+        context_budget=getattr(args, "context_budget", None),
     )  # fmt: skip
     cfg.debug = bool(args.debug)
     return cfg

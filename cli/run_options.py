@@ -62,7 +62,8 @@ def run_options(p: argparse.ArgumentParser, *, worker: bool = False) -> None:
         help="scripted (default), fake[:DELAY_S], anthropic:MODEL (key: $ANTHROPIC_API_KEY), "
         "openai:MODEL@BASE_URL (key, if the server needs one: $OPENAI_API_KEY) or "
         "recorded:RUN_DIR (re-enacts a recorded peer run, e.g. "
-        "../shared/peers/mcp-data-platform/bench/results/s5-anthropic-k5), or NAME[:MODEL] "
+        "../shared/peers/mcp-data-platform/bench/results/s5-anthropic-k5); LoCoMo's "
+        "controls no-memory[:SPEC] and full-context:SPEC; or NAME[:MODEL] "
         "of another installed model provider (`benchledger models` lists them)",
     )
     m = p.add_argument_group("model agents")
@@ -151,6 +152,20 @@ def run_options(p: argparse.ArgumentParser, *, worker: bool = False) -> None:
         type=whole("--limit"),
         metavar="N",
         help="run only the first N protocols (or cases) of those selected",
+    )
+    lm = p.add_argument_group("locomo (docs/locomo.md)")
+    lm.add_argument(
+        "--search-k",
+        type=whole("--search-k"),
+        metavar="N",
+        help="hits the harness's search asks the platform for on each question (10; recorded)",
+    )
+    lm.add_argument(
+        "--context-budget",
+        type=whole("--context-budget"),
+        metavar="TOKENS",
+        help="--agent full-context:SPEC: the conversation shown is cut to this many estimated "
+        "tokens, its earliest turns first (100000; recorded)",
     )
     p.add_argument(
         "--resume", metavar="RUN_ID", help="finish an interrupted (or otherwise unsealed) run"

@@ -177,7 +177,9 @@ async def run_episode(
         offered = frozenset(str(t.get("name", "")) for t in shown)
         for _ in range(episode.budget + EXTRA_COMPLETIONS + 2):
             turn = await agent.next_turn(episode, messages, shown, observer=rec)
-            if agent.records_model_calls:
+            # A model agent's turn that called no model (the harness's own search on a
+            # LoCoMo question, harness/agents/answering.py) has no exchange to record.
+            if agent.records_model_calls and turn.request is not None:
                 usage = dict(turn.usage or {})
                 for key in tokens:
                     tokens[key] += int(usage.get(key, 0))

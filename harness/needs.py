@@ -7,8 +7,8 @@ or write a ledger writes that record, so a queue worker, or a ``run --resume``, 
 takes a command or an endpoint from it: each must be named by its own operator, with the
 same option the run was started with, and is compared with the record by content
 (docs/scaling.md, "What a worker trusts"). What needs no naming is built in and local: the
-embedded platform, the scripted, retrieval and fake agents, and the built-in platforms
-started with benchledger's own default command.
+embedded platform, the scripted, retrieval, fake and bare no-memory agents, and the
+built-in platforms started with benchledger's own default command.
 
 Pure: the record and what was given in, the reasons out.
 """
@@ -29,7 +29,7 @@ from benchledger.ledger.events import RunRecord
 _DEFAULT_PLATFORMS: Final = ("embedded", "embedded:process", "server-memory", "basic-memory",
                              "mem0")  # fmt: skip
 # Agents that call no model server.
-_LOCAL_AGENTS: Final = ("scripted", "retrieval", "fake")
+_LOCAL_AGENTS: Final = ("scripted", "retrieval", "fake", "no-memory")  # no-memory: the reader
 # Embedders that contact nothing.
 _LOCAL_EMBEDDERS: Final = ("", "lexical", "wordllama")
 

@@ -25,6 +25,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Final
 
 from benchledger.harness import agents
+from benchledger.harness.agents.answering import PROMPT_HASH
 from benchledger.harness.agents.base import Agent
 from benchledger.harness.needs import Given, unmet
 from benchledger.harness.platforms.embedded import MAX_POOL
@@ -60,6 +61,11 @@ from benchledger.ledger.events import (
     infra_failure,
 )
 from benchledger.ledger.ledger import check_run_id
+from benchledger.projections.suites.locomo.controls import (
+    DEFAULT_CONTEXT_BUDGET,
+    FULL_CONTEXT,
+    control,
+)
 from benchledger.protocols.errors import InvalidInput, Problem
 
 INTERRUPTED: Final = "interrupted; re-run on resume"
@@ -186,6 +192,31 @@ def _agent(cfg: RunConfig, spec: str, recorded: dict[str, Any] | None = None) ->
                                 rpm=cfg.rpm, tpm=cfg.tpm, time_scale=cfg.time_scale)  # fmt: skip
     except ValueError as exc:
         raise RunRefused(str(exc)) from None
+
+
+def _answering(cfg: RunConfig, suite: Any, agent: Agent) -> dict[str, Any]:
+    """The run record's search depth, answer prompt hash and full-context budget (a suite
+    that searches for its agents declares ``default_search_k``: locomo); RunRefused for
+    ``--search-k`` or ``--context-budget`` where they do nothing."""
+    depth = getattr(suite, "default_search_k", 0)
+    kind = control(cfg.agent)
+    if (cfg.search_k or cfg.context_budget) and not depth:
+        raise RunRefused(f"--search-k and --context-budget apply to --suite locomo, not "
+                         f"--suite {suite.name}")  # fmt: skip
+    if cfg.search_k and kind:
+        raise RunRefused(f"--search-k: --agent {cfg.agent} is a control that does not search")
+    if cfg.context_budget and kind != FULL_CONTEXT:
+        raise RunRefused("--context-budget is the budget of --agent full-context:SPEC")
+    if not depth:
+        return {}
+    return {
+        "search_k": 0 if kind else cfg.search_k or depth,
+        "answer_prompt_hash": PROMPT_HASH if getattr(agent, "answers", False) else "",
+        "control": kind,
+        "context_budget": cfg.context_budget or DEFAULT_CONTEXT_BUDGET
+        if kind == FULL_CONTEXT
+        else 0,
+    }
 
 
 def _agent_fits(agent: Agent, items: list[Any], path: str) -> None:
@@ -370,6 +401,7 @@ def _plan_new(ledger: Ledger, cfg: RunConfig, spec: PlatformSpec, given: Agent |
         limit=cfg.limit,
         set_items=len(loaded.items) if subset else 0,
         platform_options=_recorded_options(_platform_of(spec), cfg.platform_options),
+        **_answering(cfg, suite, agent),
     )
     suite.configure(record)
     return RunPlan(run_id, suite, items, mine, pool, spec, record, agent,

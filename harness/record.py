@@ -93,6 +93,10 @@ class RunConfig:
     # A queue worker (``benchledger worker``): its protocol and pack paths and its
     # concurrency are its own (the set and the pack are compared by hash).
     local: bool = False
+    # The locomo suite: ``--search-k`` (0: the suite's default) and ``--context-budget``
+    # (0: the full-context control's default), recorded in the run record.
+    search_k: int = 0
+    context_budget: int = 0
 
 
 class Restored(NamedTuple):
@@ -120,6 +124,8 @@ RESTORED: Final = {
     "limit": Restored("limit", ("limit",)),
     "platform": Restored("", ("platform",)),
     "reset_cmd": Restored("", ("reset_cmd",)),
+    "search_k": Restored("search_k", ("search_k",)),
+    "context_budget": Restored("context_budget", ("context_budget",)),
 }
 
 

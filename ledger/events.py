@@ -110,6 +110,15 @@ class RunRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     # and what the probe found before any unit (harness/probe.py; empty: not probed).
     vocabulary: dict[str, JSON] = {}
     probe: dict[str, JSON] = {}
+    # The locomo suite (docs/locomo.md): how many hits the harness's search asks for (0: no
+    # search, a control, or a run recorded before), the blake3 of the shipped prompt a
+    # model answers with (harness/agents/answering.py; "": no model answers), and the
+    # full-context control's token budget (0: not that control); ``control``: the control
+    # the run is (``no-memory``, ``full-context``; "": none), which searches nothing.
+    search_k: int = 0
+    answer_prompt_hash: str = ""
+    context_budget: int = 0
+    control: str = ""
 
 
 class Preregistration(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from benchledger.ledger.events import RunRecord
+from benchledger.ledger.inert import inert
 from benchledger.projections.card import Metric
 
 # The probe's findings a metric can depend on (harness/probe.py records them by these).
@@ -80,10 +81,19 @@ def why_not(probe: Mapping[str, Any], metric: str) -> str:
     return ""
 
 
+def unsearched(record: RunRecord, metric: str) -> str:
+    """Why ``metric`` is not measured on a LoCoMo control's run ("": it is): a control
+    (``RunRecord.control``: no-memory, full-context; docs/locomo.md) never searches, so it
+    ranks no hit."""
+    if record.control and HIT_IDS in depends_on(metric):
+        return f"a {inert(record.control, value=True)} control does not search the platform"
+    return ""
+
+
 def not_measured(records: Iterable[RunRecord | None], metric: str) -> str:
     """Why ``metric`` is not measured over these runs' records (merged runs: any one's)."""
     for record in records:
-        why = why_not(record.probe, metric) if record is not None else ""
+        why = why_not(record.probe, metric) or unsearched(record, metric) if record else ""
         if why:
             return why
     return ""

@@ -49,6 +49,11 @@ class Episode(NamedTuple):
     # The platform's declared memory vocabulary (harness.platforms.vocabulary.Vocabulary;
     # None: it declares none), set by the episode runner from the platform's client.
     vocabulary: Any = None
+    # LoCoMo's ask episodes (harness/suites/locomo.py, from the run record): the depth the
+    # harness searches at (0: the agent's default, or no search) and the full-context
+    # control's token budget.
+    search_k: int = 0
+    context_budget: int = 0
 
 
 class UnitInfo(NamedTuple):

@@ -45,5 +45,6 @@ class FakeModelAgent(ModelAgent):
         params: Mapping[str, Any] | None = None,
     ) -> None:
         transport = FakeTransport(scripted_decision, delay_s=delay_s, model=model)
-        super().__init__(transport, model=model, params=params, name=f"fake:{model}")
+        super().__init__(transport, model=model, params=params, name=f"fake:{model}",
+                         answers=False)  # fmt: skip
         self.delay_s = delay_s

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from benchledger.harness.agents import answering
 from benchledger.harness.agents.base import Episode, ToolCall, Turn, UnitInfo
 from benchledger.harness.models.request import (
     CanonicalRequest,
@@ -30,8 +31,17 @@ class _Counting:
             self.inner.attempt_failed(request, failure)
 
 
+def _calls(resp: Any) -> tuple[ToolCall, ...]:
+    return tuple(ToolCall(c.id, c.name, dict(c.arguments)) for c in resp.tool_calls)
+
+
 class ModelAgent:
-    """An agent whose turns are model calls over ``transport`` (real, fake or replay log)."""
+    """An agent whose turns are model calls over ``transport`` (real, fake or replay log).
+
+    On a LoCoMo question it answers from memories the harness found (``answering``):
+    ``memory`` is how it gets them (``answering.SEARCH``, or a control's ``NONE``,
+    ``FULL``); ``answers`` False keeps the tool loop there too (the fake model, whose
+    scripted decisions search for themselves)."""
 
     records_model_calls = True
 
@@ -42,8 +52,12 @@ class ModelAgent:
         model: str,
         params: Mapping[str, Any] | None = None,
         name: str | None = None,
+        memory: str = answering.SEARCH,
+        answers: bool = True,
     ) -> None:
         self.transport = transport
+        self.memory = memory
+        self.answers = answers
         self.model = model
         self.params: dict[str, Any] = dict(params or {})
         self.name = name or f"{transport.name}:{model}"
@@ -62,6 +76,11 @@ class ModelAgent:
         """Stateless: the same agent for every unit."""
         return self
 
+    def check_items(self, items: Sequence[Any], path: str) -> None:
+        """ValueError when a control is asked to run anything but LoCoMo's questions."""
+        if self.memory != answering.SEARCH:
+            answering.locomo_only(self.name, items)
+
     async def next_turn(
         self,
         episode: Episode,
@@ -69,15 +88,23 @@ class ModelAgent:
         tools: list[dict[str, Any]],
         observer: ModelObserver | None = None,
     ) -> Turn:
-        """One model call: request from the episode's system prompt, messages and tools."""
-        req = build_request(self.model, episode.system_prompt, messages, tools, params=self.params)
+        """One model call: request from the episode's system prompt, messages and tools; on
+        a LoCoMo question, the harness's search turn or one call with the answer prompt."""
+        system, reading = episode.system_prompt, False
+        if self.answers and answering.applies(episode, self.memory):
+            step = answering.step(episode, messages, self.memory)
+            if isinstance(step, Turn):
+                return step  # the harness's search: no model call
+            system, messages, tools = "", [{"role": "user", "text": step}], []
+            reading = True  # one answer: a tool call it makes anyway is not run
+        req = build_request(self.model, system, messages, tools, params=self.params)
         counting = _Counting(observer)
         start = time.perf_counter()
         resp = await self.transport.complete(req, observer=counting, hint=episode)
         ms = (time.perf_counter() - start) * 1000
         return Turn(
             text=resp.text,
-            tool_calls=tuple(ToolCall(c.id, c.name, dict(c.arguments)) for c in resp.tool_calls),
+            tool_calls=() if reading else _calls(resp),
             usage=dict(resp.usage),
             request=request_json(req),
             response=response_json(resp),

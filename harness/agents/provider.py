@@ -73,5 +73,7 @@ def _builtin(attr: str) -> Callable[[], ModelProvider]:
     return load
 
 
-for _name in ("scripted", "retrieval", "fake", "anthropic", "openai", "recorded"):
-    MODELS.register(_name, _builtin(_name.upper()), where=f"{_HERE}:{_name.upper()}")
+for _name in ("scripted", "retrieval", "fake", "anthropic", "openai", "recorded", "no-memory",
+              "full-context"):  # fmt: skip
+    _attr = _name.upper().replace("-", "_")
+    MODELS.register(_name, _builtin(_attr), where=f"{_HERE}:{_attr}")

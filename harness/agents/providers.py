@@ -14,6 +14,7 @@ import re
 from typing import Final
 from urllib.parse import urlsplit
 
+from benchledger.harness.agents import answering
 from benchledger.harness.agents.base import Agent
 from benchledger.harness.agents.fake import FakeModelAgent
 from benchledger.harness.agents.model import ModelAgent
@@ -52,6 +53,48 @@ def _retrieval(r: AgentRequest) -> Agent:
     return RetrievalAgent()  # a replay's transport, when given, is never used: no model
 
 
+def _no_memory(r: AgentRequest) -> Agent:
+    """``no-memory``: the reader without a search; ``no-memory:SPEC``: SPEC's model
+    answering each LoCoMo question from no memories."""
+    from benchledger.harness.agents.retrieval import RetrievalAgent
+
+    if not r.model:
+        if r.params or r.base_url or r.rpm or r.tpm:
+            raise ValueError(
+                "--agent no-memory (the reader) calls no model: --base-url, --rpm, --tpm and "
+                "sampling options need a model, --agent no-memory:openai:MODEL@URL"
+            )
+        return RetrievalAgent(search=False, name=r.spec)
+    return _control(r, answering.NONE)
+
+
+def _full_context(r: AgentRequest) -> Agent:
+    """``full-context:SPEC``: SPEC's model answering from the whole conversation."""
+    if not r.model:
+        raise ValueError(
+            f"--agent {r.spec}: the full-context control is a model given the conversation: "
+            "name it, e.g. --agent full-context:openai:MODEL@URL"
+        )
+    return _control(r, answering.FULL)
+
+
+def _control(r: AgentRequest, memory: str) -> Agent:
+    """The model agent the spec after the control's name makes, answering as ``memory``."""
+    from benchledger.harness import agents
+
+    inner = agents.from_spec(
+        r.model, transport=r.transport, params=r.params, settings=r.settings,
+        base_url=r.base_url, rpm=r.rpm, tpm=r.tpm,
+    )  # fmt: skip
+    if not isinstance(inner, ModelAgent) or not inner.answers:
+        raise ValueError(
+            f"--agent {r.spec}: a control needs a model agent after its name "
+            "(anthropic:MODEL, openai:MODEL@URL)"
+        )
+    inner.memory, inner.name = memory, r.spec
+    return inner
+
+
 def _fake(r: AgentRequest) -> Agent:
     delay = r.model or "0.3"
     try:
@@ -62,7 +105,7 @@ def _fake(r: AgentRequest) -> Agent:
         raise ValueError(f"--agent {r.spec}: the fake model's delay must be 0 or more seconds")
     if r.transport is not None:  # served from the log: the fake's model name, as recorded
         return ModelAgent(r.transport, model=FAKE_MODEL, params=r.params,
-                          name=f"fake:{FAKE_MODEL}")  # fmt: skip
+                          name=f"fake:{FAKE_MODEL}", answers=False)  # fmt: skip
     return FakeModelAgent(delay_s, params=r.params)
 
 
@@ -145,6 +188,16 @@ OPENAI: Final = ModelProvider(
     _openai,
     "openai:MODEL@BASE_URL",
     "an OpenAI-compatible server (key, if it needs one: $OPENAI_API_KEY)",
+)
+NO_MEMORY: Final = ModelProvider(
+    _no_memory,
+    "no-memory[:SPEC]",
+    "LoCoMo control: the reader without a search, or SPEC's model answering from no memories",
+)
+FULL_CONTEXT: Final = ModelProvider(
+    _full_context,
+    "full-context:SPEC",
+    "LoCoMo control: SPEC's model answering from the whole conversation (cut to a budget)",
 )
 RECORDED: Final = ModelProvider(
     _recorded, "recorded:RUN_DIR", "a recorded peer run, re-enacted turn by turn"

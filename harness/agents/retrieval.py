@@ -4,8 +4,9 @@ returned, so a score measures the platform's retrieval, not a model (docs/locomo
 
 It speaks the platform's declared vocabulary (``Episode.vocabulary``,
 harness/platforms/vocabulary.py), never a list of its own. To answer, it searches once with
-the question (k = 10) and reads the hits (``projections.retrieval.hits``, the ledger's own
-rule, where the vocabulary says they are) in rank order. Each
+the question (k: a LoCoMo run's ``--search-k``, ``Episode.search_k``; else 10) and reads
+the hits (``projections.retrieval.hits``, the ledger's own rule, where the vocabulary says
+they are) in rank order. Each
 hit's text (its string fields; a LoCoMo turn's ``[D3:1 | DATE] Speaker: text`` memory
 without the bracket) is cut into sentences; each sentence is scored by
 
@@ -36,6 +37,7 @@ import re
 from collections.abc import Collection, Sequence
 from typing import Any, Final
 
+from benchledger.harness.agents.answering import locomo_only
 from benchledger.harness.agents.base import Agent, Episode, Turn, UnitInfo
 from benchledger.harness.models.transport import ModelObserver
 from benchledger.ledger.events import HitRule
@@ -167,15 +169,24 @@ def answer(question: str, results: Sequence[str], abstain: str,
 
 
 class RetrievalAgent:
-    """The retrieval reader (module docstring)."""
+    """The retrieval reader (module docstring); ``search`` False is the ``no-memory``
+    control's reader, which answers every LoCoMo question without searching (it abstains)."""
 
-    name = "retrieval"
     model = ""
     records_model_calls = False
+
+    def __init__(self, search: bool = True, name: str = "retrieval") -> None:
+        self.search = search
+        self.name = name
 
     def for_unit(self, unit: UnitInfo) -> Agent:
         """Stateless: one reader serves every unit."""
         return self
+
+    def check_items(self, items: Sequence[Any], path: str) -> None:
+        """ValueError when the no-memory reader is asked anything but LoCoMo's questions."""
+        if not self.search:
+            locomo_only(self.name, items)
 
     async def next_turn(
         self,
@@ -208,9 +219,10 @@ class RetrievalAgent:
             return Turn("", (vocab.write_call("call-1", fact, title),))
         question = p.question.question if isinstance(p, LocomoItem) else episode.user_prompt
         if not results:
-            if vocab is None:
+            if vocab is None or not self.search:
                 return Turn(f"FINAL ANSWER: {abstain}")
-            return Turn("", (vocab.search_call("call-1", question, SEARCH_K),))
+            k = episode.search_k or SEARCH_K  # the run's --search-k (LoCoMo), else 10
+            return Turn("", (vocab.search_call("call-1", question, k),))
         texts = [str(r.get("text", "")) for r in results if not r.get("is_error")]
         rule = vocab.hits if vocab is not None else None  # where the platform's hits are
         return Turn(f"FINAL ANSWER: {answer(question, texts, abstain, rule)}")

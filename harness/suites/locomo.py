@@ -51,6 +51,7 @@ from benchledger.protocols.locomo import Sample
 
 DEFAULT_DATA: Final = os.path.join(protocols.DATA_DIR, "locomo", "synthetic.json")
 ASK_BUDGET: Final = 6  # tool calls a question's episode may make
+DEFAULT_SEARCH_K: Final = 10  # hits the harness's search asks for (``--search-k``)
 SYSTEM_PROMPT: Final = (
     "You are answering a question about a long conversation between two people, which is "
     "stored in the platform's memory, one memory per dialogue turn. Search the memory, then "
@@ -108,6 +109,7 @@ class LocomoSuite:
     run_prefix = "lm"
     item_noun = "question"
     tools = COUNTED  # the calls the platform's vocabulary names
+    default_search_k = DEFAULT_SEARCH_K  # a run's --search-k when not given (recorded)
 
     def __init__(self) -> None:
         self.loaded: locomo.LocomoSet | None = None
@@ -115,6 +117,7 @@ class LocomoSuite:
         # the ingesting unit, awaited by the others (only those this process planned).
         self._expected: set[tuple[str, int, int]] = set()
         self._ingested: dict[tuple[str, int, int], asyncio.Future[bool]] = {}
+        self.search_k = self.context_budget = 0  # from the run record (``configure``)
 
     def default_path(self) -> str:
         return DEFAULT_DATA
@@ -145,7 +148,9 @@ class LocomoSuite:
             )
 
     def configure(self, record: RunRecord) -> None:
-        pass  # nothing of its own to take from the record
+        """The search depth and the full-context budget the run recorded, which every ask
+        episode carries (a run recorded before either: 0, its agents' own behaviour)."""
+        self.search_k, self.context_budget = record.search_k, record.context_budget
 
     def run_config(self) -> dict[str, Any]:
         """``run_started.config``: the file's sha256 and every sample as loaded."""
@@ -207,6 +212,8 @@ class LocomoSuite:
             raise UnitFailed(f"{INGEST}: the ingestion of {item.sample.sample_id} failed in "
                              "the sample's first unit")  # fmt: skip
         q = item.question
-        await ctx.episode(Episode(ASK, SYSTEM_PROMPT, q.question, item, ASK_BUDGET), who)
+        ask = Episode(ASK, SYSTEM_PROMPT, q.question, item, ASK_BUDGET,
+                      search_k=self.search_k, context_budget=self.context_budget)  # fmt: skip
+        await ctx.episode(ask, who)
         ctx.decisions(ask_rulings(item, ctx.log))
         await ctx.commit()

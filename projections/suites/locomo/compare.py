@@ -41,6 +41,7 @@ from benchledger.projections.stats import (
     mcnemar_exact,
     mean_gain,
 )
+from benchledger.projections.suites.locomo.decisions import F1
 from benchledger.projections.suites.locomo.report import banners
 from benchledger.projections.suites.locomo.scorecard import METRIC_NAMES, Card, row_values
 
@@ -157,9 +158,19 @@ class Sheet(NamedTuple):
             m = c.card.meta
             base = " (baseline)" if i == 0 else ""
             root = m.root[:12] if m.root else "unsealed"
+            kind = c.card.conditions.control if c.card.conditions is not None else ""
+            base += f" (control: {kind})" if kind else ""
             said = f"{c.run_id}{base}: {m.agent or '-'} @ {m.platform_label}, root {root}"
             out.append(inert(said, value=True))
         return out
+
+    def controls(self) -> list[str]:
+        """The lead line naming the runs that are controls (docs/locomo.md, "Controls"),
+        each with its F1, so the platforms' runs are read against them."""
+        said = [f"{c.run_id} ({c.card.conditions.control}, {F1} {_value(c.card, F1)})"
+                for c in self.columns
+                if c.card.conditions is not None and c.card.conditions.control]  # fmt: skip
+        return [inert("controls: " + "; ".join(said), value=True)] if said else []
 
     def partial(self) -> list[str]:
         """Each run's line saying it is partial or some of its questions did not run."""
@@ -167,7 +178,7 @@ class Sheet(NamedTuple):
 
     def standing(self) -> list[str]:
         own = standing_lines(card_runs([c.card.meta for c in self.columns]), named=True)
-        return [*self.partial(), *own]
+        return [*self.controls(), *self.partial(), *own]
 
 
 def _note(ids: Sequence[str], ds: dict[str, Paired]) -> str:
@@ -228,6 +239,11 @@ def as_json(s: Sheet) -> dict[str, Any]:
         "standing": {c.run_id: standing_json([c.card.meta]) for c in s.columns},
         "platforms": {c.run_id: c.card.meta.platform_facts for c in s.columns},
         "what_differs": differences.as_json(s.lead),
+        "controls": {
+            c.run_id: c.card.conditions.control
+            for c in s.columns
+            if c.card.conditions is not None and c.card.conditions.control
+        },
         **({"warning": " | ".join(s.partial())} if s.partial() else {}),
     }
 

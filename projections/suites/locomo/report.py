@@ -66,6 +66,7 @@ def header(card: Card) -> list[tuple[str, str]]:
         ("ask latency", _latency(card)),
         ("tokens", _tokens(card)),
         ("harness failures", str(card.harness_failures)),
+        *(card.conditions.lines() if card.conditions is not None else ()),
     )]  # fmt: skip
 
 
@@ -158,6 +159,7 @@ def as_json(card: Card) -> dict[str, Any]:
             "max": max(t) if t else None,
         },
         "notes": list(card.notes),
+        "conditions": card.conditions.as_json() if card.conditions is not None else None,
         **completeness_json([completeness(card.meta, card.units)]),
     }
 

@@ -19,6 +19,7 @@ from benchledger.ledger.events import (
     EpisodeFinishedEvent,
     Event,
     InfraErrorEvent,
+    ModelCallEvent,
     SessionCallEvent,
 )
 from benchledger.projections import measured, retrieval
@@ -27,6 +28,7 @@ from benchledger.projections.prices import Cost, Unpriced
 from benchledger.projections.prices import priced as price_usage
 from benchledger.projections.suites.lifecycle import scorecard as lc
 from benchledger.projections.suites.locomo import grading
+from benchledger.projections.suites.locomo.conditions import Conditions, of_card
 from benchledger.projections.suites.locomo.decisions import (
     ASK,
     CATEGORY_NAMES,
@@ -74,7 +76,8 @@ class LocomoFold:
 
     def apply(self, event: Event, link: str) -> None:
         self.base.apply(event, link)
-        if isinstance(event, SessionCallEvent | EpisodeFinishedEvent | InfraErrorEvent):
+        if isinstance(event, SessionCallEvent | EpisodeFinishedEvent | InfraErrorEvent
+                      | ModelCallEvent):  # fmt: skip
             self.events.setdefault(event.stream, []).append((event.seq, event.body))
 
     def result(self) -> tuple[RunMeta, list[lc.Unit], dict[str, list[tuple[int, Body]]]]:
@@ -134,6 +137,7 @@ class Card(NamedTuple):
     incomplete: int
     ingests: tuple[tuple[str, bool | None, str], ...]  # (stream, verdict, reason)
     notes: tuple[str, ...] = ()
+    conditions: Conditions | None = None  # what the answers were given (conditions.py)
 
     @property
     def usage(self) -> Any:
@@ -228,8 +232,9 @@ def scorecard(folded: tuple[RunMeta, list[lc.Unit], Mapping[str, list[tuple[int,
     errored = sum(1 for u in units if u.counted and u.error)
     incomplete = sum(1 for u in units if u.finished is None and not u.abandoned)
     shown = measured.declared(metrics(rows), (meta.started.record,))
-    return Card(meta, tuple(units), tuple(rows), shown, errored, incomplete, ingests,
+    card = Card(meta, tuple(units), tuple(rows), shown, errored, incomplete, ingests,
                 tuple(notes))  # fmt: skip
+    return card._replace(conditions=of_card(card, events))
 
 
 def score(folded: Iterable[Any]) -> Card:
