@@ -93,6 +93,13 @@ class RunConfig:
     # A queue worker (``benchledger worker``): its protocol and pack paths and its
     # concurrency are its own (the set and the pack are compared by hash).
     local: bool = False
+    # ``--judge SPEC`` and its settings (harness/judge.py; recorded in ``RunRecord.judge``).
+    judge: str = ""
+    judge_prompt: str = ""  # a shipped prompt's name ("" : lenient)
+    judge_prompt_path: str = ""  # --judge-prompt FILE
+    judge_samples: int = 1
+    judge_temperature: float = 0.0
+    judge_seed: int | None = None
 
 
 class Restored(NamedTuple):

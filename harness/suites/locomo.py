@@ -27,6 +27,7 @@ from benchledger import protocols
 from benchledger.harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
 from benchledger.harness.episode import COUNTED, run_episode
 from benchledger.harness.errors import InfraError
+from benchledger.harness.judge import Judge
 from benchledger.harness.models.transport import ModelObserver
 from benchledger.harness.record import RunConfig, RunRefused
 from benchledger.harness.suites.base import Loaded, Outcome
@@ -36,8 +37,12 @@ from benchledger.projections.suites.locomo.decisions import (
     ASK,
     F1,
     INGEST,
+    JUDGE,
     ask_rulings,
+    graded,
     ingest_ruling,
+    judge_gold,
+    judge_rulings,
 )
 from benchledger.projections.suites.locomo.items import (
     LocomoItem,
@@ -115,6 +120,12 @@ class LocomoSuite:
         # the ingesting unit, awaited by the others (only those this process planned).
         self._expected: set[tuple[str, int, int]] = set()
         self._ingested: dict[tuple[str, int, int], asyncio.Future[bool]] = {}
+        self.judge: Judge | None = None  # ``--judge``: grades each answer (harness/judge.py)
+
+    def use_judge(self, judge: Judge | None) -> None:
+        """Grade every answer with ``judge`` too (a run's ``--judge``; a full replay's,
+        served from the unit's log)."""
+        self.judge = judge
 
     def default_path(self) -> str:
         return DEFAULT_DATA
@@ -209,4 +220,16 @@ class LocomoSuite:
         q = item.question
         await ctx.episode(Episode(ASK, SYSTEM_PROMPT, q.question, item, ASK_BUDGET), who)
         ctx.decisions(ask_rulings(item, ctx.log))
+        await ctx.commit()
+        if self.judge is not None and F1 in ctx.outcome:
+            await self._judge(ctx, item, self.judge)
+
+    async def _judge(self, ctx: UnitContext, item: LocomoItem, judge: Judge) -> None:
+        """The judge's verdict on the recorded answer: its calls, then ``locomo_j``."""
+        asked = graded(item, ctx.log)
+        assert asked is not None  # ``locomo_f1`` was decided from it
+        ctx.stage = JUDGE
+        await judge.grade(ctx.w, item.question.question, judge_gold(item), asked.prediction,
+                          [asked.finished])  # fmt: skip
+        ctx.decisions(judge_rulings(item, ctx.log))
         await ctx.commit()

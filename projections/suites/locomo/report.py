@@ -20,7 +20,13 @@ from benchledger.projections.card import (
 )
 from benchledger.projections.source import completeness
 from benchledger.projections.suites.locomo.decisions import EVIDENCE
-from benchledger.projections.suites.locomo.scorecard import DESCRIPTIONS, METRIC_NAMES, Card
+from benchledger.projections.suites.locomo.scorecard import (
+    DESCRIPTIONS,
+    J_ALL,
+    J_CAT_1_4,
+    METRIC_NAMES,
+    Card,
+)
 from benchledger.projections.usage_view import usage_json
 
 ROWS_SHOWN: Final = 50  # the table and Markdown list this many questions (JSON lists all)
@@ -30,7 +36,22 @@ def _value(card: Card, name: str) -> str:
     m = card.metrics[name]
     if m.not_measured:
         return fmt_why(m)
+    if m.rate is not None and name in (J_CAT_1_4, J_ALL):  # the denominator stated
+        return f"{m.rate:.3f} ({m.num:.0f}/{m.den})"
     return "n/a" if m.rate is None else f"{m.rate:.3f}"
+
+
+def judge_line(card: Card) -> str:
+    """The judge as the run recorded it: model, prompt and its hash, temperature, seed,
+    samples ("none": no judge)."""
+    record = card.meta.started.record
+    j = record.judge if record is not None else {}
+    if not j:
+        return "none"
+    seed = "none" if j.get("seed") is None else j.get("seed")
+    return (f"{j.get('spec')} (model {j.get('model')}), prompt {j.get('prompt')} sha256 "
+            f"{str(j.get('prompt_sha256'))[:12]}, temperature {j.get('temperature')}, seed "
+            f"{seed}, {j.get('samples')} sample(s) per answer")  # fmt: skip
 
 
 def _n(card: Card, name: str) -> str:
@@ -58,6 +79,7 @@ def header(card: Card) -> list[tuple[str, str]]:
         ("run", m.run_id),
         ("run root", m.root or "(unsealed)"),
         ("agent", m.agent or "-"),
+        ("judge", judge_line(card)),
         ("platform", m.platform_label),
         ("data sha256", str(config.get("file_sha256", "-"))),
         ("questions", f"{len(card.rows)} graded of {len(card.units)} units"
@@ -143,6 +165,7 @@ def as_json(card: Card) -> dict[str, Any]:
         "platform_label": m.platform_label,
         "platform_facts": m.platform_facts,
         "file_sha256": m.started.config.get("file_sha256"),
+        "judge": dict(m.started.record.judge) if m.started.record is not None else {},
         "metrics": {
             n: {**card.metrics[n].as_json(), "label": DESCRIPTIONS[n]} for n in METRIC_NAMES
         },
