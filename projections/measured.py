@@ -52,7 +52,7 @@ def why_unjudged(record: RunRecord | None, metric: str) -> str:
     if not judge:
         return NO_JUDGE
     if metric in _SAMPLED and int(str(judge.get("samples") or 1)) < 2:
-        return "one judge sample per answer (--judge-samples N, N >= 2, measures it)"
+        return "one judge sample per answer (--judge-samples 2+)"
     return ""
 
 

@@ -49,9 +49,13 @@ def judge_line(card: Card) -> str:
     if not j:
         return "none"
     seed = "none" if j.get("seed") is None else j.get("seed")
-    return (f"{j.get('spec')} (model {j.get('model')}), prompt {j.get('prompt')} sha256 "
+    line = (f"{j.get('spec')} (model {j.get('model')}), prompt {j.get('prompt')} sha256 "
             f"{str(j.get('prompt_sha256'))[:12]}, temperature {j.get('temperature')}, seed "
             f"{seed}, {j.get('samples')} sample(s) per answer")  # fmt: skip
+    source = record.regraded if record is not None else {}
+    if source:  # a regrade: the answers are another run's, named by its root
+        line += f"; regraded from run {source.get('run')} (root {source.get('root')})"
+    return line
 
 
 def _n(card: Card, name: str) -> str:
