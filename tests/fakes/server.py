@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from benchledger.harness.agents.fake import judge_reply
 from benchledger.harness.models import preflight
 from benchledger.refplatform.server import LoopbackServer
 from tests.fakes.brain import ScriptedBrain
@@ -83,6 +84,7 @@ class FakeProvider:
         self.seen: list[Seen] = []  # the run's requests
         self.preflights: list[Seen] = []  # model preflight requests, answered apart
         self.answered = 0
+        self.judged = 0  # requests answered as a judge
         self._lock = threading.Lock()
         self._server: LoopbackServer | None = None
         self.url = ""
@@ -102,6 +104,13 @@ class FakeProvider:
         return None
 
     def _next_turn(self, system: str, messages: list[dict[str, Any]]) -> Reply:
+        # A judge's request (one user message filled from a judge prompt) is judged by the
+        # fake judge's rule (harness/agents/fake.py ``judge_reply``), before any canned reply.
+        said = judge_reply(str(messages[0]["text"])) if len(messages) == 1 and not system else None
+        if said is not None:
+            with self._lock:
+                self.judged += 1
+            return Reply(said)
         with self._lock:
             if self.replies:
                 return self.replies.pop(0)
