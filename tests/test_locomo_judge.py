@@ -242,3 +242,26 @@ def test_compare_shows_the_strict_judge_gives_another_j_from_the_same_answers(ju
     metrics = json.loads(out)["metrics"]
     assert metrics["locomo_f1"][RUN] == metrics["locomo_f1"][REGRADED]
     assert metrics["j_cat_1_4"][RUN] > metrics["j_cat_1_4"][REGRADED]
+
+
+# -- judge variance (item 4) ---------------------------------------------------------------------
+
+
+def test_judge_samples_report_agreement_and_a_flip_rate(tmp_path, capsys):
+    """Sampled above temperature 0 the fake judges a borderline answer by its seed's parity,
+    so three seeded samples (seeds 0, 1, 2) disagree on some answers."""
+    ledger = str(tmp_path / "l.sqlite")
+    code, _, _ = cli(capsys, "run", "--suite", "locomo", "--agent", "retrieval", "--limit", "12",
+                     "--judge", "fake:0", "--judge-samples", "3", "--judge-temperature", "0.7",
+                     "--judge-seed", "0", "--ledger", ledger, "--run-id", "js")  # fmt: skip
+    assert code == 0
+    code, out, _ = cli(capsys, "report", "js", "--ledger", ledger, "--format", "json")
+    card = json.loads(out)
+    flips = [i for i in card["items"] if len(set(i["judge"]["samples"])) > 1]
+    assert flips and card["metrics"]["judge_flip_rate"]["num"] == len(flips)
+    assert card["metrics"]["judge_agreement"]["rate"] < 1.0
+    assert all(i["judge"]["agreement"] == 2 / 3 for i in flips)
+    seeds = [e.body.request["params"]["seed"] for e in _events(ledger, "js")
+             if isinstance(e, ModelCallEvent) and e.stream.endswith("synth-1:q1/1")]  # fmt: skip
+    assert seeds == [0, 1, 2]
+    assert replay("js", level="rederive", ledger=_opener(ledger)).ok

@@ -40,18 +40,23 @@ _FIELDS: Final = re.compile(
 )
 
 
-def judge_reply(prompt: str) -> str | None:
+def judge_reply(prompt: str, params: Mapping[str, Any] | None = None) -> str | None:
     """The fake judge's reply to a filled judge prompt (module docstring); None when
-    ``prompt`` is not one."""
+    ``prompt`` is not one. Sampled above temperature 0 (``params``), a borderline answer
+    (one the lenient rule accepts and the strict one does not) is judged by the lenient
+    rule under an even seed and the strict one under an odd seed: a judge whose samples
+    disagree, deterministically, as a stand-in for a real judge's variance."""
     m = _FIELDS.search(prompt)
     if m is None:
         return None
     gold, answer = m["gold"].strip(), m["answer"].strip()
-    if "generous" in prompt:
-        ok = bool(words(gold) & words(answer))
-    else:
-        have = set(tokens(answer))
-        ok = bool(tokens(gold)) and all(t in have for t in tokens(gold))
+    have = set(tokens(answer))
+    lenient = bool(words(gold) & words(answer))
+    strict = bool(tokens(gold)) and all(t in have for t in tokens(gold))
+    ok = lenient if "generous" in prompt else strict
+    p = params or {}
+    if lenient != strict and float(p.get("temperature") or 0) > 0:
+        ok = lenient if int(p.get("seed") or 0) % 2 == 0 else strict
     if '"label"' in prompt:
         label = "CORRECT" if ok else "WRONG"
         return f'The fake judge ruled by rule. {{"label": "{label}"}}'
@@ -62,7 +67,7 @@ def scripted_decision(request: CanonicalRequest, hint: Any) -> ModelResponse:
     """The scripted agent's next turn for the episode ``hint``, as a model response; a
     judge prompt (no episode, one user message) is answered by ``judge_reply``."""
     if not isinstance(hint, Episode) and len(request.messages) == 1:
-        reply = judge_reply(str(request.messages[0].get("text", "")))
+        reply = judge_reply(str(request.messages[0].get("text", "")), request.params)
         if reply is not None:
             return ModelResponse(text=reply)
     if not isinstance(hint, Episode):

@@ -103,10 +103,13 @@ class FakeProvider:
                     return self.faults.pop(i)
         return None
 
-    def _next_turn(self, system: str, messages: list[dict[str, Any]]) -> Reply:
+    def _next_turn(
+        self, system: str, messages: list[dict[str, Any]], params: dict[str, Any] | None = None
+    ) -> Reply:
         # A judge's request (one user message filled from a judge prompt) is judged by the
         # fake judge's rule (harness/agents/fake.py ``judge_reply``), before any canned reply.
-        said = judge_reply(str(messages[0]["text"])) if len(messages) == 1 and not system else None
+        one = len(messages) == 1 and not system
+        said = judge_reply(str(messages[0]["text"]), params) if one else None
         if said is not None:
             with self._lock:
                 self.judged += 1
@@ -166,7 +169,7 @@ class FakeProvider:
                 await asyncio.sleep(fault.delay_s)
             else:
                 ending = fault.kind
-        turn = Reply("") if ending == "refusal" else self._next_turn(system, messages)
+        turn = Reply("") if ending == "refusal" else self._next_turn(system, messages, body)
         self.answered += 1
         return JSONResponse(self.reply(body, turn, ending))
 
