@@ -1,5 +1,7 @@
 """``benchledger regrade RUN --judge SPEC``: a sealed run re-judging RUN's recorded answers,
-with no platform or agent call (harness/regrade.py; docs/locomo.md, "Re-judging a run")."""
+with no platform or agent call (harness/regrade.py; docs/locomo.md, "Re-judging a run");
+``benchledger judge calibrate --judge SPEC``: the judge's false accepts and rejects on the
+shipped calibration set, as a sealed run (docs/locomo.md, "Calibrating a judge")."""
 
 from __future__ import annotations
 
@@ -58,8 +60,52 @@ def cmd_regrade(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_judge_calibrate(args: argparse.Namespace) -> int:
+    """Run the calibration set with its planted answers, judged; print the card's rates."""
+    from benchledger.harness.driver import RunDriver
+    from benchledger.harness.record import RunConfig
+    from benchledger.projections.suites.locomo.report import calibration_line
+    from benchledger.projections.suites.locomo.scorecard import Card
+    from benchledger.protocols.locomo_calibration import CALIBRATION
+    from benchledger.scoring import report
+
+    if not args.judge:
+        raise UsageError("judge calibrate needs a judge: --judge SPEC")
+    run_id = args.run_id or _run_id("").replace("rg-", "jc-", 1)
+    cfg = RunConfig(
+        suite="locomo", agent="calibration", protocols_path=CALIBRATION, run_id=run_id,
+        concurrency=args.concurrency, settings=args.settings,
+    )  # fmt: skip
+    cfg.judge = args.judge
+    prompt = args.judge_prompt or ""
+    cfg.judge_prompt = prompt if prompt in SHIPPED else ""
+    cfg.judge_prompt_path = "" if prompt in SHIPPED else prompt
+    cfg.judge_samples = args.judge_samples
+    cfg.judge_temperature = args.judge_temperature
+    cfg.judge_seed = args.judge_seed
+    ledger = open_ledger(args, create=True, read_only=False)
+    try:
+        result = asyncio.run(RunDriver(ledger, cfg).execute())
+    finally:
+        ledger.store.close()
+    card = report(run_id, ledger=args.ledger, settings=args.settings).card
+    assert isinstance(card, Card)  # a locomo run's
+    print(f"judge {args.judge}: {calibration_line(card) or 'nothing judged'}")
+    print(f"run {run_id} sealed, root {result.root}")
+    return EXIT_OK
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``regrade``."""
+    """Add ``regrade`` and ``judge calibrate``."""
+    j = sub.add_parser("judge", help="a judge's false accepts and rejects (judge calibrate)")
+    jsub = j.add_subparsers(dest="judge_command", required=True, metavar="calibrate")
+    c = jsub.add_parser("calibrate", help="run the judge on the shipped calibration set")
+    c.add_argument("--run-id", metavar="ID", help="the run's id (default: a fresh jc-...)")
+    c.add_argument("--concurrency", type=whole("--concurrency"), default=4, metavar="N",
+                   help="questions at once (4)")  # fmt: skip
+    judge_options(c)
+    ledger_arg(c)
+    c.set_defaults(func=cmd_judge_calibrate)
     p = sub.add_parser(
         "regrade",
         help="judge a run's recorded answers again, as a new run (no platform or agent call)",

@@ -265,3 +265,24 @@ def test_judge_samples_report_agreement_and_a_flip_rate(tmp_path, capsys):
              if isinstance(e, ModelCallEvent) and e.stream.endswith("synth-1:q1/1")]  # fmt: skip
     assert seeds == [0, 1, 2]
     assert replay("js", level="rederive", ledger=_opener(ledger)).ok
+
+
+def test_the_committed_calibration_set_is_what_its_builder_writes():
+    from benchledger.protocols.locomo_calibration import CALIBRATION, render
+
+    with open(CALIBRATION, encoding="utf-8") as f:
+        assert f.read() == render()
+
+
+def test_judge_calibrate_seals_a_run_with_false_accept_and_false_reject_rates(tmp_path, capsys):
+    """The lenient fake accepts a wrong date that shares words with the gold (a false accept);
+    it rejects no planted correct or paraphrased answer."""
+    ledger = str(tmp_path / "l.sqlite")
+    code, out, _ = cli(capsys, "judge", "calibrate", "--judge", "fake:0", "--run-id", "jc",
+                       "--ledger", ledger)  # fmt: skip
+    assert code == 0
+    assert "false accept 6/30 (0.200) of wrong on-topic answers, false reject 0/60" in out
+    assert "run jc sealed, root " in out
+    code, out, _ = cli(capsys, "report", "jc", "--ledger", ledger, "--format", "json")
+    assert json.loads(out)["calibration"].startswith("false accept 6/30")
+    assert replay("jc", level="rederive", ledger=_opener(ledger)).ok

@@ -73,5 +73,5 @@ def _builtin(attr: str) -> Callable[[], ModelProvider]:
     return load
 
 
-for _name in ("scripted", "retrieval", "fake", "anthropic", "openai", "recorded"):
+for _name in ("scripted", "retrieval", "fake", "anthropic", "openai", "recorded", "calibration"):
     MODELS.register(_name, _builtin(_name.upper()), where=f"{_HERE}:{_name.upper()}")

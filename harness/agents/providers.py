@@ -52,6 +52,17 @@ def _retrieval(r: AgentRequest) -> Agent:
     return RetrievalAgent()  # a replay's transport, when given, is never used: no model
 
 
+def _calibration(r: AgentRequest) -> Agent:
+    from benchledger.harness.agents.calibration import CalibrationAgent
+
+    if r.model or r.params or r.base_url or r.rpm or r.tpm:
+        raise ValueError(
+            f"--agent {r.spec}: the calibration agent plants answers and calls no model: "
+            "--agent calibration, with no model options"
+        )
+    return CalibrationAgent()
+
+
 def _fake(r: AgentRequest) -> Agent:
     delay = r.model or "0.3"
     try:
@@ -136,6 +147,9 @@ def _recorded(r: AgentRequest) -> Agent:
 SCRIPTED: Final = ModelProvider(_scripted, "scripted", "the scripted agent: no model (default)")
 RETRIEVAL: Final = ModelProvider(
     _retrieval, "retrieval", "the retrieval reader: no model, answers from the search's best span"
+)
+CALIBRATION: Final = ModelProvider(
+    _calibration, "calibration", "a judge calibration set's planted answers: no model"
 )
 FAKE: Final = ModelProvider(_fake, "fake[:DELAY_S]", "a local fake model (no network)")
 ANTHROPIC: Final = ModelProvider(

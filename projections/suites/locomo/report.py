@@ -41,6 +41,23 @@ def _value(card: Card, name: str) -> str:
     return "n/a" if m.rate is None else f"{m.rate:.3f}"
 
 
+def calibration_line(card: Card) -> str:
+    """A judge calibration run's false accepts and rejects ("": not one): over the answers
+    planted wrong, and those planted right (correct and paraphrased)."""
+    from benchledger.protocols.locomo_calibration import SHOULD_ACCEPT, kind_of
+
+    judged = [(kind_of(r.item.sample.sample_id), r.judged.verdict) for r in card.rows
+              if r.judged is not None and kind_of(r.item.sample.sample_id)]  # fmt: skip
+    wrong = [v for k, v in judged if k not in SHOULD_ACCEPT]
+    right = [v for k, v in judged if k in SHOULD_ACCEPT]
+    if not wrong or not right:
+        return ""
+    fa, fr = sum(v is True for v in wrong), sum(v is not True for v in right)
+    return (f"false accept {fa}/{len(wrong)} ({fa / len(wrong):.3f}) of wrong on-topic "
+            f"answers, false reject {fr}/{len(right)} ({fr / len(right):.3f}) of correct "
+            "and paraphrased ones")  # fmt: skip
+
+
 def judge_line(card: Card) -> str:
     """The judge as the run recorded it: model, prompt and its hash, temperature, seed,
     samples ("none": no judge)."""
@@ -79,11 +96,13 @@ def header(card: Card) -> list[tuple[str, str]]:
     m = card.meta
     config = m.started.config
     landed = sum(1 for _, v, _ in card.ingests if v)
+    calibrated = calibration_line(card)
     return [(k, inert(v, value=True)) for k, v in (  # the run's own words: one line each
         ("run", m.run_id),
         ("run root", m.root or "(unsealed)"),
         ("agent", m.agent or "-"),
         ("judge", judge_line(card)),
+        *((("calibration", calibrated),) if calibrated else ()),
         ("platform", m.platform_label),
         ("data sha256", str(config.get("file_sha256", "-"))),
         ("questions", f"{len(card.rows)} graded of {len(card.units)} units"
@@ -170,6 +189,7 @@ def as_json(card: Card) -> dict[str, Any]:
         "platform_facts": m.platform_facts,
         "file_sha256": m.started.config.get("file_sha256"),
         "judge": dict(m.started.record.judge) if m.started.record is not None else {},
+        "calibration": calibration_line(card) or None,
         "metrics": {
             n: {**card.metrics[n].as_json(), "label": DESCRIPTIONS[n]} for n in METRIC_NAMES
         },
