@@ -239,9 +239,17 @@ def test_compare_shows_the_strict_judge_gives_another_j_from_the_same_answers(ju
     code, out, _ = cli(capsys, "compare", RUN, REGRADED, "--ledger", judged["ledger"],
                        "--format", "json")  # fmt: skip
     assert code == 0
-    metrics = json.loads(out)["metrics"]
+    compared = json.loads(out)
+    metrics = compared["metrics"]
     assert metrics["locomo_f1"][RUN] == metrics["locomo_f1"][REGRADED]
     assert metrics["j_cat_1_4"][RUN] > metrics["j_cat_1_4"][REGRADED]
+    # Question by question: the strict judge rejects what the lenient one accepted (the
+    # reader's session dates against relative temporal golds), never the other way.
+    changes = compared["judge_changes"][REGRADED]
+    assert changes and {(c["baseline"], c["verdict"]) for c in changes} == {("CORRECT", "WRONG")}
+    assert all(c["answer"] == c["baseline_answer"] for c in changes)
+    code, out, _ = cli(capsys, "compare", RUN, REGRADED, "--ledger", judged["ledger"])
+    assert f"judge verdicts that differ, {REGRADED} vs {RUN} ({len(changes)} questions):" in out
 
 
 # -- judge variance (item 4) ---------------------------------------------------------------------

@@ -228,8 +228,46 @@ def as_json(s: Sheet) -> dict[str, Any]:
         "standing": {c.run_id: standing_json([c.card.meta]) for c in s.columns},
         "platforms": {c.run_id: c.card.meta.platform_facts for c in s.columns},
         "what_differs": differences.as_json(s.lead),
+        "judge_changes": judge_changes(s),
         **({"warning": " | ".join(s.partial())} if s.partial() else {}),
     }
+
+
+def _said(verdict: bool | None) -> str:
+    return "CORRECT" if verdict else "WRONG" if verdict is False else "not understood"
+
+
+def judge_changes(s: Sheet) -> dict[str, list[dict[str, Any]]]:
+    """Question by question, where each run's judge ruled otherwise than the baseline's on
+    the same question and attempt (a regrade's effect): run id -> the questions, in the
+    baseline's order, each with both verdicts and the answer each judged."""
+    base = {(r.item.id, r.unit.attempt): r for r in s.columns[0].card.rows}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for c in s.columns[1:]:
+        rows = {(r.item.id, r.unit.attempt): r for r in c.card.rows}
+        for key, b in base.items():
+            o = rows.get(key)
+            if o is None or b.judged is None or o.judged is None:
+                continue
+            if b.judged.verdict == o.judged.verdict:
+                continue
+            out.setdefault(c.run_id, []).append({
+                "id": key[0], "attempt": key[1], "baseline": _said(b.judged.verdict),
+                "verdict": _said(o.judged.verdict), "answer": o.asked.prediction,
+                "baseline_answer": b.asked.prediction, "gold": o.item.question.answer,
+            })  # fmt: skip
+    return out
+
+
+def _change_lines(s: Sheet) -> list[str]:
+    out = []
+    for run, changes in judge_changes(s).items():
+        out.append(f"judge verdicts that differ, {inert(run)} vs {inert(s.columns[0].run_id)} "
+                   f"({len(changes)} questions):")  # fmt: skip
+        out += [f"  {inert(ch['id'])}: {ch['baseline']} -> {ch['verdict']}  answer "
+                f"{inert(ch['answer'])[:60]!s}  gold {inert(ch['gold'])[:40]!s}"
+                for ch in changes]  # fmt: skip
+    return out
 
 
 def _not_measured(s: Sheet) -> dict[str, dict[str, str]]:
@@ -249,6 +287,8 @@ def _table(s: Sheet) -> str:
     out += [*s.legend(), f"intervals: {_methods()}", ""]
     out += ["".join(v.ljust(w) for v, w in zip(x, widths, strict=True)).rstrip()
             for x in [head, *rows]]  # fmt: skip
+    changes = _change_lines(s)
+    out += ["", *changes] if changes else []
     return "\n".join(out) + "\n"
 
 
