@@ -273,6 +273,16 @@ def test_judge_samples_report_agreement_and_a_flip_rate(tmp_path, capsys):
              if isinstance(e, ModelCallEvent) and e.stream.endswith("synth-1:q1/1")]  # fmt: skip
     assert seeds == [0, 1, 2]
     assert replay("js", level="rederive", ledger=_opener(ledger)).ok
+    # J's interval in compare has the judge's variance in it: over questions and samples,
+    # wider than (or other than) the questions' bootstrap of the majority verdicts.
+    from benchledger.projections.stats import MIN_BOOTSTRAP_GROUPS, bootstrap
+    from benchledger.projections.suites.locomo.compare import column
+    from benchledger.scoring import report
+
+    col = column("js", report("js", ledger=ledger).card)  # type: ignore[arg-type]
+    majority = bootstrap(col.terms("j_all"), lambda xs: sum(xs) / len(xs),
+                         min_groups=MIN_BOOTSTRAP_GROUPS)  # fmt: skip
+    assert col.intervals["j_all"] is not None and col.intervals["j_all"] != majority
 
 
 def test_the_committed_calibration_set_is_what_its_builder_writes():

@@ -5,7 +5,9 @@ Every locomo metric is a mean of per-question values (``scorecard.row_values``),
 
 - a run's interval is a percentile bootstrap over its questions (``stats.bootstrap``, the
   project's fixed seed and resample count; none below ``stats.MIN_BOOTSTRAP_GROUPS``
-  questions, where a resample's spread is no 95% interval);
+  questions, where a resample's spread is no 95% interval); a judge asked several times per
+  answer gives J a two-stage one, over the questions and each question's samples
+  (``_judge_interval``), so the judge's variance is in it;
 - a difference B - A pairs the questions both runs graded (the same question and
   attempt): its estimate is the mean paired gain (``stats.mean_gain``), its interval a
   bootstrap over the pairs, and when every paired value is 0 or 1 (adversarial accuracy,
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import html
 import json
+import random
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
@@ -38,17 +41,29 @@ from benchledger.projections.stats import (
     MIN_BOOTSTRAP_GROUPS,
     Interval,
     bootstrap,
+    draw,
     mcnemar_exact,
     mean_gain,
 )
+from benchledger.projections.suites.locomo.grading import ADVERSARIAL
 from benchledger.projections.suites.locomo.report import banners
-from benchledger.projections.suites.locomo.scorecard import METRIC_NAMES, Card, row_values
+from benchledger.projections.suites.locomo.scorecard import (
+    J_ALL,
+    J_CAT_1_4,
+    METRIC_NAMES,
+    Card,
+    row_values,
+)
 
 QUESTIONS: Final = f"bootstrap over questions ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})"
 PAIRED: Final = (
     f"bootstrap over paired questions ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})"
 )
 MCNEMAR: Final = "McNemar's exact test where every paired value is 0 or 1"
+SAMPLED: Final = (
+    f"bootstrap over questions and each question's judge samples ({BOOTSTRAP_REPS} "
+    f"resamples, seed {BOOTSTRAP_SEED})"
+)
 Key = tuple[str, int]  # a question's id and attempt: what pairs two runs' answers
 
 
@@ -90,7 +105,33 @@ def column(run_id: str, card: Card) -> Column:
     col = Column(run_id, card, values, {})
     for name in METRIC_NAMES:
         col.intervals[name] = bootstrap(col.terms(name), _mean, min_groups=MIN_BOOTSTRAP_GROUPS)
+    for name in (J_ALL, J_CAT_1_4):
+        if name not in gone and (sampled := _judge_interval(card, name)) is not None:
+            col.intervals[name] = sampled
     return col
+
+
+def _sampled(card: Card) -> bool:
+    """Whether the judge was asked more than once for some answer."""
+    return any(r.judged is not None and len(r.judged.verdicts) > 1 for r in card.rows)
+
+
+def _judge_interval(card: Card, name: str) -> Interval | None:
+    """J's interval with the judge's variance in it, when the judge was asked more than once
+    per answer: a two-stage bootstrap, over the questions and, for each question drawn, over
+    its samples (one drawn at random, a rejected or unread one counting 0), from the
+    project's seed; None with one sample per answer (the questions' bootstrap stands)."""
+    groups = [[1.0 if v else 0.0 for v in r.judged.verdicts] for r in card.rows
+              if r.judged is not None and (name == J_ALL or
+                                           r.item.question.category != ADVERSARIAL)]  # fmt: skip
+    if not any(len(g) > 1 for g in groups):
+        return None
+    rng = random.Random(BOOTSTRAP_SEED + 1)  # the samples' draws, apart from the questions'
+
+    def one_call(drawn: Sequence[list[float]]) -> float | None:
+        return _mean([g[draw(rng, len(g))] for g in drawn])
+
+    return bootstrap(groups, one_call, min_groups=MIN_BOOTSTRAP_GROUPS)
 
 
 def paired(base: Column, other: Column, name: str) -> Paired:
@@ -209,8 +250,9 @@ def as_json(s: Sheet) -> dict[str, Any]:
 
     def interval(c: Column, n: str) -> dict[str, Any]:
         ci = c.intervals[n]
+        sampled = n in (J_ALL, J_CAT_1_4) and _sampled(c.card)
         return {"low": ci.low if ci else None, "high": ci.high if ci else None,
-                "n": len(c.terms(n)), "method": QUESTIONS}  # fmt: skip
+                "n": len(c.terms(n)), "method": SAMPLED if sampled else QUESTIONS}  # fmt: skip
 
     def diff(d: Paired) -> dict[str, Any]:
         return {"diff": d.diff, "ci_low": d.ci.low if d.ci else None,
