@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import json
 import secrets
 
 from benchledger.cli.common import EXIT_OK, UsageError, ledger_arg, open_ledger, whole
@@ -64,8 +65,6 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
     """Run the calibration set with its planted answers, judged; print the card's rates."""
     from benchledger.harness.driver import RunDriver
     from benchledger.harness.record import RunConfig
-    from benchledger.projections.suites.locomo.report import calibration_line
-    from benchledger.projections.suites.locomo.scorecard import Card
     from benchledger.protocols.locomo_calibration import CALIBRATION
     from benchledger.scoring import report
 
@@ -88,9 +87,9 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
         result = asyncio.run(RunDriver(ledger, cfg).execute())
     finally:
         ledger.store.close()
-    card = report(run_id, ledger=args.ledger, settings=args.settings).card
-    assert isinstance(card, Card)  # a locomo run's
-    print(f"judge {args.judge}: {calibration_line(card) or 'nothing judged'}")
+    # The card's own words (the suite's JSON), reached through its registration.
+    card = json.loads(report(run_id, ledger=args.ledger, settings=args.settings).render("json"))
+    print(f"judge {args.judge}: {card.get('calibration') or 'nothing judged'}")
     print(f"run {run_id} sealed, root {result.root}")
     return EXIT_OK
 
