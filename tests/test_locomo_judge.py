@@ -195,6 +195,11 @@ def test_a_bad_judge_prompt_file_or_a_model_free_judge_is_refused_in_one_line(tm
     code, _, err = cli(capsys, "run", "--suite", "locomo", "--agent", "retrieval", "--judge",
                        "scripted", "--ledger", str(tmp_path / "l"))  # fmt: skip
     one_line_exit_2(code, err, "--judge")
+    code, _, err = cli(capsys, "run", "--judge", "fake:0", "--ledger", str(tmp_path / "l"))
+    one_line_exit_2(code, err, "--judge", "lifecycle suite has none")
+    code, _, err = cli(capsys, "run", "--suite", "locomo", "--judge-prompt", "strict",
+                       "--ledger", str(tmp_path / "l"))  # fmt: skip
+    one_line_exit_2(code, err, "--judge-prompt sets up a judge")
     assert not os.path.exists(tmp_path / "l")
     with pytest.raises(Exception, match="no \\{question\\}"):
         prompt_file(str(bad))
