@@ -309,3 +309,27 @@ def test_judge_calibrate_seals_a_run_with_false_accept_and_false_reject_rates(tm
     code, out, _ = cli(capsys, "report", "jc", "--ledger", ledger, "--format", "json")
     assert json.loads(out)["calibration"].startswith("false accept 6/30")
     assert replay("jc", level="rederive", ledger=_opener(ledger)).ok
+
+
+def test_an_anthropic_judge_over_the_loopback_fake_is_recorded_and_replays(tmp_path):
+    """The Anthropic path: the judge's key from the settings (never recorded), its default
+    reply limit recorded with its params, its calls served from the log in a full replay."""
+    from benchledger.harness.settings import Settings
+    from tests.fakes.anthropic_api import FakeAnthropic
+
+    ledger = str(tmp_path / "l.sqlite")
+    key = "sk-ant-judge-test-key"
+    with FakeAnthropic(key=key) as fake:
+        conf = Settings(ledger="", test_postgres="", anthropic_api_key=key,
+                        anthropic_base_url=fake.url)  # fmt: skip
+        code = main(["run", "--suite", "locomo", "--agent", "retrieval", "--limit", "3",
+                     "--judge", "anthropic:judge-a", "--ledger", ledger, "--run-id", "ja"],
+                    conf)  # fmt: skip
+        assert code == 0 and fake.judged == 3
+    events = _events(ledger, "ja")
+    calls = [e for e in events if isinstance(e, ModelCallEvent)]
+    assert len(calls) == 3 and all(c.body.request["model"] == "judge-a" for c in calls)
+    assert all("max_tokens" in c.body.request["params"] for c in calls)
+    with open(ledger, "rb") as fh:
+        assert key.encode() not in fh.read()
+    assert replay("ja", level="full", ledger=_opener(ledger)).ok
