@@ -50,6 +50,13 @@ GROUPS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
     ),
     ("benchledger.cli.run", (("run", "run the benchmark; every call goes into the ledger"),)),
     (
+        "benchledger.cli.regrade",
+        (
+            ("regrade", "judge a run's recorded answers again, as a new run (no platform call)"),
+            ("judge", "a judge's false accepts and rejects on a calibration set (judge calibrate)"),
+        ),
+    ),
+    (
         "benchledger.cli.queue",
         (
             ("worker", "work queued runs' units, on any machine (run --queue)"),

@@ -75,6 +75,16 @@ def cmd_bench_locomo(args: argparse.Namespace) -> int:
     return locomo_bench.run_bench(repeat=args.repeat, as_json=args.json)
 
 
+def cmd_bench_judge(args: argparse.Namespace) -> int:
+    """What a judge at a fixed delay adds to a locomo run at --concurrency N."""
+    if args.repeat < 1 or args.concurrency < 1 or not args.delay > 0:
+        raise UsageError("--repeat and --concurrency must be at least 1, --delay above 0")
+    from benchledger.benchmarks import judge_bench  # the harness: only when asked for
+
+    return judge_bench.run_bench(repeat=args.repeat, concurrency=args.concurrency,
+                                 delay_s=args.delay, as_json=args.json)  # fmt: skip
+
+
 def cmd_bench_run(args: argparse.Namespace) -> int:
     """The suite with a slow model (fake, or a recorded run re-enacted) at concurrency 1 and N."""
     agent = args.agent or "fake"
@@ -131,7 +141,7 @@ def cmd_bench_queue(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``bench ledger|platform|embedder|locomo|run|queue``."""
+    """Add ``bench ledger|platform|embedder|locomo|judge|run|queue``."""
     bench = sub.add_parser("bench", help="performance benchmarks (ratios vs raw baselines)")
     bsub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
     p = bsub.add_parser("ledger", help="append and verify throughput vs the raw database")
@@ -212,6 +222,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=int, default=3, help="runs per case; the median (3)")
     p.add_argument("--json", action="store_true", help="print one JSON array")
     p.set_defaults(func=cmd_bench_locomo)
+    p = bsub.add_parser("judge", help="what a judge adds to a locomo run at --concurrency N")
+    p.add_argument("--repeat", type=int, default=3, help="runs of each; the median (3)")
+    p.add_argument("--concurrency", type=int, default=4, help="units in flight (4)")
+    p.add_argument("--delay", type=float, default=1.0, help="the fake judge's seconds (1.0)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_bench_judge)
     p = bsub.add_parser(
         "run", help="the suite with a slow model at concurrency 1 vs N (fake, or a recorded run)"
     )

@@ -23,7 +23,7 @@ from benchledger.cli.common import (
 )
 from benchledger.cli.keys import signer_from
 from benchledger.cli.prereg import prereg_for_run
-from benchledger.cli.run_options import item_options, run_options
+from benchledger.cli.run_options import item_options, judge_config, run_options
 from benchledger.harness import interrupt
 from benchledger.harness.errors import HarnessError
 from benchledger.harness.record import RunConfig
@@ -126,6 +126,7 @@ def _config(args: argparse.Namespace) -> RunConfig:
         context_budget=getattr(args, "context_budget", None),
     )  # fmt: skip
     cfg.debug = bool(args.debug)
+    judge_config(cfg, args)
     return cfg
 
 

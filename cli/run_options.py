@@ -4,13 +4,16 @@ installed suites' item options, each installed platform's own options, the run's
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchledger.cli.common import number, whole
 from benchledger.cli.gate import gate_bar_args
 from benchledger.cli.keys import sign_key_arg
 from benchledger.projections import suites as read_suites
 from benchledger.projections.suites import ItemOption
+
+if TYPE_CHECKING:
+    from benchledger.harness.record import RunConfig
 
 
 def item_options() -> list[ItemOption]:
@@ -86,6 +89,7 @@ def run_options(p: argparse.ArgumentParser, *, worker: bool = False) -> None:
         help="reply token limit (anthropic default 4096)",
     )
     m.add_argument("--temperature", type=number("--temperature"), metavar="F")
+    judge_options(p)
     m.add_argument("--top-p", type=number("--top-p", at_most=1), metavar="F")
     m.add_argument("--top-k", type=whole("--top-k"), metavar="N")
     m.add_argument(
@@ -191,3 +195,48 @@ def run_options(p: argparse.ArgumentParser, *, worker: bool = False) -> None:
 
 
 __all__ = ["item_options", "run_options"]
+
+
+def judge_options(p: argparse.ArgumentParser) -> None:
+    """``--judge`` and its settings (``run`` and ``regrade``; docs/locomo.md, "The judge")."""
+    j = p.add_argument_group("judge (locomo)")
+    j.add_argument("--judge", metavar="SPEC",
+                   help="grade each answer with a model judge too, named as --agent names a "
+                   "model: fake[:DELAY_S], openai:MODEL@BASE_URL, anthropic:MODEL; every "
+                   "judgment is a recorded model call (J beside F1 on the card)")  # fmt: skip
+    j.add_argument("--judge-prompt", metavar="NAME|FILE",
+                   help="the judge's prompt: lenient (default: LoCoMo's J as vendors run it), "
+                   "strict, or a file holding {question}, {gold} and {answer}")  # fmt: skip
+    j.add_argument(
+        "--judge-samples",
+        type=whole("--judge-samples"),
+        default=1,
+        metavar="N",
+        help="ask the judge N times per answer (agreement and flip rate)",
+    )
+    j.add_argument(
+        "--judge-temperature",
+        type=number("--judge-temperature"),
+        default=0.0,
+        metavar="F",
+        help="the judge's sampling temperature (0)",
+    )
+    j.add_argument(
+        "--judge-seed",
+        type=whole("--judge-seed", at_least=0),
+        metavar="N",
+        help="the judge's seed (sample i asks with N + i); none by default",
+    )
+
+
+def judge_config(cfg: RunConfig, args: argparse.Namespace) -> None:
+    """The judge options on ``cfg``: a shipped prompt by name, anything else as a file."""
+    from benchledger.protocols.judges import SHIPPED
+
+    prompt = args.judge_prompt or ""
+    cfg.judge = args.judge or ""
+    cfg.judge_prompt = prompt if prompt in SHIPPED else ""
+    cfg.judge_prompt_path = "" if prompt in SHIPPED else prompt
+    cfg.judge_samples = args.judge_samples
+    cfg.judge_temperature = args.judge_temperature
+    cfg.judge_seed = args.judge_seed

@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
+import msgspec
+
 from benchledger.harness import agents
 from benchledger.harness.agents.answering import PROMPT_HASH
 from benchledger.harness.agents.base import Agent
+from benchledger.harness.judge import JudgeRefused, make_judge, recorded_judge
 from benchledger.harness.needs import Given, unmet
 from benchledger.harness.platforms.embedded import MAX_POOL
 from benchledger.harness.platforms.platform import (
@@ -217,6 +220,32 @@ def _answering(cfg: RunConfig, suite: Any, agent: Agent) -> dict[str, Any]:
         if kind == FULL_CONTEXT
         else 0,
     }
+def _judge(cfg: RunConfig, suite: Suite, recorded: dict[str, Any] | None = None) -> Any:
+    """The run's judge (``--judge``, or a resumed run's recorded one), handed to the suite;
+    None without one. RunRefused when it cannot be made or the suite has no judge."""
+    if not cfg.judge and not recorded:
+        for option, given in (("--judge-prompt", cfg.judge_prompt or cfg.judge_prompt_path),
+                              ("--judge-samples", cfg.judge_samples != 1)):  # fmt: skip
+            if given:
+                raise RunRefused(f"{option} sets up a judge: name it with --judge SPEC")
+        return None
+    use = getattr(suite, "use_judge", None)
+    if use is None:
+        raise RunRefused(f"--judge grades answers to questions; the {suite.name} suite has none "
+                         "(use --suite locomo)")  # fmt: skip
+    try:
+        if recorded:
+            judge = recorded_judge(recorded, settings=cfg.settings)
+        else:
+            judge = make_judge(
+                cfg.judge, prompt=cfg.judge_prompt, prompt_path=cfg.judge_prompt_path,
+                samples=cfg.judge_samples, temperature=cfg.judge_temperature,
+                seed=cfg.judge_seed, settings=cfg.settings,
+            )  # fmt: skip
+    except JudgeRefused as exc:
+        raise RunRefused(str(exc)) from None
+    use(judge)
+    return judge
 
 
 def _agent_fits(agent: Agent, items: list[Any], path: str) -> None:
@@ -403,6 +432,9 @@ def _plan_new(ledger: Ledger, cfg: RunConfig, spec: PlatformSpec, given: Agent |
         platform_options=_recorded_options(_platform_of(spec), cfg.platform_options),
         **_answering(cfg, suite, agent),
     )
+    judge = _judge(cfg, suite)
+    if judge is not None:  # its settings in the header: a new field, absent without one
+        record = msgspec.structs.replace(record, judge=judge.record())
     suite.configure(record)
     return RunPlan(run_id, suite, items, mine, pool, spec, record, agent,
                    reset_cmd=cfg.reset_cmd, pack=cfg.pack, concurrency=cfg.concurrency,
@@ -467,6 +499,7 @@ def _plan_resume(ledger: Ledger, cfg: RunConfig, given_agent: Agent | None) -> R
     concurrency = cfg.concurrency if local and "concurrency" in cfg.given else record.concurrency
     suite = _suite(record.suite)
     suite.configure(record)
+    _judge(cfg, suite, dict(record.judge) or None)  # the recorded judge, asked again
     # A queue worker may sit on another machine: its own paths, checked by hash below.
     path = cfg.protocols_path if local and cfg.protocols_path else record.protocols_path
     pack = cfg.pack if local and cfg.pack else record.pack

@@ -97,6 +97,13 @@ class RunConfig:
     # (0: the full-context control's default), recorded in the run record.
     search_k: int = 0
     context_budget: int = 0
+    # ``--judge SPEC`` and its settings (harness/judge.py; recorded in ``RunRecord.judge``).
+    judge: str = ""
+    judge_prompt: str = ""  # a shipped prompt's name ("" : lenient)
+    judge_prompt_path: str = ""  # --judge-prompt FILE
+    judge_samples: int = 1
+    judge_temperature: float = 0.0
+    judge_seed: int | None = None
 
 
 class Restored(NamedTuple):

@@ -119,6 +119,12 @@ class RunRecord(msgspec.Struct, frozen=True, omit_defaults=True):
     answer_prompt_hash: str = ""
     context_budget: int = 0
     control: str = ""
+    # The judge that graded the answers (``run --judge``; harness/judge.py ``Judge.record``:
+    # its spec, model, prompt name, text and sha256, temperature, seed, samples, params);
+    # empty: no judge. ``regraded``: a ``benchledger regrade`` run's source (its run id and
+    # root), whose recorded answers it judged without calling the platform or the agent.
+    judge: dict[str, JSON] = {}
+    regraded: dict[str, JSON] = {}
 
 
 class Preregistration(msgspec.Struct, frozen=True, omit_defaults=True):

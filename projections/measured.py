@@ -36,6 +36,27 @@ _DEPENDS: Final[dict[str, frozenset[str]]] = {
 }  # fmt: skip
 
 
+# A judge's metrics (LoCoMo's J, its samples' agreement and flip rate) need a judge on
+# record (``RunRecord.judge``: ``run --judge``, ``regrade``); agreement and flips need more
+# than one sample per answer (``--judge-samples N``).
+_JUDGE_PREFIXES: Final = ("j_", "judge_")
+_SAMPLED: Final = frozenset({"judge_agreement", "judge_flip_rate"})
+NO_JUDGE: Final = "no judge (run --judge SPEC, or benchledger regrade RUN --judge SPEC)"
+
+
+def why_unjudged(record: RunRecord | None, metric: str) -> str:
+    """Why a judge's ``metric`` is not measured on a run with ``record`` ("": it is, or
+    the metric needs no judge)."""
+    if not metric.startswith(_JUDGE_PREFIXES):
+        return ""
+    judge = record.judge if record is not None else {}
+    if not judge:
+        return NO_JUDGE
+    if metric in _SAMPLED and int(str(judge.get("samples") or 1)) < 2:
+        return "one judge sample per answer (--judge-samples 2+)"
+    return ""
+
+
 def depends_on(metric: str) -> tuple[str, ...]:
     """The probe findings ``metric`` needs working (pure; none: it needs none of them)."""
     out = [what for what, names in _DEPENDS.items() if metric in names]
@@ -94,6 +115,7 @@ def not_measured(records: Iterable[RunRecord | None], metric: str) -> str:
     """Why ``metric`` is not measured over these runs' records (merged runs: any one's)."""
     for record in records:
         why = why_not(record.probe, metric) or unsearched(record, metric) if record else ""
+        why = why or why_unjudged(record, metric)
         if why:
             return why
     return ""

@@ -22,6 +22,7 @@ import msgspec
 
 from benchledger.harness import agents
 from benchledger.harness.agents.base import Agent
+from benchledger.harness.judge import JudgeRefused, recorded_judge
 from benchledger.harness.models import Divergence
 from benchledger.harness.platforms.base import PlatformClient
 from benchledger.harness.platforms.platform import Platform, of_record
@@ -231,6 +232,21 @@ def _agent(record: RunRecord, unit: ReplayUnit, tape: Tape) -> Agent:
         raise UnusableInput(unit.stream, f"the recorded agent cannot be rebuilt: {exc}") from None
 
 
+def _judge(suite: Suite, record: RunRecord, unit: ReplayUnit, tape: Tape) -> None:
+    """The run's recorded judge, its calls served from the unit's tape (a run without a
+    judge, or a suite without one: nothing)."""
+    use = getattr(suite, "use_judge", None)
+    if use is None or not record.judge:
+        return
+    models = [b for _, b in unit.pairs if isinstance(b, ModelCallBody)]
+    try:
+        use(recorded_judge(record.judge, TapeTransport(tape, models)))
+    except msgspec.ValidationError as exc:
+        raise UnusableInput(unit.stream, f"a recorded model response is malformed: {exc}") from None
+    except JudgeRefused as exc:
+        raise UnusableInput(unit.stream, f"the recorded judge cannot be rebuilt: {exc}") from None
+
+
 async def _unit(
     unit: ReplayUnit,
     protocols: Mapping[str, Protocol],
@@ -252,6 +268,7 @@ async def _unit(
             "protocols with --protocols PATH",
         )
     plan = UnitPlan(protocol, b.attempt, unit.stream, _identities(unit), resumes=b.resumes)
+    _judge(suite, record, unit, tape)
     ledger = Ledger(open_store(":memory:"))
     out = Replayed(unit)
     try:

@@ -165,8 +165,8 @@ def test_another_suites_item_option_is_refused_naming_the_suite_it_belongs_to(si
                                          "tests.test_extensions:_install: is a function, not a "
                                          "ModelProvider"),
         (["run", "--agent", "nosuch:m"], "--agent 'nosuch:m': no such model provider (known: "
-                                         "anthropic, broken, fake, full-context, no-memory, "
-                                         "openai, recorded, retrieval, scripted)"),
+                                         "anthropic, broken, calibration, fake, full-context, "
+                                         "no-memory, openai, recorded, retrieval, scripted)"),
     ],
     ids=["suite", "model-provider", "unknown-provider"],
 )  # fmt: skip

@@ -51,6 +51,9 @@ def test_the_inspect_exports_scores_are_the_cards_numbers_under_the_cards_names(
         log = json.load(fh)
     scores = {s["name"]: s for s in log["results"]["scores"]}
     for name in METRIC_NAMES:
+        if card[name].get("not_measured"):  # a judge's metrics, on a run without one
+            assert name not in scores, name
+            continue
         assert name in scores, name
         mean = scores[name]["metrics"]["mean"]["value"]
         assert mean == pytest.approx(card[name]["rate"], abs=1e-12), name

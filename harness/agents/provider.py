@@ -74,6 +74,6 @@ def _builtin(attr: str) -> Callable[[], ModelProvider]:
 
 
 for _name in ("scripted", "retrieval", "fake", "anthropic", "openai", "recorded", "no-memory",
-              "full-context"):  # fmt: skip
+              "full-context", "calibration"):  # fmt: skip
     _attr = _name.upper().replace("-", "_")
     MODELS.register(_name, _builtin(_attr), where=f"{_HERE}:{_attr}")

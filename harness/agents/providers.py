@@ -93,6 +93,15 @@ def _control(r: AgentRequest, memory: str) -> Agent:
         )
     inner.memory, inner.name = memory, r.spec
     return inner
+def _calibration(r: AgentRequest) -> Agent:
+    from benchledger.harness.agents.calibration import CalibrationAgent
+
+    if r.model or r.params or r.base_url or r.rpm or r.tpm:
+        raise ValueError(
+            f"--agent {r.spec}: the calibration agent plants answers and calls no model: "
+            "--agent calibration, with no model options"
+        )
+    return CalibrationAgent()
 
 
 def _fake(r: AgentRequest) -> Agent:
@@ -179,6 +188,9 @@ def _recorded(r: AgentRequest) -> Agent:
 SCRIPTED: Final = ModelProvider(_scripted, "scripted", "the scripted agent: no model (default)")
 RETRIEVAL: Final = ModelProvider(
     _retrieval, "retrieval", "the retrieval reader: no model, answers from the search's best span"
+)
+CALIBRATION: Final = ModelProvider(
+    _calibration, "calibration", "a judge calibration set's planted answers: no model"
 )
 FAKE: Final = ModelProvider(_fake, "fake[:DELAY_S]", "a local fake model (no network)")
 ANTHROPIC: Final = ModelProvider(

@@ -27,6 +27,7 @@ from benchledger import protocols
 from benchledger.harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
 from benchledger.harness.episode import COUNTED, run_episode
 from benchledger.harness.errors import InfraError
+from benchledger.harness.judge import Judge
 from benchledger.harness.models.transport import ModelObserver
 from benchledger.harness.record import RunConfig, RunRefused
 from benchledger.harness.suites.base import Loaded, Outcome
@@ -36,8 +37,12 @@ from benchledger.projections.suites.locomo.decisions import (
     ASK,
     F1,
     INGEST,
+    JUDGE,
     ask_rulings,
+    graded,
     ingest_ruling,
+    judge_gold,
+    judge_rulings,
 )
 from benchledger.projections.suites.locomo.items import (
     LocomoItem,
@@ -118,6 +123,12 @@ class LocomoSuite:
         self._expected: set[tuple[str, int, int]] = set()
         self._ingested: dict[tuple[str, int, int], asyncio.Future[bool]] = {}
         self.search_k = self.context_budget = 0  # from the run record (``configure``)
+        self.judge: Judge | None = None  # ``--judge``: grades each answer (harness/judge.py)
+
+    def use_judge(self, judge: Judge | None) -> None:
+        """Grade every answer with ``judge`` too (a run's ``--judge``; a full replay's,
+        served from the unit's log)."""
+        self.judge = judge
 
     def default_path(self) -> str:
         return DEFAULT_DATA
@@ -216,4 +227,16 @@ class LocomoSuite:
                       search_k=self.search_k, context_budget=self.context_budget)  # fmt: skip
         await ctx.episode(ask, who)
         ctx.decisions(ask_rulings(item, ctx.log))
+        await ctx.commit()
+        if self.judge is not None and F1 in ctx.outcome:
+            await self._judge(ctx, item, self.judge)
+
+    async def _judge(self, ctx: UnitContext, item: LocomoItem, judge: Judge) -> None:
+        """The judge's verdict on the recorded answer: its calls, then ``locomo_j``."""
+        asked = graded(item, ctx.log)
+        assert asked is not None  # ``locomo_f1`` was decided from it
+        ctx.stage = JUDGE
+        await judge.grade(ctx.w, item.question.question, judge_gold(item), asked.prediction,
+                          [asked.finished])  # fmt: skip
+        ctx.decisions(judge_rulings(item, ctx.log))
         await ctx.commit()

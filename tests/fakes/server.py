@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from benchledger.harness.agents.fake import judge_reply
 from benchledger.harness.models import preflight
 from benchledger.refplatform.server import LoopbackServer
 from tests.fakes.brain import ScriptedBrain
@@ -83,6 +84,7 @@ class FakeProvider:
         self.seen: list[Seen] = []  # the run's requests
         self.preflights: list[Seen] = []  # model preflight requests, answered apart
         self.answered = 0
+        self.judged = 0  # requests answered as a judge
         self._lock = threading.Lock()
         self._server: LoopbackServer | None = None
         self.url = ""
@@ -101,7 +103,17 @@ class FakeProvider:
                     return self.faults.pop(i)
         return None
 
-    def _next_turn(self, system: str, messages: list[dict[str, Any]]) -> Reply:
+    def _next_turn(
+        self, system: str, messages: list[dict[str, Any]], params: dict[str, Any] | None = None
+    ) -> Reply:
+        # A judge's request (one user message filled from a judge prompt) is judged by the
+        # fake judge's rule (harness/agents/fake.py ``judge_reply``), before any canned reply.
+        one = len(messages) == 1 and not system
+        said = judge_reply(str(messages[0]["text"]), params) if one else None
+        if said is not None:
+            with self._lock:
+                self.judged += 1
+            return Reply(said)
         with self._lock:
             if self.replies:
                 return self.replies.pop(0)
@@ -157,7 +169,7 @@ class FakeProvider:
                 await asyncio.sleep(fault.delay_s)
             else:
                 ending = fault.kind
-        turn = Reply("") if ending == "refusal" else self._next_turn(system, messages)
+        turn = Reply("") if ending == "refusal" else self._next_turn(system, messages, body)
         self.answered += 1
         return JSONResponse(self.reply(body, turn, ending))
 

@@ -5,7 +5,9 @@ Every locomo metric is a mean of per-question values (``scorecard.row_values``),
 
 - a run's interval is a percentile bootstrap over its questions (``stats.bootstrap``, the
   project's fixed seed and resample count; none below ``stats.MIN_BOOTSTRAP_GROUPS``
-  questions, where a resample's spread is no 95% interval);
+  questions, where a resample's spread is no 95% interval); a judge asked several times per
+  answer gives J a two-stage one, over the questions and each question's samples
+  (``_judge_interval``), so the judge's variance is in it;
 - a difference B - A pairs the questions both runs graded (the same question and
   attempt): its estimate is the mean paired gain (``stats.mean_gain``), its interval a
   bootstrap over the pairs, and when every paired value is 0 or 1 (adversarial accuracy,
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import html
 import json
+import random
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
@@ -38,18 +41,30 @@ from benchledger.projections.stats import (
     MIN_BOOTSTRAP_GROUPS,
     Interval,
     bootstrap,
+    draw,
     mcnemar_exact,
     mean_gain,
 )
 from benchledger.projections.suites.locomo.decisions import F1
+from benchledger.projections.suites.locomo.grading import ADVERSARIAL
 from benchledger.projections.suites.locomo.report import banners
-from benchledger.projections.suites.locomo.scorecard import METRIC_NAMES, Card, row_values
+from benchledger.projections.suites.locomo.scorecard import (
+    J_ALL,
+    J_CAT_1_4,
+    METRIC_NAMES,
+    Card,
+    row_values,
+)
 
 QUESTIONS: Final = f"bootstrap over questions ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})"
 PAIRED: Final = (
     f"bootstrap over paired questions ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})"
 )
 MCNEMAR: Final = "McNemar's exact test where every paired value is 0 or 1"
+SAMPLED: Final = (
+    f"bootstrap over questions and each question's judge samples ({BOOTSTRAP_REPS} "
+    f"resamples, seed {BOOTSTRAP_SEED})"
+)
 Key = tuple[str, int]  # a question's id and attempt: what pairs two runs' answers
 
 
@@ -91,7 +106,33 @@ def column(run_id: str, card: Card) -> Column:
     col = Column(run_id, card, values, {})
     for name in METRIC_NAMES:
         col.intervals[name] = bootstrap(col.terms(name), _mean, min_groups=MIN_BOOTSTRAP_GROUPS)
+    for name in (J_ALL, J_CAT_1_4):
+        if name not in gone and (sampled := _judge_interval(card, name)) is not None:
+            col.intervals[name] = sampled
     return col
+
+
+def _sampled(card: Card) -> bool:
+    """Whether the judge was asked more than once for some answer."""
+    return any(r.judged is not None and len(r.judged.verdicts) > 1 for r in card.rows)
+
+
+def _judge_interval(card: Card, name: str) -> Interval | None:
+    """J's interval with the judge's variance in it, when the judge was asked more than once
+    per answer: a two-stage bootstrap, over the questions and, for each question drawn, over
+    its samples (one drawn at random, a rejected or unread one counting 0), from the
+    project's seed; None with one sample per answer (the questions' bootstrap stands)."""
+    groups = [[1.0 if v else 0.0 for v in r.judged.verdicts] for r in card.rows
+              if r.judged is not None and (name == J_ALL or
+                                           r.item.question.category != ADVERSARIAL)]  # fmt: skip
+    if not any(len(g) > 1 for g in groups):
+        return None
+    rng = random.Random(BOOTSTRAP_SEED + 1)  # the samples' draws, apart from the questions'
+
+    def one_call(drawn: Sequence[list[float]]) -> float | None:
+        return _mean([g[draw(rng, len(g))] for g in drawn])
+
+    return bootstrap(groups, one_call, min_groups=MIN_BOOTSTRAP_GROUPS)
 
 
 def paired(base: Column, other: Column, name: str) -> Paired:
@@ -220,8 +261,9 @@ def as_json(s: Sheet) -> dict[str, Any]:
 
     def interval(c: Column, n: str) -> dict[str, Any]:
         ci = c.intervals[n]
+        sampled = n in (J_ALL, J_CAT_1_4) and _sampled(c.card)
         return {"low": ci.low if ci else None, "high": ci.high if ci else None,
-                "n": len(c.terms(n)), "method": QUESTIONS}  # fmt: skip
+                "n": len(c.terms(n)), "method": SAMPLED if sampled else QUESTIONS}  # fmt: skip
 
     def diff(d: Paired) -> dict[str, Any]:
         return {"diff": d.diff, "ci_low": d.ci.low if d.ci else None,
@@ -244,8 +286,46 @@ def as_json(s: Sheet) -> dict[str, Any]:
             for c in s.columns
             if c.card.conditions is not None and c.card.conditions.control
         },
+        "judge_changes": judge_changes(s),
         **({"warning": " | ".join(s.partial())} if s.partial() else {}),
     }
+
+
+def _said(verdict: bool | None) -> str:
+    return "CORRECT" if verdict else "WRONG" if verdict is False else "not understood"
+
+
+def judge_changes(s: Sheet) -> dict[str, list[dict[str, Any]]]:
+    """Question by question, where each run's judge ruled otherwise than the baseline's on
+    the same question and attempt (a regrade's effect): run id -> the questions, in the
+    baseline's order, each with both verdicts and the answer each judged."""
+    base = {(r.item.id, r.unit.attempt): r for r in s.columns[0].card.rows}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for c in s.columns[1:]:
+        rows = {(r.item.id, r.unit.attempt): r for r in c.card.rows}
+        for key, b in base.items():
+            o = rows.get(key)
+            if o is None or b.judged is None or o.judged is None:
+                continue
+            if b.judged.verdict == o.judged.verdict:
+                continue
+            out.setdefault(c.run_id, []).append({
+                "id": key[0], "attempt": key[1], "baseline": _said(b.judged.verdict),
+                "verdict": _said(o.judged.verdict), "answer": o.asked.prediction,
+                "baseline_answer": b.asked.prediction, "gold": o.item.question.answer,
+            })  # fmt: skip
+    return out
+
+
+def _change_lines(s: Sheet) -> list[str]:
+    out = []
+    for run, changes in judge_changes(s).items():
+        out.append(f"judge verdicts that differ, {inert(run)} vs {inert(s.columns[0].run_id)} "
+                   f"({len(changes)} questions):")  # fmt: skip
+        out += [f"  {inert(ch['id'])}: {ch['baseline']} -> {ch['verdict']}  answer "
+                f"{inert(ch['answer'])[:60]!s}  gold {inert(ch['gold'])[:40]!s}"
+                for ch in changes]  # fmt: skip
+    return out
 
 
 def _not_measured(s: Sheet) -> dict[str, dict[str, str]]:
@@ -265,6 +345,8 @@ def _table(s: Sheet) -> str:
     out += [*s.legend(), f"intervals: {_methods()}", ""]
     out += ["".join(v.ljust(w) for v, w in zip(x, widths, strict=True)).rstrip()
             for x in [head, *rows]]  # fmt: skip
+    changes = _change_lines(s)
+    out += ["", *changes] if changes else []
     return "\n".join(out) + "\n"
 
 

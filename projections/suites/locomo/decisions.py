@@ -15,6 +15,11 @@ One function rules on a unit, live (``harness.suites.locomo``) and re-derived (`
   dialogue ids retrieved (``retrieved``); verdict True when all were, None for a question
   without evidence; it cites the tool calls that returned them.
 
+- ``locomo_j`` (stage ``judge``; only in a run with a judge, docs/locomo.md "The judge"):
+  the judge's verdict, read by ``protocols.judges.verdict_of`` from each recorded
+  ``model_call`` of the episode ``judge``; True when more than half of the samples said
+  CORRECT, None when no sample's reply could be read; it cites the judge's calls.
+
 The dialogue ids retrieved are read off the ask episode's recorded tool results: each
 call's hits (``projections.retrieval.hits``, one rule for every platform), each hit's
 leading ``[D3:1 | ...]`` (``items.memory_id``), calls in order and hits in rank order,
@@ -31,6 +36,7 @@ from benchledger.ledger.events import (
     EpisodeFinishedBody,
     GraderDecisionBody,
     InfraErrorBody,
+    ModelCallBody,
     SessionCallBody,
 )
 from benchledger.projections import retrieval
@@ -38,12 +44,15 @@ from benchledger.projections.card import Ruling
 from benchledger.projections.suites.locomo import grading
 from benchledger.projections.suites.locomo.items import LocomoItem, memory_id
 from benchledger.protocols.grading import final_answer
+from benchledger.protocols.judges import verdict_of
 
 INGEST: Final = "ingest"  # the episode writing a sample's turns
 ASK: Final = "ask"  # the episode asking one question
 INGESTED: Final = "ingested"
 F1: Final = "locomo_f1"
 EVIDENCE: Final = "evidence_recall"
+JUDGE: Final = "judge"  # the judge's model calls' episode, and its decision's stage
+J: Final = "locomo_j"
 PASS_F1: Final = 0.5  # the verdict's cut: F1 at least this reads "right" on the progress line
 CATEGORY_NAMES: Final = {
     grading.MULTI_HOP: "multi-hop",
@@ -128,6 +137,68 @@ def graded(item: LocomoItem, events: Events) -> Asked | None:
                  grading.evidence_recall(q.evidence, ids), ranks, latency)  # fmt: skip
 
 
+class Judged(NamedTuple):
+    """What the judge said of one answer: its verdict and each sample's."""
+
+    verdict: bool | None  # more than half of the samples CORRECT; None: none understood
+    verdicts: tuple[bool | None, ...]  # each sample's, in call order
+    calls: tuple[int, ...]  # the seqs of the judge's model calls
+
+    @property
+    def agreement(self) -> float:
+        """The share of samples that agree with the verdict (1.0 for one sample)."""
+        return sum(v == self.verdict for v in self.verdicts) / len(self.verdicts)
+
+
+def judge_gold(item: LocomoItem) -> str:
+    """The gold answer the judge reads: an adversarial question's is LoCoMo's abstention
+    (its recorded ``adversarial_answer`` is the trap, not the answer)."""
+    q = item.question
+    return grading.ABSTENTIONS[0] if q.category == grading.ADVERSARIAL else q.answer
+
+
+def _reply(response: object) -> str:
+    return str(response.get("text", "")) if isinstance(response, dict) else ""
+
+
+def judged(events: Events) -> Judged | None:
+    """The judge's recorded calls read as verdicts (None: the answer was not judged)."""
+    calls = [(s, b) for s, b in events
+             if isinstance(b, ModelCallBody) and b.episode == JUDGE and not b.error]  # fmt: skip
+    if not calls:
+        return None
+    verdicts = tuple(verdict_of(_reply(b.response)) for _, b in calls)
+    yes = sum(v is True for v in verdicts)
+    verdict = None if all(v is None for v in verdicts) else yes * 2 > len(verdicts)
+    return Judged(verdict, verdicts, tuple(s for s, _ in calls))
+
+
+def judge_rulings(item: LocomoItem, events: Events) -> list[Ruling]:
+    """``locomo_j`` when the answer was judged ([] otherwise)."""
+    found = judged(events)
+    asked = graded(item, events)
+    if found is None or asked is None:
+        return []
+    said = ["CORRECT" if v else "WRONG" if v is False else "not understood"
+            for v in found.verdicts]  # fmt: skip
+    n = len(said)
+    why = (
+        f"the judge said {said[0]}"
+        if n == 1
+        else f"the judge's {n} samples said {', '.join(said)} (agreement {found.agreement:.2f})"
+    )
+    body = GraderDecisionBody(
+        stage=JUDGE,
+        check=J,
+        verdict=found.verdict,
+        reason=why,
+        answer=asked.prediction,
+        expected=judge_gold(item),
+        origin=OURS,
+    )
+    return [Ruling(body, found.calls)]  # fmt: skip
+
+
 def ingest_ruling(events: Events) -> list[Ruling]:
     """``ingested``, when this unit ingested its sample ([] otherwise)."""
     found = _finished(events, INGEST)
@@ -149,8 +220,9 @@ def ingest_ruling(events: Events) -> list[Ruling]:
 
 
 def decide_unit(item: LocomoItem, events: Events) -> list[Ruling]:
-    """The unit's rulings (module docstring): ``ingested`` when it ingested, then the ask's."""
-    return ingest_ruling(events) + ask_rulings(item, events)
+    """The unit's rulings (module docstring): ``ingested`` when it ingested, then the ask's,
+    then the judge's."""
+    return ingest_ruling(events) + ask_rulings(item, events) + judge_rulings(item, events)
 
 
 def ask_rulings(item: LocomoItem, events: Events) -> list[Ruling]:

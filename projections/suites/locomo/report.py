@@ -20,7 +20,13 @@ from benchledger.projections.card import (
 )
 from benchledger.projections.source import completeness
 from benchledger.projections.suites.locomo.decisions import EVIDENCE
-from benchledger.projections.suites.locomo.scorecard import DESCRIPTIONS, METRIC_NAMES, Card
+from benchledger.projections.suites.locomo.scorecard import (
+    DESCRIPTIONS,
+    J_ALL,
+    J_CAT_1_4,
+    METRIC_NAMES,
+    Card,
+)
 from benchledger.projections.usage_view import usage_json
 
 ROWS_SHOWN: Final = 50  # the table and Markdown list this many questions (JSON lists all)
@@ -30,7 +36,43 @@ def _value(card: Card, name: str) -> str:
     m = card.metrics[name]
     if m.not_measured:
         return fmt_why(m)
+    if m.rate is not None and name in (J_CAT_1_4, J_ALL):  # the denominator stated
+        return f"{m.rate:.3f} ({m.num:.0f}/{m.den})"
     return "n/a" if m.rate is None else f"{m.rate:.3f}"
+
+
+def calibration_line(card: Card) -> str:
+    """A judge calibration run's false accepts and rejects ("": not one): over the answers
+    planted wrong, and those planted right (correct and paraphrased)."""
+    from benchledger.protocols.locomo_calibration import SHOULD_ACCEPT, kind_of
+
+    judged = [(kind_of(r.item.sample.sample_id), r.judged.verdict) for r in card.rows
+              if r.judged is not None and kind_of(r.item.sample.sample_id)]  # fmt: skip
+    wrong = [v for k, v in judged if k not in SHOULD_ACCEPT]
+    right = [v for k, v in judged if k in SHOULD_ACCEPT]
+    if not wrong or not right:
+        return ""
+    fa, fr = sum(v is True for v in wrong), sum(v is not True for v in right)
+    return (f"false accept {fa}/{len(wrong)} ({fa / len(wrong):.3f}) of wrong on-topic "
+            f"answers, false reject {fr}/{len(right)} ({fr / len(right):.3f}) of correct "
+            "and paraphrased ones")  # fmt: skip
+
+
+def judge_line(card: Card) -> str:
+    """The judge as the run recorded it: model, prompt and its hash, temperature, seed,
+    samples ("none": no judge)."""
+    record = card.meta.started.record
+    j = record.judge if record is not None else {}
+    if not j:
+        return "none"
+    seed = "none" if j.get("seed") is None else j.get("seed")
+    line = (f"{j.get('spec')} (model {j.get('model')}), prompt {j.get('prompt')} sha256 "
+            f"{str(j.get('prompt_sha256'))[:12]}, temperature {j.get('temperature')}, seed "
+            f"{seed}, {j.get('samples')} sample(s) per answer")  # fmt: skip
+    source = record.regraded if record is not None else {}
+    if source:  # a regrade: the answers are another run's, named by its root
+        line += f"; regraded from run {source.get('run')} (root {source.get('root')})"
+    return line
 
 
 def _n(card: Card, name: str) -> str:
@@ -54,10 +96,13 @@ def header(card: Card) -> list[tuple[str, str]]:
     m = card.meta
     config = m.started.config
     landed = sum(1 for _, v, _ in card.ingests if v)
+    calibrated = calibration_line(card)
     return [(k, inert(v, value=True)) for k, v in (  # the run's own words: one line each
         ("run", m.run_id),
         ("run root", m.root or "(unsealed)"),
         ("agent", m.agent or "-"),
+        ("judge", judge_line(card)),
+        *((("calibration", calibrated),) if calibrated else ()),
         ("platform", m.platform_label),
         ("data sha256", str(config.get("file_sha256", "-"))),
         ("questions", f"{len(card.rows)} graded of {len(card.units)} units"
@@ -144,6 +189,8 @@ def as_json(card: Card) -> dict[str, Any]:
         "platform_label": m.platform_label,
         "platform_facts": m.platform_facts,
         "file_sha256": m.started.config.get("file_sha256"),
+        "judge": dict(m.started.record.judge) if m.started.record is not None else {},
+        "calibration": calibration_line(card) or None,
         "metrics": {
             n: {**card.metrics[n].as_json(), "label": DESCRIPTIONS[n]} for n in METRIC_NAMES
         },

@@ -35,8 +35,12 @@ from benchledger.projections.suites.locomo.decisions import (
     EVIDENCE,
     F1,
     INGESTED,
+    JUDGE,
     Asked,
+    J,
+    Judged,
     graded,
+    judged,
 )
 from benchledger.projections.suites.locomo.items import LocomoItem, items
 
@@ -46,8 +50,16 @@ ADVERSARIAL_ACCURACY: Final = "adversarial_accuracy"
 MRR: Final = "mrr"
 RECALL_AT: Final = {k: f"recall_at_{k}" for k in retrieval.KS}
 PER_CATEGORY: Final = {c: f"f1_{n.replace('-', '_')}" for c, n in CATEGORY_NAMES.items()}
-METRIC_NAMES: Final = (F1, *PER_CATEGORY.values(), ADVERSARIAL_ACCURACY, EVIDENCE,
-                       *RECALL_AT.values(), MRR)  # fmt: skip
+# LoCoMo's J: the share of answers a judge accepted, over categories 1-4 (the field's
+# convention: mem0, Zep and the rest leave adversarial questions out) and over all five.
+J_CAT_1_4: Final = "j_cat_1_4"
+J_ALL: Final = "j_all"
+JUDGE_AGREEMENT: Final = "judge_agreement"
+JUDGE_FLIP_RATE: Final = "judge_flip_rate"
+JUDGED_METRICS: Final = (J_CAT_1_4, J_ALL, JUDGE_AGREEMENT, JUDGE_FLIP_RATE)
+METRIC_NAMES: Final = (F1, J_CAT_1_4, J_ALL, *PER_CATEGORY.values(), ADVERSARIAL_ACCURACY,
+                       EVIDENCE, *RECALL_AT.values(), MRR, JUDGE_AGREEMENT,
+                       JUDGE_FLIP_RATE)  # fmt: skip
 DESCRIPTIONS: Final = {
     F1: "mean LoCoMo score over every question (token F1 by its category's rule)",
     **{
@@ -62,6 +74,11 @@ DESCRIPTIONS: Final = {
         for k, m in RECALL_AT.items()
     },
     MRR: "mean reciprocal rank of the first evidence id among those retrieved (0: none)",
+    J_CAT_1_4: "LoCoMo's J: answers the judge accepted, over categories 1-4 (the field's "
+    "convention)",
+    J_ALL: "answers the judge accepted, over all five categories",
+    JUDGE_AGREEMENT: "mean share of a question's judge samples agreeing with its verdict",
+    JUDGE_FLIP_RATE: "questions whose judge samples did not all agree",
 }
 CI_NONE: Final = CI_WILSON  # means carry no interval here (``Metric.ci`` None)
 
@@ -92,6 +109,7 @@ class Row:
     unit: lc.Unit
     item: LocomoItem
     asked: Asked
+    judged: Judged | None = None  # the judge's verdict (None: not judged)
 
     @property
     def reciprocal_rank(self) -> float | None:
@@ -123,7 +141,10 @@ class Row:
             "reciprocal_rank": self.reciprocal_rank,
             "latency_ms": round(self.asked.latency_ms, 3),
             "tokens": dict(self.unit.tokens),
-        }
+            "judge": None if self.judged is None else {
+                "verdict": self.judged.verdict, "samples": list(self.judged.verdicts),
+                "agreement": self.judged.agreement},
+        }  # fmt: skip
 
 
 class Card(NamedTuple):
@@ -172,6 +193,13 @@ def _ref(row: Row, check: str) -> Ref:
 ANSWERED: Final = frozenset({F1, *PER_CATEGORY.values(), ADVERSARIAL_ACCURACY})
 
 
+def _check(metric: str) -> str:
+    """The decision a metric's terms cite."""
+    if metric in JUDGED_METRICS:
+        return J
+    return F1 if metric in ANSWERED else EVIDENCE
+
+
 def row_values(row: Row) -> dict[str, float]:
     """The question's term in each card mean it is in: its F1 (overall and its category's),
     whether it abstained (adversarial), its evidence recall, recall@k and reciprocal rank
@@ -190,6 +218,13 @@ def row_values(row: Row) -> dict[str, float]:
             out[name] = hit
     if row.reciprocal_rank is not None:
         out[MRR] = row.reciprocal_rank
+    if row.judged is not None:  # a reply the judge's words could not be read from: not accepted
+        accepted = 1.0 if row.judged.verdict else 0.0
+        out[J_ALL] = accepted
+        if q.category != grading.ADVERSARIAL:
+            out[J_CAT_1_4] = accepted
+        out[JUDGE_AGREEMENT] = row.judged.agreement
+        out[JUDGE_FLIP_RATE] = 0.0 if len(set(row.judged.verdicts)) == 1 else 1.0
     return out
 
 
@@ -197,8 +232,7 @@ def metrics(rows: Sequence[Row]) -> dict[str, Metric]:
     """Every metric of ``METRIC_NAMES`` over ``rows``: the mean of its ``row_values``."""
     valued = [(r, row_values(r)) for r in rows]
     return {
-        name: _mean(name, [(r, v[name], _ref(r, F1 if name in ANSWERED else EVIDENCE))
-                           for r, v in valued if name in v])
+        name: _mean(name, [(r, v[name], _ref(r, _check(name))) for r, v in valued if name in v])
         for name in METRIC_NAMES
     }  # fmt: skip
 
@@ -222,9 +256,10 @@ def scorecard(folded: tuple[RunMeta, list[lc.Unit], Mapping[str, list[tuple[int,
         item = by_id.get(u.protocol_id)
         if item is None or not u.graded:
             continue
-        asked = graded(item, events.get(u.stream, []))
+        mine = events.get(u.stream, [])
+        asked = graded(item, mine)
         if asked is not None:
-            rows.append(Row(u, item, asked))
+            rows.append(Row(u, item, asked, judged(mine)))
     order = {qid: i for i, qid in enumerate(by_id)}  # the data's order, not the streams'
     rows.sort(key=lambda r: (order.get(r.item.id, len(order)), r.unit.attempt))
     ingests = tuple((u.stream, d.verdict, d.reason) for u in units
