@@ -220,6 +220,8 @@ def _answering(cfg: RunConfig, suite: Any, agent: Agent) -> dict[str, Any]:
         if kind == FULL_CONTEXT
         else 0,
     }
+
+
 def _judge(cfg: RunConfig, suite: Suite, recorded: dict[str, Any] | None = None) -> Any:
     """The run's judge (``--judge``, or a resumed run's recorded one), handed to the suite;
     None without one. RunRefused when it cannot be made or the suite has no judge."""

@@ -93,6 +93,8 @@ def _control(r: AgentRequest, memory: str) -> Agent:
         )
     inner.memory, inner.name = memory, r.spec
     return inner
+
+
 def _calibration(r: AgentRequest) -> Agent:
     from benchledger.harness.agents.calibration import CalibrationAgent
 

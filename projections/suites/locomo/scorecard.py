@@ -35,7 +35,6 @@ from benchledger.projections.suites.locomo.decisions import (
     EVIDENCE,
     F1,
     INGESTED,
-    JUDGE,
     Asked,
     J,
     Judged,
