@@ -146,6 +146,9 @@ class RunMeta:
     standing: Standing | None = None  # who vouches for its root (set by the reader, open_run)
     origin: Origin | None = None  # who wrote its units (set by the reader, open_run)
     usage: Usage | None = None  # durations, model calls and tokens (projections.usage)
+    # Its units' trace hashes and events (projections.determinism.RunTraces), set by
+    # ``judging.compare`` only: compare leads with whether the runs' traces agree.
+    traces: Any = None
 
     @property
     def suite(self) -> str:
