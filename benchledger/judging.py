@@ -11,6 +11,8 @@ from benchledger.harness.settings import Settings
 from benchledger.ledger import Ledger, LedgerError
 from benchledger.ledger.verified import RunEvents
 from benchledger.ledgers import LedgerLike, reader
+from benchledger.projections import determinism
+from benchledger.projections.card import RunMeta
 from benchledger.projections.errors import Refused
 from benchledger.projections.gate import GateVerdict, bar_of, baseline_of, verdict
 from benchledger.projections.passes import merge, refuse
@@ -88,6 +90,10 @@ def compare(
     refuse(targets[0], suite, "compare", _compares, "compare judges")
     assert suite.compare is not None
     cards = _cards(suite, targets, columns, read_runs, opener, table)
+    for card, group in zip(cards, read_runs, strict=True):  # compare leads with the traces
+        meta = getattr(card, "meta", None)
+        if isinstance(meta, RunMeta):
+            meta.traces = determinism.of_run([(r.run_id, r.events) for r in group])
     try:
         text = suite.compare(cards, targets, format)
     except ValueError as exc:  # Incomparable: what differs that a comparison holds fixed

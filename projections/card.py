@@ -73,11 +73,18 @@ CI_WILSON_PROTOCOLS: Final = "wilson over protocols"
 CI_EPISODES: Final = "episode bootstrap"
 
 
+# LoCoMo's means: a percentile bootstrap over questions resampled within their conversation
+# (projections/suites/locomo/scorecard.py, docs/locomo.md).
+CI_STRATIFIED: Final = "question bootstrap within conversations"
+
+
 CI_LABELS: Final = {
     CI_WILSON: "Wilson (attempts treated as independent)",
     CI_CLUSTER: f"protocol-cluster bootstrap ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})",
     CI_WILSON_PROTOCOLS: "Wilson over protocols",
     CI_EPISODES: f"bootstrap over episodes ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})",
+    CI_STRATIFIED: f"bootstrap over questions resampled within conversations ({BOOTSTRAP_REPS} "
+    f"resamples, seed {BOOTSTRAP_SEED})",
 }
 
 
@@ -139,6 +146,9 @@ class RunMeta:
     standing: Standing | None = None  # who vouches for its root (set by the reader, open_run)
     origin: Origin | None = None  # who wrote its units (set by the reader, open_run)
     usage: Usage | None = None  # durations, model calls and tokens (projections.usage)
+    # Its units' trace hashes and events (projections.determinism.RunTraces), set by
+    # ``judging.compare`` only: compare leads with whether the runs' traces agree.
+    traces: Any = None
 
     @property
     def suite(self) -> str:

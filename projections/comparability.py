@@ -8,9 +8,10 @@ refuse them here, in one place, with one error.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
-from benchledger.projections.card import RunMeta
+from benchledger.projections.card import RunMeta, options_text
 from benchledger.projections.errors import Refused
 
 
@@ -41,3 +42,26 @@ def comparable(metas: Sequence[RunMeta], *, what: str = "runs", across: Sequence
                 raise Incomparable(
                     f"{what} {first.run_id} and {other.run_id} differ in {label}: {a!r} vs {b!r}"
                 )
+
+
+def configuration(meta: RunMeta) -> dict[str, str]:
+    """What a run was asked to do, by label: two runs equal on all of it should behave
+    identically (docs/metrics.md, "Determinism across runs"). The protocol set by its
+    content identity (a LoCoMo run's: its data's sha256), the agent and its recorded
+    parameters, the platform and its recorded options, and the judge (``config.judge``,
+    when the run records one)."""
+    judge = meta.config.get("judge")
+    return {
+        "protocol set": fixed_field(meta, "protocol_set"),
+        "agent": meta.agent,
+        "agent parameters": json.dumps(meta.sampling, sort_keys=True) if meta.sampling else "-",
+        "platform": meta.platform,
+        "platform options": options_text(meta.platform_options),
+        "judge": json.dumps(judge, sort_keys=True) if judge else "-",
+    }
+
+
+def configuration_differs(a: RunMeta, b: RunMeta) -> list[tuple[str, str, str]]:
+    """Each part of ``configuration`` on which the runs differ: (label, a's, b's)."""
+    ca, cb = configuration(a), configuration(b)
+    return [(label, ca[label], cb[label]) for label in ca if ca[label] != cb[label]]

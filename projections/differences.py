@@ -3,7 +3,9 @@
 A suite hands in rows of ``(name, one value per run)``: its metrics (``metrics=``) and
 the facts beside them (``facts=``: wall time, latency, cost, tokens, stages not
 applicable, platform options, the platform). It gets back only the rows on which the runs disagree,
-laid out as text, Markdown, HTML or JSON, to print before its full matrix
+laid out as text, Markdown, HTML or JSON, to print before its full matrix; when the
+cards carry their runs' traces (``compare``), ``run_facts`` adds whether the runs' units
+behaved the same (``projections.determinism``), which the section leads with
 (docs/metrics.md, "What differs"). No statistic is computed here, only equality: whether
 a difference is resolved is the suite's own interval (``projections.stats``), handed in as
 a row's ``note``; ``run_facts`` reads the rows every card shares (``usage_view``). Every
@@ -22,6 +24,7 @@ from typing import Any, Final, NamedTuple, Protocol
 
 from benchledger.ledger.inert import inert, inert_md
 from benchledger.projections.card import RunMeta, fmt_num, fmt_pct, options_text
+from benchledger.projections.determinism import Agreement, traced
 from benchledger.projections.prices import Cost, Unpriced
 from benchledger.projections.usage import Usage
 from benchledger.projections.usage_view import usage_cells
@@ -52,7 +55,7 @@ class Fact(NamedTuple):
         return len(set(self.keys or self.values)) > 1
 
 
-Row = Fact | tuple[str, Sequence[str]]  # a Fact, or a plain (name, values) pair
+Row = Fact | tuple[str, Sequence[str]] | Agreement  # a Fact, a (name, values) pair, traces
 
 
 class Differences(NamedTuple):
@@ -62,6 +65,7 @@ class Differences(NamedTuple):
     metrics: tuple[Fact, ...]  # the metrics that differ
     agree: tuple[str, ...]  # the metrics that agree, by name
     facts: tuple[Fact, ...]  # the facts (timing, cost, stages, options) that differ
+    traces: Agreement | None = None  # whether the runs' units behaved the same (compare)
 
     @property
     def nothing(self) -> bool:
@@ -69,7 +73,7 @@ class Differences(NamedTuple):
         return not self.metrics and not self.facts
 
 
-def _fact(row: Row) -> Fact:
+def _fact(row: Fact | tuple[str, Sequence[str]]) -> Fact:
     f = row if isinstance(row, Fact) else Fact(row[0], tuple(row[1]))
     keys = f.keys or f.values  # judged on what came in, before escaping
     clean = tuple(inert(v, value=True) for v in f.values)
@@ -79,8 +83,12 @@ def _fact(row: Row) -> Fact:
 def what_differs(
     letters: Sequence[str], metrics: Iterable[Row] = (), facts: Iterable[Row] = ()
 ) -> Differences:
-    """The metrics and facts on which the runs (one value per letter) disagree."""
-    ms, fs = [_fact(r) for r in metrics], [_fact(r) for r in facts]
+    """The metrics and facts on which the runs (one value per letter) disagree; an
+    ``Agreement`` among the facts (``run_facts``) is the runs' traces."""
+    facts = list(facts)
+    traces = next((r for r in facts if isinstance(r, Agreement)), None)
+    ms = [_fact(r) for r in metrics if not isinstance(r, Agreement)]
+    fs = [_fact(r) for r in facts if not isinstance(r, Agreement)]
     for f in (*ms, *fs):
         if len(f.values) != len(letters):
             raise ValueError(f"row {f.name!r} has {len(f.values)} values for {len(letters)} runs")
@@ -89,6 +97,7 @@ def what_differs(
         tuple(f for f in ms if f.differs),
         tuple(f.name for f in ms if not f.differs),
         tuple(f for f in fs if f.differs),
+        traces,
     )
 
 
@@ -108,9 +117,12 @@ def run_facts(cards: Sequence[Card]) -> list[Row]:
     """The facts every card carries, one value per card: cost, wall, unit and call
     latencies, model calls and tokens (``usage_view.usage_cells``), and the platform
     options each run recorded, and the platform each measured with them (its label). A suite
-    adds its own (the lifecycle's stages not applicable)."""
+    adds its own (the lifecycle's stages not applicable). First, when every card carries
+    its run's traces, whether the runs' units behaved the same (``determinism.traced``)."""
     usage = usage_cells([(c.usage, c.priced(), c.passed_units) for c in cards])
-    return [*usage, (OPTIONS, [options_text(c.meta.platform_options) for c in cards]),
+    traces = traced([c.meta for c in cards])
+    return [*([traces] if traces else []), *usage,
+            (OPTIONS, [options_text(c.meta.platform_options) for c in cards]),
             (PLATFORM, [c.meta.platform_label for c in cards])]  # fmt: skip
 
 
@@ -153,22 +165,32 @@ def items(d: Differences) -> list[str]:
     return out
 
 
+def trace_lines(d: Differences) -> list[str]:
+    """The runs' traces, when compared (``determinism.Agreement.lines``), values inert."""
+    return [inert(x, value=True) for x in d.traces.lines()] if d.traces else []
+
+
 def text_lines(d: Differences) -> list[str]:
-    """The section for a terminal: a heading line, then one indented line per row."""
-    found = items(d)
+    """The section for a terminal: the traces' lead (``trace hashes equal: 30 of 30
+    units``) and lines, then a heading line and one indented line per row."""
+    found, traces = items(d), trace_lines(d)
+    lead = [traces[0], *(f"  {x}" for x in traces[1:])] if traces else []
     if d.nothing:
-        return [f"{TITLE.lower()}: {found[0].removeprefix('nothing differs: ')}"]
-    return [f"{TITLE.lower()}:", *(f"  {x}" for x in found)]
+        return [*lead, f"{TITLE.lower()}: {found[0].removeprefix('nothing differs: ')}"]
+    return [*lead, f"{TITLE.lower()}:", *(f"  {x}" for x in found)]
 
 
 def markdown_lines(d: Differences) -> list[str]:
-    """The section as Markdown: a bold heading and a bullet per row."""
-    return [f"**{TITLE}**", "", *(f"- {inert_md(x)}" for x in items(d)), ""]
+    """The section as Markdown: the traces' lines, a bold heading and a bullet per row."""
+    traces = [f"- {inert_md(x)}" for x in trace_lines(d)]
+    return [*traces, *([""] if traces else []), f"**{TITLE}**", "",
+            *(f"- {inert_md(x)}" for x in items(d)), ""]  # fmt: skip
 
 
 def html_items(d: Differences) -> str:
-    """The section's rows as HTML list items (escaped; the caller's box holds them)."""
-    return "".join(f"<li>{html.escape(x)}</li>" for x in items(d))
+    """The section's rows as HTML list items (escaped; the caller's box holds them), the
+    traces' lines first."""
+    return "".join(f"<li>{html.escape(x)}</li>" for x in [*trace_lines(d), *items(d)])
 
 
 def as_json(d: Differences) -> dict[str, Any]:
@@ -181,4 +203,7 @@ def as_json(d: Differences) -> dict[str, Any]:
             for f in fs
         ]
 
-    return {"metrics": rows(d.metrics), "agree": list(d.agree), "facts": rows(d.facts)}
+    out = {"metrics": rows(d.metrics), "agree": list(d.agree), "facts": rows(d.facts)}
+    if d.traces is not None:
+        out["traces"] = d.traces.as_json()
+    return out

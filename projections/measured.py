@@ -10,6 +10,7 @@ they were.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -121,6 +122,12 @@ def not_measured(records: Iterable[RunRecord | None], metric: str) -> str:
     return ""
 
 
+def _emptied(m: Metric, why: str) -> Metric:
+    """``m`` not measured, saying ``why``: its counts, interval and references emptied."""
+    return m._replace(num=0, den=0, ci=None, num_refs=(), den_refs=(), units=(), values=(),
+                      not_measured=why)  # fmt: skip
+
+
 def declared(
     metrics: Mapping[str, Metric], records: Iterable[RunRecord | None]
 ) -> dict[str, Metric]:
@@ -130,9 +137,28 @@ def declared(
     out = {}
     for name, m in metrics.items():
         why = not_measured(records, name)
-        out[name] = (m._replace(num=0, den=0, ci=None, num_refs=(), den_refs=(), units=(),
-                                values=(), not_measured=why) if why else m)  # fmt: skip
+        out[name] = _emptied(m, why) if why else m
     return out
+
+
+_CUT_OFF: Final = re.compile(r"recall_at_(\d+)(?:_|$)")
+
+
+def beyond_depth(metric: str, depth: int | None) -> str:
+    """Why a recall@k (``recall_at_K``, ``recall_at_K_<category>``) is not measured on a
+    run whose searches reached ``depth`` ("": it is): the first K ranks of a search that
+    asked for fewer were never seen, so a share among them is unknown, never 0 or the
+    share among fewer. None: the depth is unknown (no search), nothing is cut."""
+    m = _CUT_OFF.match(metric)
+    if depth is None or m is None or int(m.group(1)) <= depth:
+        return ""
+    return f"search depth {depth}"
+
+
+def depth_limited(metrics: Mapping[str, Metric], depth: int | None) -> dict[str, Metric]:
+    """``metrics`` with each recall@k beyond the search ``depth`` not measured (its why)."""
+    return {n: _emptied(m, why) if (why := beyond_depth(n, depth)) else m
+            for n, m in metrics.items()}  # fmt: skip
 
 
 def terms(

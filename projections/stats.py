@@ -8,6 +8,9 @@
 - ``bootstrap``: a percentile bootstrap over clusters (protocols) whose resamples with an
   empty denominator are drawn again; its only source of randomness is
   ``random.Random(seed).random()``, whose sequence Python promises to keep.
+- ``stratified_means``: percentile intervals of several means at once from one bootstrap
+  that resamples items within their strata (LoCoMo's questions within conversations), drawn
+  the same way.
 - ``resolution`` and ``pairs_needed``: how small a regression a suite of a given size
   can tell apart from "no change", and how big a suite a tolerance needs.
 - ``pass_hat_k``: the unbiased pass^k over protocols with at least k attempts.
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from statistics import NormalDist
 from typing import Final, NamedTuple, TypeVar
 
@@ -394,6 +397,62 @@ def bootstrap(
     lo = values[math.floor((1 - level) / 2 * reps)]
     hi = values[min(reps - 1, math.ceil((1 + level) / 2 * reps) - 1)]
     return Interval(lo, hi)
+
+
+def stratified_means(
+    strata: Sequence[Hashable],
+    rows: Sequence[Sequence[float | None]],
+    *,
+    seed: int = BOOTSTRAP_SEED,
+    reps: int = BOOTSTRAP_REPS,
+    level: float = 0.95,
+    min_groups: int = 1,
+) -> list[Interval | None]:
+    """Percentile intervals of each column's mean, items resampled within their strata.
+
+    ``rows[i]`` holds item i's value in each column (None: the item is not in that mean);
+    ``strata[i]`` is its stratum. Each resample draws, stratum by stratum (in order of first
+    appearance), as many items with replacement as the stratum holds, from
+    ``random.Random(seed).random()`` alone (``draw``): every stratum keeps its size, so the
+    interval is conditional on the strata, as LoCoMo's conversations are fixed. One resample
+    serves every column; a resample holding no item of a column leaves that column out of
+    it. A column gets None when fewer than ``min_groups`` items have a value in it.
+    """
+    if len(strata) != len(rows):
+        raise ValueError(f"{len(strata)} strata for {len(rows)} rows")
+    width = len(rows[0]) if rows else 0
+    have = [sum(1 for r in rows if r[j] is not None) for j in range(width)]
+    out: list[Interval | None] = [None] * width
+    wanted = [j for j in range(width) if have[j] >= max(1, min_groups)]
+    if not wanted:
+        return out
+    import numpy as np  # the sums only; every draw is random.Random's
+
+    values = np.array([[0.0 if r[j] is None else r[j] for j in wanted] for r in rows])
+    present = np.array([[0.0 if r[j] is None else 1.0 for j in wanted] for r in rows])
+    groups: dict[Hashable, list[int]] = {}
+    for i, s in enumerate(strata):
+        groups.setdefault(s, []).append(i)
+    uniform = random.Random(seed).random
+    picked: list[int] = []  # every resample's items, resample after resample
+    for _ in range(reps):
+        for members in groups.values():
+            n, last = len(members), len(members) - 1
+            picked += [members[min(last, int(uniform() * n))] for _ in members]  # ``draw``
+    size = len(rows)
+    offsets = np.repeat(np.arange(reps) * size, size)
+    counts = np.bincount(offsets + np.array(picked), minlength=reps * size).reshape(reps, size)
+    sums, dens = counts @ values, counts @ present
+    for c, j in enumerate(wanted):
+        kept = dens[:, c] > 0
+        means = np.sort(sums[kept, c] / dens[kept, c])
+        if not len(means):
+            continue
+        m = len(means)
+        lo = float(means[math.floor((1 - level) / 2 * m)])
+        hi = float(means[min(m - 1, math.ceil((1 + level) / 2 * m) - 1)])
+        out[j] = Interval(lo, hi)
+    return out
 
 
 def pooled_rate(sample: Sequence[tuple[float, int]]) -> float | None:

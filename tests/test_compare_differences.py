@@ -28,7 +28,8 @@ from benchledger.ledger.events import (
     UnitFinishedBody,
     UnitStartedBody,
 )
-from benchledger.projections import differences
+from benchledger.projections import determinism, differences
+from benchledger.projections.card import RunMeta
 from benchledger.refplatform.server import LoopbackServer
 from tests.sample import PASSING, PROMOTE
 from tests.test_tasks_suite import family_dir
@@ -348,3 +349,77 @@ def test_when_nothing_differs_each_format_says_so_in_one_line(render, expected):
 def test_a_row_without_one_value_per_run_is_refused():
     with pytest.raises(ValueError, match="row 'x' has 1 values for 2 runs"):
         differences.what_differs(["A", "B"], [("x", ["1"])])
+
+
+# -- determinism across runs: the runs' trace hashes, unit by unit ----------------------------
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory) -> str:
+    """``one`` and ``two``: the same configuration run twice (one unit at a time, so no
+    unit's memory reaches another's in a different order); ``wl``: the same with the
+    platform option ``--embedder wordllama``."""
+    pytest.importorskip("wordllama", reason="wordllama is in the test extra")
+    path = str(tmp_path_factory.mktemp("twins") / "l.sqlite")
+    picked = [x for p in PROTOCOLS for x in ("--protocol", p)]
+    for run_id, extra in (("one", []), ("two", []), ("wl", ["--embedder", "wordllama"])):
+        argv = ["run", *picked, "--concurrency", "1", "--run-id", run_id, "--ledger", path]
+        assert main([*argv, *extra]) == 0
+    return path
+
+
+def test_compare_leads_with_the_trace_hashes_and_where_a_run_first_differs(twins, capsys):
+    out = compare(capsys, twins, "table", "one", "two", "wl")
+    lines = out.splitlines()
+    lead = next(i for i, x in enumerate(lines) if x.startswith("trace hashes equal: "))
+    # After who vouches for each run, before what differs.
+    assert lead > max(i for i, x in enumerate(lines) if "UNAUTHENTICATED" in x)
+    assert lead < lines.index("what differs:")
+    assert lines[lead] == "trace hashes equal: 0 of 3 units"  # wl differs on every unit
+    assert (
+        lines[lead + 1]
+        == "  two: 3 of 3 units equal to one's; same configuration, identical traces"
+    )
+    wl = lines[lead + 2]
+    assert wl.startswith("  wl: 0 of 3 units equal to one's; configuration differs: platform "
+                         "options: one = none (defaults), wl = embedder=wordllama; first differs "
+                         "at unit bl-anchor-tier/1, item ")  # fmt: skip
+    # The first differing item of the trace is the platform saying what it embeds with.
+    assert re.search(r"\(session_call, seq \d+ vs \d+\): content\[0\]\.text\.embedder: "
+                     r"'lexical' vs 'wordllama'$", wl), wl  # fmt: skip
+    doc = json.loads(compare(capsys, twins, "json", "one", "two", "wl"))["what_differs"]
+    traces = doc["traces"]
+    assert (traces["equal"], traces["units"], traces["missing"]) == (0, 3, [])
+    for unit in (f"{p}/1" for p in PROTOCOLS):
+        hashes = traces["per_unit"][unit]["hashes"]
+        assert hashes["one"] == hashes["two"] != hashes["wl"] and len(hashes["one"]) == 64
+    assert traces["versus"]["two"] == {"equal": 3, "units": 3, "same_configuration": True,
+                                       "configuration_differs": [],
+                                       "first_difference": None}  # fmt: skip
+    assert traces["versus"]["wl"]["same_configuration"] is False
+    # Two runs alone: every unit agrees, the count says so.
+    out = compare(capsys, twins, "table", "one", "two")
+    assert "trace hashes equal: 3 of 3 units\n" in out
+    for fmt in ("markdown", "html"):
+        assert "trace hashes equal: 0 of 3 units" in compare(capsys, twins, fmt, "one", "two", "wl")
+
+
+def test_runs_of_one_configuration_whose_traces_differ_are_said_not_identical(twins):
+    # wl's units judged under one's configuration: what a re-run that should have been
+    # identical, and was not, is told (the first unit, item and field where they part).
+    with open_store(twins) as store:
+        one, two, wl = (list(Ledger(store).events(r)) for r in ("one", "two", "wl"))
+    started = next(e.body for e, _ in one if isinstance(e.body, RunStartedBody))
+    same = RunMeta(run_id="one", started=started)
+    runs = [determinism.of_run([(r, evs)]) for r, evs in (("one", one), ("two", two), ("wl", wl))]
+    found = determinism.agreement([same, same, same], runs)
+    assert [v.configuration for v in found.versus] == [(), ()]
+    assert (
+        found.lines()[1] == "two: 3 of 3 units equal to one's; same configuration, identical traces"
+    )
+    assert found.lines()[2].startswith(
+        "wl: 0 of 3 units equal to one's; same configuration: not "
+        "identical; first differs at unit bl-anchor-tier/1, item "
+    )
+    unit = "bl-anchor-tier/1"
+    assert determinism.first_difference(runs[0].events[unit], runs[1].events[unit]) == ""

@@ -49,7 +49,9 @@ def test_runs_differing_in_agent_model_and_platform_compare_and_say_so_first(led
     )
     assert lines[4] == "differs: model: A = none, B = claude-haiku, C = claude-sonnet"
     assert lines[5].startswith("differs: platform: A = refplatform test, B = refplatform test")
-    assert lines[6] == "what differs:"  # then the metrics and run facts that differ
+    # then whether the runs' units behaved the same (these runs recorded no trace hash)
+    assert lines[6] == "trace hashes equal: 0 of 12 units (12 with no trace hash recorded)"
+    assert lines[9] == "what differs:"  # then the metrics and run facts that differ
     legend = next(i for i, x in enumerate(lines) if x.startswith("A = scripted (none) @ "))
     assert lines[legend - 1] == "" and legend > 7
     assert lines[legend].startswith("A = scripted (none) @ refplatform test (baseline): scripted")

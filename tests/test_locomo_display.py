@@ -51,7 +51,8 @@ def test_the_inspect_exports_scores_are_the_cards_numbers_under_the_cards_names(
         log = json.load(fh)
     scores = {s["name"]: s for s in log["results"]["scores"]}
     for name in METRIC_NAMES:
-        if card[name].get("not_measured"):  # a judge's metrics, on a run without one
+        # a judge's metrics on a run without one; recall@25 and @50 beyond the reader's depth
+        if card[name].get("not_measured"):
             assert name not in scores, name
             continue
         assert name in scores, name
@@ -125,3 +126,66 @@ def test_exporting_a_locomo_run_in_two_processes_writes_the_same_bytes(runs, tmp
                        capture_output=True)  # fmt: skip
         written.append(target.read_bytes())
     assert written[0] == written[1]
+
+
+def test_recall_beyond_the_search_depth_is_not_measured_and_every_mean_has_its_interval(
+    runs, capsys
+):
+    """LoCoMo reported as its paper needs: recall@k at 1, 5, 10, 25 and 50 up to the depth
+    the searches reached (the reader asks for 10), by category, each with its interval."""
+    code, out, _ = cli(capsys, "report", READER, "--format", "json", "--ledger", runs)
+    assert code == 0
+    doc = json.loads(out)
+    card, items = doc["metrics"], doc["items"]
+    assert doc["search_depth"] == 10
+    for name in ("recall_at_25", "recall_at_50", "recall_at_25_single_hop"):
+        assert card[name]["not_measured"] == "search depth 10" and card[name]["rate"] is None
+    assert all(i["recall_at_25"] is None and i["recall_at_50"] is None for i in items)
+    # A category's recall@k is the mean over that category's questions.
+    single = [i["recall_at_5"] for i in items if i["category"] == 4]
+    assert card["recall_at_5_single_hop"]["rate"] == pytest.approx(sum(single) / len(single))
+    assert card["recall_at_5_single_hop"]["den"] == len(single) == 12
+    # Every measured mean over 10 questions or more has its interval, its method and seed.
+    assert "resampled within conversations" in doc["interval_method"]
+    assert "seed 20251129" in doc["interval_method"]
+    for name in METRIC_NAMES:
+        m = card[name]
+        if m.get("not_measured") or m["den"] < 10:
+            continue
+        assert m["ci_low"] <= m["rate"] <= m["ci_high"], name
+    # The table says it too, and compare shows the report's own interval.
+    code, out, _ = cli(capsys, "report", READER, "--ledger", runs)
+    line = next(x for x in out.splitlines() if x.startswith("recall_at_50 "))
+    assert "not measured: search depth 10" in line and " 0" not in line
+    assert re.search(r"^locomo_f1 +\d\.\d{3}  \[\d\.\d{3},\d\.\d{3}\]", out, re.M), out
+    assert "95% CI: bootstrap over questions resampled within conversations" in out
+    for fmt in ("markdown", "html"):
+        code, page, _ = cli(capsys, "report", READER, "--format", fmt, "--ledger", runs)
+        assert code == 0 and "resampled within conversations" in page
+        assert "not measured: search depth 10" in page
+    code, out, _ = cli(capsys, "compare", READER, SCRIPTED, "--format", "json", "--ledger", runs)
+    interval = json.loads(out)["intervals"]["locomo_f1"][READER]
+    assert (interval["low"], interval["high"]) == (card["locomo_f1"]["ci_low"],
+                                                   card["locomo_f1"]["ci_high"])  # fmt: skip
+    assert "within conversations" in interval["method"]
+
+
+def test_a_deeper_search_measures_recall_at_25_and_50(tmp_path, capsys, monkeypatch):
+    # The reader's search depth (what ``--search-k`` will set): at 50, a conversation's
+    # 28 turns all come back, and recall@25 and @50 are measured.
+    from benchledger.harness.agents import retrieval
+
+    monkeypatch.setattr(retrieval, "SEARCH_K", 50)
+    ledger = str(tmp_path / "deep.sqlite")
+    assert main(["run", "--suite", "locomo", "--agent", "retrieval", "--protocol", "synth-1:*",
+                 "--ledger", ledger, "--run-id", "deep"]) == 0  # fmt: skip
+    capsys.readouterr()
+    code, out, _ = cli(capsys, "report", "deep", "--format", "json", "--ledger", ledger)
+    assert code == 0
+    doc = json.loads(out)
+    card = doc["metrics"]
+    assert doc["search_depth"] == 50
+    for name in ("recall_at_25", "recall_at_50", "recall_at_50_single_hop"):
+        assert "not_measured" not in card[name] and card[name]["rate"] is not None, name
+    assert card["recall_at_50"]["rate"] >= card["recall_at_10"]["rate"]
+    assert card["recall_at_50"]["rate"] == pytest.approx(card["evidence_recall"]["rate"])

@@ -28,6 +28,7 @@ from benchledger.projections.stats import (
     plug_in_pass_k,
     pooled_rate,
     resolution,
+    stratified_means,
     tango,
     wilson,
 )
@@ -379,3 +380,28 @@ def test_bootstrap_of_no_denominator_at_all_is_none():
 def test_bootstrap_gives_up_when_valid_resamples_are_too_rare():
     data = list(range(100))  # only resamples starting with 0 count: 1 in 100
     assert bootstrap(data, lambda s: 1.0 if s[0] == 0 else None, seed=3, reps=2000) is None
+
+
+def test_stratified_means_resample_within_strata_so_a_between_strata_spread_is_no_noise(
+    monkeypatch,
+):
+    # Two conversations of 20 questions, one all 0 and one all 1: resampled within each,
+    # every resample's mean is exactly 0.5 (each keeps its size). A bootstrap over the
+    # pooled questions would move the mix and give a wide interval.
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the bootstrap must draw with random() only")
+
+    for name in ("randrange", "randint", "choice", "choices", "sample", "getrandbits"):
+        monkeypatch.setattr(random.Random, name, forbidden)
+    strata = ["conv-a"] * 20 + ["conv-b"] * 20
+    rows: list[list[float | None]] = [[0.0, None] for _ in range(20)]
+    rows += [[1.0, float(i % 2)] for i in range(20)]
+    print(f"seed {BOOTSTRAP_SEED}")
+    inside, sparse = stratified_means(strata, rows, min_groups=10)
+    assert inside == Interval(0.5, 0.5)
+    pooled = bootstrap([r[0] for r in rows], _mean, seed=BOOTSTRAP_SEED)
+    assert pooled is not None and pooled.width > 0.2
+    # A column with values in one stratum only is that stratum's bootstrap.
+    assert sparse is not None and sparse.low < 0.5 < sparse.high
+    assert stratified_means(strata, rows, min_groups=21)[1] is None  # 20 values
+    assert stratified_means(strata, rows) == stratified_means(strata, rows)  # seeded

@@ -3,16 +3,17 @@ from the baseline paired by question with its interval and test, and who vouches
 
 Every locomo metric is a mean of per-question values (``scorecard.row_values``), so:
 
-- a run's interval is a percentile bootstrap over its questions (``stats.bootstrap``, the
-  project's fixed seed and resample count; none below ``stats.MIN_BOOTSTRAP_GROUPS``
-  questions, where a resample's spread is no 95% interval); a judge asked several times per
-  answer gives J a two-stage one, over the questions and each question's samples
-  (``_judge_interval``), so the judge's variance is in it;
+- a run's interval is its card's: a percentile bootstrap resampling questions within
+  their conversation (``scorecard.intervals``, the project's fixed seed and resample
+  count; none below ``stats.MIN_BOOTSTRAP_GROUPS`` questions, where a resample's spread is
+  no 95% interval); a judge asked several times per answer gives J a
+  two-stage one, over the questions and each question's samples (``_judge_interval``), so
+  the judge's variance is in it;
 - a difference B - A pairs the questions both runs graded (the same question and
-  attempt): its estimate is the mean paired gain (``stats.mean_gain``), its interval a
-  bootstrap over the pairs, and when every paired value is 0 or 1 (adversarial accuracy,
-  often recall@1) McNemar's exact test on the discordant pairs gives its p as well; it is
-  resolved when its interval excludes 0.
+  attempt): its estimate is the mean paired gain (``stats.mean_gain``), its interval the
+  same bootstrap over the pairs' differences, and when every paired value is 0 or 1
+  (adversarial accuracy, often recall@1) McNemar's exact test on the discordant pairs
+  gives its p as well; it is resolved when its interval excludes 0.
 
 The lead is the shared what-differs section (``projections.differences``), each differing
 metric noted with its paired difference; docs/locomo.md describes the output.
@@ -49,16 +50,19 @@ from benchledger.projections.suites.locomo.decisions import F1
 from benchledger.projections.suites.locomo.grading import ADVERSARIAL
 from benchledger.projections.suites.locomo.report import banners
 from benchledger.projections.suites.locomo.scorecard import (
+    CI_METHOD,
     J_ALL,
     J_CAT_1_4,
     METRIC_NAMES,
     Card,
+    intervals,
     row_values,
 )
 
-QUESTIONS: Final = f"bootstrap over questions ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})"
+QUESTIONS: Final = CI_METHOD
 PAIRED: Final = (
-    f"bootstrap over paired questions ({BOOTSTRAP_REPS} resamples, seed {BOOTSTRAP_SEED})"
+    f"bootstrap over paired questions resampled within conversations ({BOOTSTRAP_REPS} "
+    f"resamples, seed {BOOTSTRAP_SEED})"
 )
 MCNEMAR: Final = "McNemar's exact test where every paired value is 0 or 1"
 SAMPLED: Final = (
@@ -83,12 +87,14 @@ class Paired(NamedTuple):
 
 
 class Column(NamedTuple):
-    """One run: its id, card, per-question values and each metric's interval."""
+    """One run: its id, card, per-question values, each metric's interval and each
+    question's conversation (the stratum its intervals resample within)."""
 
     run_id: str
     card: Card
     values: dict[Key, dict[str, float]]
     intervals: dict[str, Interval | None]
+    conversations: dict[Key, str]
 
     def terms(self, name: str) -> list[float]:
         return [v[name] for v in self.values.values() if name in v]
@@ -103,13 +109,12 @@ def column(run_id: str, card: Card) -> Column:
     gone = {n for n, m in card.metrics.items() if m.not_measured}  # no terms: nothing paired
     values = {(r.item.id, r.unit.attempt): {n: v for n, v in row_values(r).items()
                                              if n not in gone} for r in card.rows}  # fmt: skip
-    col = Column(run_id, card, values, {})
-    for name in METRIC_NAMES:
-        col.intervals[name] = bootstrap(col.terms(name), _mean, min_groups=MIN_BOOTSTRAP_GROUPS)
+    cis = {n: card.metrics[n].ci for n in METRIC_NAMES}  # the card's, as report shows them
+    strata = {(r.item.id, r.unit.attempt): r.conversation for r in card.rows}
     for name in (J_ALL, J_CAT_1_4):
         if name not in gone and (sampled := _judge_interval(card, name)) is not None:
-            col.intervals[name] = sampled
-    return col
+            cis[name] = sampled
+    return Column(run_id, card, values, cis, strata)
 
 
 def _sampled(card: Card) -> bool:
@@ -135,18 +140,31 @@ def _judge_interval(card: Card, name: str) -> Interval | None:
     return bootstrap(groups, one_call, min_groups=MIN_BOOTSTRAP_GROUPS)
 
 
-def paired(base: Column, other: Column, name: str) -> Paired:
-    """``other`` - ``base`` on ``name`` over the questions both graded."""
-    pairs = [(a[name], b[name]) for key, a in base.values.items()
-             if (b := other.values.get(key)) is not None and name in a and name in b]  # fmt: skip
-    if not pairs:
-        return Paired(None, None, 0, None)
-    p = None
-    if all(x in (0.0, 1.0) and y in (0.0, 1.0) for x, y in pairs):
-        only_a = sum(1 for x, y in pairs if x > y)
-        p = mcnemar_exact(only_a, sum(1 for x, y in pairs if y > x))
-    ci = bootstrap(pairs, mean_gain, min_groups=MIN_BOOTSTRAP_GROUPS)
-    return Paired(mean_gain(pairs), ci, len(pairs), p)
+def _pairs(base: Column, other: Column, name: str) -> list[tuple[Key, float, float]]:
+    return [(key, a[name], b[name]) for key, a in base.values.items()
+            if (b := other.values.get(key)) is not None and name in a and name in b]  # fmt: skip
+
+
+def differences_of(base: Column, other: Column) -> dict[str, Paired]:
+    """``other`` - ``base`` on every metric over the questions both graded: each paired
+    difference's interval from one bootstrap resampling the pairs within conversations."""
+    found = {n: _pairs(base, other, n) for n in METRIC_NAMES}
+    keys = sorted({key for pairs in found.values() for key, _, _ in pairs})
+    gains = {n: {key: b - a for key, a, b in pairs} for n, pairs in found.items()}
+    cis = intervals([(base.conversations[k], {n: g[k] for n, g in gains.items() if k in g})
+                     for k in keys])  # fmt: skip
+    out = {}
+    for name, pairs in found.items():
+        if not pairs:
+            out[name] = Paired(None, None, 0, None)
+            continue
+        values = [(a, b) for _, a, b in pairs]
+        p = None
+        if all(x in (0.0, 1.0) and y in (0.0, 1.0) for x, y in values):
+            only_a = sum(1 for x, y in values if x > y)
+            p = mcnemar_exact(only_a, sum(1 for x, y in values if y > x))
+        out[name] = Paired(mean_gain(values), cis[name], len(pairs), p)
+    return out
 
 
 def _value(card: Card, name: str) -> str:
@@ -240,7 +258,8 @@ def _note(ids: Sequence[str], ds: dict[str, Paired]) -> str:
 def sheet(cards: Sequence[Card], ids: Sequence[str]) -> Sheet:
     """The runs compared, ``cards[0]`` the baseline."""
     cols = tuple(column(i, c) for i, c in zip(ids, cards, strict=True))
-    diffs = {n: {c.run_id: paired(cols[0], c, n) for c in cols[1:]} for n in METRIC_NAMES}
+    by_run = {c.run_id: differences_of(cols[0], c) for c in cols[1:]}
+    diffs = {n: {i: d[n] for i, d in by_run.items()} for n in METRIC_NAMES}
     names = tuple(sorted(METRIC_NAMES, key=lambda n: len({_value(c, n) for c in cards}) == 1))
     lead = differences.what_differs(
         [inert(i) for i in ids],

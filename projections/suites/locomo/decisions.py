@@ -78,6 +78,7 @@ class Asked(NamedTuple):
     evidence_recall: float | None
     ranks: tuple[int | None, ...]  # each evidence id's rank among ``retrieved``
     latency_ms: float  # the ask episode's tool calls, summed
+    depth: int = 0  # how deep its searches reached (``search_depth``; 0: it never searched)
 
 
 def _calls(events: Events, episode: str) -> list[tuple[int, SessionCallBody]]:
@@ -122,6 +123,29 @@ def retrieved(events: Events) -> tuple[tuple[str, ...], tuple[int, ...]]:
     return tuple(ids), tuple(seqs)
 
 
+# The arguments the shipped vocabularies ask a search's depth by (harness/platforms/
+# vocabulary.py: refplatform's and mem0's ``limit``, basic-memory's ``page_size``).
+DEPTH_ARGUMENTS: Final = ("limit", "page_size", "top_k", "k")
+
+
+def search_depth(events: Events) -> int:
+    """How deep the ask episode's searches reached: per search call (a call of a recorded
+    search tool, else any tool call), the depth its arguments asked for
+    (``DEPTH_ARGUMENTS``) or, without one, the hits it returned; the most of any call
+    (0: no search). recall@k beyond it is not measured (projections/measured.py)."""
+    finished = _finished(events, ASK)
+    tools = set(finished[1].search_tools) if finished is not None else set()
+    rule = finished[1].hits if finished is not None else None
+    deepest = 0
+    for _, call in _calls(events, ASK):
+        if call.is_error or (tools and call.tool not in tools):
+            continue
+        asked = [v for a in DEPTH_ARGUMENTS if isinstance(v := call.arguments.get(a), int)
+                 and not isinstance(v, bool)]  # fmt: skip
+        deepest = max(deepest, asked[0] if asked else len(retrieval.hits(call.text(), rule)))
+    return deepest
+
+
 def graded(item: LocomoItem, events: Events) -> Asked | None:
     """The question's recorded answer, retrieval and LoCoMo grades (None: not asked yet)."""
     found = _finished(events, ASK)
@@ -134,7 +158,8 @@ def graded(item: LocomoItem, events: Events) -> Asked | None:
     ranks = tuple(retrieval.rank(ids, _is(e)) for e in q.evidence)
     latency = sum(b.latency_ms for _, b in _calls(events, ASK))
     return Asked(prediction, seq, ids, calls, grading.score(prediction, q.answer, q.category),
-                 grading.evidence_recall(q.evidence, ids), ranks, latency)  # fmt: skip
+                 grading.evidence_recall(q.evidence, ids), ranks, latency,
+                 search_depth(events))  # fmt: skip
 
 
 class Judged(NamedTuple):

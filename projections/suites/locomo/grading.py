@@ -28,7 +28,7 @@ CATEGORIES: Final = (MULTI_HOP, TEMPORAL, OPEN_DOMAIN, SINGLE_HOP, ADVERSARIAL)
 
 # An adversarial question is answered right by saying the conversation does not hold it.
 ABSTENTIONS: Final = ("no information available", "not mentioned")
-RECALL_KS: Final = (1, 5, 10)
+RECALL_KS: Final = (1, 5, 10, 25, 50)  # LoCoMo's Table 3 reports 5, 10, 25 and 50
 
 _DROPPED_WORDS = re.compile(r"\b(a|an|the|and)\b")
 _PUNCTUATION = frozenset(string.punctuation)

@@ -21,11 +21,14 @@ from benchledger.projections.card import (
 from benchledger.projections.source import completeness
 from benchledger.projections.suites.locomo.decisions import EVIDENCE
 from benchledger.projections.suites.locomo.scorecard import (
+    CI_METHOD,
     DESCRIPTIONS,
     J_ALL,
     J_CAT_1_4,
     METRIC_NAMES,
+    RECALL_AT,
     Card,
+    search_depth,
 )
 from benchledger.projections.usage_view import usage_json
 
@@ -75,6 +78,22 @@ def judge_line(card: Card) -> str:
     return line
 
 
+def _ci(card: Card, name: str) -> str:
+    """The mean's 95% interval (``-``: not measured, or too few questions for one)."""
+    ci = card.metrics[name].ci
+    return "-" if ci is None or card.metrics[name].not_measured else f"[{ci.low:.3f},{ci.high:.3f}]"
+
+
+def depth_line(card: Card) -> str:
+    """How deep the run's searches reached, and what evidence recall is beside recall@k."""
+    depth = search_depth(card.rows)
+    if depth is None:
+        return "none: no question searched"
+    same = f"; evidence_recall counts every id retrieved: here recall_at_{depth}" if (
+        depth in RECALL_AT) else ""  # fmt: skip
+    return f"{depth} (recall@k for k above it: not measured){same}"
+
+
 def _n(card: Card, name: str) -> str:
     m = card.metrics[name]
     return "-" if m.not_measured else str(m.den)
@@ -84,6 +103,10 @@ def _items(card: Card) -> list[dict[str, Any]]:
     """Every question as JSON; where the run could not measure retrieval (its hits had no
     ids), a question's evidence recall and ranks are not given (never a 0)."""
     out = [r.as_json() for r in card.rows]
+    for name in RECALL_AT.values():  # a cut-off beyond the search depth: no number
+        if card.metrics[name].not_measured:
+            for j in out:
+                j[name] = None
     if card.metrics[EVIDENCE].not_measured:
         for j in out:
             j.update(evidence_recall=None, evidence_ranks=None, reciprocal_rank=None,
@@ -108,6 +131,7 @@ def header(card: Card) -> list[tuple[str, str]]:
         ("questions", f"{len(card.rows)} graded of {len(card.units)} units"
                       + (f" ({m.subset})" if m.subset else "")),
         ("ingested", f"{landed} of {len(card.ingests)} sample ingestions landed whole"),
+        ("search depth", depth_line(card)),
         ("ask latency", _latency(card)),
         ("tokens", _tokens(card)),
         ("harness failures", str(card.harness_failures)),
@@ -144,8 +168,10 @@ def table(card: Card) -> str:
     lines = [*banners(card), *card_standing([card.meta])]
     lines += [f"{k:<17} {v}" for k, v in header(card)]
     lines.append("")
-    lines += [f"{n:<22} {_value(card, n):>6}  (n={_n(card, n)})" for n in METRIC_NAMES]
-    lines.append("")
+    lines.append(f"{'metric':<26} {'mean':>6}  {'95% CI':<15}")
+    lines += [f"{n:<26} {_value(card, n):>6}  {_ci(card, n):<15} (n={_n(card, n)})"
+              for n in METRIC_NAMES]  # fmt: skip
+    lines += [f"95% CI: {CI_METHOD}", ""]
     for j in _items(card)[:ROWS_SHOWN]:
         ev = "-" if j["evidence_recall"] is None else fmt_num(j["evidence_recall"], 2)
         lines.append(f"{inert(j['id']):<16} c{j['category']} f1={j['f1']:.2f} ev={ev} "
@@ -162,9 +188,10 @@ def markdown(card: Card) -> str:
     out += [""] if out else []
     out += [f"# LoCoMo run {inert_md(card.meta.run_id)}", ""]
     out += [f"- {k}: {inert_md(v)}" for k, v in header(card)]
-    out += ["", "| metric | value | n | what |", "|---|---|---|---|"]
-    out += [f"| {n} | {_value(card, n)} | {_n(card, n)} | {DESCRIPTIONS[n]} |"
+    out += ["", "| metric | value | 95% CI | n | what |", "|---|---|---|---|---|"]
+    out += [f"| {n} | {_value(card, n)} | {_ci(card, n)} | {_n(card, n)} | {DESCRIPTIONS[n]} |"
             for n in METRIC_NAMES]  # fmt: skip
+    out += ["", f"95% CI: {CI_METHOD}"]
     out += ["", "| question | category | F1 | evidence recall | prediction | gold |",
             "|---|---|---|---|---|---|"]  # fmt: skip
     for j in _items(card)[:ROWS_SHOWN]:
@@ -194,6 +221,8 @@ def as_json(card: Card) -> dict[str, Any]:
         "metrics": {
             n: {**card.metrics[n].as_json(), "label": DESCRIPTIONS[n]} for n in METRIC_NAMES
         },
+        "search_depth": search_depth(card.rows),
+        "interval_method": CI_METHOD,
         "items": _items(card),
         "ingestion": [{"stream": s, "verdict": v, "reason": why} for s, v, why in card.ingests],
         "harness_failures": card.harness_failures,
@@ -214,7 +243,7 @@ def as_json(card: Card) -> dict[str, Any]:
 def page(card: Card) -> str:
     """The card as a plain HTML page (every value escaped)."""
     e = html.escape
-    rows = "".join(f"<tr><td>{e(n)}</td><td>{e(_value(card, n))}</td>"
+    rows = "".join(f"<tr><td>{e(n)}</td><td>{e(_value(card, n))}</td><td>{e(_ci(card, n))}</td>"
                    f"<td>{_n(card, n)}</td><td>{e(DESCRIPTIONS[n])}</td></tr>"
                    for n in METRIC_NAMES)  # fmt: skip
     items = "".join(
@@ -227,8 +256,9 @@ def page(card: Card) -> str:
     return (
         f"<!doctype html><meta charset=utf-8><title>LoCoMo {e(card.meta.run_id)}</title>"
         f"{html_banner(banners(card))}<ul>{head}</ul>"
-        f"<table><tr><th>metric</th><th>value</th><th>n</th><th>what</th>"
-        f"</tr>{rows}</table><table><tr><th>question</th><th>category</th><th>F1</th>"
+        f"<table><tr><th>metric</th><th>value</th><th>95% CI</th><th>n</th><th>what</th>"
+        f"</tr>{rows}</table><p>95% CI: {e(CI_METHOD)}</p>"
+        f"<table><tr><th>question</th><th>category</th><th>F1</th>"
         f"<th>prediction</th><th>gold</th><th>retrieved</th></tr>{items}</table>\n"
     )
 

@@ -23,9 +23,14 @@ from benchledger.ledger.events import (
     SessionCallEvent,
 )
 from benchledger.projections import measured, retrieval
-from benchledger.projections.card import CI_WILSON, Metric, Ref, RunMeta
+from benchledger.projections.card import CI_LABELS, CI_STRATIFIED, Metric, Ref, RunMeta
 from benchledger.projections.prices import Cost, Unpriced
 from benchledger.projections.prices import priced as price_usage
+from benchledger.projections.stats import (
+    MIN_BOOTSTRAP_GROUPS,
+    Interval,
+    stratified_means,
+)
 from benchledger.projections.suites.lifecycle import scorecard as lc
 from benchledger.projections.suites.locomo import grading
 from benchledger.projections.suites.locomo.conditions import Conditions, of_card
@@ -47,8 +52,12 @@ SUITE: Final = "locomo"
 NOUN: Final = "questions"
 ADVERSARIAL_ACCURACY: Final = "adversarial_accuracy"
 MRR: Final = "mrr"
-RECALL_AT: Final = {k: f"recall_at_{k}" for k in retrieval.KS}
-PER_CATEGORY: Final = {c: f"f1_{n.replace('-', '_')}" for c, n in CATEGORY_NAMES.items()}
+RECALL_AT: Final = {k: f"recall_at_{k}" for k in grading.RECALL_KS}
+_CATEGORY: Final = {c: n.replace("-", "_") for c, n in CATEGORY_NAMES.items()}
+PER_CATEGORY: Final = {c: f"f1_{n}" for c, n in _CATEGORY.items()}
+# recall@k by category: (k, category) -> ``recall_at_5_single_hop``
+RECALL_BY_CATEGORY: Final = {(k, c): f"{RECALL_AT[k]}_{n}" for k in grading.RECALL_KS
+                             for c, n in _CATEGORY.items()}  # fmt: skip
 # LoCoMo's J: the share of answers a judge accepted, over categories 1-4 (the field's
 # convention: mem0, Zep and the rest leave adversarial questions out) and over all five.
 J_CAT_1_4: Final = "j_cat_1_4"
@@ -57,8 +66,8 @@ JUDGE_AGREEMENT: Final = "judge_agreement"
 JUDGE_FLIP_RATE: Final = "judge_flip_rate"
 JUDGED_METRICS: Final = (J_CAT_1_4, J_ALL, JUDGE_AGREEMENT, JUDGE_FLIP_RATE)
 METRIC_NAMES: Final = (F1, J_CAT_1_4, J_ALL, *PER_CATEGORY.values(), ADVERSARIAL_ACCURACY,
-                       EVIDENCE, *RECALL_AT.values(), MRR, JUDGE_AGREEMENT,
-                       JUDGE_FLIP_RATE)  # fmt: skip
+                       EVIDENCE, *RECALL_AT.values(), MRR, JUDGE_AGREEMENT, JUDGE_FLIP_RATE,
+                       *RECALL_BY_CATEGORY.values())  # fmt: skip
 DESCRIPTIONS: Final = {
     F1: "mean LoCoMo score over every question (token F1 by its category's rule)",
     **{
@@ -67,7 +76,8 @@ DESCRIPTIONS: Final = {
     },
     ADVERSARIAL_ACCURACY: "adversarial questions answered 'no information available' or "
     "'not mentioned'",
-    EVIDENCE: "mean share of a question's evidence ids among the dialogue ids retrieved",
+    EVIDENCE: "mean share of a question's evidence ids among every dialogue id retrieved "
+    "(all the question's searches, to their depth; a session retrieved counts its turns)",
     **{
         m: f"mean share of a question's evidence ids among the first {k} retrieved"
         for k, m in RECALL_AT.items()
@@ -78,8 +88,13 @@ DESCRIPTIONS: Final = {
     J_ALL: "answers the judge accepted, over all five categories",
     JUDGE_AGREEMENT: "mean share of a question's judge samples agreeing with its verdict",
     JUDGE_FLIP_RATE: "questions whose judge samples did not all agree",
+    **{
+        m: f"recall@{k} over the {CATEGORY_NAMES[c]} questions (category {c})"
+        for (k, c), m in RECALL_BY_CATEGORY.items()
+    },
 }
-CI_NONE: Final = CI_WILSON  # means carry no interval here (``Metric.ci`` None)
+# Every mean's 95% interval: questions resampled within their conversation (docs/locomo.md).
+CI_METHOD: Final = CI_LABELS[CI_STRATIFIED]
 
 
 class LocomoFold:
@@ -120,6 +135,11 @@ class Row:
     def recall(self, k: int) -> float | None:
         return retrieval.recall_at(self.asked.ranks, k)
 
+    @property
+    def conversation(self) -> str:
+        """The sample the question is asked of: the stratum its interval resamples within."""
+        return self.item.sample.sample_id
+
     def as_json(self) -> dict[str, Any]:
         q = self.item.question
         return {
@@ -136,7 +156,7 @@ class Row:
             "evidence_recall": self.asked.evidence_recall,
             "retrieved": list(self.asked.retrieved),
             "evidence_ranks": list(self.asked.ranks),
-            **{RECALL_AT[k]: self.recall(k) for k in retrieval.KS},
+            **{RECALL_AT[k]: self.recall(k) for k in grading.RECALL_KS},
             "reciprocal_rank": self.reciprocal_rank,
             "latency_ms": round(self.asked.latency_ms, 3),
             "tokens": dict(self.unit.tokens),
@@ -173,14 +193,16 @@ class Card(NamedTuple):
         return sum(1 for r in self.rows if r.asked.f1 == 1.0)
 
 
-def _mean(name: str, scored: Sequence[tuple[Row, float | None, Ref]]) -> Metric:
+def _mean(
+    name: str, scored: Sequence[tuple[Row, float | None, Ref]], ci: Interval | None
+) -> Metric:
     kept = [(row, v, ref) for row, v, ref in scored if v is not None]
     total = sum(v for _, v, _ in kept if v is not None)
     num_refs = tuple(ref for _, v, ref in kept if v)
     den_refs = tuple(ref for _, _, ref in kept)
     values = tuple((row.unit.stream, float(v)) for row, v, _ in kept if v is not None)
-    return Metric(name, total, len(kept), None, num_refs, den_refs, DESCRIPTIONS[name],
-                  tuple(row.unit.stream for row, _, _ in kept), CI_NONE, values)  # fmt: skip
+    return Metric(name, total, len(kept), ci, num_refs, den_refs, DESCRIPTIONS[name],
+                  tuple(row.unit.stream for row, _, _ in kept), CI_STRATIFIED, values)  # fmt: skip
 
 
 def _ref(row: Row, check: str) -> Ref:
@@ -215,6 +237,7 @@ def row_values(row: Row) -> dict[str, float]:
     for k, name in RECALL_AT.items():
         if (hit := row.recall(k)) is not None:
             out[name] = hit
+            out[RECALL_BY_CATEGORY[k, q.category]] = hit
     if row.reciprocal_rank is not None:
         out[MRR] = row.reciprocal_rank
     if row.judged is not None:  # a reply the judge's words could not be read from: not accepted
@@ -227,13 +250,40 @@ def row_values(row: Row) -> dict[str, float]:
     return out
 
 
-def metrics(rows: Sequence[Row]) -> dict[str, Metric]:
-    """Every metric of ``METRIC_NAMES`` over ``rows``: the mean of its ``row_values``."""
-    valued = [(r, row_values(r)) for r in rows]
-    return {
-        name: _mean(name, [(r, v[name], _ref(r, _check(name))) for r, v in valued if name in v])
+def intervals(
+    keyed: Sequence[tuple[str, Mapping[str, float]]], names: Sequence[str] = METRIC_NAMES
+) -> dict[str, Interval | None]:
+    """Each mean's 95% interval over (conversation, question's values) rows: a bootstrap
+    resampling questions within their conversation (``stats.stratified_means``, the fixed
+    seed); None below ``MIN_BOOTSTRAP_GROUPS`` questions. Compare's paired differences
+    pass each question's B - A here."""
+    if not keyed:  # no question graded: no interval
+        return dict.fromkeys(names)
+    found = stratified_means([c for c, _ in keyed], [[v.get(n) for n in names] for _, v in keyed],
+                             min_groups=MIN_BOOTSTRAP_GROUPS)  # fmt: skip
+    return dict(zip(names, found, strict=True))
+
+
+def metrics(rows: Sequence[Row], depth: int | None = None) -> dict[str, Metric]:
+    """Every metric of ``METRIC_NAMES`` over ``rows``: the mean of its ``row_values``, with
+    its interval (``intervals``); a recall@k beyond the run's search ``depth`` is not
+    measured (``measured.beyond_depth``) and takes no part."""
+    deep = {n for n in METRIC_NAMES if not measured.beyond_depth(n, depth)}
+    valued = [(r, {n: x for n, x in row_values(r).items() if n in deep}) for r in rows]
+    cis = intervals([(r.conversation, v) for r, v in valued])
+    found = {
+        name: _mean(name, [(r, v[name], _ref(r, _check(name)))
+                           for r, v in valued if name in v], cis[name])
         for name in METRIC_NAMES
     }  # fmt: skip
+    return measured.depth_limited(found, depth)
+
+
+def search_depth(rows: Sequence[Row]) -> int | None:
+    """The run's search depth: the least any question's searches reached (``Asked.depth``),
+    over the questions that searched (None: none did)."""
+    depths = [r.asked.depth for r in rows if r.asked.depth]
+    return min(depths) if depths else None
 
 
 def unit_values(card: Card) -> dict[str, dict[str, float]]:
@@ -265,7 +315,7 @@ def scorecard(folded: tuple[RunMeta, list[lc.Unit], Mapping[str, list[tuple[int,
                     if (d := u.decisions.get(INGESTED)) is not None)  # fmt: skip
     errored = sum(1 for u in units if u.counted and u.error)
     incomplete = sum(1 for u in units if u.finished is None and not u.abandoned)
-    shown = measured.declared(metrics(rows), (meta.started.record,))
+    shown = measured.declared(metrics(rows, search_depth(rows)), (meta.started.record,))
     card = Card(meta, tuple(units), tuple(rows), shown, errored, incomplete, ingests,
                 tuple(notes))  # fmt: skip
     return card._replace(conditions=of_card(card, events))
@@ -277,5 +327,5 @@ def score(folded: Iterable[Any]) -> Card:
     return scorecard(one)
 
 
-__all__ = ["ASK", "METRIC_NAMES", "Card", "LocomoFold", "Row", "row_values", "score", "scorecard",
-           "unit_values"]  # fmt: skip
+__all__ = ["ASK", "METRIC_NAMES", "Card", "LocomoFold", "Row", "intervals", "row_values",
+           "score", "scorecard", "search_depth", "unit_values"]  # fmt: skip
