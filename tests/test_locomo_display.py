@@ -170,15 +170,12 @@ def test_recall_beyond_the_search_depth_is_not_measured_and_every_mean_has_its_i
     assert "within conversations" in interval["method"]
 
 
-def test_a_deeper_search_measures_recall_at_25_and_50(tmp_path, capsys, monkeypatch):
-    # The reader's search depth (what ``--search-k`` will set): at 50, a conversation's
-    # 28 turns all come back, and recall@25 and @50 are measured.
-    from benchledger.harness.agents import retrieval
-
-    monkeypatch.setattr(retrieval, "SEARCH_K", 50)
+def test_a_deeper_search_measures_recall_at_25_and_50(tmp_path, capsys):
+    # At --search-k 50 a conversation's 28 turns all come back, and recall@25 and @50 are
+    # measured.
     ledger = str(tmp_path / "deep.sqlite")
     assert main(["run", "--suite", "locomo", "--agent", "retrieval", "--protocol", "synth-1:*",
-                 "--ledger", ledger, "--run-id", "deep"]) == 0  # fmt: skip
+                 "--search-k", "50", "--ledger", ledger, "--run-id", "deep"]) == 0  # fmt: skip
     capsys.readouterr()
     code, out, _ = cli(capsys, "report", "deep", "--format", "json", "--ledger", ledger)
     assert code == 0
