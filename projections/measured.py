@@ -24,7 +24,8 @@ PROMOTE: Final = "promote"  # its promotion
 
 # Each finding's metrics, by name, on every suite that has them. Retrieval metrics rank a
 # search's hits by id (recall@k, MRR per stage, the abstain leak, LoCoMo's evidence recall).
-_RETRIEVAL_PREFIXES: Final = ("recall_at_", "mrr", "abstain_leak_at_")
+_RETRIEVAL_PREFIXES: Final = ("recall_at_", "mrr", "abstain_leak_at_", "recall_any_at_",
+                               "recall_all_at_", "ndcg_any_at_")  # fmt: skip
 _DEPENDS: Final[dict[str, frozenset[str]]] = {
     HIT_IDS: frozenset({"evidence_recall"}),
     # Counted over captured units (or needing every stage to pass), so capture-dependent.
@@ -89,6 +90,28 @@ def not_measured(records: Iterable[RunRecord | None], metric: str) -> str:
     return ""
 
 
+def beyond_depth(k: int, depth: int) -> str:
+    """Why a metric at cut-off ``k`` is not measured on a run whose searches returned at
+    most ``depth`` hits to a question ("": it is): past the recorded search depth the
+    ranking is unknown, so recall or NDCG there would only repeat the value at ``depth``."""
+    if k <= depth:
+        return ""
+    return (f"cut-off {k} is past the recorded search depth (at most {depth} hits per "
+            "question)")  # fmt: skip
+
+
+def no_verdict(check: str) -> str:
+    """Why a metric read off ``check``'s verdicts is not measured when no unit recorded one."""
+    return f"no unit recorded a {check} verdict (the run had no judge)"
+
+
+def unmeasured(metric: Metric, why: str) -> Metric:
+    """``metric`` not measured, saying ``why``: its counts, interval and references emptied
+    (never a 0)."""
+    return metric._replace(num=0, den=0, ci=None, num_refs=(), den_refs=(), units=(),
+                           values=(), not_measured=why)  # fmt: skip
+
+
 def declared(
     metrics: Mapping[str, Metric], records: Iterable[RunRecord | None]
 ) -> dict[str, Metric]:
@@ -98,8 +121,7 @@ def declared(
     out = {}
     for name, m in metrics.items():
         why = not_measured(records, name)
-        out[name] = (m._replace(num=0, den=0, ci=None, num_refs=(), den_refs=(), units=(),
-                                values=(), not_measured=why) if why else m)  # fmt: skip
+        out[name] = unmeasured(m, why) if why else m
     return out
 
 
