@@ -13,8 +13,9 @@ best first, each once, kept where they are in the corpus (an assistant turn, whi
 platform holds too, has no place in it). Then, at cut-off k:
 
 - turn level (``evaluate_retrieval``): recall_any (any evidence turn in the top k),
-  recall_all (every one) and NDCG (binary relevance, ``dcg`` = rel[0] + Σ rel[i]/log2(i+1)
-  over the ranked top k, over the ideal ordering of the whole corpus);
+  recall_all (every one) and NDCG (binary relevance; ``dcg`` = rel_1 + Σ_{r≥2} rel_r/log2(r)
+  over the 1-based ranks r of the top k, so ranks 1 and 2 weigh the same, as eval_utils.py's
+  ``dcg`` does; over the ideal ordering of the whole corpus);
 - session level (``evaluate_retrieval_turn2session``): each turn mapped to its session,
   and k widened to the smallest cut-off whose top holds k distinct sessions (its
   "effective k", never past one more than the corpus size), then the same three.
@@ -76,11 +77,12 @@ def rankings(found: Corpus, retrieved: Sequence[str]) -> list[int]:
 
 
 def dcg(relevances: Sequence[float], k: int) -> float:
-    """Discounted cumulative gain of the first ``k`` relevances."""
+    """Discounted cumulative gain of the first ``k`` relevances, as eval_utils.py's: the
+    first undiscounted, the one at 1-based rank r >= 2 divided by log2(r)."""
     top = list(relevances)[:k]
     if not top:
         return 0.0
-    return top[0] + sum(r / math.log2(i + 1) for i, r in enumerate(top[1:], start=2))
+    return top[0] + sum(r / math.log2(i) for i, r in enumerate(top[1:], start=2))
 
 
 def _evaluate(ranks: Sequence[int], correct: frozenset[str], ids: Sequence[str], k: int
