@@ -143,10 +143,10 @@ def cmd_protocols_list(args: argparse.Namespace) -> int:
     if _is_longmemeval(args.path):
         found = longmemeval.load(args.path)
         print(f"{'id':<16} {'question_type':<26} {'sessions':>8}  {'evidence':<8} answer")
-        for q in found.questions:
-            gold = inert(q.answer, value=True)  # the file's words
-            print(f"{q.id:<16} {q.type:<26} {len(q.sessions):>8}  "
-                  f"{len(q.answer_session_ids):<8} {gold}")  # fmt: skip
+        for lq in found.questions:
+            gold = inert(lq.answer, value=True)  # the file's words
+            print(f"{lq.id:<16} {lq.type:<26} {len(lq.sessions):>8}  "
+                  f"{len(lq.answer_session_ids):<8} {gold}")  # fmt: skip
         return EXIT_OK
     if _is_locomo(args.path):
         loaded = locomo.load(args.path)
