@@ -232,6 +232,9 @@ def test_each_question_ingests_its_own_haystack_and_is_asked_at_its_date(shipped
         assert writes[stream][0].startswith(f"[{s.id}_1 | {s.date}] ")
         assert asked[stream] == f"Current date: {q.date}\nQuestion: {q.question}"
         assert len(identity[stream]) == 1  # ingested and asked as its own identity
+        searches = [e.body.arguments for e in events if isinstance(e, SessionCallEvent)
+                    and e.stream == stream and e.body.tool == "search"]  # fmt: skip
+        assert [a["intent"] for a in searches] == [q.question]  # the question, not its date
     assert len({i for ids in identity.values() for i in ids}) == len(SHIPPED.questions)
     ingested = [e.body for e in events
                 if isinstance(e, GraderDecisionEvent) and e.body.check == "ingested"]  # fmt: skip
@@ -414,3 +417,17 @@ def test_a_malformed_file_is_refused_in_one_line_naming_question_and_field(
     code, _, err = cli(capsys, "run", "--suite", "longmemeval", "--data", data, "--ledger", ledger)
     one_line_exit_2(code, err, needle)
     assert not os.path.exists(ledger)  # nothing half-written
+
+
+def test_bench_longmemeval_runs_the_shape_at_three_haystack_sizes(capsys):
+    code, out, _ = cli(capsys, "bench", "longmemeval", "--questions", "2", "--sessions", "4",
+                       "--turns", "2", "--concurrency", "2", "--json")  # fmt: skip
+    assert code == 0
+    rows = json.loads(out)
+    assert [r["sessions"] for r in rows] == [1, 2, 4]
+    for r in rows:
+        doc = longmemeval_synthetic.full_size(2, r["sessions"], 2)
+        assert r["turns"] == sum(len(s) for q in doc for s in q["haystack_sessions"])
+        assert r["cpu_ms_per_turn"] > 0 and r["peak_rss_mib"] > 0
+    code, _, err = cli(capsys, "bench", "longmemeval", "--sessions", "0")
+    one_line_exit_2(code, err, "--sessions must be at least 1")
