@@ -85,6 +85,19 @@ def cmd_bench_judge(args: argparse.Namespace) -> int:
                                  delay_s=args.delay, as_json=args.json)  # fmt: skip
 
 
+def cmd_bench_longmemeval(args: argparse.Namespace) -> int:
+    """The longmemeval suite at LongMemEval_S's shape scaled down: time and memory."""
+    for flag, value in (("--questions", args.questions), ("--sessions", args.sessions),
+                        ("--turns", args.turns), ("--concurrency", args.concurrency)):  # fmt: skip
+        if value < 1:
+            raise UsageError(f"{flag} must be at least 1")
+    from benchledger.benchmarks import longmemeval_bench  # the harness: only when asked for
+
+    return longmemeval_bench.run_bench(questions=args.questions, sessions=args.sessions,
+                                       turns=args.turns, concurrency=args.concurrency,
+                                       as_json=args.json)  # fmt: skip
+
+
 def cmd_bench_run(args: argparse.Namespace) -> int:
     """The suite with a slow model (fake, or a recorded run re-enacted) at concurrency 1 and N."""
     agent = args.agent or "fake"
@@ -141,7 +154,7 @@ def cmd_bench_queue(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``bench ledger|platform|embedder|locomo|judge|run|queue``."""
+    """Add ``bench ledger|platform|embedder|locomo|longmemeval|judge|run|queue``."""
     bench = sub.add_parser("bench", help="performance benchmarks (ratios vs raw baselines)")
     bsub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
     p = bsub.add_parser("ledger", help="append and verify throughput vs the raw database")
@@ -228,6 +241,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--delay", type=float, default=1.0, help="the fake judge's seconds (1.0)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_bench_judge)
+    p = bsub.add_parser(
+        "longmemeval",
+        help="the longmemeval suite at LongMemEval_S's shape (scaled by --questions, "
+        "--sessions): wall time, ms per ingested turn at three haystack sizes, peak memory",
+    )
+    p.add_argument("--questions", type=int, default=500, help="questions (500, as _s)")
+    p.add_argument("--sessions", type=int, default=40, help="sessions per haystack (40, as _s)")
+    p.add_argument("--turns", type=int, default=10, help="turns per filler session (10)")
+    p.add_argument("--concurrency", type=int, default=4, help="units at once (4)")
+    p.add_argument("--json", action="store_true", help="print one JSON array")
+    p.set_defaults(func=cmd_bench_longmemeval)
     p = bsub.add_parser(
         "run", help="the suite with a slow model at concurrency 1 vs N (fake, or a recorded run)"
     )

@@ -8,7 +8,7 @@ import os
 from benchledger import protocols
 from benchledger.cli.common import EXIT_OK, UsageError, command_line
 from benchledger.ledger.inert import inert
-from benchledger.protocols import locomo
+from benchledger.protocols import locomo, longmemeval
 from benchledger.protocols.dataset import SEED
 from benchledger.protocols.generate import PACK_DIR, VARIANTS, write
 from benchledger.protocols.hashing import RECIPES
@@ -19,17 +19,41 @@ def _is_cases(path: str) -> bool:
     return path.lower().endswith(".jsonl") or os.path.isfile(os.path.join(path, "cases.jsonl"))
 
 
-def _is_locomo(path: str) -> bool:
-    """A LoCoMo file: one ``.json`` file holding a JSON list (a protocol file is an object)."""
+def _head(path: str) -> bytes:
+    """The start of a ``.json`` file holding a JSON list (b"": not one; a protocol file
+    is an object)."""
     if not (path.lower().endswith(".json") and os.path.isfile(path)):
-        return False
+        return b""
     with open(path, "rb") as fh:
-        return fh.read(4096).lstrip()[:1] == b"["
+        head = fh.read(4096)
+    return head if head.lstrip()[:1] == b"[" else b""
+
+
+def _is_longmemeval(path: str) -> bool:
+    """A LongMemEval file: a JSON list whose questions carry ``question_id``."""
+    return longmemeval.looks_like(_head(path))
+
+
+def _is_locomo(path: str) -> bool:
+    """A LoCoMo file: any other ``.json`` file holding a JSON list."""
+    return bool(_head(path)) and not _is_longmemeval(path)
+
+
+def _longmemeval_count(loaded: longmemeval.LongMemEvalSet) -> str:
+    qs = loaded.questions
+    abstention = sum(q.abstention for q in qs)
+    sessions = sum(len(q.sessions) for q in qs)
+    return (f"LongMemEval, {len(qs)} questions ({abstention} abstention), "
+            f"{sessions} haystack sessions")  # fmt: skip
 
 
 def cmd_protocols_validate(args: argparse.Namespace) -> int:
-    """Load a protocol set, case file or LoCoMo file; every problem raises InvalidInput
-    (exit 2)."""
+    """Load a protocol set, case file, LoCoMo or LongMemEval file; every problem raises
+    InvalidInput (exit 2)."""
+    if _is_longmemeval(args.path):
+        found = longmemeval.load(args.path)
+        print(f"ok {args.path}: {_longmemeval_count(found)}, sha256 {found.sha256}")
+        return EXIT_OK
     if _is_locomo(args.path):
         loaded = locomo.load(args.path)
         n = sum(len(s.questions) for s in loaded.samples)
@@ -84,7 +108,15 @@ def _locomo_count(loaded: locomo.LocomoSet) -> str:
 
 def cmd_protocols_hash(args: argparse.Namespace) -> int:
     """Print the canonical protocol-set hash, alone on the last line (a LoCoMo file's: the
-    sha256 of its bytes, what a locomo run records as its set hash)."""
+    sha256 of its bytes, what a locomo run records as its set hash; a LongMemEval file's too)."""
+    if _is_longmemeval(args.path):
+        if args.recipe != "benchledger":
+            raise UsageError(f"--recipe {args.recipe}: a LongMemEval file's hash is the sha256 "
+                             "of its bytes; recipes apply to protocol sets")  # fmt: skip
+        found = longmemeval.load(args.path)
+        print(f"{_longmemeval_count(found)}, file sha256")
+        print(found.sha256)
+        return EXIT_OK
     if _is_locomo(args.path):
         if args.recipe != "benchledger":
             raise UsageError(f"--recipe {args.recipe}: a LoCoMo file's hash is the sha256 of "
@@ -106,7 +138,16 @@ def _expected(q: Question) -> str:
 
 def cmd_protocols_list(args: argparse.Namespace) -> int:
     """One line per protocol (stages, expected answers), per provenance case or per LoCoMo
-    question (category, evidence, gold answer)."""
+    question (category, evidence, gold answer) or LongMemEval question (type, sessions,
+    evidence sessions, gold answer)."""
+    if _is_longmemeval(args.path):
+        found = longmemeval.load(args.path)
+        print(f"{'id':<16} {'question_type':<26} {'sessions':>8}  {'evidence':<8} answer")
+        for lq in found.questions:
+            gold = inert(lq.answer, value=True)  # the file's words
+            print(f"{lq.id:<16} {lq.type:<26} {len(lq.sessions):>8}  "
+                  f"{len(lq.answer_session_ids):<8} {gold}")  # fmt: skip
+        return EXIT_OK
     if _is_locomo(args.path):
         loaded = locomo.load(args.path)
         print(f"{'id':<16} {'category':>8}  {'evidence':<24} answer")
@@ -173,7 +214,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     group = sub.add_parser("protocols", help="validate, hash, list and generate protocol sets")
     psub = group.add_subparsers(dest="protocols", required=True, metavar="ACTION")
     path_help = (
-        "a protocol file, a folder of them, a provenance cases .jsonl or a LoCoMo .json "
+        "a protocol file, a folder of them, a provenance cases .jsonl, a LoCoMo or LongMemEval "
+        ".json "
         f"(default: the committed set, {os.path.relpath(protocols.LIFECYCLE_DIR)})"
     )
     p = psub.add_parser("validate", help="report every problem, with file and line (exit 2)")

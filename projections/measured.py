@@ -26,7 +26,8 @@ PROMOTE: Final = "promote"  # its promotion
 
 # Each finding's metrics, by name, on every suite that has them. Retrieval metrics rank a
 # search's hits by id (recall@k, MRR per stage, the abstain leak, LoCoMo's evidence recall).
-_RETRIEVAL_PREFIXES: Final = ("recall_at_", "mrr", "abstain_leak_at_")
+_RETRIEVAL_PREFIXES: Final = ("recall_at_", "mrr", "abstain_leak_at_", "recall_any_at_",
+                               "recall_all_at_", "ndcg_any_at_")  # fmt: skip
 _DEPENDS: Final[dict[str, frozenset[str]]] = {
     HIT_IDS: frozenset({"evidence_recall"}),
     # Counted over captured units (or needing every stage to pass), so capture-dependent.
@@ -122,10 +123,16 @@ def not_measured(records: Iterable[RunRecord | None], metric: str) -> str:
     return ""
 
 
-def _emptied(m: Metric, why: str) -> Metric:
-    """``m`` not measured, saying ``why``: its counts, interval and references emptied."""
-    return m._replace(num=0, den=0, ci=None, num_refs=(), den_refs=(), units=(), values=(),
-                      not_measured=why)  # fmt: skip
+def no_verdict(check: str) -> str:
+    """Why a metric read off ``check``'s verdicts is not measured when no unit recorded one."""
+    return f"no unit recorded a {check} verdict (the run had no judge)"
+
+
+def unmeasured(metric: Metric, why: str) -> Metric:
+    """``metric`` not measured, saying ``why``: its counts, interval and references emptied
+    (never a 0)."""
+    return metric._replace(num=0, den=0, ci=None, num_refs=(), den_refs=(), units=(),
+                           values=(), not_measured=why)  # fmt: skip
 
 
 def declared(
@@ -137,27 +144,32 @@ def declared(
     out = {}
     for name, m in metrics.items():
         why = not_measured(records, name)
-        out[name] = _emptied(m, why) if why else m
+        out[name] = unmeasured(m, why) if why else m
     return out
 
 
 _CUT_OFF: Final = re.compile(r"recall_at_(\d+)(?:_|$)")
 
 
-def beyond_depth(metric: str, depth: int | None) -> str:
-    """Why a recall@k (``recall_at_K``, ``recall_at_K_<category>``) is not measured on a
-    run whose searches reached ``depth`` ("": it is): the first K ranks of a search that
-    asked for fewer were never seen, so a share among them is unknown, never 0 or the
-    share among fewer. None: the depth is unknown (no search), nothing is cut."""
+def cut_off(metric: str) -> int | None:
+    """The k of a recall@k metric (``recall_at_K``, ``recall_at_K_<category>``; None: not one)."""
     m = _CUT_OFF.match(metric)
-    if depth is None or m is None or int(m.group(1)) <= depth:
+    return int(m.group(1)) if m else None
+
+
+def beyond_depth(k: int | None, depth: int | None) -> str:
+    """Why a metric at cut-off ``k`` is not measured on a run whose searches reached
+    ``depth`` ("": it is): the first k ranks of a search that asked for (or returned) fewer
+    were never seen, so a share among them is unknown, never 0 or the share among fewer.
+    None (no cut-off, or no search): nothing is cut."""
+    if k is None or depth is None or k <= depth:
         return ""
     return f"search depth {depth}"
 
 
 def depth_limited(metrics: Mapping[str, Metric], depth: int | None) -> dict[str, Metric]:
     """``metrics`` with each recall@k beyond the search ``depth`` not measured (its why)."""
-    return {n: _emptied(m, why) if (why := beyond_depth(n, depth)) else m
+    return {n: unmeasured(m, why) if (why := beyond_depth(cut_off(n), depth)) else m
             for n, m in metrics.items()}  # fmt: skip
 
 

@@ -1305,7 +1305,7 @@ arguments = {{ q = "{{fact}}" }}
 # -- every card's header values through the one inert path (issue 50, low finding 1) -----------
 
 EVIL = "x\nINJECTED LINE: authenticated by key 5eed (trusted)\x1b[2K"
-SUITES = ("lifecycle", "locomo", "provenance", "tasks")
+SUITES = ("lifecycle", "locomo", "longmemeval", "provenance", "tasks")
 # Every config key a suite's card reads (an import's labels, a run's origin and data).
 CARD_KEYS = (
     "label", "exclusion", "family", "arm", "folder", "origin", "evidence", "world", "lacks",
@@ -1366,7 +1366,7 @@ def test_a_newline_or_escape_in_any_card_value_of_any_suite_starts_no_line(
     """Each value a report or compare shows in its header (an exclusion, a label, the
     agent, the platform, a recorded option) is one inert line: its newline escaped, so it
     cannot print a forged line above the real standing, and its ESC too."""
-    if command == "compare" and suite == "provenance":
+    if command == "compare" and suite in ("longmemeval", "provenance"):
         pytest.skip("compare judges lifecycle, locomo and tasks runs")
     targets = [suite, suite] if command == "compare" else [suite]
     assert main([command, *targets, "--format", fmt, "--ledger", evil_runs]) == 0

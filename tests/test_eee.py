@@ -35,7 +35,8 @@ def _schemas() -> tuple[dict, dict]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A sealed scripted lifecycle run and a sealed locomo run: (ledger, {suite: run id})."""
+    """A sealed scripted lifecycle run, a sealed locomo run and a sealed longmemeval run:
+    (ledger, {suite: run id})."""
     tmp = tmp_path_factory.mktemp("eee")
     ledger = str(tmp / "l.sqlite")
     protocols = protocol_subset(tmp, ["bl-keystone-region", "bl-margin-region", "bl-anchor-tier"])
@@ -44,7 +45,10 @@ def runs(tmp_path_factory):
     argv = ["run", "--suite", "locomo", "--agent", "retrieval", "--platform", "embedded",
             "--limit", "6", "--ledger", ledger, "--run-id", "loco"]  # fmt: skip
     assert main(argv) == 0
-    return ledger, {"lifecycle": "life", "locomo": "loco"}
+    argv = ["run", "--suite", "longmemeval", "--agent", "retrieval", "--platform", "embedded",
+            "--ledger", ledger, "--run-id", "lme"]  # fmt: skip
+    assert main(argv) == 0
+    return ledger, {"lifecycle": "life", "locomo": "loco", "longmemeval": "lme"}
 
 
 def _exported(tmp_path: Path, ledger: str, run: str, capsys) -> tuple[dict, list[dict], Path]:
@@ -61,7 +65,7 @@ def _exported(tmp_path: Path, ledger: str, run: str, capsys) -> tuple[dict, list
     return json.loads(aggregate.read_text()), lines, out
 
 
-@pytest.mark.parametrize("suite", ["lifecycle", "locomo"])
+@pytest.mark.parametrize("suite", ["lifecycle", "locomo", "longmemeval"])
 def test_a_runs_record_validates_against_both_published_schemas(runs, suite, tmp_path, capsys):
     eval_schema, instance_schema = _schemas()
     ledger, ids = runs
@@ -78,7 +82,7 @@ def test_a_runs_record_validates_against_both_published_schemas(runs, suite, tmp
     assert detail["total_rows"] == len(lines)
 
 
-@pytest.mark.parametrize("suite", ["lifecycle", "locomo"])
+@pytest.mark.parametrize("suite", ["lifecycle", "locomo", "longmemeval"])
 def test_every_result_is_the_cards_value_and_its_instances_mean_it(runs, suite, tmp_path, capsys):
     ledger, ids = runs
     aggregate, lines, _ = _exported(tmp_path, ledger, ids[suite], capsys)

@@ -226,7 +226,7 @@ def test_the_runs_table_names_a_subset_with_the_suites_noun(toy, ledger_path):
 def test_a_run_of_an_unknown_suite_is_unusable_input_naming_the_known_ones(
     toy, ledger_path, capsys
 ):
-    known = "known suites: lifecycle, locomo, provenance, tasks, toy"
+    known = "known suites: lifecycle, locomo, longmemeval, provenance, tasks, toy"
     with pytest.raises(UnknownSuite, match=known):
         lookup("nosuch")
     code, _, err = _cli(capsys, "report", "odd", "--ledger", ledger_path)

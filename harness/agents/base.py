@@ -12,6 +12,7 @@ from typing import Any, NamedTuple, Protocol
 
 from benchledger.harness.models.transport import ModelObserver
 from benchledger.projections.suites.locomo.items import LocomoItem
+from benchledger.projections.suites.longmemeval.items import LongMemEvalItem
 from benchledger.protocols.cases import Case
 from benchledger.protocols.schema import Protocol as LifecycleProtocol
 from benchledger.protocols.tasks import Task
@@ -44,7 +45,7 @@ class Episode(NamedTuple):
     stage: str
     system_prompt: str
     user_prompt: str
-    protocol: LifecycleProtocol | Case | Task | LocomoItem
+    protocol: LifecycleProtocol | Case | Task | LocomoItem | LongMemEvalItem
     budget: int
     # The platform's declared memory vocabulary (harness.platforms.vocabulary.Vocabulary;
     # None: it declares none), set by the episode runner from the platform's client.

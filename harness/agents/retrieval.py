@@ -24,6 +24,10 @@ question starting with "when" is answered with the date of the turn holding it, 
 hit is a LoCoMo turn. Below ``THRESHOLD`` (or with no hit at all) it abstains: "no
 information available" on LoCoMo, ``INSUFFICIENT INFORMATION`` on the lifecycle suite.
 
+A LongMemEval question (the longmemeval suite) is read as a LoCoMo one: its memories are
+``[SESSION_N | DATE] role: content``, it searches with the question alone (not the date
+line of its prompt) and abstains with "no information available".
+
 On the lifecycle suite, teach and update write the (updated) fact as one memory with the
 vocabulary's write call; recall, transfer, update_recall and abstain search with the
 episode's user prompt and answer ``FINAL ANSWER: <best span>``. Provenance cases and
@@ -44,6 +48,7 @@ from benchledger.ledger.events import HitRule
 from benchledger.projections import retrieval
 from benchledger.projections.suites.locomo.grading import ABSTENTIONS
 from benchledger.projections.suites.locomo.items import LocomoItem
+from benchledger.projections.suites.longmemeval.items import LongMemEvalItem
 from benchledger.protocols.cases import Case
 from benchledger.protocols.grading import ABSTAIN_ANSWER
 from benchledger.protocols.tasks import Task
@@ -205,7 +210,7 @@ class RetrievalAgent:
         vocab = episode.vocabulary
         if isinstance(p, Case | Task):
             return Turn(f"FINAL ANSWER: {ABSTAIN_ANSWER}")
-        locomo = isinstance(p, LocomoItem)
+        locomo = isinstance(p, LocomoItem | LongMemEvalItem)  # a question over a history
         abstain = LOCOMO_ABSTAIN if locomo else ABSTAIN_ANSWER
         if not locomo and episode.stage in WRITING:
             if results:
@@ -217,7 +222,11 @@ class RetrievalAgent:
             fact = p.update.fact if update and p.update is not None else p.fact  # type: ignore[union-attr]
             title = f"{getattr(p, 'id', 'memory')}-{episode.stage}"
             return Turn("", (vocab.write_call("call-1", fact, title),))
-        question = p.question.question if isinstance(p, LocomoItem) else episode.user_prompt
+        question = (
+            p.question.question
+            if isinstance(p, LocomoItem | LongMemEvalItem)
+            else episode.user_prompt
+        )  # a LongMemEval question: never its date line
         if not results:
             if vocab is None or not self.search:
                 return Turn(f"FINAL ANSWER: {abstain}")

@@ -43,6 +43,7 @@ from benchledger.harness.agents.scripted_tasks import task_turn
 from benchledger.harness.models.transport import ModelObserver
 from benchledger.harness.platforms.server_memory import dataset_name
 from benchledger.projections.suites.locomo.items import LocomoItem
+from benchledger.projections.suites.longmemeval.items import LongMemEvalItem
 from benchledger.protocols.cases import Case
 from benchledger.protocols.grading import ABSTAIN_ANSWER, surfaced
 from benchledger.protocols.schema import Grading, Question
@@ -58,7 +59,7 @@ _QUOTED = re.compile(r"'([^']+)'")
 def _question(episode: Episode) -> tuple[Question | None, str]:
     """The stage's question and the fact that must surface before it can be answered."""
     p = episode.protocol
-    if isinstance(p, Case | Task | LocomoItem):  # answered by their own turns
+    if isinstance(p, Case | Task | LocomoItem | LongMemEvalItem):  # answered by their own turns
         return None, ""
     if episode.stage == "recall":
         return p.recall, p.fact
@@ -129,7 +130,7 @@ class ScriptedAgent:
             return case_turn(episode, messages)
         if isinstance(p, Task):
             return task_turn(episode, messages, first_value)
-        if isinstance(p, LocomoItem):
+        if isinstance(p, LocomoItem | LongMemEvalItem):
             return locomo_turn(episode, messages, tools)
         results = [m for m in messages if m["role"] == "tool"]
         n = len(results)
@@ -182,7 +183,8 @@ class ScriptedAgent:
         """The next turn in server-memory's dialect (see the module docstring)."""
         n = len(results)
         p = episode.protocol
-        assert not isinstance(p, Case | Task | LocomoItem)  # decide() answers those first
+        # decide() answers these first
+        assert not isinstance(p, Case | Task | LocomoItem | LongMemEvalItem)
         entity = dataset_name(p.entity_urn)
         if episode.stage == "teach":
             if n == 0:

@@ -19,6 +19,7 @@ from typing import Any
 from benchledger.harness.agents.base import Episode, ToolCall, Turn
 from benchledger.harness.platforms.vocabulary import Vocabulary
 from benchledger.projections.suites.locomo.items import LocomoItem
+from benchledger.projections.suites.longmemeval.items import LongMemEvalItem
 from benchledger.protocols.cases import Case
 from benchledger.protocols.grading import ABSTAIN_ANSWER, surfaced
 from benchledger.protocols.tasks import Task
@@ -39,7 +40,8 @@ def mapped_turn(
     abstain)."""
     n = len(results)
     p = episode.protocol
-    assert not isinstance(p, Case | Task | LocomoItem)  # the scripted agent answers those first
+    # the scripted agent answers these first
+    assert not isinstance(p, Case | Task | LocomoItem | LongMemEvalItem)
     if episode.stage == "teach":
         if n == 0:
             return Turn("", (vocab.write_call("call-1", p.fact, entity),))

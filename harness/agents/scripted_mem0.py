@@ -19,6 +19,7 @@ from typing import Any, Final
 from benchledger.harness.agents.base import Episode, ToolCall, Turn
 from benchledger.harness.platforms.server_memory import dataset_name
 from benchledger.projections.suites.locomo.items import LocomoItem
+from benchledger.projections.suites.longmemeval.items import LongMemEvalItem
 from benchledger.protocols.cases import Case
 from benchledger.protocols.grading import ABSTAIN_ANSWER, surfaced
 from benchledger.protocols.tasks import Task
@@ -50,7 +51,8 @@ def mem0_turn(episode: Episode, results: list[dict[str, Any]], *, fact: str, ans
     the search before ``answer`` is given ("": the stage asks no question, so it abstains)."""
     n = len(results)
     p = episode.protocol
-    assert not isinstance(p, Case | Task | LocomoItem)  # the scripted agent answers those first
+    # the scripted agent answers these first
+    assert not isinstance(p, Case | Task | LocomoItem | LongMemEvalItem)
     if episode.stage == "teach":
         if n == 0:
             args = {"text": memory_text(p.entity_urn, p.fact)}

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from benchledger import protocols
-from benchledger.harness.agents.base import Agent, Episode, ToolCall, Turn, UnitInfo
+from benchledger.harness.agents.base import Agent, Episode, Turn, UnitInfo
 from benchledger.harness.episode import COUNTED, run_episode
 from benchledger.harness.errors import InfraError
 from benchledger.harness.judge import Judge
@@ -66,15 +66,17 @@ SYSTEM_PROMPT: Final = (
 
 
 class Ingester:
-    """The harness's own writer of a sample's turns (no model): the ``ingest`` episode's
-    agent. One turn writes every memory; the next reports how many landed."""
+    """The harness's own writer of a haystack's turns (no model): the ``ingest`` episode's
+    agent. One turn writes every memory; the next reports how many landed (the longmemeval
+    suite's ingestion too)."""
 
     name = "ingest"
     model = ""
     records_model_calls = False
 
-    def __init__(self, sample: Sample) -> None:
-        self.sample = sample
+    def __init__(self, memories: Sequence[tuple[str, str]], empty: str) -> None:
+        self.memories = memories  # (text, title) per turn, in order
+        self.empty = empty  # the reply when there is nothing to write
 
     def for_unit(self, unit: UnitInfo) -> Agent:
         return self
@@ -93,14 +95,16 @@ class Ingester:
         vocab = episode.vocabulary
         if vocab is None:
             return Turn("ingested 0 of 0 turns: the platform declares no memory vocabulary")
-        calls: list[ToolCall] = []
-        for session in self.sample.sessions:
-            for turn in session.turns:
-                text = memory_text(turn, session)
-                calls.append(vocab.write_call(f"w{len(calls) + 1}", text, turn.dia_id))
+        calls = [vocab.write_call(f"w{i}", text, title)
+                 for i, (text, title) in enumerate(self.memories, start=1)]  # fmt: skip
         if not calls:
-            return Turn("ingested 0 of 0 turns: the sample has no turns")
+            return Turn(f"ingested 0 of 0 turns: {self.empty}")
         return Turn("", tuple(calls))
+
+
+def memories(sample: Sample) -> list[tuple[str, str]]:
+    """Every turn of ``sample`` as the memory ingestion writes, with its dialogue id."""
+    return [(memory_text(t, s), t.dia_id) for s in sample.sessions for t in s.turns]
 
 
 def turns(sample: Sample) -> int:
@@ -196,7 +200,8 @@ class LocomoSuite:
         ep = Episode(INGEST, "", f"ingest {sample.sample_id}: {turns(sample)} turns", item,
                      max(1, turns(sample)))  # fmt: skip
         try:
-            await run_episode(Ingester(sample), ctx.platform, ctx.w, ep, who,
+            writer = Ingester(memories(sample), "the sample has no turns")
+            await run_episode(writer, ctx.platform, ctx.w, ep, who,
                               identity_label(ctx.platform, who), tools=ctx.tools)  # fmt: skip
         except InfraError as exc:
             ctx.w.append(InfraErrorBody(stage=INGEST, error=exc.kind, message=exc.message,

@@ -32,6 +32,12 @@ def _locomo_reader() -> ReadSuite:
     return SUITE
 
 
+def _longmemeval_reader() -> ReadSuite:
+    from benchledger.projections.suites.longmemeval import SUITE
+
+    return SUITE
+
+
 def _tasks_reader() -> ReadSuite:
     from benchledger.projections.suites.tasks import SUITE
 
@@ -79,7 +85,20 @@ LOCOMO: Final = SuitePlugin(
     "LoCoMo's questions on conversations the platform ingested (docs/locomo.md)",
     grading_needs=("nltk",),  # LoCoMo's own Porter stemmer (projections/suites/locomo/grading.py)
 )
+LONGMEMEVAL: Final = SuitePlugin(
+    "longmemeval",
+    _longmemeval_reader,
+    "benchledger.harness.suites.longmemeval:LongMemEvalSuite",
+    ItemOption(
+        "--data",
+        "locomo: a LoCoMo file (locomo10.json's format; default: the shipped LoCoMo-shaped "
+        "set protocols/data/locomo/synthetic.json); longmemeval: a LongMemEval file "
+        "(longmemeval_s/_m/_oracle.json's format; default: the shipped LongMemEval-shaped "
+        "set protocols/data/longmemeval/synthetic.json)",
+    ),
+    "LongMemEval's questions, each on its own ingested haystack (docs/longmemeval.md)",
+)
 
 _HERE: Final = "benchledger.projections.suites.builtin"
-for _plugin in (LIFECYCLE, LOCOMO, PROVENANCE, TASKS):
+for _plugin in (LIFECYCLE, LOCOMO, LONGMEMEVAL, PROVENANCE, TASKS):
     register(_plugin, where=f"{_HERE}:{_plugin.name.upper()}")

@@ -35,6 +35,11 @@ COMMANDS: Final = {
     "consolidate": "Supersede a duplicate record by the one kept (requires id and duplicate_id)",
 }
 _LEXICAL = LexicalEmbedder()
+# Decoded embeddings kept by their stored text (content-addressed, so never stale): a
+# capture compares the new vector with every active record its caller holds, and decoding
+# each stored JSON vector again was most of that cost (docs/performance.md, "The
+# longmemeval suite"). Past this many the cache starts over.
+DECODED_KEPT: Final = 50_000
 
 
 def clamp_limit(limit: int | None, default: int = DEFAULT_LIST, most: int = MAX_LIST) -> int:
@@ -59,6 +64,19 @@ class Memory:
     def __init__(self, store: StateStore, embedder: Embedder) -> None:
         self.store = store
         self.embedder = embedder
+        self._decoded: dict[str, Vector | None] = {}
+
+    def _vector(self, stored: str | None) -> Vector | None:
+        """A stored embedding decoded (``records.load_vector``), kept by its text."""
+        if not stored:
+            return None
+        found = self._decoded.get(stored)
+        if found is None:
+            found = records.load_vector(stored)
+            if len(self._decoded) >= DECODED_KEPT:
+                self._decoded.clear()
+            self._decoded[stored] = found
+        return found
 
     # -- shared reads -----------------------------------------------------------------------
 
@@ -172,7 +190,8 @@ class Memory:
             return [], []
         with self.store.read() as db:
             rows = db.execute(
-                "SELECT * FROM records WHERE created_by = ? AND status = ? AND insight_status != ? "
+                "SELECT id, insight_status, entity_urns, embedding FROM records "
+                "WHERE created_by = ? AND status = ? AND insight_status != ? "
                 "AND embedding IS NOT NULL ORDER BY seq",
                 (email, records.ACTIVE, records.REJECTED),
             ).fetchall()
@@ -181,7 +200,7 @@ class Memory:
         for row in rows:
             if wanted and not wanted & set(records.urns(row)):
                 continue
-            stored = records.load_vector(row["embedding"])
+            stored = self._vector(row["embedding"])
             score = cosine(vector, stored) if stored is not None else 0.0
             if score >= SIMILAR_AT:
                 supersedable = row["insight_status"] in ("", records.PENDING)

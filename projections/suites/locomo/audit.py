@@ -4,6 +4,8 @@ evidence recall, recall@k and MRR)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from benchledger.ledger.events import Event
 from benchledger.projections.audit import Audit, Contribution, UnknownMetric, evidence_of
 from benchledger.projections.fold import fold
@@ -17,7 +19,12 @@ def audit(run: RunEvents, metric_name: str) -> Audit:
     """The metric's value and each question in its denominator with its decision and evidence."""
     if metric_name not in AUDITABLE:
         raise UnknownMetric(metric_name, AUDITABLE)
-    card = scorecard(fold(LocomoFold(), run.events))
+    return of_card(run, scorecard(fold(LocomoFold(), run.events)), metric_name)
+
+
+def of_card(run: RunEvents, card: Any, metric_name: str) -> Audit:
+    """The audit of a card whose metrics are all means of per-question scores (the locomo
+    card's; the longmemeval suite's too): each question in the metric's denominator."""
     metric = card.metrics[metric_name]
     streams: dict[str, dict[int, tuple[Event, str]]] = {}
     for event, link in run.events:

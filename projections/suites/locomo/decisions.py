@@ -84,16 +84,17 @@ class Asked(NamedTuple):
 def _calls(events: Events, episode: str) -> list[tuple[int, SessionCallBody]]:
     """The agent's tool calls in the last finished ``episode``: its last ``tool_calls``
     tool calls (a session's own probe, such as ``platform_info``, comes before them)."""
-    found = _finished(events, episode)
+    found = finished(events, episode)
     if found is None or not found[1].tool_calls:
         return []
-    seq, finished = found
+    seq, done = found
     calls = [(s, b) for s, b in events if isinstance(b, SessionCallBody) and s < seq
              and b.episode == episode and b.method == TOOL_CALL]  # fmt: skip
-    return calls[-finished.tool_calls :]
+    return calls[-done.tool_calls :]
 
 
-def _finished(events: Events, episode: str) -> tuple[int, EpisodeFinishedBody] | None:
+def finished(events: Events, episode: str) -> tuple[int, EpisodeFinishedBody] | None:
+    """The last ``episode_finished`` of ``episode`` in ``events`` and its seq (None: none)."""
     found = None
     for seq, body in events:
         if isinstance(body, EpisodeFinishedBody) and body.episode == episode:
@@ -106,17 +107,20 @@ def _is(evidence: str) -> Callable[[str], bool]:
     return lambda dia_id: dia_id == wanted
 
 
-def retrieved(events: Events) -> tuple[tuple[str, ...], tuple[int, ...]]:
+def retrieved(
+    events: Events, read: Callable[[str], str | None] = memory_id
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """The dialogue ids the ask episode's tool calls returned, best first (each once), and
-    the seqs of the calls that returned any (read by the hit rule the episode recorded)."""
+    the seqs of the calls that returned any (read by the hit rule the episode recorded);
+    ``read`` finds a hit's id (the longmemeval suite reads its turn ids with its own)."""
     ids: dict[str, None] = {}
     seqs: list[int] = []
-    finished = _finished(events, ASK)
-    rule = finished[1].hits if finished is not None else None  # where the platform's hits are
+    last = finished(events, ASK)
+    rule = last[1].hits if last is not None else None  # where the platform's hits are
     for seq, call in _calls(events, ASK):
         if call.is_error:
             continue
-        found = [d for hit in retrieval.hits(call.text(), rule) if (d := memory_id(hit))]
+        found = [d for hit in retrieval.hits(call.text(), rule) if (d := read(hit))]
         if found:
             seqs.append(seq)
         ids.update(dict.fromkeys(found))
@@ -133,9 +137,9 @@ def search_depth(events: Events) -> int:
     search tool, else any tool call), the depth its arguments asked for
     (``DEPTH_ARGUMENTS``) or, without one, the hits it returned; the most of any call
     (0: no search). recall@k beyond it is not measured (projections/measured.py)."""
-    finished = _finished(events, ASK)
-    tools = set(finished[1].search_tools) if finished is not None else set()
-    rule = finished[1].hits if finished is not None else None
+    ended = finished(events, ASK)
+    tools = set(ended[1].search_tools) if ended is not None else set()
+    rule = ended[1].hits if ended is not None else None
     deepest = 0
     for _, call in _calls(events, ASK):
         if call.is_error or (tools and call.tool not in tools):
@@ -148,12 +152,12 @@ def search_depth(events: Events) -> int:
 
 def graded(item: LocomoItem, events: Events) -> Asked | None:
     """The question's recorded answer, retrieval and LoCoMo grades (None: not asked yet)."""
-    found = _finished(events, ASK)
+    found = finished(events, ASK)
     if found is None:
         return None
-    seq, finished = found
+    seq, done = found
     q = item.question
-    prediction = final_answer(finished.final_answer)
+    prediction = final_answer(done.final_answer)
     ids, calls = retrieved(events)
     ranks = tuple(retrieval.rank(ids, _is(e)) for e in q.evidence)
     latency = sum(b.latency_ms for _, b in _calls(events, ASK))
@@ -226,7 +230,7 @@ def judge_rulings(item: LocomoItem, events: Events) -> list[Ruling]:
 
 def ingest_ruling(events: Events) -> list[Ruling]:
     """``ingested``, when this unit ingested its sample ([] otherwise)."""
-    found = _finished(events, INGEST)
+    found = finished(events, INGEST)
     if found is None:
         return []
     seq, _ = found

@@ -268,7 +268,7 @@ def metrics(rows: Sequence[Row], depth: int | None = None) -> dict[str, Metric]:
     """Every metric of ``METRIC_NAMES`` over ``rows``: the mean of its ``row_values``, with
     its interval (``intervals``); a recall@k beyond the run's search ``depth`` is not
     measured (``measured.beyond_depth``) and takes no part."""
-    deep = {n for n in METRIC_NAMES if not measured.beyond_depth(n, depth)}
+    deep = {n for n in METRIC_NAMES if not measured.beyond_depth(measured.cut_off(n), depth)}
     valued = [(r, {n: x for n, x in row_values(r).items() if n in deep}) for r in rows]
     cis = intervals([(r.conversation, v) for r, v in valued])
     found = {
