@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import binascii
 import contextlib
 import os
 import time
@@ -74,6 +75,8 @@ if TYPE_CHECKING:
 
 Clock = Callable[[], int]
 _hash = blake3.blake3
+_hexlify = binascii.hexlify
+_join = b"".join
 _tuple_new = tuple.__new__
 _encode = canonical_json
 _T = TypeVar("_T")
@@ -140,6 +143,9 @@ class StreamWriter:
         self.log: list[tuple[int, Body]] = []
         self.format = fmt
         self._v: int | msgspec.UnsetType = msgspec.UNSET if fmt == 1 else fmt
+        # Format 2's body digests: one hasher kept and reset for each (the checker's and
+        # the raw baseline's idiom: a new one costs ~0.3 us more).
+        self._body_hasher = _hash()
 
     def append(self, body: Body, refs: Iterable[int] = ()) -> int:
         """Stage ``body`` as the next event; return its seq (written at the next commit)."""
@@ -179,8 +185,14 @@ class StreamWriter:
             # ends at the last ',"kind":"' (the envelope's own; no string holds it unescaped).
             b = data.find(BODY_KEY) + 8
             t = data.rfind(KIND_KEY)
-            digest = _hash(BODY_DOMAIN + data[b:t]).hexdigest().encode()
-            self.head = _hash(EVENT_DOMAIN + data[:b] + b'"' + digest + b'"' + data[t:]).hexdigest()
+            body_hasher = self._body_hasher
+            body_hasher.reset()
+            body_hasher.update(BODY_DOMAIN)
+            body_hasher.update(data[b:t])
+            sealed = _join(
+                (EVENT_DOMAIN, data[:b], b'"', _hexlify(body_hasher.digest()), b'"', data[t:])
+            )
+            self.head = _hash(sealed).hexdigest()
         self.next_seq = seq + 1
         return seq
 

@@ -161,3 +161,31 @@ def test_a_format_2_baseline_chains_each_row_as_the_ledger_links_it():
     relabelled = [(*r[:2], "episode_started", *r[3:]) if r[2] == "model_call" else r for r in rows]
     with pytest.raises(SystemExit, match="baseline hash broken"):
         check(relabelled, 2)
+
+
+def test_which_side_writes_a_batch_first_alternates(tmp_path):
+    """Writing first after a batch is built is the dearer turn (docs/performance.md): with
+    one writer the sides take it in turn, batch by batch, so neither pays it always."""
+    from benchledger.benchmarks.ledger_bench import EVENTS_PER_STREAM, STREAMS_PER_BATCH, _alternate
+    from benchledger.benchmarks.raw_baseline import SqliteRaw, Streams
+    from benchledger.ledger import Ledger, open_store
+    from benchledger.ledger.events import RunStartedBody
+
+    led = Ledger(open_store(str(tmp_path / "ledger.sqlite")))
+    led.start_run("run-o", RunStartedBody(suite="bench", config={}))
+    ours_first: list[bool] = []
+
+    class Watched(SqliteRaw):
+        def insert(self, streams: Streams) -> None:
+            # Our side has written this batch already when its first stream is stored.
+            ours_first.append(led.store.head(streams[0][0]) is not None)
+            super().insert(streams)
+
+    raw = Watched(str(tmp_path / "baseline.sqlite"), 2)
+    try:
+        t_ours, t_base = _alternate(led, raw, "run-o", 4 * STREAMS_PER_BATCH * EVENTS_PER_STREAM)
+    finally:
+        raw.close()
+        led.store.close()
+    assert ours_first == [True, False, True, False]
+    assert t_ours > 0 and t_base > 0
