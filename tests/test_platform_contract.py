@@ -197,3 +197,51 @@ def test_each_seeded_bug_fails_a_named_conformance_test(seeded, bug, test, says)
         getattr(case, test)()
     clean = seeded(McpDataPlatform)()
     getattr(clean, test)()  # the same test passes on the adapter without the bug
+
+
+# -- one runtime per class -------------------------------------------------------------------
+
+
+class _Counted(McpDataPlatform):
+    """The embedded adapter keeping every client a test used, and every one closed."""
+
+    used: ClassVar[list[Any]] = []
+    closed: ClassVar[list[Any]] = []
+
+    def _use(self) -> None:
+        if not any(c is self for c in _Counted.used):
+            _Counted.used.append(self)
+
+    async def describe(self) -> Any:
+        self._use()
+        return await super().describe()
+
+    def email(self, index: int) -> str:
+        self._use()
+        return super().email(index)
+
+    def session(self, *args: Any, **kw: Any) -> Any:
+        self._use()
+        return super().session(*args, **kw)
+
+    async def aclose(self) -> None:
+        self._use()
+        if not any(c is self for c in _Counted.closed):
+            _Counted.closed.append(self)
+        await super().aclose()
+
+
+def test_a_contract_class_shares_one_runtime_between_its_tests_and_closes_it(seeded):
+    # As pytest runs a class: setup_class, each test on an instance, teardown_class. The
+    # close test closes a client, so it gets one of its own; every other test shares one.
+    _Counted.used.clear()
+    _Counted.closed.clear()
+    cls = seeded(_Counted)
+    cls.setup_class()
+    try:
+        for name in sorted(n for n in dir(cls) if n.startswith("test_")):
+            getattr(cls(), name)()
+        assert len(_Counted.used) == 2, len(_Counted.used)
+    finally:
+        cls.teardown_class()
+    assert all(any(c is u for c in _Counted.closed) for u in _Counted.used), "left open"
