@@ -2,8 +2,9 @@
 
 ``benchledger.testing.platform.PlatformTestCase`` is the contract (docs/plugins.md); each
 class here names one built-in platform. server-memory and basic-memory run their real
-servers, installed on first use as their own tests do, and are skipped, saying why, where
-the installer's runtime (Node.js with npm; a Python >= 3.12) is missing.
+servers (server-memory from the session's install, conftest's ``npm_dir``; basic-memory
+installed on first use as its own tests do), and are skipped, saying why, where the
+installer's runtime (Node.js with npm; a Python >= 3.12) is missing.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar
@@ -51,15 +51,10 @@ class TestServerMemory(PlatformTestCase):
     lifecycle = True
     refs = True
 
-    @pytest.fixture(autouse=True)
-    def _node(self, tmp_path_factory: pytest.TempPathFactory) -> None:
-        missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
-        if missing:
-            pytest.skip(f"server-memory runs on Node.js: {' and '.join(missing)} not on PATH")
-        folder = os.environ.get("BENCHLEDGER_NPM_DIR") or str(
-            tmp_path_factory.getbasetemp() / "contract-npm"
-        )
-        type(self)._npm_dir = folder
+    @pytest.fixture(autouse=True, scope="class")
+    def _node(self, npm_dir: str) -> None:
+        # The session's install (conftest's npm_dir, skipped without Node.js), not one more.
+        type(self)._npm_dir = npm_dir
 
     _npm_dir: ClassVar[str] = ""
 
@@ -73,7 +68,7 @@ class TestBasicMemory(PlatformTestCase):
     lifecycle = True
     refs = True
 
-    @pytest.fixture(autouse=True)
+    @pytest.fixture(autouse=True, scope="class")  # finding it runs interpreters: once
     def _python(self) -> None:
         try:
             find_python()
