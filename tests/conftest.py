@@ -384,3 +384,13 @@ def interrupted_after(
 
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(go())
+
+
+@pytest.fixture(scope="session")
+def forks() -> Iterator[Any]:
+    """``benchledger ARGV`` as in a fresh interpreter, forked from one (tests/forked.py)."""
+    from tests.forked import Forks
+
+    server = Forks()
+    yield server
+    server.close()

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ from benchledger.ledger import Ledger, open_store
 from benchledger.ledger.backend import Store
 from benchledger.ledger.events import RunStartedEvent
 from benchledger.ledger.sqlite import SqliteStore
+from tests.forked import Forked, Forks
 
 REPO = Path(__file__).resolve().parent.parent
 DIST = "riddle-kit"
@@ -87,11 +86,11 @@ broken = tests.no_such_module:open_broken
 REFUSED = ("--platform", "embedded:process")
 
 
-def _benchledger(site: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    """``benchledger ARGV`` in a fresh interpreter that has ``site`` on its path."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(site)])}
-    return subprocess.run([sys.executable, "-m", "benchledger", *argv], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+def _benchledger(forks: Forks, site: Path, *argv: str) -> Forked:
+    """``benchledger ARGV`` as in a fresh interpreter that has ``site`` on its path (forked:
+    tests/forked.py; entry points are read from the path when first looked up)."""
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO), str(site)])}  # for its own children
+    return forks.run(argv, path=[str(site)], env=env, cwd=str(REPO))
 
 
 @pytest.fixture
@@ -111,20 +110,22 @@ def site(tmp_path: Path) -> Path:
     ids=["suite", "model-provider", "ledger-backend"],
 )
 def test_an_installed_entry_point_is_listed_with_its_distribution_and_version(
-    site, command, name, where
+    forks, site, command, name, where
 ):
-    res = _benchledger(site, command, "--json")
+    res = _benchledger(forks, site, command, "--json")
     assert res.returncode == 0, res.stderr
     rows = {r["name"]: r for r in json.loads(res.stdout)}
     assert rows[name]["origin"] == f"{DIST} {VERSION}" and rows[name]["where"] == where
     assert all(r["origin"] == "benchledger" for n, r in rows.items() if n != name)
-    table = _benchledger(site, command).stdout
+    table = _benchledger(forks, site, command).stdout
     assert any(line.split()[:4] == [name, DIST, VERSION, where] for line in table.splitlines())
 
 
-def test_an_installed_suite_runs_with_its_own_item_option_and_an_installed_provider(site, tmp_path):
+def test_an_installed_suite_runs_with_its_own_item_option_and_an_installed_provider(
+    forks, site, tmp_path
+):
     ledger = str(tmp_path / "l.sqlite")
-    res = _benchledger(site, "run", "--suite", "riddles", "--riddles", "any", "--agent",
+    res = _benchledger(forks, site, "run", "--suite", "riddles", "--riddles", "any", "--agent",
                        "echo:hello", "--run-id", "rd", "--ledger", ledger)  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert "riddles of rd: solved 2/3" in res.stdout and "run rd sealed" in res.stdout
@@ -135,10 +136,10 @@ def test_an_installed_suite_runs_with_its_own_item_option_and_an_installed_provi
     assert (header.body.suite, header.body.record.agent) == ("riddles", "echo:hello")
 
 
-def test_an_installed_ledger_backend_opens_the_urls_of_its_scheme(site):
-    res = _benchledger(site, "runs", "--ledger", "scratch://x")
+def test_an_installed_ledger_backend_opens_the_urls_of_its_scheme(forks, site):
+    res = _benchledger(forks, site, "runs", "--ledger", "scratch://x")
     assert res.returncode == 0 and res.stderr == "", res.stderr
-    res = _benchledger(site, "runs", "--ledger", "nosuch://u:secret@h/db")
+    res = _benchledger(forks, site, "runs", "--ledger", "nosuch://u:secret@h/db")
     assert res.returncode == 2 and "secret" not in res.stderr
     assert res.stderr.strip() == (
         "benchledger: error: ledger nosuch://...: unknown ledger URL scheme (use a file path "
@@ -146,9 +147,11 @@ def test_an_installed_ledger_backend_opens_the_urls_of_its_scheme(site):
     )
 
 
-def test_another_suites_item_option_is_refused_naming_the_suite_it_belongs_to(site, tmp_path):
-    res = _benchledger(site, "run", "--suite", "riddles", "--cases", "x", *REFUSED, "--ledger",
-                       str(tmp_path / "l.sqlite"))  # fmt: skip
+def test_another_suites_item_option_is_refused_naming_the_suite_it_belongs_to(
+    forks, site, tmp_path
+):
+    res = _benchledger(forks, site, "run", "--suite", "riddles", "--cases", "x", *REFUSED,
+                       "--ledger", str(tmp_path / "l.sqlite"))  # fmt: skip
     assert res.returncode == 2
     assert res.stderr.strip().splitlines() == [
         "benchledger: error: --cases belongs to suite provenance; suite riddles reads its "
@@ -170,21 +173,21 @@ def test_another_suites_item_option_is_refused_naming_the_suite_it_belongs_to(si
     ],
     ids=["suite", "model-provider", "unknown-provider"],
 )  # fmt: skip
-def test_a_broken_or_unknown_entry_point_is_one_line_and_exit_2(tmp_path, argv, says):
+def test_a_broken_or_unknown_entry_point_is_one_line_and_exit_2(forks, tmp_path, argv, says):
     site = tmp_path / "site"
     _install(site, BROKEN)
     ledger = tmp_path / "l.sqlite"
-    res = _benchledger(site, *argv, *REFUSED, "--ledger", str(ledger))
+    res = _benchledger(forks, site, *argv, *REFUSED, "--ledger", str(ledger))
     assert res.returncode == 2, res.stdout
     [line] = res.stderr.strip().splitlines()
     assert line.startswith("benchledger: error: ") and says in line, line
     assert not ledger.exists()  # refused before anything was written
 
 
-def test_a_broken_entry_point_is_listed_saying_why(tmp_path):
+def test_a_broken_entry_point_is_listed_saying_why(forks, tmp_path):
     site = tmp_path / "site"
     _install(site, BROKEN)
-    res = _benchledger(site, "suites", "--json")
+    res = _benchledger(forks, site, "suites", "--json")
     assert res.returncode == 0, res.stderr
     [broken] = [r for r in json.loads(res.stdout) if r["name"] == "broken"]
     assert broken["origin"] == f"{DIST} {VERSION}"
@@ -203,7 +206,7 @@ def test_a_broken_entry_point_is_listed_saying_why(tmp_path):
     ],
     ids=["report", "audit", "compare", "gate", "runs", "run"],
 )
-def test_broken_plugins_of_every_kind_are_refused_only_where_they_are_named(tmp_path, argv):
+def test_broken_plugins_of_every_kind_are_refused_only_where_they_are_named(forks, tmp_path, argv):
     """Issue 50: one installed suite that cannot load made report, audit, compare and gate
     exit 2 for every run (building ``--suite``'s choices looked every suite up); a broken
     platform, model provider or ledger backend must not either."""
@@ -215,7 +218,7 @@ def test_broken_plugins_of_every_kind_are_refused_only_where_they_are_named(tmp_
     with open_store(ledger) as store:
         for run in ("a", "b"):
             lifecycle_run(Ledger(store), run, {("p1", 1): PASSING, ("p2", 1): PASSING})
-    res = _benchledger(site, *argv, "--ledger", ledger)
+    res = _benchledger(forks, site, *argv, "--ledger", ledger)
     assert res.returncode in (0, 3), res.stderr  # gate: 3, undecided at 2 units
     assert "plugin" not in res.stderr and res.stdout
 
@@ -238,25 +241,27 @@ SHADOWED = [("platforms", "embedded"), ("suites", "lifecycle"), ("models", "scri
 
 
 @pytest.mark.parametrize(("command", "name"), SHADOWED, ids=[c for c, _ in SHADOWED])
-def test_a_plugin_named_like_a_built_in_is_listed_as_shadowed(tmp_path, command, name):
+def test_a_plugin_named_like_a_built_in_is_listed_as_shadowed(forks, tmp_path, command, name):
     """Issue 50: an installed plugin named like one of benchledger's own was dropped
     without a word; it is listed, as shadowed, beside the built-in that wins."""
     site = tmp_path / "site"
     _install(site, SHADOWING)
-    res = _benchledger(site, command, "--json")
+    res = _benchledger(forks, site, command, "--json")
     assert res.returncode == 0 and res.stderr == "", res.stderr
     rows = [r for r in json.loads(res.stdout) if r["name"] == name]
     assert [r["origin"] for r in rows] == ["benchledger", f"{DIST} {VERSION}"], rows
     assert rows[1]["shadowed"] == f"by benchledger's own {name}" and "error" not in rows[1]
-    table = _benchledger(site, command).stdout.splitlines()
+    table = _benchledger(forks, site, command).stdout.splitlines()
     [line] = [x for x in table if x.split()[:2] == [name, DIST]]
     assert f"SHADOWED by benchledger's own {name}: not used" in line
 
 
-def test_a_run_that_chooses_a_shadowed_name_warns_once_for_each_and_uses_the_built_in(tmp_path):
+def test_a_run_that_chooses_a_shadowed_name_warns_once_for_each_and_uses_the_built_in(
+    forks, tmp_path
+):
     site = tmp_path / "site"
     _install(site, SHADOWING)
-    res = _benchledger(site, "run", "--limit", "1", "--ledger", str(tmp_path / "l.sqlite"))
+    res = _benchledger(forks, site, "run", "--limit", "1", "--ledger", str(tmp_path / "l.sqlite"))
     assert res.returncode == 0, res.stderr
     warned = [x for x in res.stderr.splitlines() if x.startswith("benchledger: warning:")]
     kinds = sorted(x.split()[2] for x in warned)

@@ -2,8 +2,9 @@
 
 ``benchledger.testing.platform.PlatformTestCase`` is the contract (docs/plugins.md); each
 class here names one built-in platform. server-memory and basic-memory run their real
-servers, installed on first use as their own tests do, and are skipped, saying why, where
-the installer's runtime (Node.js with npm; a Python >= 3.12) is missing.
+servers (server-memory from the session's install, conftest's ``npm_dir``; basic-memory
+installed on first use as its own tests do), and are skipped, saying why, where the
+installer's runtime (Node.js with npm; a Python >= 3.12) is missing.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar
@@ -51,15 +51,10 @@ class TestServerMemory(PlatformTestCase):
     lifecycle = True
     refs = True
 
-    @pytest.fixture(autouse=True)
-    def _node(self, tmp_path_factory: pytest.TempPathFactory) -> None:
-        missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
-        if missing:
-            pytest.skip(f"server-memory runs on Node.js: {' and '.join(missing)} not on PATH")
-        folder = os.environ.get("BENCHLEDGER_NPM_DIR") or str(
-            tmp_path_factory.getbasetemp() / "contract-npm"
-        )
-        type(self)._npm_dir = folder
+    @pytest.fixture(autouse=True, scope="class")
+    def _node(self, npm_dir: str) -> None:
+        # The session's install (conftest's npm_dir, skipped without Node.js), not one more.
+        type(self)._npm_dir = npm_dir
 
     _npm_dir: ClassVar[str] = ""
 
@@ -73,7 +68,7 @@ class TestBasicMemory(PlatformTestCase):
     lifecycle = True
     refs = True
 
-    @pytest.fixture(autouse=True)
+    @pytest.fixture(autouse=True, scope="class")  # finding it runs interpreters: once
     def _python(self) -> None:
         try:
             find_python()
@@ -197,3 +192,51 @@ def test_each_seeded_bug_fails_a_named_conformance_test(seeded, bug, test, says)
         getattr(case, test)()
     clean = seeded(McpDataPlatform)()
     getattr(clean, test)()  # the same test passes on the adapter without the bug
+
+
+# -- one runtime per class -------------------------------------------------------------------
+
+
+class _Counted(McpDataPlatform):
+    """The embedded adapter keeping every client a test used, and every one closed."""
+
+    used: ClassVar[list[Any]] = []
+    closed: ClassVar[list[Any]] = []
+
+    def _use(self) -> None:
+        if not any(c is self for c in _Counted.used):
+            _Counted.used.append(self)
+
+    async def describe(self) -> Any:
+        self._use()
+        return await super().describe()
+
+    def email(self, index: int) -> str:
+        self._use()
+        return super().email(index)
+
+    def session(self, *args: Any, **kw: Any) -> Any:
+        self._use()
+        return super().session(*args, **kw)
+
+    async def aclose(self) -> None:
+        self._use()
+        if not any(c is self for c in _Counted.closed):
+            _Counted.closed.append(self)
+        await super().aclose()
+
+
+def test_a_contract_class_shares_one_runtime_between_its_tests_and_closes_it(seeded):
+    # As pytest runs a class: setup_class, each test on an instance, teardown_class. The
+    # close test closes a client, so it gets one of its own; every other test shares one.
+    _Counted.used.clear()
+    _Counted.closed.clear()
+    cls = seeded(_Counted)
+    cls.setup_class()
+    try:
+        for name in sorted(n for n in dir(cls) if n.startswith("test_")):
+            getattr(cls(), name)()
+        assert len(_Counted.used) == 2, len(_Counted.used)
+    finally:
+        cls.teardown_class()
+    assert all(any(c is u for c in _Counted.closed) for u in _Counted.used), "left open"

@@ -303,26 +303,26 @@ def test_a_run_given_the_mcp_endpoint_reaches_the_platform_and_records_its_base_
             assert read_record(Ledger(store), "mcp").platform.url == running.url
 
 
-def test_serve_on_a_busy_port_exits_2_with_one_line_and_prints_no_url():
+def test_serve_on_a_busy_port_exits_2_with_one_line_and_prints_no_url(forks):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        serve = [sys.executable, "-m", "benchledger", "platform", "serve", "--port", str(port)]
-        done = subprocess.run(serve, capture_output=True, text=True, cwd=REPO, timeout=120)
+        done = forks.run(["platform", "serve", "--port", str(port)])  # tests/forked.py
     assert done.returncode == 2 and done.stdout == ""
     err = done.stderr.strip().splitlines()
     assert len(err) == 1 and f"{port}: Address already in use" in err[0], done.stderr
 
 
 @pytest.fixture
-def numpy_missing(tmp_path) -> dict[str, str]:
-    """An environment whose Python finds a ``numpy`` that fails to import (as if absent)."""
+def numpy_missing(tmp_path) -> tuple[str, dict[str, str]]:
+    """A folder holding a ``numpy`` that fails to import (as if absent), and an environment
+    whose Python finds it first: (the folder, the environment's additions)."""
     fake = tmp_path / "site" / "numpy"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('No module named numpy (test)')\n")
     path = os.pathsep.join(p for p in (str(tmp_path / "site"), os.environ.get("PYTHONPATH")) if p)
-    return {**os.environ, "PYTHONPATH": path}
+    return str(tmp_path / "site"), {"PYTHONPATH": path}
 
 
 @pytest.mark.parametrize(
@@ -331,20 +331,14 @@ def numpy_missing(tmp_path) -> dict[str, str]:
     ids=["run", "platform-serve"],
 )
 def test_a_platform_whose_sql_engine_cannot_start_fails_at_once_in_one_line(
-    tmp_path, numpy_missing, argv
+    tmp_path, numpy_missing, argv, forks
 ):
     # DuckDB's Python functions need numpy: without it the SQL workers cannot start, and a
-    # run used to seal 0/30 after minutes of failing queries.
+    # run used to seal 0/30 after minutes of failing queries. Forked (tests/forked.py): the
+    # command and the SQL workers it starts find the failing numpy first.
     ledger = tmp_path / "l.sqlite"
-    cmd = [
-        sys.executable,
-        "-m",
-        "benchledger",
-        *[str(ledger) if a == "LEDGER" else a for a in argv],
-    ]
-    res = subprocess.run(
-        cmd, cwd=REPO, env=numpy_missing, capture_output=True, text=True, timeout=300
-    )
+    site, env = numpy_missing
+    res = forks.run([str(ledger) if a == "LEDGER" else a for a in argv], path=[site], env=env)
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
     assert "SQL engine cannot run queries" in res.stderr and "numpy" in res.stderr

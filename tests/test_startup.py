@@ -13,13 +13,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from benchledger.cli import main
 from benchledger.ledger import Ledger, open_store
+from tests.forked import Forks
 from tests.sample import build_run, counter_clock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,56 +56,6 @@ REFPLATFORM_OPTIONS = frozenset(
     }
 )
 
-# A fresh interpreter per command, without starting one per command: one interpreter
-# imports what every command imports first (benchledger.cli), then forks a child per command
-# (a JSON line on stdin: report path, stderr path, argv), whose sys.modules is a fresh
-# interpreter's at that point. The child runs the command, writes its exit code and loaded
-# module names to the report, and the server answers with the child's own exit status.
-PROBE = """
-import json, os, sys
-from benchledger import cli
-for line in sys.stdin:
-    report, err, argv = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-        os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
-        status = 1
-        try:
-            try:
-                code = cli.main(argv)
-            except SystemExit as exit_:  # --version prints and exits from argparse
-                code = exit_.code
-            with open(report, "w") as out:
-                json.dump({"code": code, "modules": sorted(sys.modules)}, out)
-            status = 0
-        except BaseException:
-            import traceback
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(status)
-    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
-"""
-
-
-@pytest.fixture(scope="module")
-def probe() -> Iterator[subprocess.Popen[str]]:
-    """The interpreter that forks one child per command (PROBE)."""
-    server = subprocess.Popen(
-        [sys.executable, "-c", PROBE],
-        cwd=REPO,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ},
-    )
-    yield server
-    assert server.stdin is not None
-    server.stdin.close()
-    assert server.wait(timeout=60) == 0
-
 
 @pytest.fixture
 def sealed(tmp_path: Path) -> tuple[str, str]:
@@ -119,19 +69,11 @@ def sealed(tmp_path: Path) -> tuple[str, str]:
     return path, bundle
 
 
-def _loaded_by(
-    probe: subprocess.Popen[str], argv: list[str], tmp_path: Path
-) -> tuple[int, list[str]]:
-    """The exit code of ``benchledger ARGV`` run as in a fresh interpreter, and its
-    sys.modules."""
-    report, err = tmp_path / "modules.json", tmp_path / "stderr.txt"
-    assert probe.stdin is not None and probe.stdout is not None
-    probe.stdin.write(json.dumps([str(report), str(err), argv]) + "\n")
-    probe.stdin.flush()
-    status = probe.stdout.readline()
-    assert status.strip() == "0", (status, err.read_text() if err.exists() else "")
-    found = json.loads(report.read_text())
-    return found["code"], found["modules"]
+def _loaded_by(forks: Forks, argv: list[str]) -> tuple[int, list[str]]:
+    """The exit code of ``benchledger ARGV`` run as in a fresh interpreter (forked from one
+    that imported only ``benchledger.cli``: tests/forked.py), and its sys.modules."""
+    got = forks.run(argv)
+    return got.returncode, got.modules
 
 
 def _heavy(modules: list[str]) -> list[str]:
@@ -159,20 +101,20 @@ def _heavy(modules: list[str]) -> list[str]:
     ],
 )
 def test_everyday_commands_load_no_model_sdk_mcp_server_or_database_engine(
-    command: list[str], sealed: tuple[str, str], tmp_path: Path, probe: subprocess.Popen[str]
+    command: list[str], sealed: tuple[str, str], tmp_path: Path, forks: Forks
 ) -> None:
     ledger, bundle = sealed
     argv = [a.format(ledger=ledger, bundle=bundle) for a in command]
-    code, modules = _loaded_by(probe, argv, tmp_path)
+    code, modules = _loaded_by(forks, argv)
     assert code == 0, argv
     assert _heavy(modules) == [], f"benchledger {' '.join(command)} loaded heavy modules"
 
 
 def test_a_command_imports_only_its_own_command_group(
-    sealed: tuple[str, str], tmp_path: Path, probe: subprocess.Popen[str]
+    sealed: tuple[str, str], tmp_path: Path, forks: Forks
 ) -> None:
     ledger, _ = sealed
-    code, modules = _loaded_by(probe, ["runs", "--ledger", ledger], tmp_path)
+    code, modules = _loaded_by(forks, ["runs", "--ledger", ledger])
     assert code == 0
     groups = {m for m in modules if m.split(".")[:2] == ["benchledger", "cli"]}
     # cli.ledger and what its commands use (the --pubkey options, redacted export).
@@ -217,10 +159,10 @@ RUN_STACKS = ("anthropic", "mcp", "mcp_types", "pydantic", "uvicorn", "starlette
     ],
 )
 def test_a_bad_run_option_is_refused_before_the_runs_heavy_imports(
-    bad: list[str], tmp_path: Path, probe: subprocess.Popen[str]
+    bad: list[str], tmp_path: Path, forks: Forks
 ) -> None:
     argv = ["run", *(a.format(tmp=tmp_path) for a in bad), "--ledger", str(tmp_path / "l.db")]
-    code, modules = _loaded_by(probe, argv, tmp_path)
+    code, modules = _loaded_by(forks, argv)
     assert code == 2
     assert [m for m in RUN_STACKS if m in modules] == []
     assert not (tmp_path / "l.db").exists()

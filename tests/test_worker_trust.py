@@ -31,13 +31,14 @@ WORKER_KEY = "sk-worker-" + "7f3a" * 8  # the worker's own key: it must reach no
 ADMIN_KEY = "adm-worker-" + "c0de" * 8
 
 # A stand-in for @modelcontextprotocol/server-memory over stdio: the tools the adapter
-# checks for, a graph kept in memory.
+# checks for, a graph kept in memory. It speaks MCP's stdio transport (newline-delimited
+# JSON-RPC) with the standard library only: the adapter starts a process per session, and
+# the SDK's import would cost each one seconds (this test's minute) for no check of ours.
 STUB_SERVER = """\
 import json
 import os
-from mcp.server.mcpserver import MCPServer
+import sys
 
-app = MCPServer("memory-server")
 # Kept where the adapter says, as the real server keeps it: each session is a new process.
 FILE = os.environ.get("MEMORY_FILE_PATH", "")
 EMPTY = {"entities": [], "relations": []}
@@ -50,8 +51,7 @@ def _keep():
             json.dump(graph, f)
 
 
-@app.tool()
-def create_entities(entities: list[dict]) -> str:
+def create_entities(entities):
     for e in entities:
         graph["entities"].append({"type": "entity", "name": e.get("name", ""),
                                   "entityType": e.get("entityType", ""),
@@ -60,8 +60,7 @@ def create_entities(entities: list[dict]) -> str:
     return json.dumps(entities)
 
 
-@app.tool()
-def add_observations(observations: list[dict]) -> str:
+def add_observations(observations):
     for o in observations:
         for e in graph["entities"]:
             if e["name"] == o.get("entityName"):
@@ -70,27 +69,48 @@ def add_observations(observations: list[dict]) -> str:
     return json.dumps(observations)
 
 
-@app.tool()
-def delete_observations(deletions: list[dict]) -> str:
+def delete_observations(deletions):
     return "Observations deleted successfully"
 
 
-@app.tool()
-def read_graph() -> dict:
+def read_graph():
     return graph  # structured, as the real server's graph answers parse
 
 
-@app.tool()
-def search_nodes(query: str) -> dict:
-    return graph  # structured, as the real server's graph answers parse
+def search_nodes(query):
+    return graph
 
 
-@app.tool()
-def open_nodes(names: list[str]) -> dict:
-    return graph  # structured, as the real server's graph answers parse
+def open_nodes(names):
+    return graph
 
 
-app.run()
+TOOLS = {f.__name__: f for f in (create_entities, add_observations, delete_observations,
+                                 read_graph, search_nodes, open_nodes)}
+
+
+def answer(method, params):
+    if method == "initialize":
+        return {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}},
+                "serverInfo": {"name": "memory-server", "version": "0"}}
+    if method == "tools/list":
+        return {"tools": [{"name": n, "description": n, "inputSchema": {"type": "object"}}
+                          for n in TOOLS]}
+    if method == "tools/call":
+        got = TOOLS[params["name"]](**params.get("arguments", {}))
+        text = got if isinstance(got, str) else json.dumps(got)
+        out = {"content": [{"type": "text", "text": text}], "isError": False}
+        if isinstance(got, dict):
+            out["structuredContent"] = got
+        return out
+    return {}  # ping
+
+
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" in msg and "method" in msg:
+        result = answer(msg["method"], msg.get("params") or {})
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
 """
 
 

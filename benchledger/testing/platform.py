@@ -10,7 +10,8 @@ contract every suite relies on, the way eventsourcing ships ``RecorderTestCase``
         lifecycle = False                    # it offers no LifecycleCapability
 
 Each test provisions the platform as a run would (through the registry: its ``parse``,
-``settle`` and ``provisioner``), opens a runtime and checks one part of the contract:
+``settle`` and ``provisioner``), uses the runtime its class shares (one per class, as a
+run's units share one; docs/plugins.md) and checks one part of the contract:
 it describes itself, every pool index has its own identity, a session lists tools and
 calls one (each call observed as the ``session_call`` event it becomes), the client
 closes, the capabilities it has are the ones it claims, its run record names it again
@@ -29,9 +30,11 @@ read ``shows`` the fact). docs/plugins.md, "The lifecycle capabilities", has the
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib
 import os
 import tempfile
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
@@ -114,26 +117,87 @@ class _Recorder:
         return next((seen for p, seen in reversed(self.reads) if p == purpose), None)
 
 
-def _lifecycle_protocol(sinks: tuple[str, ...], *, correction: bool) -> Protocol:
-    """A committed protocol with a correction, or one promoting to one of ``sinks``."""
+# What each lifecycle test teaches: its own protocol under its own identity (by position in
+# the pool), so the tests sharing one runtime never teach one fact twice, as a run's units
+# never do between two resets.
+_TEACHES = {"capture": 0, "update": 1, "promotion": 2}
+
+
+def _lifecycle_protocol(sinks: tuple[str, ...], test: str) -> Protocol:
+    """The committed protocol ``test`` (a ``_TEACHES`` key) teaches: the first with a
+    correction (update), or the first (promotion) or the second (capture) promoting to one
+    of ``sinks``."""
+    correction = test == "update"
 
     def fits(p: Protocol) -> bool:
         return p.update is not None if correction else p.promotes and p.sink in sinks
 
     found = [p for p in protocols.load(protocols.LIFECYCLE_DIR).protocols if fits(p)]
     assert found, f"no committed protocol {'corrects' if correction else 'promotes to'} {sinks}"
-    return found[0]
+    return (found[1:2] or found)[0] if test == "capture" else found[0]
 
 
-async def _taught(client: Any, p: Protocol, episode: Any) -> tuple[CaptureCheck, _Recorder]:
-    """The scripted agent's teach of ``p`` as identity 1, then the platform's capture check
-    of it, read through a fresh recorder: (the check, the recorder)."""
+async def _taught(
+    client: Any, p: Protocol, episode: Any, identity: int
+) -> tuple[CaptureCheck, _Recorder]:
+    """The scripted agent's teach of ``p`` as ``identity``, then the platform's capture
+    check of it, read through a fresh recorder: (the check, the recorder)."""
     since = SystemClock().time()
     await episode("teach")
     ev = _Recorder()
-    got = await client.check_capture(ev, identity=1, target=target_of(p), since=since,
+    got = await client.check_capture(ev, identity=identity, target=target_of(p), since=since,
                                      poll=PollPolicy(10.0, 0.1))  # fmt: skip
     return got, ev
+
+
+class _Held:
+    """One runtime of a platform held open for a test class, on an event loop of its own
+    thread: each test's coroutine runs there, on the same client (as a run's units share
+    one runtime), and ``close`` leaves the runtime from the task that entered it."""
+
+    def __init__(self, provisioner: Provisioner) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        ready: concurrent.futures.Future[PlatformClient] = concurrent.futures.Future()
+        self.held = asyncio.run_coroutine_threadsafe(self._hold(provisioner, ready), self.loop)
+        try:
+            self.client = ready.result()
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    async def _hold(
+        self, provisioner: Provisioner, ready: concurrent.futures.Future[PlatformClient]
+    ) -> None:
+        self.done = asyncio.Event()
+        try:
+            async with provisioner.runtime() as client:
+                ready.set_result(client)
+                await self.done.wait()
+        except BaseException as exc:
+            if ready.done():
+                raise
+            ready.set_exception(exc)
+
+    def run(self, use: Callable[[PlatformClient], Awaitable[T]]) -> T:
+        async def go() -> T:
+            return await use(self.client)
+
+        return asyncio.run_coroutine_threadsafe(go(), self.loop).result()
+
+    def close(self) -> None:
+        """Leave the runtime (its errors raised here) and stop the loop."""
+        try:
+            self.loop.call_soon_threadsafe(self.done.set)
+            self.held.result()
+        finally:
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
 
 
 class PlatformTestCase:
@@ -172,8 +236,32 @@ class PlatformTestCase:
         provision = Provision(self.pool_size, dict(self.options), settings=self.settings())
         return found.provisioner(spec, provision)
 
-    def with_client(self, use: Callable[[PlatformClient], Awaitable[T]]) -> T:
-        """``use(client)`` on one fresh runtime of the platform, closed afterwards."""
+    # One runtime per class: pytest calls ``setup_class`` before a class's first test and
+    # ``teardown_class`` after its last. The runtime is opened on first use (a class whose
+    # tests are all skipped or need none opens none). Without ``setup_class`` (a test method
+    # called directly) each use gets a fresh runtime.
+    _held: ClassVar[list[_Held] | None] = None
+
+    @classmethod
+    def setup_class(cls) -> None:
+        cls._held = []
+
+    @classmethod
+    def teardown_class(cls) -> None:
+        held, cls._held = cls._held, None
+        for runtime in held or ():
+            runtime.close()
+
+    def with_client(
+        self, use: Callable[[PlatformClient], Awaitable[T]], *, fresh: bool = False
+    ) -> T:
+        """``use(client)`` on the class's runtime of the platform (``fresh``: on one of its
+        own, closed afterwards)."""
+        held = type(self)._held
+        if held is not None and not fresh:
+            if not held:
+                held.append(_Held(self.provisioner()))
+            return held[0].run(use)
 
         async def go() -> T:
             async with self.provisioner().runtime() as client:
@@ -223,7 +311,7 @@ class PlatformTestCase:
             await client.aclose()
             return True
 
-        assert self.with_client(close)
+        assert self.with_client(close, fresh=True)  # not the runtime the others share
 
     def test_it_has_the_capabilities_it_claims(self) -> None:
         async def has(client: PlatformClient) -> tuple[bool, bool]:
@@ -260,16 +348,19 @@ class PlatformTestCase:
         assert search.ok and " at rank " in search.detail, search.detail
 
     def _teach(
-        self, use: Callable[[PlatformClient, Protocol, Callable[[str], Awaitable[Any]]],
-                            Awaitable[T]], *, correction: bool = False,
+        self, test: str,
+        use: Callable[[PlatformClient, Protocol, Callable[[str], Awaitable[Any]], int],
+                      Awaitable[T]],
     ) -> T:  # fmt: skip
-        """``use(client, protocol, episode)`` after checking the client has the lifecycle;
-        ``episode(stage)`` runs the scripted agent's episode of that stage as identity 1."""
+        """``use(client, protocol, episode, identity)`` after checking the client has the
+        lifecycle, with the protocol and identity ``test`` teaches (``_TEACHES``);
+        ``episode(stage)`` runs the scripted agent's episode of that stage as that identity."""
+        identity = 1 + _TEACHES[test] % self.pool_size
 
         async def go(client: PlatformClient) -> T:
             assert isinstance(client, LifecycleCapability), "it offers no LifecycleCapability"
             sinks = tuple((await client.describe()).sinks)
-            p = _lifecycle_protocol(sinks, correction=correction)
+            p = _lifecycle_protocol(sinks, test)
             with tempfile.TemporaryDirectory() as folder:
                 ledger = Ledger(open_store(os.path.join(folder, "contract.sqlite")))
                 w = ledger.writer("contract/unit/0")
@@ -277,10 +368,10 @@ class PlatformTestCase:
                 async def episode(stage: str) -> Any:
                     prompt = p.update.prompt if stage == "update" and p.update else p.teach.prompt
                     ep = Episode(stage, SYSTEM[stage], prompt, p, p.budget_tool_calls)
-                    return await run_episode(ScriptedAgent(), client, w, ep, 1, client.email(1),
-                                             tools=COUNTED)  # fmt: skip
+                    return await run_episode(ScriptedAgent(), client, w, ep, identity,
+                                             client.email(identity), tools=COUNTED)  # fmt: skip
 
-                return await use(client, p, episode)
+                return await use(client, p, episode, identity)
 
         if self.lifecycle is False:
             import pytest
@@ -289,27 +380,31 @@ class PlatformTestCase:
         return self.with_client(go)
 
     def test_the_capture_check_returns_the_id_of_the_capture(self) -> None:
-        async def check(client: Any, p: Protocol, episode: Any) -> tuple[CaptureCheck, Any]:
-            got, ev = await _taught(client, p, episode)
+        async def check(
+            client: Any, p: Protocol, episode: Any, identity: int
+        ) -> tuple[CaptureCheck, Any]:
+            got, ev = await _taught(client, p, episode, identity)
             return got, ev.last("capture")
 
-        got, seen = self._teach(check)
+        got, seen = self._teach("capture", check)
         assert isinstance(got, CaptureCheck), type(got)
         assert isinstance(got.found, str) and got.found, f"found is {got.found!r}, not an id"
         assert isinstance(seen, dict) and isinstance(seen.get("ids"), list), seen
         assert [str(i) for i in seen["ids"]][:1] == [got.found], seen
 
     def test_an_update_check_of_a_real_correction_has_the_documented_shape(self) -> None:
-        async def check(client: Any, p: Protocol, episode: Any) -> tuple[UpdateCheck, Any]:
-            got, ev = await _taught(client, p, episode)
+        async def check(
+            client: Any, p: Protocol, episode: Any, identity: int
+        ) -> tuple[UpdateCheck, Any]:
+            got, ev = await _taught(client, p, episode, identity)
             assert isinstance(got.found, str), f"found is {got.found!r}, not an id"
             since = SystemClock().time()
             await episode("update")
-            upd = await client.check_update(ev, identity=1, original=got.found,
+            upd = await client.check_update(ev, identity=identity, original=got.found,
                                             target=target_of(p), since=since)  # fmt: skip
             return upd, ev.last("update")
 
-        upd, seen = self._teach(check, correction=True)
+        upd, seen = self._teach("update", check)
         assert isinstance(upd, UpdateCheck), type(upd)
         assert upd.landed is None or isinstance(upd.landed, str), upd.landed
         assert upd.original_status is None or isinstance(upd.original_status, str), upd
@@ -317,12 +412,14 @@ class PlatformTestCase:
         assert isinstance(seen.get("statuses", {}), dict), f"statuses: {seen.get('statuses')!r}"
 
     def test_a_promotion_lands_where_its_sinks_say(self) -> None:
-        async def check(client: Any, p: Protocol, episode: Any) -> tuple[Promotion, Any]:
-            got, ev = await _taught(client, p, episode)
+        async def check(
+            client: Any, p: Protocol, episode: Any, identity: int
+        ) -> tuple[Promotion, Any]:
+            got, ev = await _taught(client, p, episode, identity)
             assert isinstance(got.found, str), f"found is {got.found!r}, not an id"
             promoted = await client.promote(ev, capture=got.found, target=target_of(p))
             return promoted, ev.last("sink")
 
-        promoted, seen = self._teach(check)
+        promoted, seen = self._teach("promotion", check)
         assert isinstance(promoted, Promotion) and promoted.ok is True, promoted
         assert isinstance(seen, dict) and seen.get("shows") is True, seen
