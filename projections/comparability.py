@@ -48,15 +48,22 @@ def configuration(meta: RunMeta) -> dict[str, str]:
     """What a run was asked to do, by label: two runs equal on all of it should behave
     identically (docs/metrics.md, "Determinism across runs"). The protocol set by its
     content identity (a LoCoMo run's: its data's sha256), the agent and its recorded
-    parameters, the platform and its recorded options, and the judge (``config.judge``,
-    when the run records one)."""
-    judge = meta.config.get("judge")
+    parameters, the platform and its recorded options, how a question is answered (the
+    search depth, control, context budget and answer prompt a LoCoMo run records) and the
+    judge (``RunRecord.judge``, when the run has one)."""
+    record = meta.started.record
+    judge = record.judge if record is not None else {}
+    answering = {} if record is None else {k: v for k, v in (
+        ("search_k", record.search_k), ("control", record.control),
+        ("context_budget", record.context_budget),
+        ("answer_prompt", record.answer_prompt_hash)) if v}  # fmt: skip
     return {
         "protocol set": fixed_field(meta, "protocol_set"),
         "agent": meta.agent,
         "agent parameters": json.dumps(meta.sampling, sort_keys=True) if meta.sampling else "-",
         "platform": meta.platform,
         "platform options": options_text(meta.platform_options),
+        "answering": json.dumps(answering, sort_keys=True) if answering else "-",
         "judge": json.dumps(judge, sort_keys=True) if judge else "-",
     }
 

@@ -168,6 +168,13 @@ def _field(a: Any, b: Any, path: str = "") -> tuple[str, Any, Any]:
                 return _field(x, y, f"{path}[{i}]")
         if len(a) != len(b):
             return f"{path} (length)", len(a), len(b)
+    if isinstance(a, str) and isinstance(b, str) and len(a) > SHOWN and len(b) > SHOWN:
+        # long texts (prompts, answers) share a long prefix: show where they part
+        at = next(
+            (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+        )
+        start = max(0, at - 8)
+        return f"{path or '(value)'} (from char {start})", a[start:], b[start:]
     return path or "(value)", a, b
 
 

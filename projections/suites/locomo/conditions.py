@@ -107,8 +107,8 @@ class Conditions(NamedTuple):
             out.append(("control", f"{self.control}: {what}"))
         if self.search_k:
             empty = f"searches that returned nothing: {self.empty} of {self.searched}"
-            line = f"k={self.search_k}; {empty}"
-            out.append(("search depth", line))
+            line = f"asked for {self.search_k} hits each (--search-k); {empty}"
+            out.append(("searches", line))  # the depth reached: report's "search depth"
         if covers := self.covers():
             out.append(("coverage", covers))
         if self.budget:

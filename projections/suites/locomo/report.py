@@ -168,8 +168,11 @@ def table(card: Card) -> str:
     lines = [*banners(card), *card_standing([card.meta])]
     lines += [f"{k:<17} {v}" for k, v in header(card)]
     lines.append("")
-    lines.append(f"{'metric':<26} {'mean':>6}  {'95% CI':<15}")
-    lines += [f"{n:<26} {_value(card, n):>6}  {_ci(card, n):<15} (n={_n(card, n)})"
+    values = {n: _value(card, n) for n in METRIC_NAMES}
+    # J states its denominator ("0.600 (6/10)"): the column is as wide as the widest number
+    w = max([6, *(len(v) for n, v in values.items() if not card.metrics[n].not_measured)])
+    lines.append(f"{'metric':<26} {'mean':>{w}}  {'95% CI':<15}")
+    lines += [f"{n:<26} {values[n]:>{w}}  {_ci(card, n):<15} (n={_n(card, n)})"
               for n in METRIC_NAMES]  # fmt: skip
     lines += [f"95% CI: {CI_METHOD}", ""]
     for j in _items(card)[:ROWS_SHOWN]:
