@@ -25,6 +25,7 @@ from benchledger.ledger.events import (
     UnitAbandonedEvent,
     UnitFinishedEvent,
     UnitStartedEvent,
+    is_probe_stream,
 )
 from benchledger.refplatform.auth import Keyring
 from benchledger.refplatform.platform import VERSION, Platform
@@ -275,6 +276,8 @@ def test_a_fresh_platform_per_unit_gives_every_unit_its_own_ids(tmp_path, ledger
     first_handle: dict[str, str] = {}
     for e in evs(ledger, "pu"):
         if isinstance(e, SessionCallEvent) and e.body.tool == "platform_info":
+            if is_probe_stream(e.stream):  # the probe's, on the preflight's platform
+                continue
             first_handle.setdefault(e.stream, msgspec.json.decode(e.body.text())["session_id"])
     # Each unit opened the first session of its own platform.
     assert len(first_handle) == 2 and len(set(first_handle.values())) == 1

@@ -214,12 +214,11 @@ def test_mem0s_extraction_calls_are_model_calls_of_the_writes_that_made_them(ext
     calls = [e.body for e in events if isinstance(e, ModelCallEvent)]
     writes = [e.body for e in events if isinstance(e, SessionCallEvent)
               and e.body.tool == "add_memory"]  # fmt: skip
-    # Every extraction the run asked for is recorded; the one the fake saw besides is the
-    # probe's memory, written before the run began (its findings are in the run record,
-    # its calls not yet events: harness/probe.py).
-    probe = [s for s in fake.seen if PROBE_MEMORY.encode() in s.raw]
-    assert len(probe) == 1
-    assert calls and len(calls) == len(writes) == len(fake.seen) - len(probe)
+    # Every extraction the fake saw is a recorded model call, the probe's memory too: its
+    # write, before any unit, is an event of the run's probe stream (harness/probe.py).
+    assert calls and len(calls) == len(writes) == len(fake.seen)
+    probe = [c for c in calls if PROBE_MEMORY in c.request["messages"][0]["text"]]
+    assert len(probe) == 1 and probe[0].episode == "probe"
     assert {c.request["model"] for c in calls} == {MODEL}
     assert all("## New Messages" in c.request["messages"][0]["text"] for c in calls)
     assert {c.episode for c in calls} >= {"teach"}
