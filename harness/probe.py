@@ -31,7 +31,7 @@ from benchledger import protocols
 from benchledger.harness.agents.base import Episode
 from benchledger.harness.agents.scripted import ScriptedAgent
 from benchledger.harness.episode import COUNTED, Recorder, run_episode
-from benchledger.harness.errors import InfraError
+from benchledger.harness.errors import HarnessError, InfraError
 from benchledger.harness.platforms.base import (
     CaptureCheck,
     Clock,
@@ -403,8 +403,8 @@ async def _lifecycle(
         await episode("teach", p.teach.prompt)
         got = await client.check_capture(ev, identity=IDENTITY, target=tgt, since=since,
                                          poll=PollPolicy(CAPTURE_TIMEOUT_S))  # fmt: skip
-    except InfraError as exc:
-        return _unchecked(f"the capture check failed: {exc}")
+    except Exception as exc:
+        return _unchecked(f"the capture check failed: {_failure(exc)}")
     if not isinstance(got, CaptureCheck) or not isinstance(got.found, str) or not got.found:
         found = got.found if isinstance(got, CaptureCheck) else got
         why = (f"after the scripted agent's teach, the capture check returned {found!r}, not "
@@ -418,8 +418,9 @@ async def _lifecycle(
         await episode("update", p.update.prompt if p.update else "")
         upd = await client.check_update(ev, identity=IDENTITY, original=got.found, target=tgt,
                                         since=since)  # fmt: skip
-    except InfraError as exc:
-        return (*out, Finding(measured.UPDATE, False, f"the update check failed: {exc}"))
+    except Exception as exc:
+        why = f"the update check failed: {_failure(exc)}"
+        return (*out, Finding(measured.UPDATE, False, why))
     out.append(Finding(measured.UPDATE, *_update_shape(upd)))
     return tuple(out)
 
@@ -434,12 +435,21 @@ async def _promoted(
         return Finding(measured.PROMOTE, True, why)
     try:
         done = await client.promote(ev, capture=capture, target=tgt)
-    except InfraError as exc:
-        return Finding(measured.PROMOTE, False, f"the promotion failed: {exc}")
+    except Exception as exc:
+        return Finding(measured.PROMOTE, False, f"the promotion failed: {_failure(exc)}")
     if not isinstance(done, Promotion) or done.ok is not True:
         why = getattr(done, "reason", repr(done))
         return Finding(measured.PROMOTE, False, f"a promotion to {tgt.sink} did not land: {why}")
     return Finding(measured.PROMOTE, True, f"a promotion to {tgt.sink} landed: {done.reason}")
+
+
+def _failure(exc: Exception) -> str:
+    """What a lifecycle check that raised says in its finding: an infrastructure failure as
+    it is, an adapter's bug by its type (a finding, never a traceback that ends the run).
+    Anything else of the harness's (a replay's divergence) is raised on."""
+    if isinstance(exc, HarnessError) and not isinstance(exc, InfraError):
+        raise exc
+    return str(exc) if isinstance(exc, InfraError) else f"{type(exc).__name__}: {exc}"
 
 
 def _update_shape(upd: Any) -> tuple[bool, str]:

@@ -7,6 +7,7 @@ alone (tests/test_vocabulary.py), run to a sealed run and read back by the comma
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import re
@@ -19,6 +20,7 @@ import pytest
 
 from benchledger.cli import main
 from benchledger.harness.platforms.base import CaptureCheck, Promotion, UpdateCheck
+from benchledger.harness.probe import probe
 from benchledger.ledger.events import HitRule
 from benchledger.projections import measured
 from tests.test_vocabulary import SEALED, _example, _registered, _run
@@ -145,6 +147,19 @@ def test_a_platform_whose_capture_check_fails_in_the_probe_shows_lifecycle_not_m
     assert main(["log", run_id, "probe", "--ledger", db]) == 0
     log = capsys.readouterr().out
     assert "episode_started" in log and "probe_finished" in log
+
+
+def test_a_lifecycle_check_that_raises_is_a_failed_finding_not_a_traceback(example):
+    class Broken(example.TinyClient, _Blind):  # type: ignore[misc, name-defined]
+        async def check_capture(self, ev: Any, **kw: Any) -> CaptureCheck:
+            return "x".partition(None)  # type: ignore[arg-type, return-value]  # seeded bug
+
+    found = asyncio.run(probe(Broken(2), "tiny"))
+    said = {f.what: (f.ok, f.detail) for f in found.findings}
+    assert not found.refused and said["search"][0], said
+    ok, why = said["capture"]
+    assert not ok and why.startswith("not checked: the capture check failed: TypeError: "), why
+    assert not said["update"][0] and not said["promote"][0], said
 
 
 def test_a_gate_never_passes_a_metric_its_runs_could_not_measure(example, tmp_path, capsys):
