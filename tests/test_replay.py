@@ -39,6 +39,7 @@ from benchledger.ledger.events import (
     RunStartedEvent,
     SessionCallEvent,
     UnitStartedEvent,
+    is_probe_stream,
 )
 from benchledger.ledger.verified import open_run
 from benchledger.projections.suites.lifecycle import scorecard as lc
@@ -132,17 +133,17 @@ def test_a_recorded_run_replays_with_zero_divergences(recorded, no_network, run_
     report = replay(target(recorded, run_id, source), level=level, ledger=lambda: recorded.ledger)
     assert report.ok, "\n".join(report.lines())
     assert report.mismatches == [] and report.failure is None
-    episodes = sum(
+    episodes = sum(  # the units' (the probe's lifecycle episodes are its own)
         isinstance(e.body, EpisodeFinishedBody)
         for e in recorded.events(run_id)
-        if hasattr(e, "body")
+        if hasattr(e, "body") and not is_probe_stream(e.stream)
     )
     if level == "full":
         # The probe too: its calls served from the log, its findings the recorded ones.
         assert report.compared == {"episodes": episodes, "units": len(SUBSET), "probe": 1}
     else:
         assert report.compared["trace hashes"] == episodes + len(SUBSET)
-        assert report.compared["probe findings"] == 5  # re-derived from its recorded calls
+        assert report.compared["probe findings"] == 8  # 5 re-derived from its recorded calls
         # Every lifecycle metric, the retrieval ones (projections over search results) too.
         assert report.compared["decisions"] > 0 and report.compared["metrics"] == 33
         assert report.skipped["trace hashes not recorded"] == 0
@@ -495,17 +496,21 @@ def test_an_imported_peer_run_without_its_protocols_is_unusable_input(tmp_path):
 
 def test_the_probes_calls_are_events_of_its_stream_and_its_findings_cite_them(recorded):
     events = [e for e in recorded.events("scripted") if e.stream == "scripted/probe"]
-    *calls, end = events
-    assert isinstance(end, ProbeFinishedEvent) and end.refs == tuple(e.seq for e in calls)
-    assert calls and all(isinstance(e, SessionCallEvent) and e.body.episode == "probe"
-                         for e in calls)  # fmt: skip
+    *before, end = events
+    assert isinstance(end, ProbeFinishedEvent) and end.refs == tuple(e.seq for e in before)
+    calls = [e for e in before if isinstance(e, SessionCallEvent) and e.body.episode == "probe"]
     said = {(e.body.tool, e.body.text().count(PROBE_MEMORY) > 0) for e in calls}
     assert {("memory_capture", False), ("search", True)} <= said  # written, then found
+    # Then its lifecycle checks: the scripted agent's teach and correction as episodes,
+    # the capture check's, the promotion's and the update check's reads as read-backs.
+    kinds = {type(e.body).__name__ for e in before}
+    assert {"EpisodeStartedBody", "EpisodeFinishedBody", "ReadBackBody"} <= kinds
     started = next(e for e in recorded.events("scripted") if isinstance(e, RunStartedEvent))
     assert started.body.record is not None
     assert ProbeReport.of(end.body).record() == started.body.record.probe
-    assert [f.what for f in end.body.findings] == [
-        "vocabulary", "tools", "write", "search", "hit ids"]  # fmt: skip
+    assert [(f.what, f.ok) for f in end.body.findings] == [
+        (what, True) for what in ("vocabulary", "tools", "write", "search", "hit ids",
+                                  "capture", "promote", "update")]  # fmt: skip
 
 
 def test_a_tampered_probe_event_breaks_verify(recorded, tmp_path, capsys):
