@@ -9,7 +9,11 @@ finds no phrase), itemises the answer into ranked hits (where the vocabulary say
 are) and reads their ids. Each step is one ``Finding``. A platform that declares no
 vocabulary, or whose write cannot be found again even by its own words, is ``refused``:
 nothing it would be measured on could mean anything (docs/plugins.md, "The probe"). It
-costs a list and a write, then a list and a search or two: four or five calls.
+costs a list and a write, then a list and a search or two: four or five calls. Then, on a
+platform with ``LifecycleCapability``, its lifecycle checks on the probe's memory
+(``_lifecycle``): the scripted agent's teach and the capture check, a promotion to a sink
+the platform describes, the scripted agent's correction and the update check, each a
+``Finding`` that refuses nothing but leaves the metrics needing it not measured.
 
 Its calls are recorded as a unit's are (``harness.episode.Recorder``: each a
 ``session_call``, and whatever the platform records with them, such as mem0's model

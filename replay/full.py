@@ -155,6 +155,8 @@ async def replay_full_async(
                 "unit to replay live",
             )
         make = runtime or _live_runtime(record, pool, where)
+        if run.probe is not None:  # its findings are re-derived; live, it is not re-run
+            report.skipped["probe (not re-run live)"] = 1
         for group in _scopes(record, units):
             async with make() as client:
                 for unit in group:
