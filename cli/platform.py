@@ -81,7 +81,7 @@ async def _check(args: argparse.Namespace) -> tuple[str, list[str], str]:
                            pool_base=args.pool_base or "", settings=args.settings)  # fmt: skip
         async with prov.runtime() as client:
             described = await client.describe()
-            found = await probe(client, spec.label)
+            found = await probe(client, spec.label, sinks=described.sinks)
     except (ValueError, HarnessError) as exc:
         raise UsageError(f"platform check {inert(args.spec)}: {exc}") from None
     return f"{described.name} {described.version}", found.lines(), found.refused

@@ -33,7 +33,8 @@ from benchledger.harness.suites import run_config
 from benchledger.harness.unit import UnitOutcome, UnitPlan, run_unit
 from benchledger.ledger import Ledger
 from benchledger.ledger.errors import UnitsMissing
-from benchledger.ledger.events import RunStartedBody, UnitAbandonedBody
+from benchledger.ledger.events import RunStartedBody, UnitAbandonedBody, probe_stream
+from benchledger.ledger.ledger import StreamWriter
 from benchledger.projections import suites as read_suites
 
 TOOL_VERSION: Final = "benchledger 0.1.0"
@@ -149,10 +150,12 @@ def _grading_available(plan: RunPlan) -> None:
         )
 
 
-async def _probed(prov: Provisioner, client: PlatformClient) -> Probed:
-    """The probe of a fresh-state platform on its preflight runtime (harness/probe.py);
-    RunRefused, nothing written, when it cannot be measured."""
-    found = await probe(client, prov.spec.label)
+async def _probed(
+    prov: Provisioner, client: PlatformClient, writer: StreamWriter, described: Description
+) -> Probed:
+    """The probe of a fresh-state platform on its preflight runtime (harness/probe.py), its
+    calls staged on ``writer``; RunRefused, nothing written, when it cannot be measured."""
+    found = await probe(client, prov.spec.label, writer, sinks=described.sinks)
     if found.refused:
         raise RunRefused(
             f"platform {prov.spec.label} refused by the probe: {found.refused}; "
@@ -186,6 +189,9 @@ class RunDriver:
         self.ledger = ledger
         self.cfg = config
         self.probed: Probed | None = None  # what the preflight's probe found (None: not probed)
+        # The probe's calls and findings, staged on the run's probe stream until the run
+        # starts (None: not probed); a resume's probe is never written (the run has one).
+        self.probe_stream: StreamWriter | None = None
         self.progress = progress or Progress()
         self.clock = clock
         self._agent = agent
@@ -268,7 +274,8 @@ class RunDriver:
             if prov.fresh_state:
                 async with prov.runtime() as fresh:
                     described = await fresh.describe()
-                    self.probed = await _probed(prov, fresh)
+                    self.probe_stream = self.ledger.new_stream(probe_stream(self.run_id))
+                    self.probed = await _probed(prov, fresh, self.probe_stream, described)
                     return None, described
             client = await stack.enter_async_context(prov.runtime())
             described = await client.describe()
@@ -366,6 +373,8 @@ class RunDriver:
             prereg=self.cfg.prereg,
         )
         self.ledger.start_run(plan.run_id, body)
+        if self.probe_stream is not None:  # the probe's calls, then its findings
+            self.ledger.commit(self.probe_stream)
 
     def _continue(self, plan: RunPlan, described: Description) -> None:
         """A resume, its platform checked: mark the interrupted (and retried) streams."""

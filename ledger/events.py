@@ -331,6 +331,41 @@ class UnitAbandonedBody(Body, frozen=True):
     resumed_as: str = ""
 
 
+class ProbeFinding(msgspec.Struct, frozen=True):
+    """One thing the probe checked: what, whether it works, and what it saw."""
+
+    what: str
+    ok: bool
+    detail: str = ""
+
+
+class ProbeFinishedBody(Body, frozen=True):
+    """The last event of a run's probe stream (``probe_stream``): what the probe found on
+    the platform before any unit (harness/probe.py), citing the calls it made (its
+    ``refs``: every earlier event of the stream). docs/ledger-format.md, "The probe stream"."""
+
+    KIND: ClassVar[str] = "probe_finished"
+    platform: str
+    vocabulary: str = ""  # the declared vocabulary's name ("": none)
+    findings: list[ProbeFinding] = []
+
+
+# The stream of a run the probe's calls and findings are recorded in: one part after the
+# run id, where a unit's stream has two (``RUN/<protocol>/<attempt>``), so it is never read
+# as a unit's.
+PROBE = "probe"
+
+
+def probe_stream(run_id: str) -> str:
+    """The name of ``run_id``'s probe stream."""
+    return f"{run_id}/{PROBE}"
+
+
+def is_probe_stream(stream: str) -> bool:
+    """Whether ``stream`` is a run's probe stream (``RUN/probe``)."""
+    return stream.partition("/")[2] == PROBE
+
+
 class RunImportedBody(Body, frozen=True):
     """Appended by ``import --allow-unsealed`` to the header stream of the unsealed run it
     brought in: the run was written by another ledger. It is never resumed, joined or
@@ -448,6 +483,10 @@ class RunImportedEvent(Event, frozen=True, tag="run_imported"):
     body: RunImportedBody
 
 
+class ProbeFinishedEvent(Event, frozen=True, tag="probe_finished"):
+    body: ProbeFinishedBody
+
+
 AnyEvent = Union[  # noqa: UP007 - msgspec needs a runtime Union object
     RunStartedEvent,
     UnitStartedEvent,
@@ -462,6 +501,7 @@ AnyEvent = Union[  # noqa: UP007 - msgspec needs a runtime Union object
     UnitAbandonedEvent,
     RunSealedEvent,
     RunImportedEvent,
+    ProbeFinishedEvent,
 ]
 
 EVENT_TYPES: tuple[type[Event], ...] = AnyEvent.__args__  # type: ignore[attr-defined]
@@ -470,8 +510,20 @@ EVENT_FOR_BODY: dict[type[Body], type[Event]] = {
 }
 KINDS: tuple[str, ...] = tuple(t.__struct_config__.tag for t in EVENT_TYPES)  # type: ignore[misc]
 
-# A stream that ends in one of these is complete; a sealed run's unit streams must.
-TERMINAL_KINDS = frozenset({"unit_finished", "unit_abandoned", "run_sealed"})
+# A stream that ends in one of these is complete; a sealed run's unit streams must (and
+# its probe stream in ``probe_finished``: ``terminal``).
+TERMINAL_KINDS = frozenset({"unit_finished", "unit_abandoned", "run_sealed", "probe_finished"})
+
+
+def terminal(stream: str, kind: str) -> bool:
+    """Whether a stream ending in ``kind`` is complete: a probe stream in ``probe_finished``,
+    any other in a unit's end (or, the header, the seal)."""
+    return (
+        kind == "probe_finished"
+        if is_probe_stream(stream)
+        else (kind in TERMINAL_KINDS and kind != "probe_finished")
+    )
+
 
 # The kinds a redacted bundle may withhold: evidence (tool calls, model calls, read-backs),
 # which event format 2 hashes over its envelope plus a digest of its body. Every other kind

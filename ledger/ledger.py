@@ -49,7 +49,6 @@ from benchledger.ledger.errors import (
 )
 from benchledger.ledger.events import (
     EVENT_FORMAT,
-    TERMINAL_KINDS,
     WITHHOLDABLE,
     Body,
     Event,
@@ -63,8 +62,10 @@ from benchledger.ledger.events import (
     UnitFinishedEvent,
     UnitStartedEvent,
     failed_units,
+    is_probe_stream,
     make_event,
     stream_unit,
+    terminal,
 )
 from benchledger.ledger.merkle import merkle_root
 from benchledger.ledger.names import RULE, is_name, is_stream_name
@@ -399,7 +400,7 @@ class Ledger:
             assert row.stream is not None and row.seq is not None
             if row.stream == run_id and link.kind == "run_sealed":
                 raise RunSealed(run_id)
-            if row.stream != run_id and link.kind not in TERMINAL_KINDS:
+            if row.stream != run_id and not terminal(row.stream, link.kind):
                 raise LedgerError(
                     f"cannot seal run {run_id!r}: stream {row.stream!r} ends at seq {row.seq} "
                     f"with {link.kind!r}, not a finished or abandoned unit"
@@ -536,7 +537,8 @@ class Ledger:
         mark = self.imported(run_id)
         if mark is not None:
             prefix = run_id + "/"
-            units = [str(h.stream).removeprefix(prefix) for h in self.store.heads(run_id)[1:]]
+            units = [str(h.stream).removeprefix(prefix) for h in self.store.heads(run_id)[1:]
+                     if not is_probe_stream(str(h.stream))]  # fmt: skip
             raise ImportedRun(run_id, mark.bundle, units)
 
     # -- reading --------------------------------------------------------------

@@ -12,7 +12,7 @@ import msgspec
 
 from benchledger.ledger.chain import ChainLink
 from benchledger.ledger.codec import canonical, decode_event
-from benchledger.ledger.events import TERMINAL_KINDS, RunSealedEvent, SealSignature, StreamHead
+from benchledger.ledger.events import RunSealedEvent, SealSignature, StreamHead, terminal
 from benchledger.ledger.merkle import merkle_root
 from benchledger.ledger.verdict import Failure, Fault, Stop, Summary
 
@@ -216,7 +216,7 @@ class SealCheck:
                 expected=want.head,
                 found=last.hash,
             )
-        if last.kind not in TERMINAL_KINDS:
+        if not terminal(stream, last.kind):
             raise self._fail(
                 stream,
                 length - 1,

@@ -31,6 +31,7 @@ from benchledger.ledger.command_line import command_line
 from benchledger.ledger.completeness import Completeness, Plan, UnitState, completeness, plan_of
 from benchledger.ledger.errors import LedgerError, UnknownRun, UnusableInput
 from benchledger.ledger.events import (
+    PROBE,
     Event,
     GraderDecisionEvent,
     RunImportedEvent,
@@ -41,6 +42,7 @@ from benchledger.ledger.events import (
     UnitAbandonedEvent,
     UnitFinishedEvent,
     UnitStartedEvent,
+    is_probe_stream,
     stream_unit,
 )
 from benchledger.ledger.ledger import Imported, Ledger, check_run_id
@@ -659,7 +661,9 @@ def _units_lacking(
     units: dict[str, None] = {}
     for head in sealed:
         if head.stream not in have:
-            if head.stream.startswith(run_id + "/"):
+            if is_probe_stream(head.stream):  # no unit's: the probe's calls
+                units.setdefault(PROBE)
+            elif head.stream.startswith(run_id + "/"):
                 name, attempt = stream_unit(run_id, head.stream)
                 units.setdefault(f"{name}/{attempt}")
             else:  # not a unit stream (a seal lists its header stream first, always held)

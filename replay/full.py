@@ -27,11 +27,18 @@ from benchledger.harness.models import Divergence
 from benchledger.harness.platforms.base import PlatformClient
 from benchledger.harness.platforms.platform import Platform, of_record
 from benchledger.harness.platforms.provision import EmbeddedProvisioner, PlatformSpec, provisioner
+from benchledger.harness.probe import ProbeReport, probe, scratch
 from benchledger.harness.record import pool_index
 from benchledger.harness.suites import Suite, suite_for
 from benchledger.harness.unit import UnitPlan, run_unit
 from benchledger.ledger import Ledger, UnusableInput, open_store
-from benchledger.ledger.events import Body, ModelCallBody, RunRecord, UnitFinishedBody
+from benchledger.ledger.events import (
+    Body,
+    ModelCallBody,
+    ProbeFinishedEvent,
+    RunRecord,
+    UnitFinishedBody,
+)
 from benchledger.projections.trace import episode_trace_hash, episodes, trace, unit_trace_hash
 from benchledger.protocols.schema import Protocol
 from benchledger.replay.clock import ReplayClock
@@ -115,10 +122,14 @@ async def replay_full_async(
         raise UnusableInput(where, f"the run cannot be replayed: {exc}") from None
     if tools == "log":
         twin = log_twin(platform, where)
+        # A twin that needs the run's platform record (a mapped server's mapping) says so.
+        given = {"record": record.platform} if getattr(twin, "wants_record", False) else {}
+        if run.probe is not None and all(hasattr(e, "body") for e in run.probe.events):
+            tape = Tape(run.probe.stream, run.probe.pairs)
+            logged = twin(tape, pool_size=pool, **given)
+            await _probe(report, run.probe, logged, tape, record.platform.sinks)
         for unit in units:
             tape = Tape(unit.stream, unit.pairs)
-            # A twin that needs the run's platform record (a mapped server's mapping) says so.
-            given = {"record": record.platform} if getattr(twin, "wants_record", False) else {}
             logged = twin(tape, pool_size=pool, **given)
             try:
                 replayed.append(await _unit(unit, protocols, suite, record, logged, tape, 0.0))
@@ -145,6 +156,8 @@ async def replay_full_async(
                 "unit to replay live",
             )
         make = runtime or _live_runtime(record, pool, where)
+        if run.probe is not None:  # its findings are re-derived; live, it is not re-run
+            report.skipped["probe (not re-run live)"] = 1
         for group in _scopes(record, units):
             async with make() as client:
                 for unit in group:
@@ -158,6 +171,36 @@ async def replay_full_async(
 
 # A platform's log twin: its adapter over the recorded I/O of one unit (``Platform.replay``).
 LogTwin = Callable[..., PlatformClient]
+
+
+async def _probe(
+    report: Report, recorded: ReplayUnit, logged: PlatformClient, tape: Tape, sinks: list[str]
+) -> None:
+    """The probe re-run on its recorded calls (harness/probe.py, its calls served from the
+    log, each checked against the recording): its findings must be the recorded ones, and
+    every recorded call replayed."""
+    end = next((e for e in recorded.events if isinstance(e, ProbeFinishedEvent)), None)
+    if end is None:
+        return  # rederive names a probe stream without its end
+    was = ProbeReport.of(end.body)
+    w = scratch()
+    try:
+        now = await probe(logged, was.platform, w, sinks=sinks, clock=ReplayClock(0.0))
+    except ToolDivergence as exc:
+        report.mismatches.append(Mismatch(recorded.stream, exc.seq, "probe", "call",
+                                          exc.expected, exc.actual))  # fmt: skip
+        return
+    finally:
+        await logged.aclose()
+    report.compared["probe"] = 1
+    if now.findings != was.findings:
+        report.mismatches.append(Mismatch(recorded.stream, end.seq, "probe", "findings",
+                                          was.record(), now.record()))  # fmt: skip
+    elif left := tape.left():
+        seq, body = left[0]
+        report.mismatches.append(
+            Mismatch(recorded.stream, seq, "probe", "interactions", describe(body),
+                     "(never replayed)"))  # fmt: skip
 
 
 def log_twin(platform: Platform, where: str) -> LogTwin:
@@ -332,7 +375,7 @@ def _compare(report: Report, replayed: list[Replayed]) -> None:
             )
         if report.first is None and (r.stop is not None or len(report.mismatches) > before):
             report.first = _first(r)
-    report.compared = {"episodes": n_episodes, "units": len(replayed)}
+    report.compared = {"episodes": n_episodes, "units": len(replayed), **report.compared}
 
 
 def _first(r: Replayed) -> Mismatch | None:

@@ -13,12 +13,14 @@ from typing import Any, Final
 
 import msgspec
 
+from benchledger.harness.probe import ProbeReport, Said, Seen, findings_of, seen_in
 from benchledger.ledger import UnusableInput
 from benchledger.ledger.events import (
     Body,
     Event,
     GraderDecisionBody,
     GraderDecisionEvent,
+    ProbeFinishedEvent,
     UnitFinishedEvent,
     make_event,
 )
@@ -46,6 +48,7 @@ NOT_REDERIVABLE: Final = "decisions not re-derivable (imported)"
 UNRECORDED: Final = "decisions not re-derivable (not recorded by the results shape: {})"
 NOT_RECORDED: Final = "trace hashes not recorded"
 ABANDONED: Final = "abandoned units"
+PROBE_WITHHELD: Final = "probe (its calls withheld)"
 
 Replaced = list[tuple[int, GraderDecisionBody, tuple[int, ...]]]
 
@@ -78,10 +81,46 @@ def rederive(
         replaced = _decisions(report, unit, protocol, decide, suite.answer_checks, imported)
         rederived += _with_decisions(unit, replaced)
         _trace_hashes(report, unit)
+    _probe(report, run)
     found, compared = _metrics(run, rederived)
     report.compared["metrics"] = compared
     report.mismatches += found
     return report
+
+
+def _probe(report: Report, run: Run) -> None:
+    """The probe's findings re-derived from its recorded calls by the live probe's own
+    findings (harness/probe.py ``findings_of``), against its ``probe_finished`` and the run
+    record's ``probe``; the lifecycle checks' findings (read-backs the adapter observed)
+    are compared as recorded. A run recorded without a probe stream has nothing here."""
+    unit, record = run.probe, run.header.record
+    if unit is None or record is None:
+        return
+    ends = [e for e in unit.events if isinstance(e, ProbeFinishedEvent)]
+    if not ends:
+        end = unit.events[-1].seq if unit.events else -1
+        report.mismatches.append(Mismatch(unit.stream, end, "probe", "probe_finished",
+                                          "present", "absent"))  # fmt: skip
+        return
+    if len(ends) != 1 or any(not hasattr(e, "body") for e in unit.events):
+        report.skipped[PROBE_WITHHELD] = 1  # a redacted bundle's: what it saw is not shown
+        return
+    event = ends[-1]
+    recorded = ProbeReport.of(event.body)
+    said = Said.recorded(record.vocabulary)
+    calls = [b for _, b in unit.pairs]
+    derived = findings_of(recorded.platform, said, seen_in(said, calls) if said else Seen())
+    report.compared["probe findings"] = len(recorded.findings)
+    for i, mine in enumerate(derived):
+        theirs = recorded.findings[i] if i < len(recorded.findings) else None
+        if theirs != mine:
+            what = mine.what if theirs is None else theirs.what
+            report.mismatches.append(Mismatch(
+                unit.stream, event.seq, "probe", f"findings.{what}",
+                theirs._asdict() if theirs else "(not recorded)", mine._asdict()))  # fmt: skip
+    if record.probe != recorded.record():
+        report.mismatches.append(Mismatch(run.run_id, 0, "probe", "record.probe", record.probe,
+                                          recorded.record()))  # fmt: skip
 
 
 def _imported(run: Run) -> frozenset[str] | None:

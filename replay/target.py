@@ -17,6 +17,7 @@ from benchledger.ledger.events import (
     RunStartedEvent,
     UnitAbandonedEvent,
     UnitStartedEvent,
+    probe_stream,
 )
 from benchledger.ledger.verdict import Failure, Fault
 from benchledger.ledger.verified import PartialRun, RunEvents, RunUnverified, open_run
@@ -53,6 +54,7 @@ class Run:
     header: RunStartedBody
     units: list[ReplayUnit]
     events: RunEvents
+    probe: ReplayUnit | None = None  # its probe stream (None: a run recorded without one)
 
 
 def verified(
@@ -86,12 +88,17 @@ def verified(
 def _split(run: RunEvents) -> Run:
     header: RunStartedBody | None = None
     units: dict[str, ReplayUnit] = {}
+    probe = ReplayUnit(probe_stream(run.run_id))
     for event, _ in run.events:
         if event.stream == run.run_id:
             if isinstance(event, RunStartedEvent):
                 header = event.body
             continue
+        if event.stream == probe.stream:
+            probe.events.append(event)
+            continue
         units.setdefault(event.stream, ReplayUnit(event.stream)).events.append(event)
     if header is None:
         raise UnusableInput(run.run_id, "the run has no run_started event")
-    return Run(run.run_id, run.root, header, list(units.values()), run)
+    return Run(run.run_id, run.root, header, list(units.values()), run,
+               probe if probe.events else None)  # fmt: skip

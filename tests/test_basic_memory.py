@@ -110,7 +110,7 @@ def test_a_scripted_run_on_basic_memory_passes_every_stage_and_replays_from_the_
     assert main(["replay", "bm", "--level", "rederive", "--ledger", runs]) == 0
     assert main(["replay", "bm", "--level", "full", "--ledger", runs]) == 0
     out = capsys.readouterr().out
-    assert "compared 26 episodes, 6 units, all equal" in out
+    assert "compared 26 episodes, 6 units, 1 probe, all equal" in out
     assert main(["report", "bm", "--ledger", runs]) == 0
     out = capsys.readouterr().out
     for line in ("capture_rate                           6/6",

@@ -49,8 +49,9 @@ def test_envelope_bytes_have_sorted_keys_and_no_whitespace():
 
 
 def test_every_listed_kind_has_a_typed_event():
-    assert len(KINDS) == len(EVENT_TYPES) == 13
-    assert {"run_started", "session_call", "grader_decision", "run_sealed"} <= set(KINDS)
+    assert len(KINDS) == len(EVENT_TYPES) == 14
+    assert {"run_started", "session_call", "grader_decision", "run_sealed",
+            "probe_finished"} <= set(KINDS)  # fmt: skip
 
 
 def test_link_hash_is_domain_separated_blake3():

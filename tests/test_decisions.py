@@ -11,7 +11,7 @@ from benchledger import protocols
 from benchledger.harness.driver import RunDriver
 from benchledger.harness.record import RunConfig
 from benchledger.ledger import Ledger, open_store
-from benchledger.ledger.events import GraderDecisionEvent, UnitStartedEvent
+from benchledger.ledger.events import GraderDecisionEvent, UnitStartedEvent, is_probe_stream
 from benchledger.projections.suites.lifecycle.decisions import decide_stage, decide_unit
 
 SUBSET = ["bl-keystone-region", "bl-focus-region", "bl-core-cohort", "bl-showcase-region"]
@@ -29,7 +29,7 @@ def recorded(tmp_path_factory):
     streams: dict[str, list] = {}
     for event, _ in ledger.events("d"):
         streams.setdefault(event.stream, []).append(event)
-    yield by_id, {s: evs for s, evs in streams.items() if s != "d"}
+    yield by_id, {s: evs for s, evs in streams.items() if s != "d" and not is_probe_stream(s)}
     ledger.store.close()
 
 

@@ -25,6 +25,7 @@ from benchledger.ledger.events import (
     UnitAbandonedEvent,
     UnitFinishedEvent,
     UnitStartedEvent,
+    is_probe_stream,
 )
 from benchledger.refplatform.auth import Keyring
 from benchledger.refplatform.platform import VERSION, Platform
@@ -253,7 +254,8 @@ def test_cache_tokens_are_rolled_up_per_episode(tmp_path, ledger):
     agent = ModelAgent(FakeTransport(cached, delay_s=0), model="fake-model")
     cfg = RunConfig(protocols_path=subset(tmp_path, SUBSET[:1]), run_id="t")
     asyncio.run(RunDriver(ledger, cfg, agent=agent).execute())  # type: ignore[arg-type]
-    finished = [e.body for e in evs(ledger, "t") if isinstance(e, EpisodeFinishedEvent)]
+    ended = [e for e in evs(ledger, "t") if isinstance(e, EpisodeFinishedEvent)]
+    finished = [e.body for e in ended if not is_probe_stream(e.stream)]  # the units' episodes
     assert finished and all(b.cache_read_tokens == 7 * b.tool_calls + 7 for b in finished)
     assert all(b.cache_creation_tokens == 3 * (b.tool_calls + 1) for b in finished)
 
@@ -275,6 +277,8 @@ def test_a_fresh_platform_per_unit_gives_every_unit_its_own_ids(tmp_path, ledger
     first_handle: dict[str, str] = {}
     for e in evs(ledger, "pu"):
         if isinstance(e, SessionCallEvent) and e.body.tool == "platform_info":
+            if is_probe_stream(e.stream):  # the probe's, on the preflight's platform
+                continue
             first_handle.setdefault(e.stream, msgspec.json.decode(e.body.text())["session_id"])
     # Each unit opened the first session of its own platform.
     assert len(first_handle) == 2 and len(set(first_handle.values())) == 1

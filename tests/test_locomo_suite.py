@@ -26,6 +26,7 @@ from benchledger.ledger.events import (
     RunStartedEvent,
     SessionCallEvent,
     UnitStartedEvent,
+    is_probe_stream,
 )
 from benchledger.protocols import locomo
 from benchledger.replay.levels import replay
@@ -90,6 +91,8 @@ def test_each_conversations_first_unit_ingests_every_turn_and_the_others_ask_as_
     writes: dict[str, list[str]] = {}
     identity: dict[str, str] = {}  # stream -> the identity it asked as
     for e in events:
+        if is_probe_stream(e.stream):  # the probe's writes are no unit's
+            continue
         if isinstance(e, SessionCallEvent) and e.body.tool == "memory_capture":
             writes.setdefault(e.stream, []).append(str(e.body.arguments.get("content", "")))
         if isinstance(e, EpisodeStartedEvent) and e.body.episode == "ask":

@@ -360,7 +360,7 @@ def test_the_shipped_mapping_runs_mcp_memory_service_to_a_run_that_replays_in_fu
     assert main(["verify", "mms", "--ledger", ledger]) == 0
     assert main(["replay", "mms", "--level", "rederive", "--ledger", ledger]) == 0
     assert main(["replay", "mms", "--level", "full", "--ledger", ledger]) == 0
-    assert "compared 24 episodes, 6 units, all equal" in capsys.readouterr().out
+    assert "compared 24 episodes, 6 units, 1 probe, all equal" in capsys.readouterr().out
     store = open_store(ledger)
     try:
         record = next(e.body.record for e, _ in Ledger(store).events("mms", "mms")

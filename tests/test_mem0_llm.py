@@ -32,6 +32,7 @@ from benchledger.ledger.events import (
     ModelCallEvent,
     RunStartedEvent,
     SessionCallEvent,
+    is_probe_stream,
 )
 from tests.fakes.openai_api import FakeOpenAI
 from tests.test_mem0 import SUBSET, _mem0_dir
@@ -214,12 +215,12 @@ def test_mem0s_extraction_calls_are_model_calls_of_the_writes_that_made_them(ext
     calls = [e.body for e in events if isinstance(e, ModelCallEvent)]
     writes = [e.body for e in events if isinstance(e, SessionCallEvent)
               and e.body.tool == "add_memory"]  # fmt: skip
-    # Every extraction the run asked for is recorded; the one the fake saw besides is the
-    # probe's memory, written before the run began (its findings are in the run record,
-    # its calls not yet events: harness/probe.py).
-    probe = [s for s in fake.seen if PROBE_MEMORY.encode() in s.raw]
-    assert len(probe) == 1
-    assert calls and len(calls) == len(writes) == len(fake.seen) - len(probe)
+    # Every extraction the fake saw is a recorded model call, the probe's memory too: its
+    # write, before any unit, is an event of the run's probe stream (harness/probe.py).
+    assert calls and len(calls) == len(writes) == len(fake.seen)
+    probe = [e.body for e in events if isinstance(e, ModelCallEvent) and is_probe_stream(e.stream)]
+    wrote = [c for c in probe if c.episode == "probe"]  # its write (then its lifecycle checks)
+    assert len(wrote) == 1 and PROBE_MEMORY in wrote[0].request["messages"][0]["text"]
     assert {c.request["model"] for c in calls} == {MODEL}
     assert all("## New Messages" in c.request["messages"][0]["text"] for c in calls)
     assert {c.episode for c in calls} >= {"teach"}

@@ -7,6 +7,7 @@ alone (tests/test_vocabulary.py), run to a sealed run and read back by the comma
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import re
@@ -18,6 +19,8 @@ from typing import Any
 import pytest
 
 from benchledger.cli import main
+from benchledger.harness.platforms.base import CaptureCheck, Promotion, UpdateCheck
+from benchledger.harness.probe import probe
 from benchledger.ledger.events import HitRule
 from benchledger.projections import measured
 from tests.test_vocabulary import SEALED, _example, _registered, _run
@@ -99,6 +102,64 @@ def test_a_platform_without_a_capture_check_shows_capture_metrics_not_measured(
         assert doc["metrics"][name]["rate"] is None and doc["metrics"][name]["not_measured"]
     # A capture attempt needs no capture check: still measured.
     assert doc["metrics"]["capture_attempt_rate"]["rate"] == 1.0
+
+
+class _Blind:
+    """A lifecycle capability whose capture check never finds the capture it was shown
+    (the probe's memory, taught by the scripted agent): a broken check, seeded."""
+
+    async def check_capture(self, ev: Any, *, identity: int, target: Any, since: float,
+                            poll: Any) -> CaptureCheck:  # fmt: skip
+        return CaptureCheck(None, "no capture by the identity on the target", [])
+
+    async def promote(self, ev: Any, *, capture: str, target: Any) -> Promotion:
+        raise AssertionError("never asked: no capture was found")
+
+    async def check_update(self, ev: Any, *, identity: int, original: str, target: Any,
+                           since: float) -> UpdateCheck:  # fmt: skip
+        raise AssertionError("never asked: no capture was found")
+
+
+def test_a_platform_whose_capture_check_fails_in_the_probe_shows_lifecycle_not_measured(
+    example, tmp_path, capsys
+):
+    class Blind(example.TinyClient, _Blind):  # type: ignore[misc, name-defined]
+        pass
+
+    for _ in _registered(example, Blind):
+        run_id, db = _sealed(tmp_path, capsys)
+        table = _report(capsys, run_id, db, "table")
+        doc = json.loads(_report(capsys, run_id, db, "json"))
+    why = (
+        "the probe's capture check failed: after the scripted agent's teach, the capture "
+        "check returned None, not the capture's id (no capture by the identity on the target)"
+    )
+    for name in ("capture_rate", "recall_surfaced", "pass_k"):
+        assert doc["metrics"][name]["rate"] is None, name
+        assert doc["metrics"][name]["not_measured"] == why, doc["metrics"][name]
+    for name in ("update_correctness", "transfer_rate"):  # never checked without a capture
+        assert doc["metrics"][name]["not_measured"].endswith(
+            "not checked: its capture check found no capture"), name  # fmt: skip
+    assert f"not measured: {why}" in next(
+        x for x in table.splitlines() if x.startswith("capture_rate "))  # fmt: skip
+    assert doc["metrics"]["capture_attempt_rate"]["rate"] == 1.0  # an attempt needs no check
+    # The probe's teach, its capture check's reading and its findings are the run's events.
+    assert main(["log", run_id, "probe", "--ledger", db]) == 0
+    log = capsys.readouterr().out
+    assert "episode_started" in log and "probe_finished" in log
+
+
+def test_a_lifecycle_check_that_raises_is_a_failed_finding_not_a_traceback(example):
+    class Broken(example.TinyClient, _Blind):  # type: ignore[misc, name-defined]
+        async def check_capture(self, ev: Any, **kw: Any) -> CaptureCheck:
+            return "x".partition(None)  # type: ignore[arg-type, return-value]  # seeded bug
+
+    found = asyncio.run(probe(Broken(2), "tiny"))
+    said = {f.what: (f.ok, f.detail) for f in found.findings}
+    assert not found.refused and said["search"][0], said
+    ok, why = said["capture"]
+    assert not ok and why.startswith("not checked: the capture check failed: TypeError: "), why
+    assert not said["update"][0] and not said["promote"][0], said
 
 
 def test_a_gate_never_passes_a_metric_its_runs_could_not_measure(example, tmp_path, capsys):

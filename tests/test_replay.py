@@ -23,6 +23,8 @@ from benchledger.harness.errors import InfraError
 from benchledger.harness.peer.importer import import_peer
 from benchledger.harness.platforms.base import CallResult
 from benchledger.harness.platforms.provision import EmbeddedProvisioner, PlatformSpec
+from benchledger.harness.probe import MEMORY as PROBE_MEMORY
+from benchledger.harness.probe import ProbeReport
 from benchledger.ledger import Ledger, UnusableInput, open_store
 from benchledger.ledger.bundle import export_run, read_header, records
 from benchledger.ledger.codec import decode_event
@@ -32,9 +34,12 @@ from benchledger.ledger.events import (
     GraderDecisionEvent,
     InfraErrorBody,
     ModelCallEvent,
+    ProbeFinishedEvent,
     ReadBackBody,
+    RunStartedEvent,
     SessionCallEvent,
     UnitStartedEvent,
+    is_probe_stream,
 )
 from benchledger.ledger.verified import open_run
 from benchledger.projections.suites.lifecycle import scorecard as lc
@@ -128,15 +133,17 @@ def test_a_recorded_run_replays_with_zero_divergences(recorded, no_network, run_
     report = replay(target(recorded, run_id, source), level=level, ledger=lambda: recorded.ledger)
     assert report.ok, "\n".join(report.lines())
     assert report.mismatches == [] and report.failure is None
-    episodes = sum(
+    episodes = sum(  # the units' (the probe's lifecycle episodes are its own)
         isinstance(e.body, EpisodeFinishedBody)
         for e in recorded.events(run_id)
-        if hasattr(e, "body")
+        if hasattr(e, "body") and not is_probe_stream(e.stream)
     )
     if level == "full":
-        assert report.compared == {"episodes": episodes, "units": len(SUBSET)}
+        # The probe too: its calls served from the log, its findings the recorded ones.
+        assert report.compared == {"episodes": episodes, "units": len(SUBSET), "probe": 1}
     else:
         assert report.compared["trace hashes"] == episodes + len(SUBSET)
+        assert report.compared["probe findings"] == 8  # 5 re-derived from its recorded calls
         # Every lifecycle metric, the retrieval ones (projections over search results) too.
         assert report.compared["decisions"] > 0 and report.compared["metrics"] == 33
         assert report.skipped["trace hashes not recorded"] == 0
@@ -482,6 +489,66 @@ def test_an_imported_peer_run_without_its_protocols_is_unusable_input(tmp_path):
 
 
 # -- inputs replay refuses ----------------------------------------------------------------------
+
+
+# -- the probe's calls are events of the run ------------------------------------------------
+
+
+def test_the_probes_calls_are_events_of_its_stream_and_its_findings_cite_them(recorded):
+    events = [e for e in recorded.events("scripted") if e.stream == "scripted/probe"]
+    *before, end = events
+    assert isinstance(end, ProbeFinishedEvent) and end.refs == tuple(e.seq for e in before)
+    calls = [e for e in before if isinstance(e, SessionCallEvent) and e.body.episode == "probe"]
+    said = {(e.body.tool, e.body.text().count(PROBE_MEMORY) > 0) for e in calls}
+    assert {("memory_capture", False), ("search", True)} <= said  # written, then found
+    # Then its lifecycle checks: the scripted agent's teach and correction as episodes,
+    # the capture check's, the promotion's and the update check's reads as read-backs.
+    kinds = {type(e.body).__name__ for e in before}
+    assert {"EpisodeStartedBody", "EpisodeFinishedBody", "ReadBackBody"} <= kinds
+    started = next(e for e in recorded.events("scripted") if isinstance(e, RunStartedEvent))
+    assert started.body.record is not None
+    assert ProbeReport.of(end.body).record() == started.body.record.probe
+    assert [(f.what, f.ok) for f in end.body.findings] == [
+        (what, True) for what in ("vocabulary", "tools", "write", "search", "hit ids",
+                                  "capture", "promote", "update")]  # fmt: skip
+
+
+def test_a_tampered_probe_event_breaks_verify(recorded, tmp_path, capsys):
+    src = recorded.bundles["scripted"]
+    with open(src, "rb") as fh:
+        lines = fh.read().split(b"\n")
+    lineno = next(i for i, line in enumerate(lines) if b'"stream":"scripted/probe"' in line
+                  and b'"kind":"session_call"' in line)  # fmt: skip
+    tampered = str(tmp_path / "tampered.jsonl")
+    _flip_line(src, tampered, lineno)
+    assert main(["verify", tampered]) == 1
+    assert "'scripted/probe'" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("level", ["rederive", "full"])
+def test_a_probe_answer_changed_and_rechained_fails_replay_at_its_findings(
+    recorded, tmp_path, level
+):
+    def forget(e: Event) -> Event:  # the search no longer found the probe's memory
+        if (
+            isinstance(e, SessionCallEvent)
+            and e.stream == "scripted/probe"
+            and (e.body.tool == "search")
+        ):
+            content = [{"type": "text", "text": '{"results": []}'}]
+            return msgspec.structs.replace(e, body=msgspec.structs.replace(e.body, content=content))
+        return e
+
+    tampered = str(tmp_path / "forgot.jsonl")
+    rechain(recorded.bundles["scripted"], tampered, forget)
+    open_run(tampered, require_seal=False, allow_partial=False)  # links recomputed: it verifies
+    report = replay(tampered, level=level)
+    assert not report.ok
+    first = report.mismatches[0]
+    assert (first.stream, first.what) == ("scripted/probe", "probe")
+    # Re-derived, its search finding differs; re-run, the probe asks for a second search
+    # (one word of the memory) that the log does not hold.
+    assert first.field == ("findings.search" if level == "rederive" else "call")
 
 
 def _flip_line(src: str, dst: str, lineno: int) -> None:

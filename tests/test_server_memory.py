@@ -155,7 +155,7 @@ def test_verify_and_rederive_pass_on_a_server_memory_run(runs, capsys):
 
 def test_a_full_replay_from_the_log_re_drives_every_unit_and_finds_them_equal(runs, capsys):
     assert main(["replay", "sm", "--level", "full", "--ledger", runs]) == 0
-    assert "compared 24 episodes, 6 units, all equal" in capsys.readouterr().out
+    assert "compared 24 episodes, 6 units, 1 probe, all equal" in capsys.readouterr().out
 
 
 def test_a_full_replay_names_a_graph_read_the_recording_does_not_hold(runs):

@@ -211,7 +211,8 @@ def test_a_suite_defined_only_in_a_test_runs_reports_compares_audits_and_replays
     assert "r1" in audited and "r3" in audited
 
     rederived = _replay(ledger, "rederive", capsys)
-    assert rederived["compared"] == {"decisions": 3, "metrics": 1, "trace hashes": 3}
+    assert rederived["compared"] == {"decisions": 3, "metrics": 1, "trace hashes": 3,
+                                     "probe findings": 8}  # fmt: skip
     full = _replay(ledger, "full", capsys)
     assert full["compared"]["units"] == 3  # each unit re-driven through the toy's run_unit
 

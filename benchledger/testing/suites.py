@@ -29,7 +29,12 @@ from benchledger.harness.plan import unit_plans
 from benchledger.harness.record import RunConfig
 from benchledger.harness.suites import Suite, suite_for
 from benchledger.ledger import Ledger, open_store
-from benchledger.ledger.events import RunStartedEvent, UnitFinishedEvent, UnitStartedEvent
+from benchledger.ledger.events import (
+    RunStartedEvent,
+    UnitFinishedEvent,
+    UnitStartedEvent,
+    is_probe_stream,
+)
 from benchledger.ledger.verified import VerifiedRun, open_run
 from benchledger.projections.audit import Audit, UnknownMetric
 from benchledger.projections.suites import ReadSuite, lookup, of_run
@@ -151,7 +156,7 @@ class SuiteContract:
         assert run.verification.sealed and run.root == result.root
         streams: dict[str, list[Any]] = {}
         for event, _ in run.events:
-            if event.stream != RUN_ID:
+            if event.stream != RUN_ID and not is_probe_stream(event.stream):  # units only
                 streams.setdefault(event.stream, []).append(event)
         assert len(streams) == contract_run.planned
         for events in streams.values():

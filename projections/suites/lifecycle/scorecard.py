@@ -23,6 +23,7 @@ from benchledger.ledger.events import (
     UnitAbandonedEvent,
     UnitFinishedEvent,
     UnitStartedEvent,
+    is_probe_stream,
 )
 from benchledger.ledger.redaction import WithheldEvent
 from benchledger.projections import measured
@@ -256,6 +257,8 @@ class LifecycleFold:
 
     def apply(self, event: Event, link: str) -> None:
         self._usage.apply(event, link)
+        if is_probe_stream(event.stream):
+            return  # the probe's calls are the run's (usage), no unit's (its findings: record)
         if isinstance(event, RunStartedEvent):
             subset = subset_label(event.body.record, self.noun)
             self.meta = RunMeta(event.stream, event.body, self.meta.root, subset=subset)
@@ -289,7 +292,8 @@ class LifecycleFold:
     def result(self) -> tuple[RunMeta, list[Unit]]:
         self.meta.usage = self._usage.result()
         for stream, tokens in self._usage.by_stream.items():  # a unit's tokens: its stream's
-            self._unit(stream).tokens = dict(tokens)
+            if not is_probe_stream(stream):  # the probe's episodes are no unit's
+                self._unit(stream).tokens = dict(tokens)
         return self.meta, [u for _, u in sorted(self.units.items())]
 
 
