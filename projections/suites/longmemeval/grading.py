@@ -44,6 +44,12 @@ def prompt_of(question: Question) -> str:
     return ABSTENTION if question.abstention else PROMPT[question.type]
 
 
+def judge_type(question: Question) -> str:
+    """The question type whose prompt the judge grades ``question``'s answer with
+    (``protocols.judges.LME_TYPES``): ``abstention`` for an ``_abs`` question."""
+    return ABSTENTION if question.abstention else question.type
+
+
 def abstains(prediction: str) -> bool:
     """Whether the answer says the history does not hold it (LoCoMo's phrases, the reader's)."""
     low = prediction.lower()
@@ -75,4 +81,4 @@ def contains_gold(question: Question, prediction: str) -> bool:
     return bool(gold) and gold in normalise(prediction)
 
 
-__all__ = ["PROMPT", "abstains", "contains_gold", "f1_bound", "prompt_of", "token_f1"]
+__all__ = ["PROMPT", "abstains", "judge_type", "contains_gold", "f1_bound", "prompt_of", "token_f1"]
