@@ -30,7 +30,6 @@ from benchledger.harness import agents
 from benchledger.harness.agents.answering import PROMPT_HASH
 from benchledger.harness.agents.base import Agent
 from benchledger.harness.judge import JudgeRefused, make_judge, recorded_judge
-from benchledger.protocols.judges import PER_TYPE
 from benchledger.harness.needs import Given, unmet
 from benchledger.harness.platforms.embedded import MAX_POOL
 from benchledger.harness.platforms.platform import (
@@ -71,6 +70,7 @@ from benchledger.projections.suites.locomo.controls import (
     control,
 )
 from benchledger.protocols.errors import InvalidInput, Problem
+from benchledger.protocols.judges import PER_TYPE
 
 INTERRUPTED: Final = "interrupted; re-run on resume"
 RETRIED: Final = "infra-failed; re-run by --retry-infra"

@@ -111,8 +111,10 @@ async def regrade(
             + (" recorded without a run record" if record is None else "")
         )
     if judge.prompt.name == PER_TYPE and started.suite != "longmemeval":
-        raise RunRefused(f"--judge-prompt {PER_TYPE} picks LongMemEval's prompt by question "
-                         f"type; run {source.run_id}'s {started.suite} questions have none")  # fmt: skip
+        raise RunRefused(
+            f"--judge-prompt {PER_TYPE} picks LongMemEval's prompt by question type; run "
+            f"{source.run_id}'s {started.suite} questions have none"
+        )
     by_id = suite.items(started)
     streams: dict[str, list[tuple[Event, str]]] = {}
     for e, link in source.events:

@@ -8,9 +8,10 @@ locomo suite's ``Ingester``), and the ``ingested`` decision records how many lan
 episode ``ask``, in a fresh session, puts the question to the run's agent with the
 question's date; with a judge (``--judge``), episode ``judge`` has it grade the answer with
 evaluate_qa.py's prompt for the question's type (the abstention prompt for an ``_abs``
-question; ``--judge-prompt`` names one prompt for every question). The one decision function (``projections.suites.longmemeval.decisions``)
-grades it as ``replay --level rederive`` will. Each question's haystack is its own, so no
-unit waits for another and a full replay re-runs a unit from its events alone.
+question; ``--judge-prompt`` names one prompt for every question). The one decision
+function (``projections.suites.longmemeval.decisions``) grades it as ``replay --level
+rederive`` will. Each question's haystack is its own, so no unit waits for another and a
+full replay re-runs a unit from its events alone.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from benchledger.projections.suites.longmemeval.decisions import (
     graded,
     judge_rulings,
 )
+from benchledger.projections.suites.longmemeval.grading import judge_type
 from benchledger.projections.suites.longmemeval.items import (
     LongMemEvalItem,
     item_hash,
@@ -49,7 +51,6 @@ from benchledger.projections.suites.longmemeval.items import (
     turn_id,
     turns,
 )
-from benchledger.projections.suites.longmemeval.grading import judge_type
 from benchledger.protocols import longmemeval
 from benchledger.protocols.judges import PER_TYPE
 
