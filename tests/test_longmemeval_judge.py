@@ -159,9 +159,12 @@ def test_judge_accuracy_is_on_the_card_overall_and_per_type_beside_the_judge_fre
         assert metrics["judge_accuracy"]["den"] >= 1, group
     flips = card["metrics"]["judge_flip_rate"]
     assert flips["rate"] is None and "--judge-samples" in flips["not_measured"]
+    assert card["judge"]["prompt"] == "longmemeval"
     code, out, _ = cli(capsys, "report", RUN, "--ledger", judged["ledger"])
     line = next(x for x in out.splitlines() if x.startswith("judge_accuracy "))
     assert "not measured" not in line
+    assert f"prompt longmemeval sha256 {judge_prompt('longmemeval').sha256[:12]}" in out
+    assert f"{abs_q.id} " in out and f"judge={'yes' if abs_d.body.verdict else 'no'}" in out
 
 
 def test_regrade_makes_no_session_call_and_the_regraded_runs_verify_rederive_and_replay(
