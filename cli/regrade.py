@@ -1,5 +1,6 @@
 """``benchledger regrade RUN --judge SPEC``: a sealed run re-judging RUN's recorded answers,
-with no platform or agent call (harness/regrade.py; docs/locomo.md, "Re-judging a run");
+of a locomo or longmemeval run, with no platform or agent call (harness/regrade.py;
+docs/locomo.md, "Re-judging a run");
 ``benchledger judge calibrate --judge SPEC``: the judge's false accepts and rejects on the
 shipped calibration set, as a sealed run (docs/locomo.md, "Calibrating a judge")."""
 
@@ -15,7 +16,7 @@ from benchledger.cli.common import EXIT_OK, UsageError, ledger_arg, open_ledger,
 from benchledger.cli.run_options import judge_options
 from benchledger.harness.judge import JudgeRefused, make_judge
 from benchledger.harness.record import RunRefused
-from benchledger.harness.regrade import regrade
+from benchledger.harness.regrade import default_prompt, regrade
 from benchledger.ledger.ledger import check_run_id
 from benchledger.ledger.verified import open_run
 from benchledger.protocols.judges import SHIPPED
@@ -27,22 +28,11 @@ def _run_id(source: str) -> str:
 
 
 def cmd_regrade(args: argparse.Namespace) -> int:
-    """Re-judge a sealed locomo run's answers as a new sealed run; print its id and root."""
+    """Re-judge a sealed locomo or longmemeval run's answers as a new sealed run; print its
+    id and root."""
     if not args.judge:
         raise UsageError("regrade needs a judge: --judge SPEC (fake, openai:MODEL@URL, ...)")
     prompt = args.judge_prompt or ""
-    try:
-        judge = make_judge(
-            args.judge,
-            prompt=prompt if prompt in SHIPPED else "",
-            prompt_path="" if prompt in SHIPPED else prompt,
-            samples=args.judge_samples,
-            temperature=args.judge_temperature,
-            seed=args.judge_seed,
-            settings=args.settings,
-        )
-    except JudgeRefused as exc:
-        raise UsageError(str(exc)) from None
     run_id = args.run_id or _run_id(args.run)
     try:
         check_run_id(run_id)
@@ -53,6 +43,19 @@ def cmd_regrade(args: argparse.Namespace) -> int:
         if ledger.store.head(run_id) is not None:
             raise RunRefused(f"run {run_id} already exists; give another --run-id")
         source = open_run(args.run, ledger, require_seal=True, allow_partial=False)
+        try:
+            judge = make_judge(
+                args.judge,
+                prompt=prompt if prompt in SHIPPED else "",
+                prompt_path="" if prompt in SHIPPED else prompt,
+                samples=args.judge_samples,
+                temperature=args.judge_temperature,
+                seed=args.judge_seed,
+                settings=args.settings,
+                default_prompt=default_prompt(source),  # the source suite's
+            )
+        except JudgeRefused as exc:
+            raise UsageError(str(exc)) from None
         root = asyncio.run(regrade(ledger, source, judge, run_id, concurrency=args.concurrency))
     finally:
         ledger.store.close()

@@ -199,14 +199,17 @@ __all__ = ["item_options", "run_options"]
 
 def judge_options(p: argparse.ArgumentParser) -> None:
     """``--judge`` and its settings (``run`` and ``regrade``; docs/locomo.md, "The judge")."""
-    j = p.add_argument_group("judge (locomo)")
+    j = p.add_argument_group("judge (locomo, longmemeval)")
     j.add_argument("--judge", metavar="SPEC",
                    help="grade each answer with a model judge too, named as --agent names a "
                    "model: fake[:DELAY_S], openai:MODEL@BASE_URL, anthropic:MODEL; every "
-                   "judgment is a recorded model call (J beside F1 on the card)")  # fmt: skip
+                   "judgment is a recorded model call (J beside F1, judge_accuracy beside "
+                   "the judge-free bounds)")  # fmt: skip
     j.add_argument("--judge-prompt", metavar="NAME|FILE",
-                   help="the judge's prompt: lenient (default: LoCoMo's J as vendors run it), "
-                   "strict, or a file holding {question}, {gold} and {answer}")  # fmt: skip
+                   help="the judge's prompt: lenient (locomo's default: LoCoMo's J as vendors "
+                   "run it), strict, longmemeval (longmemeval's default: evaluate_qa.py's "
+                   "prompt for each question's type), or a file holding {question}, {gold} "
+                   "and {answer}")  # fmt: skip
     j.add_argument(
         "--judge-samples",
         type=whole("--judge-samples"),

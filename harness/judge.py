@@ -3,7 +3,9 @@
 ``--judge SPEC`` names a model as ``--agent`` does (``harness.agents.from_spec``: ``fake``,
 ``openai:MODEL@URL``, ``anthropic:MODEL``); the judge sends it one user message, a judge
 prompt (``protocols.judges``) filled with the question, the gold answer and the answer,
-at temperature 0 unless told otherwise, ``samples`` times. Each call is recorded as a
+at temperature 0 unless told otherwise, ``samples`` times. A suite names its default prompt
+(``default_judge_prompt``; ``lenient`` otherwise); LongMemEval's per-type set picks each
+question's own prompt (``protocols.judges.for_question``). Each call is recorded as a
 ``model_call`` of the episode ``judge`` in the unit's stream, through the transport's
 retries as any model call (failed attempts recorded too), citing the answer it grades; the
 verdict is read from the recorded reply by the decision function
@@ -28,7 +30,13 @@ from benchledger.harness.models.transport import ModelTransport
 from benchledger.harness.settings import Settings
 from benchledger.ledger.events import ModelCallBody
 from benchledger.ledger.ledger import StreamWriter
-from benchledger.protocols.judges import JudgePrompt, fill, judge_prompt, prompt_file
+from benchledger.protocols.judges import (
+    JudgePrompt,
+    fill,
+    for_question,
+    judge_prompt,
+    prompt_file,
+)
 
 __all__ = ["JUDGE", "Judge", "JudgeRefused", "make_judge", "recorded_judge"]
 
@@ -74,12 +82,19 @@ class Judge:
         return params
 
     async def grade(
-        self, writer: StreamWriter, question: str, gold: str, answer: str, refs: Sequence[int]
+        self,
+        writer: StreamWriter,
+        question: str,
+        gold: str,
+        answer: str,
+        refs: Sequence[int],
+        question_type: str = "",
     ) -> list[int]:
-        """Ask the judge ``samples`` times; each call is staged on ``writer`` as a
+        """Ask the judge ``samples`` times, with the prompt for ``question_type`` (a per-type
+        set's own, else the one prompt); each call is staged on ``writer`` as a
         ``model_call`` citing ``refs`` (the answer graded). The seqs of the calls."""
         rec = Recorder(writer, JUDGE)
-        text = fill(self.prompt, question, gold, answer)
+        text = fill(for_question(self.prompt, question_type), question, gold, answer)
         seqs = []
         for i in range(self.samples):
             req = build_request(self.model, "", [{"role": "user", "text": text}], [],
@@ -94,11 +109,11 @@ class Judge:
         return seqs
 
 
-def _prompt(name: str, path: str) -> JudgePrompt:
+def _prompt(name: str, path: str, default: str) -> JudgePrompt:
     if path:
         return prompt_file(path)  # InvalidInput (exit 2) naming the file
     try:
-        return judge_prompt(name or DEFAULT_PROMPT)
+        return judge_prompt(name or default or DEFAULT_PROMPT)
     except ValueError as exc:
         raise JudgeRefused(str(exc)) from None
 
@@ -132,12 +147,14 @@ def make_judge(
     temperature: float = 0.0,
     seed: int | None = None,
     settings: Settings | None = None,
+    default_prompt: str = "",
 ) -> Judge:
-    """The judge ``--judge SPEC`` asks for; JudgeRefused (or the prompt file's InvalidInput)
-    with one line when it cannot be made."""
+    """The judge ``--judge SPEC`` asks for (``default_prompt``: the suite's, when neither
+    ``prompt`` nor ``prompt_path`` is given); JudgeRefused (or the prompt file's
+    InvalidInput) with one line when it cannot be made."""
     if samples < 1:
         raise JudgeRefused(f"--judge-samples {samples}: ask the judge at least once")
-    chosen = _prompt(prompt, prompt_path)
+    chosen = _prompt(prompt, prompt_path, default_prompt)
     given: dict[str, Any] = {"temperature": temperature}
     if seed is not None:
         given["seed"] = seed

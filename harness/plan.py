@@ -70,6 +70,7 @@ from benchledger.projections.suites.locomo.controls import (
     control,
 )
 from benchledger.protocols.errors import InvalidInput, Problem
+from benchledger.protocols.judges import PER_TYPE
 
 INTERRUPTED: Final = "interrupted; re-run on resume"
 RETRIED: Final = "infra-failed; re-run by --retry-infra"
@@ -234,7 +235,7 @@ def _judge(cfg: RunConfig, suite: Suite, recorded: dict[str, Any] | None = None)
     use = getattr(suite, "use_judge", None)
     if use is None:
         raise RunRefused(f"--judge grades answers to questions; the {suite.name} suite has none "
-                         "(use --suite locomo)")  # fmt: skip
+                         "(use --suite locomo or --suite longmemeval)")  # fmt: skip
     try:
         if recorded:
             judge = recorded_judge(recorded, settings=cfg.settings)
@@ -243,9 +244,13 @@ def _judge(cfg: RunConfig, suite: Suite, recorded: dict[str, Any] | None = None)
                 cfg.judge, prompt=cfg.judge_prompt, prompt_path=cfg.judge_prompt_path,
                 samples=cfg.judge_samples, temperature=cfg.judge_temperature,
                 seed=cfg.judge_seed, settings=cfg.settings,
+                default_prompt=getattr(suite, "default_judge_prompt", ""),
             )  # fmt: skip
     except JudgeRefused as exc:
         raise RunRefused(str(exc)) from None
+    if judge.prompt.name == PER_TYPE and suite.name != "longmemeval":
+        raise RunRefused(f"--judge-prompt {PER_TYPE} picks LongMemEval's prompt by question "
+                         f"type; the {suite.name} suite's questions have none")  # fmt: skip
     use(judge)
     return judge
 

@@ -38,7 +38,8 @@ _DEPENDS: Final[dict[str, frozenset[str]]] = {
 }  # fmt: skip
 
 
-# A judge's metrics (LoCoMo's J, its samples' agreement and flip rate) need a judge on
+# A judge's metrics (LoCoMo's J, LongMemEval's judge_accuracy, the samples' agreement and
+# flip rate, on every suite) need a judge on
 # record (``RunRecord.judge``: ``run --judge``, ``regrade``); agreement and flips need more
 # than one sample per answer (``--judge-samples N``).
 _JUDGE_PREFIXES: Final = ("j_", "judge_")
@@ -121,11 +122,6 @@ def not_measured(records: Iterable[RunRecord | None], metric: str) -> str:
         if why:
             return why
     return ""
-
-
-def no_verdict(check: str) -> str:
-    """Why a metric read off ``check``'s verdicts is not measured when no unit recorded one."""
-    return f"no unit recorded a {check} verdict (the run had no judge)"
 
 
 def unmeasured(metric: Metric, why: str) -> Metric:

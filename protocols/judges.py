@@ -5,6 +5,9 @@ sent as one user message (docs/locomo.md, "The judge"). Shipped (``data/judges/`
 sources in its NOTICE.md): ``lenient`` (LoCoMo's J as memory vendors run it: generous, on
 topic is CORRECT), ``strict`` (every detail of the gold answer), and LongMemEval's
 answer-check prompt per question type (``judge_prompt("longmemeval", question_type=...)``).
+``judge_prompt("longmemeval")`` without a type is the set of them (its text a JSON object,
+question type -> template, so a run records every one it may use), and ``for_question``
+picks the question's own from it (docs/longmemeval.md, "Answers").
 A prompt is pinned by the sha256 of its text, which a run records with the text.
 
 ``verdict_of`` reads a judge's reply as a verdict, a pure function of the recorded text,
@@ -14,6 +17,7 @@ so re-derivation reads the same verdict from the recorded call.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from typing import Final, NamedTuple
@@ -24,9 +28,11 @@ from benchledger.protocols.errors import InvalidInput, Problem
 __all__ = [
     "FIELDS",
     "LME_TYPES",
+    "PER_TYPE",
     "SHIPPED",
     "JudgePrompt",
     "fill",
+    "for_question",
     "judge_prompt",
     "prompt_file",
     "verdict_of",
@@ -35,6 +41,7 @@ __all__ = [
 FIELDS: Final = ("{question}", "{gold}", "{answer}")
 _DIR: Final = os.path.join(DATA_DIR, "judges")
 SHIPPED: Final = ("lenient", "strict", "longmemeval")
+PER_TYPE: Final = "longmemeval"  # the prompt that is one per question type
 # LongMemEval's question types -> its prompt (evaluate_qa.py, get_anscheck_prompt).
 LME_TYPES: Final = {
     "single-session-user": "lme-default",
@@ -62,8 +69,11 @@ def _prompt(name: str, text: str) -> JudgePrompt:
 
 def judge_prompt(name: str, question_type: str = "") -> JudgePrompt:
     """A shipped prompt by name; ``longmemeval`` needs the question's ``question_type``
-    (one of ``LME_TYPES``; ``abstention`` for an ``_abs`` question). ValueError, one line,
-    for an unknown name or type."""
+    (one of ``LME_TYPES``; ``abstention`` for an ``_abs`` question), or none for the set
+    of them (module docstring). ValueError, one line, for an unknown name or type."""
+    if name == PER_TYPE and not question_type:
+        texts = {t: judge_prompt(PER_TYPE, t).text for t in LME_TYPES}
+        return _prompt(PER_TYPE, json.dumps(texts, sort_keys=True, ensure_ascii=False))
     if name == "longmemeval" or name.startswith("lme-"):
         file = LME_TYPES.get(question_type) if name == "longmemeval" else name
         if file is None or file not in LME_TYPES.values():
@@ -79,6 +89,23 @@ def judge_prompt(name: str, question_type: str = "") -> JudgePrompt:
         )
     with open(os.path.join(_DIR, f"{name}.txt"), encoding="utf-8") as f:
         return _prompt(name, f.read())
+
+
+def for_question(prompt: JudgePrompt, question_type: str) -> JudgePrompt:
+    """The prompt a question of ``question_type`` is judged with: the set's own for its type
+    (read from the set's recorded text, so a replay uses what the run recorded), any other
+    prompt as it is. ValueError, one line, when the set has no prompt for the type."""
+    if prompt.name != PER_TYPE:
+        return prompt
+    try:
+        texts = json.loads(prompt.text)
+        text = texts[question_type]
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(
+            f"judge prompt {PER_TYPE}: no prompt for question type {question_type!r} (a "
+            f"LongMemEval question's type is one of {', '.join(LME_TYPES)})"
+        ) from None
+    return _prompt(LME_TYPES.get(question_type, PER_TYPE), str(text))
 
 
 def prompt_file(path: str) -> JudgePrompt:

@@ -10,8 +10,10 @@ It also judges (``judge_reply``): a request filled from a judge prompt
 provider fakes of the tests use. A prompt asking to "be generous" (``lenient``) accepts an
 answer sharing any content word with the gold (``retrieval.words``); any other prompt
 (``strict``, LongMemEval's, one's own) accepts it only when every normalised token of the
-gold (LoCoMo's, ``grading.tokens``) is in the answer. So the two shipped LoCoMo prompts
-give different verdicts on the same answers, as real judges do.
+gold (LoCoMo's, ``grading.tokens``) is in the answer; LongMemEval's abstention prompt (it
+asks whether the model identifies an "unanswerable" question) accepts an answer that
+abstains (``longmemeval.grading.abstains``), whatever the explanation. So the two shipped
+LoCoMo prompts give different verdicts on the same answers, as real judges do.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from benchledger.harness.models.fake import FakeTransport
 from benchledger.harness.models.request import CanonicalRequest
 from benchledger.harness.models.response import ModelResponse, ModelToolCall
 from benchledger.projections.suites.locomo.grading import tokens
+from benchledger.projections.suites.longmemeval.grading import abstains
 
 _SCRIPT = ScriptedAgent()
 # The three fields of a filled judge prompt, as the shipped prompts label them (LoCoMo's
@@ -54,6 +57,8 @@ def judge_reply(prompt: str, params: Mapping[str, Any] | None = None) -> str | N
     lenient = bool(words(gold) & words(answer))
     strict = bool(tokens(gold)) and all(t in have for t in tokens(gold))
     ok = lenient if "generous" in prompt else strict
+    if "unanswerable" in prompt:
+        ok = lenient = strict = abstains(answer)
     p = params or {}
     if lenient != strict and float(p.get("temperature") or 0) > 0:
         ok = lenient if int(p.get("seed") or 0) % 2 == 0 else strict

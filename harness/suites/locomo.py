@@ -33,6 +33,8 @@ from benchledger.harness.record import RunConfig, RunRefused
 from benchledger.harness.suites.base import Loaded, Outcome
 from benchledger.harness.unit import UnitContext, UnitFailed, UnitPlan, identity_label
 from benchledger.ledger.events import InfraErrorBody, RunRecord
+from benchledger.ledger.ledger import StreamWriter
+from benchledger.projections.card import Ruling
 from benchledger.projections.suites.locomo.decisions import (
     ASK,
     F1,
@@ -238,10 +240,17 @@ class LocomoSuite:
 
     async def _judge(self, ctx: UnitContext, item: LocomoItem, judge: Judge) -> None:
         """The judge's verdict on the recorded answer: its calls, then ``locomo_j``."""
-        asked = graded(item, ctx.log)
-        assert asked is not None  # ``locomo_f1`` was decided from it
         ctx.stage = JUDGE
-        await judge.grade(ctx.w, item.question.question, judge_gold(item), asked.prediction,
-                          [asked.finished])  # fmt: skip
-        ctx.decisions(judge_rulings(item, ctx.log))
+        ctx.decisions(await judge_answer(judge, ctx.w, item))
         await ctx.commit()
+
+
+async def judge_answer(judge: Judge, w: StreamWriter, item: LocomoItem) -> list[Ruling]:
+    """Have ``judge`` grade the answer recorded on ``w`` (its calls staged there); the
+    judge's rulings, to append ([] before an answer). A run's unit and ``regrade`` both."""
+    asked = graded(item, w.log)
+    if asked is None:
+        return []
+    await judge.grade(w, item.question.question, judge_gold(item), asked.prediction,
+                      [asked.finished])  # fmt: skip
+    return judge_rulings(item, w.log)

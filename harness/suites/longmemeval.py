@@ -6,9 +6,12 @@ One unit is one question (its ``question_id``), under its own pool identity: epi
 turn (``[SESSION_N | DATE] role: content``, with the platform's declared vocabulary, by the
 locomo suite's ``Ingester``), and the ``ingested`` decision records how many landed; then
 episode ``ask``, in a fresh session, puts the question to the run's agent with the
-question's date. The one decision function (``projections.suites.longmemeval.decisions``)
-grades it as ``replay --level rederive`` will. Each question's haystack is its own, so no
-unit waits for another and a full replay re-runs a unit from its events alone.
+question's date; with a judge (``--judge``), episode ``judge`` has it grade the answer with
+evaluate_qa.py's prompt for the question's type (the abstention prompt for an ``_abs``
+question; ``--judge-prompt`` names one prompt for every question). The one decision
+function (``projections.suites.longmemeval.decisions``) grades it as ``replay --level
+rederive`` will. Each question's haystack is its own, so no unit waits for another and a
+full replay re-runs a unit from its events alone.
 """
 
 from __future__ import annotations
@@ -20,18 +23,25 @@ from benchledger import protocols
 from benchledger.harness.agents.base import Episode
 from benchledger.harness.episode import COUNTED, run_episode
 from benchledger.harness.errors import InfraError
+from benchledger.harness.judge import Judge
 from benchledger.harness.record import RunConfig
 from benchledger.harness.suites.base import Loaded, Outcome
 from benchledger.harness.suites.locomo import Ingester
 from benchledger.harness.unit import UnitContext, UnitFailed, identity_label
 from benchledger.ledger.events import InfraErrorBody, RunRecord
+from benchledger.ledger.ledger import StreamWriter
+from benchledger.projections.card import Ruling
 from benchledger.projections.suites.locomo.decisions import ingest_ruling
 from benchledger.projections.suites.longmemeval.decisions import (
     ANSWER,
     ASK,
     INGEST,
+    JUDGE_STAGE,
     ask_rulings,
+    graded,
+    judge_rulings,
 )
+from benchledger.projections.suites.longmemeval.grading import judge_type
 from benchledger.projections.suites.longmemeval.items import (
     LongMemEvalItem,
     item_hash,
@@ -42,6 +52,7 @@ from benchledger.projections.suites.longmemeval.items import (
     turns,
 )
 from benchledger.protocols import longmemeval
+from benchledger.protocols.judges import PER_TYPE
 
 DEFAULT_DATA: Final = os.path.join(protocols.DATA_DIR, "longmemeval", "synthetic.json")
 ASK_BUDGET: Final = 6  # tool calls a question's episode may make
@@ -72,8 +83,16 @@ class LongMemEvalSuite:
     item_noun = "question"
     tools = COUNTED
 
+    default_judge_prompt = PER_TYPE  # evaluate_qa.py's prompt for each question's type
+
     def __init__(self) -> None:
         self.loaded: longmemeval.LongMemEvalSet | None = None
+        self.judge: Judge | None = None  # ``--judge``: grades each answer (harness/judge.py)
+
+    def use_judge(self, judge: Judge | None) -> None:
+        """Grade every answer with ``judge`` too (a run's ``--judge``; a full replay's,
+        served from the unit's log)."""
+        self.judge = judge
 
     def default_path(self) -> str:
         return DEFAULT_DATA
@@ -129,3 +148,20 @@ class LongMemEvalSuite:
         await ctx.episode(Episode(ASK, SYSTEM_PROMPT, user_prompt(item), item, ASK_BUDGET), who)
         ctx.decisions(ask_rulings(item, ctx.log))
         await ctx.commit()
+        if self.judge is not None and ANSWER in ctx.outcome:
+            ctx.stage = JUDGE_STAGE
+            ctx.decisions(await judge_answer(self.judge, ctx.w, item))
+            await ctx.commit()
+
+
+async def judge_answer(judge: Judge, w: StreamWriter, item: LongMemEvalItem) -> list[Ruling]:
+    """Have ``judge`` grade the answer recorded on ``w`` with the prompt for the question's
+    type (``grading.judge_type``), its calls staged there; the judge's rulings, to append
+    ([] before an answer). A run's unit and ``regrade`` both."""
+    asked = graded(item, w.log)
+    if asked is None:
+        return []
+    q = item.question
+    await judge.grade(w, q.question, q.answer, asked.prediction, [asked.finished],
+                      question_type=judge_type(q))  # fmt: skip
+    return judge_rulings(item, w.log)

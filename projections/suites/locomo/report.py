@@ -8,6 +8,7 @@ import html
 import statistics
 from typing import Any, Final
 
+from benchledger.ledger.events import RunRecord
 from benchledger.ledger.inert import inert, inert_md
 from benchledger.projections.card import (
     card_standing,
@@ -62,9 +63,13 @@ def calibration_line(card: Card) -> str:
 
 
 def judge_line(card: Card) -> str:
-    """The judge as the run recorded it: model, prompt and its hash, temperature, seed,
-    samples ("none": no judge)."""
-    record = card.meta.started.record
+    """The judge as the run recorded it (``judged_by``)."""
+    return judged_by(card.meta.started.record)
+
+
+def judged_by(record: RunRecord | None) -> str:
+    """The judge as a run's ``record`` holds it: model, prompt and its hash, temperature,
+    seed, samples, the run it regraded ("none": no judge). Every suite with a judge."""
     j = record.judge if record is not None else {}
     if not j:
         return "none"

@@ -2,7 +2,8 @@
 platform that ingested its own haystack (docs/longmemeval.md).
 
 ``ranking`` is LongMemEval's retrieval evaluation (eval_utils.py's metrics), ``grading``
-the judge-free answer bound and the judge's seam, ``items`` finds the run's questions
+the judge-free answer bounds and the prompt type a judge grades each question with,
+``items`` finds the run's questions
 again in the run itself, ``decisions`` is the one decision function (live and
 re-derived), ``scorecard`` folds a run into the metrics overall and per question type,
 ``report`` renders it, ``audit`` traces a metric to the turns retrieved. ``SUITE`` is its

@@ -15,9 +15,13 @@ One function rules on a unit, live (``harness.suites.longmemeval``) and re-deriv
   every evidence turn was retrieved, None for a question LongMemEval's retrieval
   evaluation leaves out (abstention, or no user turn marked ``has_answer``).
 
-``JUDGE`` is the check a judge's verdict will be recorded under (stage ``ask``, one per
-question, with evaluate_qa.py's prompt for the question: ``grading.prompt_of``); the
-card reads it when a unit has one and says "not measured" otherwise.
+- ``longmemeval_judge`` (stage ``judge``; only in a run with a judge, ``run --judge`` or
+  ``regrade``): the judge's verdict on the answer, read by ``protocols.judges.verdict_of``
+  from each recorded ``model_call`` of the episode ``judge`` (LongMemEval's reading: "yes"
+  is a pass) by the locomo suite's reader (``locomo.decisions.judged``): True when more
+  than half of the samples said yes, None when no reply could be read; it cites the
+  judge's calls. The prompt each question got (evaluate_qa.py's for its type,
+  ``grading.prompt_of``, unless the run named another) is in the recorded request.
 """
 
 from __future__ import annotations
@@ -34,15 +38,17 @@ from benchledger.projections.suites.locomo.decisions import (
     Events,
     finished,
     ingest_ruling,
+    judged,
     retrieved,
 )
+from benchledger.projections.suites.locomo.decisions import JUDGE as JUDGE_STAGE
 from benchledger.projections.suites.longmemeval import grading, ranking
 from benchledger.projections.suites.longmemeval.items import LongMemEvalItem, memory_id
 from benchledger.protocols.grading import final_answer
 
 ANSWER: Final = "longmemeval_answer"
 RETRIEVAL: Final = "longmemeval_retrieval"
-JUDGE: Final = "longmemeval_judge"  # the seam: a judge's verdict per question (module doc)
+JUDGE: Final = "longmemeval_judge"  # a judge's verdict per question (module doc)
 
 
 class Asked(NamedTuple):
@@ -72,8 +78,27 @@ def graded(item: LongMemEvalItem, events: Events) -> Asked | None:
 
 
 def decide_unit(item: LongMemEvalItem, events: Events) -> list[Ruling]:
-    """The unit's rulings: ``ingested``, then the ask's."""
-    return ingest_ruling(events) + ask_rulings(item, events)
+    """The unit's rulings: ``ingested``, then the ask's, then the judge's."""
+    return ingest_ruling(events) + ask_rulings(item, events) + judge_rulings(item, events)
+
+
+def judge_rulings(item: LongMemEvalItem, events: Events) -> list[Ruling]:
+    """``longmemeval_judge`` when the answer was judged ([] otherwise)."""
+    found = judged(events)
+    asked = graded(item, events)
+    if found is None or asked is None:
+        return []
+    said = ["yes" if v else "no" if v is False else "not understood" for v in found.verdicts]
+    n = len(said)
+    why = (
+        f"the judge said {said[0]}"
+        if n == 1
+        else f"the judge's {n} samples said {', '.join(said)} (agreement {found.agreement:.2f})"
+    )
+    body = GraderDecisionBody(stage=JUDGE_STAGE, check=JUDGE, verdict=found.verdict,
+                              reason=why, answer=asked.prediction, expected=item.question.answer,
+                              origin=OURS)  # fmt: skip
+    return [Ruling(body, found.calls)]
 
 
 def ask_rulings(item: LongMemEvalItem, events: Events) -> list[Ruling]:
@@ -112,5 +137,5 @@ def ask_rulings(item: LongMemEvalItem, events: Events) -> list[Ruling]:
     return out
 
 
-__all__ = ["ANSWER", "ASK", "INGEST", "INGESTED", "JUDGE", "RETRIEVAL", "Asked", "ask_rulings",
-           "decide_unit", "graded"]  # fmt: skip
+__all__ = ["ANSWER", "ASK", "INGEST", "INGESTED", "JUDGE", "JUDGE_STAGE", "RETRIEVAL", "Asked",
+           "ask_rulings", "decide_unit", "graded", "judge_rulings"]  # fmt: skip

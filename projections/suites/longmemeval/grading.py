@@ -3,8 +3,9 @@
 
 LongMemEval grades answers with a model judge and one prompt per question type
 (``evaluate_qa.py``'s ``get_anscheck_prompt``); ``PROMPT`` names the prompt each question
-gets, the seam where a judge's verdict joins the card (``decisions.JUDGE``). Until a run
-records one, two judge-free numbers stand beside it, pure and deterministic:
+gets and ``judge_type`` the type a run's judge picks it by (``protocols.judges.LME_TYPES``;
+its verdict is the decision ``decisions.JUDGE``). Beside it, judged or not, two judge-free
+numbers, pure and deterministic:
 
 - ``token_f1``: SQuAD-style token F1 of the answer against the gold answer (LoCoMo's
   normalisation, no stemming); an abstention question scores 1 when the answer abstains
@@ -44,6 +45,12 @@ def prompt_of(question: Question) -> str:
     return ABSTENTION if question.abstention else PROMPT[question.type]
 
 
+def judge_type(question: Question) -> str:
+    """The question type whose prompt the judge grades ``question``'s answer with
+    (``protocols.judges.LME_TYPES``): ``abstention`` for an ``_abs`` question."""
+    return ABSTENTION if question.abstention else question.type
+
+
 def abstains(prediction: str) -> bool:
     """Whether the answer says the history does not hold it (LoCoMo's phrases, the reader's)."""
     low = prediction.lower()
@@ -75,4 +82,4 @@ def contains_gold(question: Question, prediction: str) -> bool:
     return bool(gold) and gold in normalise(prediction)
 
 
-__all__ = ["PROMPT", "abstains", "contains_gold", "f1_bound", "prompt_of", "token_f1"]
+__all__ = ["PROMPT", "abstains", "contains_gold", "f1_bound", "judge_type", "prompt_of", "token_f1"]

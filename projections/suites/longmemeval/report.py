@@ -18,6 +18,7 @@ from benchledger.projections.card import (
     standing_json,
 )
 from benchledger.projections.source import completeness
+from benchledger.projections.suites.locomo.report import judged_by
 from benchledger.projections.suites.longmemeval.scorecard import (
     ANSWER_CONTAINS,
     ANSWER_F1,
@@ -69,6 +70,7 @@ def header(card: Card) -> list[tuple[str, str]]:
                       + (f" ({m.subset})" if m.subset else "")),
         ("ingested", f"{landed} of {len(card.ingests)} haystacks landed whole"),
         ("search depth", f"at most {card.depth} hits per question"),
+        ("judge", judged_by(m.started.record)),
         ("harness failures", str(card.harness_failures)),
     )]  # fmt: skip
 
@@ -82,6 +84,15 @@ def _items(card: Card) -> list[dict[str, Any]]:
     """Every question as JSON, without a term in a metric the run did not measure."""
     gone = {n for n, m in card.metrics.items() if m.not_measured}
     return [{k: v for k, v in r.as_json().items() if k not in gone} for r in card.rows]
+
+
+def _said(item: dict[str, Any]) -> str:
+    """The judge's verdict on a question, as the table shows it ("": not judged)."""
+    found = item.get("judge")
+    if not found:
+        return ""
+    v = found["verdict"]
+    return f"judge={'yes' if v else 'no' if v is False else 'not-understood'} "
 
 
 def table(card: Card) -> str:
@@ -98,7 +109,7 @@ def table(card: Card) -> str:
     for j in _items(card)[:ROWS_SHOWN]:
         lines.append(f"{inert(j['id']):<16} {j['question_type']:<26} "
                      f"contains={j[ANSWER_CONTAINS]:.0f} f1={j[ANSWER_F1]:.2f} "
-                     f"answer={inert(j['prediction'])[:60]!s}")  # fmt: skip
+                     + _said(j) + f"answer={inert(j['prediction'])[:60]!s}")  # fmt: skip
     if len(card.rows) > ROWS_SHOWN:
         lines.append(f"... {len(card.rows) - ROWS_SHOWN} more (report --format json lists all)")
     lines += [f"note: {n}" for n in card.notes]
@@ -139,6 +150,7 @@ def as_json(card: Card) -> dict[str, Any]:
         "platform_label": m.platform_label,
         "platform_facts": m.platform_facts,
         "file_sha256": m.started.config.get("file_sha256"),
+        "judge": dict(m.started.record.judge) if m.started.record is not None else {},
         "search_depth": card.depth,
         "metrics": {
             n: {**card.metrics[n].as_json(), "label": DESCRIPTIONS[n]} for n in METRIC_NAMES

@@ -1,11 +1,14 @@
 """The longmemeval suite's card as a fold over a run's events: LongMemEval's retrieval
-metrics at turn and session level, the judge-free answer bound, per question type.
+metrics at turn and session level, the judge's accuracy beside the judge-free answer bounds,
+per question type.
 
 Every number is recomputed from the recorded run by the functions the decisions use
 (``decisions.graded``). Retrieval means are over the questions LongMemEval's evaluation
 scores (``ranking.scored``: no abstention question, none without a user evidence turn);
-answer means over every graded question. A cut-off past the recorded search depth, and a
-judge the run did not have, are "not measured" (``projections.measured``). Binary means
+answer means over every graded question; the judge's over every judged one (a reply it
+could not read counts as not correct, never a pass). A cut-off past the recorded search
+depth, and a judge the run did not have (or one sample per answer, for agreement and
+flips), are "not measured" (``projections.measured``). Binary means
 carry a Wilson interval; NDCG and token F1 a bootstrap over the questions
 (``projections.stats``). docs/longmemeval.md lists the metrics.
 """
@@ -23,7 +26,12 @@ from benchledger.projections.card import CI_EPISODES, CI_WILSON, Metric, Ref, Ru
 from benchledger.projections.prices import Cost, Unpriced
 from benchledger.projections.prices import priced as price_usage
 from benchledger.projections.suites.lifecycle import scorecard as lc
-from benchledger.projections.suites.locomo.scorecard import LocomoFold
+from benchledger.projections.suites.locomo.decisions import Judged, judged
+from benchledger.projections.suites.locomo.scorecard import (
+    JUDGE_AGREEMENT,
+    JUDGE_FLIP_RATE,
+    LocomoFold,
+)
 from benchledger.projections.suites.longmemeval import ranking
 from benchledger.projections.suites.longmemeval.decisions import (
     ANSWER,
@@ -53,8 +61,9 @@ def retrieval_name(kind: str, k: int, level: str) -> str:
 
 RETRIEVAL_NAMES: Final = tuple(retrieval_name(m, k, lv) for lv in LEVELS for k in ranking.KS
                                for m in KINDS)  # fmt: skip
-METRIC_NAMES: Final = (ANSWER_CONTAINS, ANSWER_F1, JUDGE_ACCURACY, *RETRIEVAL_NAMES)
-BINARY: Final = frozenset({ANSWER_CONTAINS, JUDGE_ACCURACY,
+JUDGE_NAMES: Final = (JUDGE_ACCURACY, JUDGE_AGREEMENT, JUDGE_FLIP_RATE)
+METRIC_NAMES: Final = (ANSWER_CONTAINS, ANSWER_F1, *JUDGE_NAMES, *RETRIEVAL_NAMES)
+BINARY: Final = frozenset({ANSWER_CONTAINS, JUDGE_ACCURACY, JUDGE_FLIP_RATE,
                            *(n for n in RETRIEVAL_NAMES if not n.startswith("ndcg"))})  # fmt: skip
 _SAY = {"recall_any": "any evidence {u} among the first {k} retrieved",
         "recall_all": "every evidence {u} among the first {k} retrieved",
@@ -64,7 +73,10 @@ DESCRIPTIONS: Final = {
     "(abstention questions: it abstains)",
     ANSWER_F1: "judge-free bound: token F1 of the answer against the gold answer "
     "(abstention questions: 1 when it abstains)",
-    JUDGE_ACCURACY: "questions the judge ruled correct with LongMemEval's per-type prompt",
+    JUDGE_ACCURACY: "questions the judge ruled correct (LongMemEval's prompt for the "
+    "question's type, unless the run named another)",
+    JUDGE_AGREEMENT: "mean share of a question's judge samples agreeing with its verdict",
+    JUDGE_FLIP_RATE: "questions whose judge samples did not all agree",
     **{
         retrieval_name(m, k, lv): f"LongMemEval {m}@{k}, {lv} level: "
         + _SAY[m].format(u=lv, k=k) + ("" if lv == "turn" else " (LongMemEval's effective k)")
@@ -80,6 +92,7 @@ class Row:
     unit: lc.Unit
     item: LongMemEvalItem
     asked: Asked
+    judged: Judged | None = None  # the judge's verdict (None: not judged)
 
     @property
     def group(self) -> str:
@@ -100,6 +113,13 @@ class Row:
             "gold_answer": q.answer,
             "retrieved": list(self.asked.retrieved),
             "retrieval_scored": ranking.scored(q),
+            "judge": None
+            if self.judged is None
+            else {
+                "verdict": self.judged.verdict,
+                "samples": list(self.judged.verdicts),
+                "agreement": self.judged.agreement,
+            },
             **row_values(self),
         }
 
@@ -110,9 +130,10 @@ def row_values(row: Row) -> dict[str, float]:
     at every cut-off and both levels. The card, the exports and compare all use these."""
     q = row.item.question
     out = {ANSWER_F1: row.asked.f1, ANSWER_CONTAINS: 1.0 if row.asked.contains else 0.0}
-    judged = row.unit.decisions.get(JUDGE)
-    if judged is not None and judged.verdict is not None:
-        out[JUDGE_ACCURACY] = 1.0 if judged.verdict else 0.0
+    if row.judged is not None:  # a reply the judge's words could not be read from: not correct
+        out[JUDGE_ACCURACY] = 1.0 if row.judged.verdict else 0.0
+        out[JUDGE_AGREEMENT] = row.judged.agreement
+        out[JUDGE_FLIP_RATE] = 0.0 if len(set(row.judged.verdicts)) == 1 else 1.0
     if ranking.scored(q):
         found = ranking.corpus(q)
         for k in ranking.KS:
@@ -142,22 +163,21 @@ def _mean(name: str, scored: Sequence[tuple[Row, float, Ref]]) -> Metric:
 
 
 def _check(name: str) -> str:
-    if name == JUDGE_ACCURACY:
+    if name in JUDGE_NAMES:
         return JUDGE
     return ANSWER if name in (ANSWER_F1, ANSWER_CONTAINS) else RETRIEVAL
 
 
 def metrics(rows: Sequence[Row], depth: int) -> dict[str, Metric]:
     """Every metric of ``METRIC_NAMES`` over ``rows``: the mean of its ``row_values``, or
-    not measured (past the search depth ``depth``; no judge verdict)."""
+    not measured past the search depth ``depth`` (a judge the run lacked: ``measured``'s,
+    by the card)."""
     valued = [(r, row_values(r)) for r in rows]
     out = {}
     for name in METRIC_NAMES:
         m = _mean(name, [(r, v[name], _ref(r, _check(name))) for r, v in valued if name in v])
         if name in RETRIEVAL_NAMES and (why := measured.beyond_depth(_k(name), depth)):
             m = measured.unmeasured(m, why)
-        elif name == JUDGE_ACCURACY and not m.den:
-            m = measured.unmeasured(m, measured.no_verdict(JUDGE))
         out[name] = m
     return out
 
@@ -212,9 +232,10 @@ def scorecard(folded: tuple[RunMeta, list[lc.Unit], Mapping[str, list[tuple[int,
         item = by_id.get(u.protocol_id)
         if item is None or not u.graded:
             continue
-        asked = graded(item, events.get(u.stream, []))
+        mine = events.get(u.stream, [])
+        asked = graded(item, mine)
         if asked is not None:
-            rows.append(Row(u, item, asked))
+            rows.append(Row(u, item, asked, judged(mine)))
     order = {qid: i for i, qid in enumerate(by_id)}
     rows.sort(key=lambda r: (order.get(r.item.id, len(order)), r.unit.attempt))
     depth = max((len(r.asked.retrieved) for r in rows), default=0)
