@@ -52,7 +52,10 @@ GROUPS: Final[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]] = (
     (
         "benchledger.cli.regrade",
         (
-            ("regrade", "judge a run's recorded answers again, as a new run (no platform call)"),
+            (
+                "regrade",
+                "judge a run's recorded answers again, as a new run (no platform or agent call)",
+            ),
             ("judge", "a judge's false accepts and rejects on a calibration set (judge calibrate)"),
         ),
     ),

@@ -99,7 +99,9 @@ def cmd_judge_calibrate(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``regrade`` and ``judge calibrate``."""
-    j = sub.add_parser("judge", help="a judge's false accepts and rejects (judge calibrate)")
+    j = sub.add_parser(
+        "judge", help="a judge's false accepts and rejects on a calibration set (judge calibrate)"
+    )
     jsub = j.add_subparsers(dest="judge_command", required=True, metavar="calibrate")
     c = jsub.add_parser("calibrate", help="run the judge on the shipped calibration set")
     c.add_argument("--run-id", metavar="ID", help="the run's id (default: a fresh jc-...)")

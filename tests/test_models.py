@@ -459,8 +459,8 @@ def test_a_fake_spec_with_a_transport_gives_a_model_agent_over_it():
         ("fake:soon", "delay must be seconds"),
         (
             "llama",
-            r"no such model provider \(known: anthropic, fake, full-context, no-memory, openai, "
-            r"recorded, retrieval, scripted\)",
+            r"no such model provider \(known: anthropic, calibration, fake, full-context, "
+            r"no-memory, openai, recorded, retrieval, scripted\)",
         ),
     ],
     ids=["anthropic", "openai", "bad-delay", "unknown"],
