@@ -55,7 +55,7 @@ def units_of(events: list) -> dict[str, list]:
     """Unit stream -> its (event, link) pairs."""
     out: dict[str, list] = {}
     for event, link in events:
-        if "/" in event.stream:
+        if event.stream.count("/") == 2:  # RUN/<protocol>/<attempt>; not RUN/probe
             out.setdefault(event.stream, []).append((event, link))
     return out
 

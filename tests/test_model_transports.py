@@ -44,6 +44,7 @@ from benchledger.ledger.events import (
     RunRecord,
     RunStartedEvent,
     UnitFinishedEvent,
+    is_probe_stream,
 )
 from benchledger.projections.fold import fold
 from benchledger.projections.source import from_ledger
@@ -544,6 +545,7 @@ def test_usage_with_cache_tokens_is_recorded_per_call_and_rolled_up_per_episode(
     srv = start(served, fake(provider, brain_for(one)))
     result, evs = run_driver(tmp_path, one, transport(provider, srv.url, Sleeps()))
     assert result.root
+    evs = [e for e in evs if not is_probe_stream(e.stream)]  # the run's unit, not its probe
     per_episode: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for e in evs:
         if isinstance(e, ModelCallEvent):
