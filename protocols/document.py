@@ -118,6 +118,33 @@ def kind_of(value: Any) -> str:
     )
 
 
+class FieldCheck:
+    """Walks a decoded JSON data file (LoCoMo's, LongMemEval's), collecting one ``Problem``
+    per thing wrong (``FILE: WHERE.field: problem``) rather than stopping at the first; a
+    format's checker adds its own walk."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.problems: list[Problem] = []
+
+    def problem(self, where: str, message: str) -> None:
+        self.problems.append(Problem(self.file, None, where, message))
+
+    def text(self, obj: dict[str, Any], where: str, key: str, *, empty: bool = False) -> str:
+        """``obj[key]`` as text ("" and a problem when it is missing, not text, or blank
+        unless ``empty``)."""
+        value = obj.get(key)
+        if value is None:
+            self.problem(f"{where}.{key}", "missing")
+        elif not isinstance(value, str):
+            self.problem(f"{where}.{key}", f"must be text, got {kind_of(value)}")
+        elif not empty and not value.strip():
+            self.problem(f"{where}.{key}", "must not be empty")
+        else:
+            return value
+        return ""
+
+
 class Checker:
     """Collects the problems of one document; each check reports and moves on.
 

@@ -21,7 +21,7 @@ import msgspec
 
 from benchledger.ledger.codec import TooDeep, canonical_json, check_depth
 from benchledger.ledger.names import RULE, is_name
-from benchledger.protocols.document import kind_of
+from benchledger.protocols.document import FieldCheck, kind_of
 from benchledger.protocols.errors import InvalidInput, Problem
 
 CATEGORIES = (1, 2, 3, 4, 5)
@@ -177,27 +177,8 @@ def samples_of(doc: Any, file: str) -> tuple[Sample, ...]:
     return samples
 
 
-class _Check:
+class _Check(FieldCheck):
     """Walks the decoded document, collecting ``FILE: sample:field: problem`` lines."""
-
-    def __init__(self, file: str) -> None:
-        self.file = file
-        self.problems: list[Problem] = []
-
-    def problem(self, where: str, message: str) -> None:
-        self.problems.append(Problem(self.file, None, where, message))
-
-    def text(self, obj: dict[str, Any], where: str, key: str, *, empty: bool = False) -> str:
-        value = obj.get(key)
-        if value is None:
-            self.problem(f"{where}.{key}", "missing")
-        elif not isinstance(value, str):
-            self.problem(f"{where}.{key}", f"must be text, got {kind_of(value)}")
-        elif not empty and not value.strip():
-            self.problem(f"{where}.{key}", "must not be empty")
-        else:
-            return value
-        return ""
 
     def samples(self, doc: Any) -> tuple[Sample, ...]:
         if not isinstance(doc, list) or not doc:

@@ -22,8 +22,8 @@ import msgspec
 
 from benchledger.ledger.codec import canonical_json
 from benchledger.ledger.names import RULE, is_name
-from benchledger.protocols.document import kind_of
-from benchledger.protocols.errors import InvalidInput, Problem
+from benchledger.protocols.document import FieldCheck, kind_of
+from benchledger.protocols.errors import InvalidInput
 from benchledger.protocols.locomo import decode, read_bytes
 
 QUESTION_TYPES: Final = (
@@ -111,27 +111,8 @@ def looks_like(head: bytes) -> bool:
     return b'"question_id"' in head or b'"haystack_sessions"' in head
 
 
-class _Check:
+class _Check(FieldCheck):
     """Walks the decoded document, collecting ``FILE: [i] ID.field: problem`` lines."""
-
-    def __init__(self, file: str) -> None:
-        self.file = file
-        self.problems: list[Problem] = []
-
-    def problem(self, where: str, message: str) -> None:
-        self.problems.append(Problem(self.file, None, where, message))
-
-    def text(self, obj: dict[str, Any], where: str, key: str, *, empty: bool = False) -> str:
-        value = obj.get(key)
-        if value is None:
-            self.problem(f"{where}.{key}", "missing")
-        elif not isinstance(value, str):
-            self.problem(f"{where}.{key}", f"must be text, got {kind_of(value)}")
-        elif not empty and not value.strip():
-            self.problem(f"{where}.{key}", "must not be empty")
-        else:
-            return value
-        return ""
 
     def texts(self, obj: dict[str, Any], where: str, key: str) -> list[str] | None:
         value = obj.get(key)
