@@ -13,35 +13,23 @@ less: a judge's call overlaps other units' ingestion and searches).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import statistics
 import tempfile
-import time
 from typing import Any
 
-from benchledger.harness.driver import RunDriver
+from benchledger.benchmarks.run_bench import timed_run
 from benchledger.harness.record import RunConfig
 from benchledger.harness.suites.locomo import DEFAULT_DATA
-from benchledger.ledger import Ledger, open_store
 from benchledger.protocols import locomo
 
 
 def _run(folder: str, n: int, concurrency: int, judge: str) -> float:
     """Seconds for one whole locomo run of the shipped set into a fresh ledger."""
-    ledger = Ledger(open_store(os.path.join(folder, f"bench-{n}.sqlite")))
     cfg = RunConfig(suite="locomo", agent="retrieval", protocols_path=DEFAULT_DATA,
                     run_id=f"bench-{n}", concurrency=concurrency, judge=judge)  # fmt: skip
-    started = time.perf_counter()
-    try:
-        result = asyncio.run(RunDriver(ledger, cfg).execute())
-    finally:
-        ledger.store.close()
-    took = time.perf_counter() - started
-    if not result.root:
-        raise RuntimeError("the benchmark run did not seal")
-    return took
+    return timed_run(cfg, os.path.join(folder, f"bench-{n}.sqlite"))[0]
 
 
 def measure(*, repeat: int = 3, concurrency: int = 4, delay_s: float = 1.0) -> dict[str, Any]:

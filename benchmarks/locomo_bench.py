@@ -24,12 +24,11 @@ import tempfile
 import time
 from typing import Any
 
-from benchledger.harness.driver import RunDriver
+from benchledger.benchmarks.run_bench import timed_run
 from benchledger.harness.platforms.provision import EmbeddedProvisioner, PlatformSpec
 from benchledger.harness.platforms.vocabulary import vocabulary_of
 from benchledger.harness.record import RunConfig
 from benchledger.harness.suites.locomo import DEFAULT_DATA
-from benchledger.ledger import Ledger, open_store
 from benchledger.projections.suites.locomo.items import memory_text
 from benchledger.protocols import locomo
 from benchledger.protocols.locomo_synthetic import full_size
@@ -39,18 +38,8 @@ SEARCH_K = 10
 
 def _run(data: str, folder: str, n: int) -> float:
     """Seconds for one whole locomo run of ``data`` into a fresh ledger."""
-    path = os.path.join(folder, f"bench-{n}.sqlite")
-    ledger = Ledger(open_store(path))
     cfg = RunConfig(suite="locomo", agent="retrieval", protocols_path=data, run_id=f"bench-{n}")
-    started = time.perf_counter()
-    try:
-        result = asyncio.run(RunDriver(ledger, cfg).execute())
-    finally:
-        ledger.store.close()
-    took = time.perf_counter() - started
-    if not result.root:
-        raise RuntimeError(f"the benchmark run of {data} did not seal")
-    return took
+    return timed_run(cfg, os.path.join(folder, f"bench-{n}.sqlite"))[0]
 
 
 async def _raw(data: str) -> None:

@@ -15,35 +15,23 @@ shared machine the wall time also counts other processes' turns on the cores.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import resource
 import tempfile
-import time
 from typing import Any
 
-from benchledger.harness.driver import RunDriver
+from benchledger.benchmarks.run_bench import timed_run
 from benchledger.harness.record import RunConfig
-from benchledger.ledger import Ledger, open_store
 from benchledger.protocols.longmemeval_synthetic import full_size
 
 
 def _run(data: str, folder: str, n: int, concurrency: int) -> tuple[float, float]:
     """Wall and CPU seconds (this process's, every thread) for one whole longmemeval run
     of ``data`` into a fresh ledger."""
-    ledger = Ledger(open_store(os.path.join(folder, f"bench-{n}.sqlite")))
     cfg = RunConfig(suite="longmemeval", agent="retrieval", protocols_path=data,
                     run_id=f"bench-{n}", concurrency=concurrency)  # fmt: skip
-    started, cpu = time.perf_counter(), time.process_time()
-    try:
-        result = asyncio.run(RunDriver(ledger, cfg).execute())
-    finally:
-        ledger.store.close()
-    took, cpu = time.perf_counter() - started, time.process_time() - cpu
-    if not result.root:
-        raise RuntimeError(f"the benchmark run of {data} did not seal")
-    return took, cpu
+    return timed_run(cfg, os.path.join(folder, f"bench-{n}.sqlite"))
 
 
 def measure(questions: int, sessions: int, turns: int, concurrency: int) -> list[dict[str, Any]]:

@@ -56,6 +56,24 @@ class Workload:
     platform: str = "embedded"
 
 
+def timed_run(cfg: RunConfig, ledger_path: str) -> tuple[float, float]:
+    """Wall and CPU seconds (this process's, every thread) of one whole run of ``cfg``
+    (plan, provision, every unit, seal) into a fresh SQLite ledger at ``ledger_path``;
+    RuntimeError when it did not seal. The suites' benchmarks (locomo, longmemeval, judge)
+    each time their runs by it."""
+    ledger = Ledger(open_store(ledger_path))
+    started, cpu = time.perf_counter(), time.process_time()
+    try:
+        result = asyncio.run(RunDriver(ledger, cfg).execute())
+    finally:
+        ledger.store.close()
+    took, cpu = time.perf_counter() - started, time.process_time() - cpu
+    if not result.root:
+        data = f" of {cfg.protocols_path}" if cfg.protocols_path else ""
+        raise RuntimeError(f"the benchmark run{data} did not seal")
+    return took, cpu
+
+
 def _one(work: Workload, concurrency: int, folder: str) -> dict[str, Any]:
     ledger = Ledger(open_store(os.path.join(folder, f"c{concurrency}.sqlite")))
     cfg = RunConfig(
